@@ -1,0 +1,1 @@
+"""swizzlelab.swizzle."""

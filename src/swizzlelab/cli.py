@@ -11,6 +11,9 @@ import typer
 from rich.console import Console
 
 from swizzlelab.errors import UserError
+from swizzlelab.runtime import ensure_triton_backend
+
+ensure_triton_backend()
 
 app = typer.Typer(
     name="swizzlelab",

@@ -24,6 +24,11 @@ app = typer.Typer(
 )
 
 
+@app.callback()
+def _root() -> None:
+    """Find, prove and measure block-order swizzles for Triton GPU kernels."""
+
+
 def _register_all() -> None:
     from swizzlelab.swizzle import cli as swizzle_cli
     from swizzlelab.sim import cli as sim_cli
@@ -41,24 +46,13 @@ _register_all()
 def main() -> None:
     """Entry point: run the app, turning a UserError into one red line and exit code 2."""
     try:
-        app(standalone_mode=False)
+        app()
     except UserError as err:
         Console(stderr=True).print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
         sys.exit(2)
-    except typer.Exit as exit_:
-        sys.exit(exit_.exit_code)
     except KeyboardInterrupt:
         Console(stderr=True).print("[yellow]interrupted[/]")
         sys.exit(130)
-    except Exception as err:  # click usage errors arrive here in non-standalone mode
-        import click
-
-        if isinstance(err, click.exceptions.ClickException):
-            err.show()
-            sys.exit(err.exit_code)
-        if isinstance(err, click.exceptions.Abort):
-            sys.exit(130)
-        raise
 
 
 if __name__ == "__main__":

@@ -7,4 +7,11 @@ import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the main app (none yet)."""
+    """Add this module's commands to the main app."""
+
+    @app.command("version")
+    def version() -> None:
+        """Print swizzlelab's version."""
+        from swizzlelab import __version__
+
+        typer.echo(__version__)

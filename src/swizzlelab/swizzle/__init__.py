@@ -1,1 +1,32 @@
-"""swizzlelab.swizzle."""
+"""The swizzle language: parse a block-order formula, prove it a bijection, name it, emit it as Triton.
+
+Formula text -> Formula (lang) -> per-program values (evaluate) -> Proof/Permutation (proof) -> kernel (emit).
+"""
+
+from swizzlelab.swizzle.emit import apply_swizzle, emit_triton, find_site, spliced_source
+from swizzlelab.swizzle.evaluate import evaluate, implicit_names, launch_shape
+from swizzlelab.swizzle.families import FAMILIES, compose, family, family_names, parse_order
+from swizzlelab.swizzle.lang import Formula, parse_formula
+from swizzlelab.swizzle.proof import Permutation, Proof, permutation_id, prove, to_permutation
+
+__all__ = [
+    "FAMILIES",
+    "Formula",
+    "Permutation",
+    "Proof",
+    "apply_swizzle",
+    "compose",
+    "emit_triton",
+    "evaluate",
+    "family",
+    "family_names",
+    "find_site",
+    "implicit_names",
+    "launch_shape",
+    "parse_formula",
+    "parse_order",
+    "permutation_id",
+    "prove",
+    "spliced_source",
+    "to_permutation",
+]

@@ -1,0 +1,323 @@
+"""The family library: named, parameterised block orders, each written in the formula language itself.
+
+Every family reads `pid` (the launch index) and, on 2-D tile grids, `num_pid_m`/`num_pid_n`; linear families
+yield a new `pid`, 2-D families yield `pid_m`, `pid_n`. `compose` chains a linear family before another.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from swizzlelab.errors import FormulaError, UserError
+from swizzlelab.swizzle.lang import Formula, parse_formula, rename
+
+HEADER = "pid = tl.program_id(0)\n"
+INTERFACE_NAMES = frozenset({"pid", "pid_m", "pid_n", "num_pid_m", "num_pid_n"})
+
+
+@dataclass(frozen=True)
+class Param:
+    """A typed family parameter with its default and the rule it must satisfy."""
+
+    name: str
+    default: int
+    doc: str
+    minimum: int = 1
+    power_of_two: bool = False
+
+    def validate(self, family_name: str, value: object) -> int:
+        try:
+            number = int(value)  # type: ignore[call-overload]
+        except (TypeError, ValueError):
+            raise UserError(f"family {family_name}: {self.name}={value!r} is not an integer") from None
+        if number < self.minimum:
+            raise UserError(f"family {family_name}: {self.name}={number} must be >= {self.minimum}")
+        if self.power_of_two and number & (number - 1):
+            raise UserError(f"family {family_name}: {self.name}={number} must be a power of two")
+        return number
+
+
+@dataclass(frozen=True)
+class Family:
+    """A named order: `kind` is 'linear' (pid -> pid) or '2d' (pid -> pid_m, pid_n)."""
+
+    name: str
+    kind: str
+    doc: str
+    params: tuple[Param, ...]
+    body: Callable[..., str]
+
+
+def _identity_2d() -> str:
+    return "pid_m = pid // num_pid_n\npid_n = pid % num_pid_n\n"
+
+
+def _identity_linear() -> str:
+    return "pid = pid\n"
+
+
+def _column_major() -> str:
+    return "pid_m = pid % num_pid_m\npid_n = pid // num_pid_m\n"
+
+
+def _grouped(GROUP_M: int) -> str:
+    return (
+        f"GROUP_M = {GROUP_M}\n"
+        "num_pid_in_group = GROUP_M * num_pid_n\n"
+        "group_id = pid // num_pid_in_group\n"
+        "first_pid_m = group_id * GROUP_M\n"
+        "group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)\n"
+        "pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)\n"
+        "pid_n = (pid % num_pid_in_group) // group_size_m\n"
+    )
+
+
+def _xcd(NUM_XCDS: int) -> str:
+    # The hardware sends launch index i to XCD i % NUM_XCDS; give each XCD a contiguous run of logical ids.
+    # XCDs below `extra` get one more program when the count is not a multiple of NUM_XCDS.
+    return (
+        f"NUM_XCDS = {NUM_XCDS}\n"
+        "num_pid = tl.num_programs(0)\n"
+        "per_xcd = num_pid // NUM_XCDS\n"
+        "extra = num_pid % NUM_XCDS\n"
+        "xcd = pid % NUM_XCDS\n"
+        "local_id = pid // NUM_XCDS\n"
+        "pid = xcd * per_xcd + tl.minimum(xcd, extra) + local_id\n"
+    )
+
+
+def _blocked_curve(side: int, decode: str) -> str:
+    """SIDE x SIDE blocks ordered row-major, each walked by `decode` (within -> dm, dn); leftover strips
+    on the right and at the bottom run row-major, so any grid size is covered exactly once."""
+    return (
+        f"SIDE = {side}\n"
+        "full_m = num_pid_m // SIDE\n"
+        "full_n = num_pid_n // SIDE\n"
+        "n_full = full_m * full_n * SIDE * SIDE\n"
+        "block = pid // (SIDE * SIDE)\n"
+        "within = pid % (SIDE * SIDE)\n"
+        + decode
+        + "block_m = block // tl.maximum(full_n, 1)\n"
+        "block_n = block % tl.maximum(full_n, 1)\n"
+        "rest = pid - n_full\n"
+        "right_w = num_pid_n - full_n * SIDE\n"
+        "right_count = full_m * SIDE * right_w\n"
+        "right_m = rest // tl.maximum(right_w, 1)\n"
+        "right_n = full_n * SIDE + rest % tl.maximum(right_w, 1)\n"
+        "bottom = rest - right_count\n"
+        "bottom_m = full_m * SIDE + bottom // num_pid_n\n"
+        "bottom_n = bottom % num_pid_n\n"
+        "in_full = pid < n_full\n"
+        "in_right = rest < right_count\n"
+        "pid_m = tl.where(in_full, block_m * SIDE + dm, tl.where(in_right, right_m, bottom_m))\n"
+        "pid_n = tl.where(in_full, block_n * SIDE + dn, tl.where(in_right, right_n, bottom_n))\n"
+    )
+
+
+def _log2(value: int) -> int:
+    return value.bit_length() - 1
+
+
+def _morton(SIDE: int) -> str:
+    bits = _log2(SIDE)
+    dn = " | ".join(f"(((within >> {2 * b}) & 1) << {b})" for b in range(bits)) or "0"
+    dm = " | ".join(f"(((within >> {2 * b + 1}) & 1) << {b})" for b in range(bits)) or "0"
+    return _blocked_curve(SIDE, f"dm = {dm}\ndn = {dn}\n")
+
+
+def _hilbert(SIDE: int) -> str:
+    # The classic distance -> (x, y) walk, unrolled one level per bit because formulas have no loops.
+    lines = ["hx = 0", "hy = 0", "ht = within"]
+    level = 1
+    while level < SIDE:
+        lines += [
+            "rx = (ht // 2) & 1",
+            "ry = (ht ^ rx) & 1",
+            f"fx = tl.where(rx == 1, {level - 1} - hx, hx)",
+            f"fy = tl.where(rx == 1, {level - 1} - hy, hy)",
+            "sx = tl.where(ry == 0, fy, hx)",
+            "sy = tl.where(ry == 0, fx, hy)",
+            f"hx = sx + {level} * rx",
+            f"hy = sy + {level} * ry",
+            "ht = ht // 4",
+        ]
+        level *= 2
+    lines += ["dm = hy", "dn = hx"]
+    return _blocked_curve(SIDE, "\n".join(lines) + "\n")
+
+
+def _diagonal() -> str:
+    # Consecutive programs take different rows and columns: program q*M + r runs tile (r, (q + r) mod N),
+    # a bijection because q -> (q + r) mod N is one for every r.
+    return "pid_m = pid % num_pid_m\npid_n = (pid // num_pid_m + pid_m) % num_pid_n\n"
+
+
+def _serpentine() -> str:
+    return (
+        "row = pid // num_pid_n\n"
+        "col = pid % num_pid_n\n"
+        "pid_m = row\n"
+        "pid_n = tl.where(row % 2 == 1, num_pid_n - 1 - col, col)\n"
+    )
+
+
+def _tiles(TILE_M: int, TILE_N: int) -> str:
+    # Bands of TILE_M rows; inside a band, blocks of TILE_N columns; inside a block, row-major. The last band
+    # and the last block may be smaller, so any grid is covered exactly once.
+    return (
+        f"TILE_M = {TILE_M}\n"
+        f"TILE_N = {TILE_N}\n"
+        "band = TILE_M * num_pid_n\n"
+        "band_id = pid // band\n"
+        "in_band = pid % band\n"
+        "band_h = tl.minimum(TILE_M, num_pid_m - band_id * TILE_M)\n"
+        "block_id = in_band // (band_h * TILE_N)\n"
+        "in_block = in_band % (band_h * TILE_N)\n"
+        "block_w = tl.minimum(TILE_N, num_pid_n - block_id * TILE_N)\n"
+        "pid_m = band_id * TILE_M + in_block // block_w\n"
+        "pid_n = block_id * TILE_N + in_block % block_w\n"
+    )
+
+
+FAMILIES: dict[str, Family] = {
+    f.name: f
+    for f in (
+        Family("identity", "2d", "row-major: the kernel's default order", (), _identity_2d),
+        Family("identity1d", "linear", "launch order unchanged (1-D)", (), _identity_linear),
+        Family("column_major", "2d", "column-major over the tile grid", (), _column_major),
+        Family(
+            "grouped",
+            "2d",
+            "GROUP_M rows at a time, column by column (Triton matmul tutorial)",
+            (Param("GROUP_M", 8, "rows per group"),),
+            _grouped,
+        ),
+        Family(
+            "xcd",
+            "linear",
+            "contiguous chunks of logical ids per XCD under round-robin dispatch, correct tail",
+            (Param("NUM_XCDS", 8, "number of XCDs (L2 domains)"),),
+            _xcd,
+        ),
+        Family(
+            "morton",
+            "2d",
+            "Z-order inside SIDE x SIDE blocks",
+            (Param("SIDE", 8, "block side (power of two)", minimum=2, power_of_two=True),),
+            _morton,
+        ),
+        Family(
+            "hilbert",
+            "2d",
+            "Hilbert curve inside SIDE x SIDE blocks",
+            (Param("SIDE", 8, "block side (power of two)", minimum=2, power_of_two=True),),
+            _hilbert,
+        ),
+        Family("diagonal", "2d", "wrapped anti-diagonals: neighbours differ in row and column", (), _diagonal),
+        Family("serpentine", "2d", "row-major, every other row reversed", (), _serpentine),
+        Family(
+            "tiles",
+            "2d",
+            "tiles of TILE_M x TILE_N tiles, row-major inside and between",
+            (Param("TILE_M", 4, "rows per super-tile"), Param("TILE_N", 4, "columns per super-tile")),
+            _tiles,
+        ),
+    )
+}
+ALIASES = {"row_major": "identity", "hilbert_curve": "hilbert", "z_order": "morton", "zorder": "morton"}
+
+
+def _prefix_temporaries(formula: Formula, prefix: str) -> Formula:
+    mapping = {
+        name: f"{prefix}{name.removeprefix('swz_')}"
+        for name in formula.assigned_names
+        if name not in INTERFACE_NAMES
+    }
+    return rename(formula, mapping) if mapping else formula
+
+
+def _lookup(name: str) -> Family:
+    key = ALIASES.get(name, name)
+    if key not in FAMILIES:
+        raise UserError(f"unknown swizzle family {name!r}: known are {', '.join(sorted(FAMILIES))}")
+    return FAMILIES[key]
+
+
+def family_body(name: str, **params: object) -> tuple[Family, str, dict[str, int]]:
+    """The family, its formula body (without the program_id header) and the validated parameters."""
+    spec = _lookup(name)
+    known = {p.name for p in spec.params}
+    unknown = [k for k in params if k not in known]
+    if unknown:
+        raise UserError(
+            f"family {spec.name} has no parameter {', '.join(unknown)}: "
+            f"it takes {', '.join(sorted(known)) or 'no parameters'}"
+        )
+    values = {p.name: p.validate(spec.name, params.get(p.name, p.default)) for p in spec.params}
+    return spec, spec.body(**values), values
+
+
+def family(name: str, **params: object) -> Formula:
+    """A complete formula for one family (its temporaries prefixed so they cannot clash with a kernel's)."""
+    spec, body, _ = family_body(name, **params)
+    outputs = ("pid",) if spec.kind == "linear" else ("pid_m", "pid_n")
+    formula = parse_formula(HEADER + body, outputs)
+    return _prefix_temporaries(formula, "swz_")
+
+
+def compose(linear: Formula, outer: Formula) -> Formula:
+    """`linear` (pid -> pid) applied first, then `outer` (pid -> ...): e.g. XCD chunking on top of grouped."""
+    if linear.outputs != ("pid",):
+        raise UserError("compose: the first order must be linear (yield pid), e.g. xcd")
+    first = _prefix_temporaries(linear, "swz0_")
+    second = _prefix_temporaries(outer, "swz1_")
+    # Drop the second header: it would reread the launch index and undo the first remap.
+    second_lines = [
+        line for line in second.normalized_source().splitlines() if line.replace(" ", "") != "pid=tl.program_id(0)"
+    ]
+    return parse_formula(first.normalized_source() + "\n".join(second_lines) + "\n", outer.outputs)
+
+
+def _parse_family_spec(part: str) -> Formula:
+    name, _, param_text = part.strip().partition(":")
+    params: dict[str, object] = {}
+    for item in filter(None, (p.strip() for p in param_text.split(","))):
+        key, eq, value = item.partition("=")
+        if not eq:
+            raise UserError(f"order {part!r}: parameter {item!r} must be NAME=VALUE, e.g. grouped:GROUP_M=8")
+        params[key.strip()] = value.strip()
+    return family(name.strip(), **params)
+
+
+def parse_order(spec: str, rank: int = 2) -> Formula:
+    """An order from a family spec ('grouped:GROUP_M=8', 'xcd:NUM_XCDS=8+grouped:GROUP_M=8') or a .py
+    formula file, with outputs that fit a tile grid of `rank` dimensions."""
+    spec = spec.strip()
+    path = Path(spec)
+    if spec.endswith(".py") or path.is_file():
+        if not path.is_file():
+            raise UserError(f"formula file {spec} does not exist")
+        formula = parse_formula(path.read_text())
+    else:
+        parts = [p for p in spec.split("+") if p.strip()]
+        if not parts:
+            raise UserError("empty order: give a family such as grouped:GROUP_M=8 or a formula .py file")
+        formulas = [_parse_family_spec(p) for p in parts]
+        formula = formulas[-1]
+        for linear in reversed(formulas[:-1]):
+            formula = compose(linear, formula)
+    if rank == 2 and formula.outputs == ("pid",):
+        formula = compose(formula, family("identity"))
+    if rank == 1 and formula.outputs != ("pid",):
+        raise FormulaError(
+            f"order {spec!r} yields {', '.join(formula.outputs)} but this grid is 1-D: use a linear order "
+            f"({', '.join(n for n, f in FAMILIES.items() if f.kind == 'linear')})"
+        )
+    return formula
+
+
+def family_names(kind: str | None = None) -> list[str]:
+    """Family names, optionally only those of one kind ('linear' or '2d')."""
+    return [name for name, f in FAMILIES.items() if kind is None or f.kind == kind]

@@ -1,9 +1,77 @@
-"""CLI sub-commands of swizzlelab.swizzle (registered by swizzlelab.cli).
+"""CLI sub-commands of swizzlelab.swizzle: `check` a formula on a grid, list the `families`.
 
 Kept separate from the library code so that importing the library never imports typer.
 """
 
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Optional
+
+import numpy as np
 import typer
+from rich.console import Console
+from rich.table import Table
+
+from swizzlelab.errors import UserError
+
+
+def parse_grid(text: str) -> tuple[int, ...]:
+    """'4096' -> (4096,), '64x64' -> (64, 64); anything else is a one-line UserError."""
+    parts = text.lower().replace("*", "x").split("x")
+    try:
+        grid = tuple(int(p) for p in parts)
+    except ValueError:
+        raise UserError(f"--grid {text!r}: write the grid as 4096 (1-D) or 64x64 (2-D)") from None
+    if len(grid) not in (1, 2) or any(g < 1 for g in grid):
+        raise UserError(f"--grid {text!r}: write the grid as 4096 (1-D) or 64x64 (2-D) with positive sizes")
+    return grid
+
+
+def parse_assignments(items: list[str] | None, option: str) -> dict[str, int]:
+    """['M=4096', 'N=512'] -> {'M': 4096, 'N': 512}."""
+    values: dict[str, int] = {}
+    for item in items or []:
+        name, eq, value = item.partition("=")
+        if not eq or not name.strip().isidentifier():
+            raise UserError(f"{option} {item!r}: write NAME=VALUE, e.g. {option} M=4096")
+        try:
+            values[name.strip()] = int(value, 0)
+        except ValueError:
+            raise UserError(f"{option} {item!r}: {value!r} is not an integer") from None
+    return values
+
+
+def domain_sharing(perm: np.ndarray, grid: tuple[int, ...], n_domains: int) -> list[dict[str, float]]:
+    """Per L2 domain under round-robin dispatch: tiles, distinct tile rows/columns, tiles per row/column."""
+    n_cols = grid[1] if len(grid) == 2 else 1
+    domain = np.arange(perm.size) % n_domains
+    rows, cols = perm // n_cols, perm % n_cols
+    table = []
+    for d in range(n_domains):
+        mine = domain == d
+        n_tiles = int(mine.sum())
+        if len(grid) == 1:
+            tiles = np.sort(perm[mine])
+            runs = int(np.count_nonzero(np.diff(tiles) != 1)) + 1 if tiles.size else 0
+            table.append({"domain": d, "tiles": n_tiles, "contiguous_runs": runs,
+                          "first_tile": int(tiles[0]) if tiles.size else -1,
+                          "last_tile": int(tiles[-1]) if tiles.size else -1})
+            continue
+        n_rows = int(np.unique(rows[mine]).size)
+        n_cols_d = int(np.unique(cols[mine]).size)
+        table.append(
+            {
+                "domain": d,
+                "tiles": n_tiles,
+                "distinct_rows": n_rows,
+                "distinct_cols": n_cols_d,
+                "tiles_per_row": n_tiles / max(n_rows, 1),
+                "tiles_per_col": n_tiles / max(n_cols_d, 1),
+            }
+        )
+    return table
 
 
 def register(app: typer.Typer) -> None:
@@ -15,3 +83,78 @@ def register(app: typer.Typer) -> None:
         from swizzlelab import __version__
 
         typer.echo(__version__)
+
+    @app.command("check")
+    def check(
+        formula: str = typer.Argument(..., help="formula .py file, or a family spec such as grouped:GROUP_M=8"),
+        grid: str = typer.Option(..., "--grid", help="tile grid: 4096 (1-D) or 64x64 (2-D)"),
+        arg: Optional[list[str]] = typer.Option(None, "--arg", help="runtime kernel argument NAME=VALUE"),
+        const: Optional[list[str]] = typer.Option(None, "--const", help="constexpr NAME=VALUE"),
+        outputs: Optional[str] = typer.Option(None, "--outputs", help="names the kernel uses, e.g. pid_m,pid_n"),
+        target: Optional[str] = typer.Option(None, "--target", help="hardware model, e.g. mi300x, for L2-domain sharing"),
+        as_json: bool = typer.Option(False, "--json", help="print a JSON record instead of text"),
+        show_code: bool = typer.Option(False, "--emit", help="also print the Triton code to splice in"),
+    ) -> None:
+        """Prove a formula is a bijection on a grid; print its defects or its canonical permutation id."""
+        from swizzlelab.swizzle import emit_triton, parse_formula, parse_order, prove, to_permutation
+
+        tile_grid = parse_grid(grid)
+        args = parse_assignments(arg, "--arg")
+        consts = parse_assignments(const, "--const")
+        path = Path(formula)
+        if path.is_file():
+            names = tuple(o.strip() for o in outputs.split(",")) if outputs else None
+            parsed = parse_formula(path.read_text(), names)
+        elif formula.endswith(".py"):
+            raise UserError(f"formula file {formula} does not exist")
+        else:
+            parsed = parse_order(formula, len(tile_grid))
+        proof = prove(parsed, tile_grid, args, consts)
+        record: dict[str, object] = {"formula": formula, **proof.to_dict()}
+        sharing = None
+        if proof.is_bijection:
+            permutation = to_permutation(parsed, tile_grid, args, consts)
+            record["permutation_id"] = permutation.id
+            if target:
+                from swizzlelab.hw import get_model
+
+                model = get_model(target)
+                record["target"] = model.name
+                if model.n_domains > 1:
+                    sharing = domain_sharing(permutation.perm, tile_grid, model.n_domains)
+                    record["domain_sharing"] = sharing
+        if as_json:
+            typer.echo(json.dumps(record, indent=2))
+        else:
+            console = Console()
+            style = "green" if proof.is_bijection else "bold red"
+            console.print(f"[{style}]{proof.message()}[/]", highlight=False, soft_wrap=True)
+            if proof.is_bijection:
+                console.print(f"permutation id: [bold]{record['permutation_id']}[/]")
+            if sharing:
+                table = Table(title=f"tiles per L2 domain under round-robin dispatch ({record['target']}, from the formula)")
+                columns = list(sharing[0])
+                for column in columns:
+                    table.add_column(column.replace("_", " "), justify="right")
+                for row in sharing:
+                    table.add_row(*(f"{row[c]:.2f}" if isinstance(row[c], float) else str(row[c]) for c in columns))
+                console.print(table)
+            if show_code:
+                console.print(emit_triton(parsed), highlight=False, markup=False)
+        if not proof.is_bijection:
+            raise typer.Exit(1)
+
+    @app.command("families")
+    def families() -> None:
+        """List the built-in order families and their parameters."""
+        from swizzlelab.swizzle import FAMILIES
+
+        table = Table(title="swizzle families")
+        table.add_column("name")
+        table.add_column("kind")
+        table.add_column("parameters")
+        table.add_column("order")
+        for name, spec in FAMILIES.items():
+            params = ", ".join(f"{p.name}={p.default}" for p in spec.params) or "-"
+            table.add_row(name, spec.kind, params, spec.doc)
+        Console().print(table)

@@ -20,11 +20,13 @@ def cuda_available() -> bool:
 
 def ensure_triton_backend() -> str:
     """Select the interpreter when no GPU is present; returns 'cuda' or 'interpreter'."""
-    if os.environ.get("TRITON_INTERPRET") == "1":
-        return "interpreter"
-    if cuda_available():
-        return "cuda"
-    os.environ["TRITON_INTERPRET"] = "1"
+    if os.environ.get("TRITON_INTERPRET") != "1":
+        if cuda_available():
+            return "cuda"
+        os.environ["TRITON_INTERPRET"] = "1"
+    from swizzlelab.interpreter_compat import fix_interpreter_scalar_index
+
+    fix_interpreter_scalar_index()
     return "interpreter"
 
 

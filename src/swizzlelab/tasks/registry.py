@@ -1,0 +1,271 @@
+"""Task registry: find task folders (built-in or a user's own), validate task.yml, load their modules.
+
+A task folder holds task.yml, reference.py, kernel.py and optionally access.py; see tasks/README.md.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import importlib
+import importlib.util
+import math
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import yaml
+
+from swizzlelab.errors import UserError
+from swizzlelab.runtime import ensure_triton_backend
+from swizzlelab.tasks.checking import CheckResult, Tolerance, parse_tolerance
+from swizzlelab.tasks.interpreter_compat import fix_interpreter_scalar_index
+
+BUILTIN_DIR = Path(__file__).resolve().parent
+SPEC_FILE = "task.yml"
+REQUIRED_KEYS = ("description", "tests", "benchmarks", "tolerance", "ranking", "swizzle")
+OPTIONAL_KEYS = ("name", "notes")
+RANKINGS = ("geometric_mean",)
+REFERENCE_FUNCTIONS = ("generate_input", "ref_kernel", "check", "baseline")
+KERNEL_FUNCTIONS = ("custom_kernel", "tile_grid", "swizzle_args")
+CASE_VALUE_TYPES = (bool, int, float, str)
+
+
+@dataclass(frozen=True)
+class TaskSpec:
+    """The validated contents of a task.yml."""
+
+    description: str
+    tests: tuple[dict[str, Any], ...]
+    benchmarks: tuple[dict[str, Any], ...]
+    tolerance: Tolerance
+    ranking: str
+    grid_rank: int
+    default_order: str
+    raw: dict[str, Any] = field(repr=False, compare=False)
+
+
+@dataclass(frozen=True)
+class Task:
+    """A loaded task: its spec plus the reference, kernel and (optional) access-model modules."""
+
+    name: str
+    path: Path
+    spec: TaskSpec
+    reference: ModuleType = field(repr=False)
+    kernel: ModuleType = field(repr=False)
+    access: ModuleType | None = field(default=None, repr=False)
+
+    # -- cases ---------------------------------------------------------------------------------------------
+    def cases(self, kind: str = "tests") -> tuple[dict[str, Any], ...]:
+        """The test or benchmark cases of task.yml, each {seed, ...sizes}."""
+        if kind not in ("tests", "benchmarks"):
+            raise UserError(f"case kind {kind!r} is unknown: use 'tests' or 'benchmarks'")
+        return self.spec.tests if kind == "tests" else self.spec.benchmarks
+
+    @staticmethod
+    def sizes(case: dict[str, Any]) -> dict[str, Any]:
+        """A case without its seed: the keyword arguments of tile_grid / swizzle_args / access_model."""
+        return {k: v for k, v in case.items() if k != "seed"}
+
+    @staticmethod
+    def case_label(case: dict[str, Any]) -> str:
+        """A short human label such as 'm=37 n=53 dtype=float32 seed=1'."""
+        sizes = " ".join(f"{k}={v}" for k, v in case.items() if k != "seed")
+        return f"{sizes} seed={case.get('seed')}".strip()
+
+    # -- reference -----------------------------------------------------------------------------------------
+    def generate_input(self, case: dict[str, Any]) -> dict[str, Any]:
+        """Fresh seeded inputs on the kernel device, with data['out'] preallocated."""
+        return self.reference.generate_input(**case)
+
+    def ref_kernel(self, data: dict[str, Any]) -> Any:
+        """The trusted (slow is fine) output for `data`."""
+        return self.reference.ref_kernel(data)
+
+    def check(self, data: dict[str, Any], output: Any) -> CheckResult:
+        """Compare a kernel's output with the reference output, within the task's tolerance."""
+        return self.reference.check(data, output)
+
+    def baseline(self, data: dict[str, Any]) -> Any:
+        """The library implementation (torch) of the same computation, for 'baseline' report rows."""
+        return self.reference.baseline(data)
+
+    # -- kernel --------------------------------------------------------------------------------------------
+    def custom_kernel(self, data: dict[str, Any], order: Any = None, config: Any = None) -> Any:
+        """Run the Triton kernel with `order` (a Formula, None = the kernel's own site) into data['out']."""
+        if config is None:
+            return self.kernel.custom_kernel(data, order)
+        return self.kernel.custom_kernel(data, order, config=config)
+
+    def tile_grid(self, case: dict[str, Any], config: Any = None) -> tuple[int, ...]:
+        """The tile grid of one case (for `config`; default: the config of this process's backend)."""
+        grid = tuple(int(g) for g in self.kernel.tile_grid(**self.sizes(case), config=config))
+        if len(grid) != self.spec.grid_rank:
+            raise UserError(
+                f"task {self.name}: tile_grid returned {grid} but task.yml says grid_rank: {self.spec.grid_rank}"
+            )
+        return grid
+
+    def n_programs(self, case: dict[str, Any], config: Any = None) -> int:
+        """How many programs one launch of this case runs (the product of the tile grid)."""
+        return math.prod(self.tile_grid(case, config))
+
+    def swizzle_args(self, case: dict[str, Any], config: Any = None) -> tuple[dict[str, Any], dict[str, Any]]:
+        """(runtime scalars, constexprs) a formula may name at the kernel's site, for evaluate/prove."""
+        return self.kernel.swizzle_args(**self.sizes(case), config=config)
+
+    def parse_order(self, spec: str) -> Any:
+        """A Formula from an order spec ('grouped:GROUP_M=8', 'xcd:NUM_XCDS=8', a .py file) for this grid."""
+        from swizzlelab.swizzle import parse_order
+
+        return parse_order(spec, self.spec.grid_rank)
+
+    # -- access model --------------------------------------------------------------------------------------
+    @property
+    def has_access_model(self) -> bool:
+        return self.access is not None and hasattr(self.access, "access_model")
+
+    def access_model(self, case: dict[str, Any], **options: Any) -> Any:
+        """The analytic AccessTrace of one case (needs access.py in the task folder). The seed is passed along
+        (models of data-dependent kernels such as spmv rebuild the input from it; others ignore it)."""
+        if not self.has_access_model:
+            raise UserError(
+                f"task {self.name} has no analytic access model ({self.path / 'access.py'}): "
+                "trace it with the interpreter instead"
+            )
+        return self.access.access_model(**case, **options)  # type: ignore[union-attr]
+
+
+# -- discovery ---------------------------------------------------------------------------------------------
+def builtin_names() -> list[str]:
+    """Names of the task folders shipped with swizzlelab, sorted."""
+    return sorted(p.name for p in BUILTIN_DIR.iterdir() if (p / SPEC_FILE).is_file())
+
+
+def list_tasks() -> list[Task]:
+    """Every built-in task, loaded, sorted by name."""
+    return [load_task(name) for name in builtin_names()]
+
+
+def load_task(name_or_path: str | Path) -> Task:
+    """A built-in task by name, or a user's task folder by path; UserError listing the known tasks otherwise."""
+    text = str(name_or_path)
+    if text in builtin_names():
+        return _load_folder(BUILTIN_DIR / text, package=f"swizzlelab.tasks.{text}")
+    folder = Path(text).expanduser()
+    if folder.is_file() and folder.name == SPEC_FILE:
+        folder = folder.parent
+    if folder.is_dir():
+        if not (folder / SPEC_FILE).is_file():
+            raise UserError(f"{folder} is not a task folder: it has no {SPEC_FILE} (see src/swizzlelab/tasks/README.md)")
+        resolved = folder.resolve()
+        if resolved.parent == BUILTIN_DIR:
+            return _load_folder(resolved, package=f"swizzlelab.tasks.{resolved.name}")
+        return _load_folder(resolved, package=None)
+    raise UserError(
+        f"unknown task {text!r}: known tasks are {', '.join(builtin_names())}; "
+        "or give the path of a folder with task.yml, reference.py and kernel.py"
+    )
+
+
+# -- loading -----------------------------------------------------------------------------------------------
+def _load_folder(folder: Path, package: str | None) -> Task:
+    spec = load_spec(folder / SPEC_FILE)
+    # Every task's kernels may loop to a runtime bound; make that work under the interpreter (no-op on GPU).
+    ensure_triton_backend()
+    fix_interpreter_scalar_index()
+    for needed in ("reference.py", "kernel.py"):
+        if not (folder / needed).is_file():
+            raise UserError(f"task folder {folder} has no {needed}: every task needs reference.py and kernel.py")
+    reference = _import(folder, "reference", package)
+    kernel = _import(folder, "kernel", package)
+    access = _import(folder, "access", package) if (folder / "access.py").is_file() else None
+    _require(reference, folder / "reference.py", REFERENCE_FUNCTIONS)
+    _require(kernel, folder / "kernel.py", KERNEL_FUNCTIONS)
+    return Task(name=folder.name, path=folder, spec=spec, reference=reference, kernel=kernel, access=access)
+
+
+def _require(module: ModuleType, where: Path, names: tuple[str, ...]) -> None:
+    missing = [n for n in names if not callable(getattr(module, n, None))]
+    if missing:
+        raise UserError(f"{where} lacks {', '.join(missing)}: a task's {where.name} must define {', '.join(names)}")
+
+
+def _import(folder: Path, stem: str, package: str | None) -> ModuleType:
+    if package is not None:
+        return importlib.import_module(f"{package}.{stem}")
+    # A user's folder gets a module name derived from its path, so two folders never share modules and
+    # loading the same folder twice reuses the already-imported (and already-compiled) kernel.
+    digest = hashlib.sha256(str(folder).encode()).hexdigest()[:12]
+    module_name = f"swizzlelab_user_task_{digest}.{stem}"
+    if module_name in sys.modules:
+        return sys.modules[module_name]
+    path = folder / f"{stem}.py"
+    module_spec = importlib.util.spec_from_file_location(module_name, path)
+    if module_spec is None or module_spec.loader is None:
+        raise UserError(f"cannot import {path}: not a Python module")
+    module = importlib.util.module_from_spec(module_spec)
+    sys.modules[module_name] = module  # dataclasses and triton look the module up while it executes
+    try:
+        module_spec.loader.exec_module(module)
+    except Exception as err:  # a user's file: report one line instead of a traceback
+        del sys.modules[module_name]
+        raise UserError(f"cannot import {path}: {type(err).__name__}: {err}".splitlines()[0]) from None
+    return module
+
+
+def load_spec(spec_path: Path) -> TaskSpec:
+    """Parse and validate one task.yml; every defect is a UserError naming the file and the key."""
+    try:
+        raw = yaml.safe_load(spec_path.read_text())
+    except OSError as err:
+        raise UserError(f"cannot read {spec_path}: {err.strerror}") from None
+    except yaml.YAMLError as err:
+        raise UserError(f"{spec_path} is not valid YAML: {str(err).splitlines()[0]}") from None
+    if not isinstance(raw, dict):
+        raise UserError(f"{spec_path} must be a YAML mapping with keys {', '.join(REQUIRED_KEYS)}")
+    missing = [k for k in REQUIRED_KEYS if k not in raw]
+    if missing:
+        raise UserError(f"{spec_path} lacks {', '.join(missing)}: a task.yml needs {', '.join(REQUIRED_KEYS)}")
+    unknown = [k for k in raw if k not in REQUIRED_KEYS + OPTIONAL_KEYS]
+    if unknown:
+        raise UserError(f"{spec_path}: unknown key(s) {', '.join(map(str, unknown))}; allowed: {', '.join(REQUIRED_KEYS + OPTIONAL_KEYS)}")
+    if not isinstance(raw["description"], str) or not raw["description"].strip():
+        raise UserError(f"{spec_path}: description must be a non-empty string")
+    if raw["ranking"] not in RANKINGS:
+        raise UserError(f"{spec_path}: ranking {raw['ranking']!r} is not supported; use one of {', '.join(RANKINGS)}")
+    swizzle = raw["swizzle"]
+    if not isinstance(swizzle, dict) or swizzle.get("grid_rank") not in (1, 2):
+        raise UserError(f"{spec_path}: swizzle must be a mapping with grid_rank: 1 or 2 (the tile grid's rank)")
+    unknown_swizzle = [k for k in swizzle if k not in ("grid_rank", "default_order")]
+    if unknown_swizzle:
+        raise UserError(f"{spec_path}: swizzle has unknown key(s) {', '.join(map(str, unknown_swizzle))}; allowed: grid_rank, default_order")
+    return TaskSpec(
+        description=" ".join(raw["description"].split()),
+        tests=_cases(raw["tests"], "tests", spec_path),
+        benchmarks=_cases(raw["benchmarks"], "benchmarks", spec_path),
+        tolerance=parse_tolerance(raw["tolerance"], spec_path),
+        ranking=raw["ranking"],
+        grid_rank=int(swizzle["grid_rank"]),
+        default_order=" ".join(str(swizzle.get("default_order", "row-major over the tile grid")).split()),
+        raw=raw,
+    )
+
+
+def _cases(raw: Any, key: str, spec_path: Path) -> tuple[dict[str, Any], ...]:
+    if not isinstance(raw, list) or not raw:
+        raise UserError(f"{spec_path}: {key} must be a non-empty list of cases such as {{seed: 1, m: 37, n: 53}}")
+    cases = []
+    for i, case in enumerate(raw):
+        if not isinstance(case, dict):
+            raise UserError(f"{spec_path}: {key}[{i}] must be a mapping such as {{seed: 1, m: 37, n: 53}}")
+        seed = case.get("seed")
+        if isinstance(seed, bool) or not isinstance(seed, int):
+            raise UserError(f"{spec_path}: {key}[{i}] needs an integer seed, got {seed!r}")
+        bad = [k for k, v in case.items() if not isinstance(v, CASE_VALUE_TYPES)]
+        if bad:
+            raise UserError(f"{spec_path}: {key}[{i}] values must be numbers or strings; fix {', '.join(bad)}")
+        cases.append(dict(case))
+    return tuple(cases)

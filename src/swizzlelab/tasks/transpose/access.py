@@ -1,0 +1,40 @@
+"""Analytic access model of `transpose`: per tile, one step that reads a block of x and writes its mirror in out.
+
+Exact: equals the interpreter trace of kernel.py line for line (tests/test_access_models.py).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from swizzlelab.tasks.transpose import kernel
+from swizzlelab.trace import AccessTrace, TraceBuilder
+
+ELEM_BYTES = {"float16": 2, "float32": 4}
+
+
+def access_model(*, m: int, n: int, dtype: str = "float32", config: Any = None, **_: Any) -> AccessTrace:
+    """Tile (pid_m, pid_n) reads x[pid_m*BM:+BM, pid_n*BN:+BN] then writes out[pid_n*BN:+BN, pid_m*BM:+BM]."""
+    cfg = config or kernel.default_config()
+    elem_bytes = _elem_bytes(dtype)
+    grid = kernel.tile_grid(m=m, n=n, config=cfg)
+    builder = TraceBuilder(grid)
+    x = builder.tensor("x_ptr", (m, n), elem_bytes)
+    out = builder.tensor("out_ptr", (n, m), elem_bytes)
+    tile = np.arange(grid[0] * grid[1], dtype=np.int64)
+    row0 = (tile // grid[1]) * cfg.block_m
+    col0 = (tile % grid[1]) * cfg.block_n
+    builder.block(x, tile, 0, (row0, row0 + cfg.block_m), (col0, col0 + cfg.block_n))
+    builder.block(out, tile, 0, (col0, col0 + cfg.block_n), (row0, row0 + cfg.block_m), write=True)
+    meta = {"task": "transpose", "sizes": f"m={m} n={n} dtype={dtype}", "config": repr(cfg)}
+    return builder.build(meta)
+
+
+def _elem_bytes(dtype: str) -> int:
+    from swizzlelab.errors import UserError
+
+    if dtype not in ELEM_BYTES:
+        raise UserError(f"transpose access model: dtype {dtype!r} unknown; use one of {', '.join(ELEM_BYTES)}")
+    return ELEM_BYTES[dtype]

@@ -1,0 +1,77 @@
+"""Task `transpose`: every test case passes under the interpreter, with the default and swizzled orders."""
+
+import pytest
+import torch
+
+from swizzlelab.swizzle import family, parse_formula
+from swizzlelab.tasks import load_task
+
+TASK = load_task("transpose")
+ORDERS = {
+    "default": None,
+    "grouped": family("grouped", GROUP_M=2),
+    "column_major": family("column_major"),
+    "xcd+grouped": TASK.parse_order("xcd:NUM_XCDS=4+grouped:GROUP_M=3"),
+}
+
+
+@pytest.mark.parametrize("case", TASK.cases("tests"), ids=TASK.case_label)
+@pytest.mark.parametrize("order_name", list(ORDERS))
+def test_cases_pass_with_each_order(case, order_name):
+    data = TASK.generate_input(case)
+    out = TASK.custom_kernel(data, ORDERS[order_name])
+    assert out.data_ptr() == data["out"].data_ptr(), "the kernel must write into data['out']"
+    result = TASK.check(data, out)
+    assert result.ok, result.message
+    assert result.n_bad == 0
+
+
+def test_baseline_matches_reference():
+    for case in TASK.cases("tests"):
+        data = TASK.generate_input(case)
+        assert TASK.check(data, TASK.baseline(data)).ok
+
+
+def test_sizes_cover_partial_tiles():
+    cfg = TASK.kernel.CPU_CONFIG
+    assert any(c["m"] % cfg.block_m or c["n"] % cfg.block_n for c in TASK.cases("tests"))
+    assert {c["dtype"] for c in TASK.cases("tests")} == {"float16", "float32"}
+
+
+def test_inputs_are_seeded_and_not_constant():
+    case = TASK.cases("tests")[0]
+    first, again = TASK.generate_input(case), TASK.generate_input(case)
+    other = TASK.generate_input({**case, "seed": case["seed"] + 100})
+    assert torch.equal(first["x"], again["x"])
+    assert not torch.equal(first["x"], other["x"])
+    assert first["x"].std() > 0.5
+    assert torch.isnan(first["out"]).all(), "the output buffer starts poisoned, so unwritten tiles fail"
+
+
+def test_non_bijective_order_is_caught_by_check():
+    # Every program copies tile (0, 0): the other tiles of out stay NaN, which check must reject.
+    collapse = parse_formula("pid = tl.program_id(0)\npid_m = pid * 0\npid_n = pid * 0\n", ("pid_m", "pid_n"))
+    case = TASK.cases("tests")[0]
+    data = TASK.generate_input(case)
+    result = TASK.check(data, TASK.custom_kernel(data, collapse))
+    assert not result.ok
+    assert result.n_bad > 0 and "differ" in result.message
+
+
+def test_check_rejects_one_wrong_element():
+    case = TASK.cases("tests")[1]
+    data = TASK.generate_input(case)
+    out = TASK.custom_kernel(data)
+    out[5, 7] += 1
+    result = TASK.check(data, out)
+    assert not result.ok
+    assert result.n_bad == 1 and result.worst_index == (5, 7)
+    assert "1 of" in result.message and "(5, 7)" in result.message
+
+
+def test_tile_grid_and_swizzle_args_of_gpu_benchmark():
+    gpu = TASK.kernel.GPU_CONFIG
+    bench = TASK.cases("benchmarks")[0]
+    assert TASK.tile_grid(bench, gpu) == (16384 // 64, 16384 // 64)
+    args, consts = TASK.swizzle_args(bench, gpu)
+    assert args == {"m": 16384, "n": 16384} and consts == {"BLOCK_M": 64, "BLOCK_N": 64}

@@ -1,10 +1,72 @@
-"""CLI sub-commands of swizzlelab.harness (registered by swizzlelab.cli).
+"""CLI sub-command of swizzlelab.harness: `swizzlelab eval TASK [SUBMISSION.py] --mode ... [--order] [--out]`.
 
 Kept separate from the library code so that importing the library never imports typer.
 """
 
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
+from typing import Optional
+
 import typer
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the main app (none yet)."""
+    """Add this module's commands to the main app."""
+
+    @app.command("eval")
+    def eval_command(
+        task: str = typer.Argument(..., help="A task name (see `swizzlelab tasks`) or a task folder."),
+        submission: Optional[str] = typer.Argument(
+            None, help="A .py file defining custom_kernel(data); omit to evaluate the task's own kernel."
+        ),
+        mode: str = typer.Option("test", "--mode", help="test | benchmark | ranked | profile"),
+        order: Optional[str] = typer.Option(
+            None, "--order", help="block order: a family spec (grouped:GROUP_M=8) or a formula .py file"
+        ),
+        out: Optional[Path] = typer.Option(
+            None, "--out", help="folder for <task>-<mode>.txt/.json (and .ncu-rep files in profile mode)"
+        ),
+        budget_s: float = typer.Option(
+            3.0, "--budget-s", help="timing budget per benchmark case, seconds (stops earlier at 0.1% sem)"
+        ),
+    ) -> None:
+        """Check, time, rank or profile a kernel on a task's cases; prints a leaderboard-shaped report."""
+        from swizzlelab.errors import UserError
+        from swizzlelab.harness.evaluate import MODES, case_count, make_candidate, run_mode
+        from swizzlelab.harness.report import render_text, write_reports
+        from swizzlelab.tasks import load_task
+
+        if mode not in MODES:
+            raise UserError(f"unknown --mode {mode!r}: use one of {', '.join(MODES)}")
+        if budget_s <= 0:
+            raise UserError(f"--budget-s must be > 0, got {budget_s}")
+        loaded = load_task(task)
+        candidate = make_candidate(loaded, submission, order)
+        command = "swizzlelab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        console = Console(stderr=True)
+        with Progress(
+            TextColumn(f"[bold]{loaded.name}[/] {mode}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            TextColumn("{task.description}"),
+            console=console,
+            transient=True,
+        ) as progress:
+            bar = progress.add_task("", total=case_count(loaded, mode))
+
+            def advance(label: str) -> None:
+                progress.update(bar, advance=1, description=label)
+
+            report = run_mode(loaded, candidate, mode, out, budget_s, advance, command)
+        typer.echo(render_text(report), nl=False)
+        if out is not None:
+            text_path, json_path = write_reports(report, out)
+            console.print(f"reports: {text_path} {json_path}", highlight=False)
+        if not report.success:
+            raise typer.Exit(code=1)

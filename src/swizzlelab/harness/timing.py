@@ -1,0 +1,433 @@
+"""GPU timing: CUDA events around each repetition, L2 flushed between repetitions, a standard-error stop rule,
+and interleaved A/B comparison with a 95% confidence interval on the speedup.
+
+The statistics are pure numpy functions on lists of samples (tested on the CPU); only the runners need CUDA.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any, Callable
+
+import numpy as np
+
+from swizzlelab.errors import NoGpuError, UserError
+
+NO_GPU_MESSAGE = "benchmark needs a CUDA GPU; run --mode test on the CPU"
+# Two-sided 95% normal quantile; the sample counts the stop rule reaches make t and normal agree to <1%.
+Z_95 = 1.959963984540054
+DEFAULT_REL_SEM = 1e-3
+CI_METHOD = "delta method on the ratio of means of paired (interleaved) samples, 95% normal interval"
+
+
+@dataclass
+class Timing:
+    """Summary of repeated timed runs of one function; all times in milliseconds, measured with CUDA events."""
+
+    mean_ms: float
+    std_ms: float
+    best_ms: float
+    worst_ms: float
+    n: int
+    sem_ms: float
+    stopped_by: str  # "sem" (target reached), "budget" (time ran out) or "max_reps"
+    rel_sem_target: float = DEFAULT_REL_SEM
+    device: str = ""
+    check_after: str = ""  # verdict of the output check after timing ("" when none was asked for)
+    samples_ms: list[float] = field(default_factory=list)
+
+    @property
+    def rel_sem(self) -> float:
+        return self.sem_ms / self.mean_ms if self.mean_ms > 0 else math.inf
+
+    @property
+    def label(self) -> str:
+        return f"measured ({self.device})" if self.device else "measured"
+
+    def to_dict(self, with_samples: bool = True) -> dict[str, Any]:
+        out = asdict(self)
+        out["rel_sem"] = self.rel_sem
+        out["label"] = self.label
+        if not with_samples:
+            out.pop("samples_ms")
+        return out
+
+
+@dataclass
+class Comparison:
+    """Interleaved A/B timing: speedup = mean_a / mean_b (>1 means B is faster) with its 95% CI."""
+
+    a: Timing
+    b: Timing
+    speedup: float
+    ci_low: float
+    ci_high: float
+    method: str = CI_METHOD
+
+    @property
+    def is_improvement(self) -> bool:
+        """B is faster than A with 95% confidence: the whole interval lies above 1.0."""
+        return self.ci_low > 1.0
+
+    @property
+    def is_regression(self) -> bool:
+        return self.ci_high < 1.0
+
+    def to_dict(self, with_samples: bool = True) -> dict[str, Any]:
+        return {
+            "a": self.a.to_dict(with_samples),
+            "b": self.b.to_dict(with_samples),
+            "speedup": self.speedup,
+            "ci95": [self.ci_low, self.ci_high],
+            "method": self.method,
+            "is_improvement": self.is_improvement,
+            "is_regression": self.is_regression,
+        }
+
+
+# ---------------------------------------------------------------- statistics (pure, CPU-testable)
+
+
+def sem_of(samples: np.ndarray) -> float:
+    """Standard error of the mean (sample std with ddof=1); inf below two samples."""
+    n = len(samples)
+    return float(np.std(samples, ddof=1) / math.sqrt(n)) if n >= 2 else math.inf
+
+
+def sem_target_reached(samples: np.ndarray, rel_sem_target: float, min_reps: int) -> bool:
+    """The stop rule: at least `min_reps` samples and sem/mean below `rel_sem_target`."""
+    if len(samples) < max(min_reps, 2):
+        return False
+    mean = float(np.mean(samples))
+    return mean > 0 and sem_of(samples) / mean < rel_sem_target
+
+
+def summarize(
+    samples_ms: np.ndarray | list[float],
+    stopped_by: str,
+    rel_sem_target: float = DEFAULT_REL_SEM,
+    device: str = "",
+) -> Timing:
+    """A Timing from raw per-repetition samples."""
+    samples = np.asarray(samples_ms, dtype=np.float64)
+    if samples.size == 0:
+        raise UserError("no timing samples were collected; raise the time budget")
+    return Timing(
+        mean_ms=float(samples.mean()),
+        std_ms=float(samples.std(ddof=1)) if samples.size > 1 else 0.0,
+        best_ms=float(samples.min()),
+        worst_ms=float(samples.max()),
+        n=int(samples.size),
+        sem_ms=sem_of(samples) if samples.size > 1 else math.inf,
+        stopped_by=stopped_by,
+        rel_sem_target=rel_sem_target,
+        device=device,
+        samples_ms=[float(x) for x in samples],
+    )
+
+
+def ratio_ci(a_ms: np.ndarray, b_ms: np.ndarray, confidence_z: float = Z_95) -> tuple[float, float, float]:
+    """Speedup mean(a)/mean(b) and its CI by the delta method on paired samples (a_i, b_i timed back to back).
+
+    Var(R) ~= R^2 * (s_a^2/(n m_a^2) + s_b^2/(n m_b^2) - 2 s_ab/(n m_a m_b)); the covariance term credits the
+    pairing, which cancels drifts (clocks, temperature) that hit A and B alike.
+    """
+    a = np.asarray(a_ms, dtype=np.float64)
+    b = np.asarray(b_ms, dtype=np.float64)
+    n = min(a.size, b.size)
+    if n < 2:
+        raise UserError("a comparison needs at least two paired samples; raise the time budget")
+    a, b = a[:n], b[:n]
+    mean_a, mean_b = float(a.mean()), float(b.mean())
+    ratio = mean_a / mean_b
+    cov = np.cov(a, b, ddof=1)
+    rel_var = (cov[0, 0] / mean_a**2 + cov[1, 1] / mean_b**2 - 2 * cov[0, 1] / (mean_a * mean_b)) / n
+    half = confidence_z * ratio * math.sqrt(max(rel_var, 0.0))
+    return ratio, ratio - half, ratio + half
+
+
+def bootstrap_ratio_ci(
+    a_ms: np.ndarray, b_ms: np.ndarray, n_boot: int = 2000, seed: int = 0
+) -> tuple[float, float, float]:
+    """Paired percentile-bootstrap CI of mean(a)/mean(b): a cross-check of `ratio_ci` without normality."""
+    a = np.asarray(a_ms, dtype=np.float64)
+    b = np.asarray(b_ms, dtype=np.float64)
+    n = min(a.size, b.size)
+    rng = np.random.default_rng(seed)
+    picks = rng.integers(0, n, size=(n_boot, n))
+    ratios = a[:n][picks].mean(axis=1) / b[:n][picks].mean(axis=1)
+    low, high = np.quantile(ratios, [0.025, 0.975])
+    return float(a[:n].mean() / b[:n].mean()), float(low), float(high)
+
+
+def next_batch_size(n_done: int, elapsed_s: float, budget_s: float, min_reps: int, max_reps: int) -> int:
+    """How many repetitions to run before the next stop-rule check: about half of what is done so far, never
+    more than the remaining budget allows at the observed wall time per repetition."""
+    remaining_reps = max_reps - n_done
+    if remaining_reps <= 0:
+        return 0
+    if n_done == 0:
+        return min(max(min_reps, 1), remaining_reps)
+    per_rep_s = max(elapsed_s / n_done, 1e-9)
+    fitting = int(max(budget_s - elapsed_s, 0.0) / per_rep_s)
+    return max(1, min(max(n_done // 2, 1), remaining_reps, max(fitting, 1)))
+
+
+def collect_samples(
+    run_batch: Callable[[int], list[float]],
+    budget_s: float,
+    min_reps: int = 10,
+    max_reps: int = 100_000,
+    rel_sem_target: float = DEFAULT_REL_SEM,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[np.ndarray, str]:
+    """Run batches until the sem stop rule holds, the budget is spent or max_reps is reached.
+
+    `run_batch(k)` runs k repetitions and returns their times in ms. At least `min_reps` are always collected.
+    """
+    samples: list[float] = []
+    start = clock()
+    while True:
+        elapsed = clock() - start
+        if len(samples) >= min_reps and sem_target_reached(np.asarray(samples), rel_sem_target, min_reps):
+            return np.asarray(samples), "sem"
+        if len(samples) >= max_reps:
+            return np.asarray(samples), "max_reps"
+        if len(samples) >= min_reps and elapsed >= budget_s:
+            return np.asarray(samples), "budget"
+        batch = next_batch_size(len(samples), elapsed, budget_s, min_reps, max_reps)
+        if len(samples) < min_reps:
+            batch = max(batch, min_reps - len(samples))
+        samples.extend(run_batch(batch))
+
+
+def collect_pairs(
+    run_pairs: Callable[[int], tuple[list[float], list[float]]],
+    budget_s: float,
+    min_reps: int = 10,
+    max_reps: int = 100_000,
+    rel_sem_target: float = DEFAULT_REL_SEM,
+    clock: Callable[[], float] = time.perf_counter,
+) -> tuple[np.ndarray, np.ndarray, str]:
+    """Like `collect_samples` for interleaved pairs: stops when both A and B reach the sem target."""
+    a: list[float] = []
+    b: list[float] = []
+    start = clock()
+    while True:
+        elapsed = clock() - start
+        a_arr, b_arr = np.asarray(a), np.asarray(b)
+        if sem_target_reached(a_arr, rel_sem_target, min_reps) and sem_target_reached(b_arr, rel_sem_target, min_reps):
+            return a_arr, b_arr, "sem"
+        if len(a) >= max_reps:
+            return a_arr, b_arr, "max_reps"
+        if len(a) >= min_reps and elapsed >= budget_s:
+            return a_arr, b_arr, "budget"
+        batch = next_batch_size(len(a), elapsed, budget_s, min_reps, max_reps)
+        if len(a) < min_reps:
+            batch = max(batch, min_reps - len(a))
+        got_a, got_b = run_pairs(batch)
+        a.extend(got_a)
+        b.extend(got_b)
+
+
+def compare_samples(
+    a_ms: np.ndarray, b_ms: np.ndarray, stopped_by: str, rel_sem_target: float = DEFAULT_REL_SEM, device: str = ""
+) -> Comparison:
+    """A Comparison from paired samples."""
+    ratio, low, high = ratio_ci(a_ms, b_ms)
+    return Comparison(
+        a=summarize(a_ms, stopped_by, rel_sem_target, device),
+        b=summarize(b_ms, stopped_by, rel_sem_target, device),
+        speedup=ratio,
+        ci_low=low,
+        ci_high=high,
+    )
+
+
+def geometric_mean(values: list[float]) -> float:
+    """Geometric mean of positive values (the ranking score over benchmark means)."""
+    arr = np.asarray(values, dtype=np.float64)
+    if arr.size == 0 or np.any(arr <= 0):
+        raise UserError("the ranking score needs positive timings for every benchmark case")
+    return float(np.exp(np.log(arr).mean()))
+
+
+# ---------------------------------------------------------------- CUDA runners
+
+
+def require_cuda() -> Any:
+    """torch, after checking that kernels run on a CUDA GPU (not the interpreter); NoGpuError otherwise."""
+    from swizzlelab.runtime import device
+
+    if device() != "cuda":
+        raise NoGpuError(NO_GPU_MESSAGE)
+    import torch
+
+    return torch
+
+
+class _L2Flusher:
+    """Writes a buffer of twice the L2 size so no line of the previous repetition is left in L2."""
+
+    def __init__(self, torch: Any) -> None:
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0) or (128 << 20)
+        self.n_bytes = 2 * l2_bytes
+        self.buffer = torch.empty(self.n_bytes // 4, dtype=torch.int32, device="cuda")
+        self.counter = 0
+
+    def flush(self) -> None:
+        # A changing value keeps the writes from being elided and makes every line dirty in L2.
+        self.counter = (self.counter + 1) & 0x7FFFFFFF
+        self.buffer.fill_(self.counter)
+
+
+def _poison_out(data: Any) -> None:
+    from swizzlelab.harness.correctness import poison_
+
+    if isinstance(data, dict) and "out" in data:
+        poison_(data["out"])
+
+
+# GPU cycles to spin after the flush (~50-100 us at H100 clocks): the GPU is still busy when the start event
+# is recorded, so the host has enqueued the kernel by then and Python launch overhead stays out of the timing.
+LAUNCH_HIDING_CYCLES = 150_000
+
+
+class _Runner:
+    """Times `fn(data)` with CUDA events, one event pair per repetition, flush + poison before each."""
+
+    def __init__(
+        self, torch: Any, fn: Callable[[Any], Any], data: Any, flusher: _L2Flusher, poison: bool,
+        hide_launch_overhead: bool = True,
+    ):
+        self.torch, self.fn, self.data, self.flusher, self.poison = torch, fn, data, flusher, poison
+        self.spin = hide_launch_overhead and hasattr(torch.cuda, "_sleep")
+        self.last_output: Any = None
+
+    def prepare(self) -> None:
+        if self.poison:
+            _poison_out(self.data)
+        self.flusher.flush()
+        if self.spin:
+            self.torch.cuda._sleep(LAUNCH_HIDING_CYCLES)
+
+    def timed_call(self) -> tuple[Any, Any]:
+        start = self.torch.cuda.Event(enable_timing=True)
+        end = self.torch.cuda.Event(enable_timing=True)
+        start.record()
+        self.last_output = self.fn(self.data)
+        end.record()
+        return start, end
+
+    def run_batch(self, k: int) -> list[float]:
+        events = []
+        for _ in range(k):
+            self.prepare()
+            events.append(self.timed_call())
+        self.torch.cuda.synchronize()
+        return [float(s.elapsed_time(e)) for s, e in events]
+
+
+def _warm_up(runner: _Runner, warmup_s: float, min_calls: int = 3) -> None:
+    """First call compiles / autotunes; then more calls until `warmup_s` of wall time or `min_calls`."""
+    runner.prepare()
+    runner.fn(runner.data)
+    runner.torch.cuda.synchronize()
+    start = time.perf_counter()
+    calls = 0
+    while calls < min_calls or time.perf_counter() - start < warmup_s:
+        runner.run_batch(1)
+        calls += 1
+        if calls >= 1000:
+            break
+
+
+def _device_name(torch: Any) -> str:
+    return str(torch.cuda.get_device_name(torch.cuda.current_device()))
+
+
+def time_fn(
+    fn: Callable[[Any], Any],
+    data: Any,
+    budget_s: float = 3.0,
+    *,
+    min_reps: int = 10,
+    max_reps: int = 100_000,
+    rel_sem_target: float = DEFAULT_REL_SEM,
+    warmup_s: float = 0.2,
+    poison: bool = True,
+    check: Callable[[Any], Any] | None = None,
+    hide_launch_overhead: bool = True,
+) -> Timing:
+    """Time `fn(data)`: warm-up, then repetitions (each after an L2 flush and, when `poison`, poisoning
+    data["out"]) until sem/mean < `rel_sem_target` or `budget_s` is spent.
+
+    `check(output)` (e.g. the task's check) runs on the last timed output; its verdict is kept in
+    `Timing.check_after` and a failure raises UserError, so a kernel that breaks under repetition is caught.
+    With `hide_launch_overhead`, a short GPU spin before each start event keeps host-side launch cost (Python,
+    Triton's launcher) out of the measured interval: the times are GPU execution times.
+    """
+    torch = require_cuda()
+    runner = _Runner(torch, fn, data, _L2Flusher(torch), poison, hide_launch_overhead)
+    _warm_up(runner, warmup_s)
+    samples, stopped_by = collect_samples(runner.run_batch, budget_s, min_reps, max_reps, rel_sem_target)
+    timing = summarize(samples, stopped_by, rel_sem_target, _device_name(torch))
+    if check is not None:
+        timing.check_after = _check_verdict(check, runner.last_output)
+    return timing
+
+
+def compare_interleaved(
+    fn_a: Callable[[Any], Any],
+    fn_b: Callable[[Any], Any],
+    data_a: Any,
+    data_b: Any | None = None,
+    budget_s: float = 6.0,
+    *,
+    min_reps: int = 10,
+    max_reps: int = 100_000,
+    rel_sem_target: float = DEFAULT_REL_SEM,
+    warmup_s: float = 0.2,
+    poison: bool = True,
+    check_a: Callable[[Any], Any] | None = None,
+    check_b: Callable[[Any], Any] | None = None,
+    hide_launch_overhead: bool = True,
+) -> Comparison:
+    """Time A and B interleaved (A B A B ..., L2 flushed before each) and return speedup mean_a/mean_b with a
+    95% CI (delta method on the paired samples); `is_improvement` only when the CI lies above 1.0."""
+    torch = require_cuda()
+    flusher = _L2Flusher(torch)
+    runner_a = _Runner(torch, fn_a, data_a, flusher, poison, hide_launch_overhead)
+    runner_b = _Runner(torch, fn_b, data_b if data_b is not None else data_a, flusher, poison, hide_launch_overhead)
+    _warm_up(runner_a, warmup_s / 2)
+    _warm_up(runner_b, warmup_s / 2)
+
+    def run_pairs(k: int) -> tuple[list[float], list[float]]:
+        events_a, events_b = [], []
+        for _ in range(k):
+            runner_a.prepare()
+            events_a.append(runner_a.timed_call())
+            runner_b.prepare()
+            events_b.append(runner_b.timed_call())
+        torch.cuda.synchronize()
+        return ([float(s.elapsed_time(e)) for s, e in events_a], [float(s.elapsed_time(e)) for s, e in events_b])
+
+    a, b, stopped_by = collect_pairs(run_pairs, budget_s, min_reps, max_reps, rel_sem_target)
+    comparison = compare_samples(a, b, stopped_by, rel_sem_target, _device_name(torch))
+    if check_a is not None:
+        comparison.a.check_after = _check_verdict(check_a, runner_a.last_output)
+    if check_b is not None:
+        comparison.b.check_after = _check_verdict(check_b, runner_b.last_output)
+    return comparison
+
+
+def _check_verdict(check: Callable[[Any], Any], output: Any) -> str:
+    result = check(output)
+    ok = bool(getattr(result, "ok", result))
+    message = str(getattr(result, "message", "passed" if ok else "failed"))
+    if not ok:
+        raise UserError(f"output wrong after timing (the kernel breaks when repeated): {message}")
+    return message

@@ -1,0 +1,98 @@
+"""The benchmark / ranked flow on the CPU: correctness before timing, ranked inputs from a re-derived seed,
+wrong kernels not timed, score = geometric mean. CUDA-event timing is replaced by a perf_counter timer here
+(real CPU wall times of the interpreter, labelled as such), since the flow, not the GPU, is under test.
+"""
+
+import time
+
+import numpy as np
+import pytest
+
+from swizzlelab.harness import evaluate as evaluate_mod
+from swizzlelab.harness.correctness import derive_seed
+from swizzlelab.harness.evaluate import Candidate, run_benchmarks
+from swizzlelab.harness.timing import compare_samples, geometric_mean
+from test_harness_correctness import AffineTask, affine
+
+
+class BenchAffineTask(AffineTask):
+    """AffineTask with two benchmark cases and a record of the seeds its inputs were generated from."""
+
+    def __init__(self):
+        self.seeds_seen = []
+
+    def cases(self, kind="tests"):
+        if kind == "benchmarks":
+            return ({"seed": 21, "m": 16, "n": 24}, {"seed": 22, "m": 24, "n": 16})
+        return super().cases(kind)
+
+    def case_label(self, case):
+        return str(case)
+
+    def generate_input(self, case):
+        self.seeds_seen.append(int(case["seed"]))
+        return super().generate_input(case)
+
+    def baseline(self, data):
+        return 2.0 * data["x"] + 1.0
+
+
+def cpu_compare(fn_a, fn_b, data_a, data_b, budget_s, check_b=None, **_):
+    """Interleaved A/B wall-clock timing on the CPU (perf_counter), then the same statistics as on the GPU."""
+    a, b = [], []
+    for _ in range(6):
+        for fn, data, out in ((fn_a, data_a, a), (fn_b, data_b, b)):
+            start = time.perf_counter()
+            fn(data)
+            out.append((time.perf_counter() - start) * 1e3)
+    comparison = compare_samples(np.array(a), np.array(b), "max_reps", device="CPU perf_counter (test)")
+    if check_b is not None:
+        assert check_b(fn_b(data_b)).ok
+    return comparison
+
+
+@pytest.fixture
+def cpu_timer(monkeypatch):
+    monkeypatch.setattr(evaluate_mod, "compare_interleaved", cpu_compare)
+
+
+def test_ranked_uses_derived_seeds_and_checks_before_timing(cpu_timer):
+    task = BenchAffineTask()
+    rows = run_benchmarks(task, Candidate(fn=affine(0), source="test"), budget_s=0.1, salt="ranked")
+    expected = [derive_seed(21, "ranked"), derive_seed(22, "ranked")]
+    assert [row.seed for row in rows] == expected
+    assert 21 not in task.seeds_seen and 22 not in task.seeds_seen
+    assert all(row.check.passed and row.candidate is not None and row.baseline is not None for row in rows)
+    assert rows[0].candidate.n == 6 and rows[0].candidate.label == "measured (CPU perf_counter (test))"
+    score = geometric_mean([row.candidate.mean_ms for row in rows])
+    assert min(r.candidate.mean_ms for r in rows) <= score <= max(r.candidate.mean_ms for r in rows)
+
+
+def test_benchmark_uses_the_case_seed():
+    task = BenchAffineTask()
+    rows = run_benchmarks(task, Candidate(fn=affine(1), source="test"), budget_s=0.1)
+    assert [row.seed for row in rows] == [21, 22]
+
+
+def test_wrong_kernel_is_not_timed(cpu_timer):
+    task = BenchAffineTask()
+    rows = run_benchmarks(task, Candidate(fn=affine(1), source="test"), budget_s=0.1, salt="ranked")
+    assert all(not row.check.passed and row.candidate is None for row in rows)
+    assert all(row.error == "not timed: the output is wrong" for row in rows)
+
+
+def test_failing_baseline_still_times_the_candidate(cpu_timer, monkeypatch):
+    def cpu_time_fn(fn, data, budget_s, check=None, **_):
+        comparison = cpu_compare(fn, fn, data, data, budget_s, check_b=check)
+        return comparison.b
+
+    monkeypatch.setattr(evaluate_mod, "time_fn", cpu_time_fn)
+    task = BenchAffineTask()
+
+    def unsupported(data):
+        raise RuntimeError("no kernel image for this case")
+
+    task.baseline = unsupported
+    rows = run_benchmarks(task, Candidate(fn=affine(0), source="test"), budget_s=0.1)
+    assert all(row.candidate is not None and row.baseline is None for row in rows)
+    assert rows[0].baseline_error == "baseline not timed: RuntimeError: no kernel image for this case"

@@ -1,0 +1,1 @@
+python3 -m swizzlelab.cli eval spmv --mode ranked --out /tmp/eval --budget-s 2 

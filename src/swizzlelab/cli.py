@@ -32,11 +32,12 @@ def _root() -> None:
 def _register_all() -> None:
     from swizzlelab.swizzle import cli as swizzle_cli
     from swizzlelab.sim import cli as sim_cli
+    from swizzlelab.trace import cli as trace_cli
     from swizzlelab.tasks import cli as tasks_cli
     from swizzlelab.harness import cli as harness_cli
     from swizzlelab.optimize import cli as optimize_cli
 
-    for module in (swizzle_cli, sim_cli, tasks_cli, harness_cli, optimize_cli):
+    for module in (swizzle_cli, trace_cli, sim_cli, tasks_cli, harness_cli, optimize_cli):
         module.register(app)
 
 

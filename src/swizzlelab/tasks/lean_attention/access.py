@@ -41,7 +41,7 @@ def access_model(
 ) -> AccessTrace:
     """Per program: binary search over block_offsets, then per head touched: offsets, ctx_len, q, K/V blocks,
     and the partial (m, l, acc) stores. Context lengths come from `ctx_lens`, else from `seed`."""
-    cfg = config or kernel.default_config()
+    cfg = config or kernel.GPU_CONFIG  # predictions are for the benchmark (GPU) configuration
     kv_heads = int(kv_heads or heads)
     if ctx_lens is None:
         if seed is None:

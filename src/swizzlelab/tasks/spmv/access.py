@@ -28,7 +28,7 @@ def access_model(
 ) -> AccessTrace:
     """Row r: step 0 reads row_ptr[r], row_ptr[r+1]; step j reads col_idx and values of nonzeros
     start+j*B : +B and gathers x at their columns; y[r] is written in the last step (step 0 for empty rows)."""
-    cfg = config or kernel.default_config()
+    cfg = config or kernel.GPU_CONFIG  # predictions are for the benchmark (GPU) configuration
     if row_ptr is None or col_idx is None:
         if seed is None:
             raise UserError("spmv access model needs the matrix: pass seed=case['seed'] (or row_ptr and col_idx)")
@@ -36,6 +36,7 @@ def access_model(
 
         data = reference.generate_input(int(seed), rows=rows, cols=cols, avg_nnz=avg_nnz, communities=communities)
         row_ptr, col_idx = data["row_ptr"], data["col_idx"]
+        del data  # values, x and the CSR view are not needed: free them before the trace is built
     ptr = _as_numpy(row_ptr)
     col = _as_numpy(col_idx)
     if ptr.size != rows + 1 or ptr[0] != 0 or ptr[-1] != col.size or np.any(np.diff(ptr) < 0):

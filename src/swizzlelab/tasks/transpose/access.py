@@ -17,7 +17,7 @@ ELEM_BYTES = {"float16": 2, "float32": 4}
 
 def access_model(*, m: int, n: int, dtype: str = "float32", config: Any = None, **_: Any) -> AccessTrace:
     """Tile (pid_m, pid_n) reads x[pid_m*BM:+BM, pid_n*BN:+BN] then writes out[pid_n*BN:+BN, pid_m*BM:+BM]."""
-    cfg = config or kernel.default_config()
+    cfg = config or kernel.GPU_CONFIG  # predictions are for the benchmark (GPU) configuration
     elem_bytes = _elem_bytes(dtype)
     grid = kernel.tile_grid(m=m, n=n, config=cfg)
     builder = TraceBuilder(grid)

@@ -1,0 +1,406 @@
+"""Record a Triton kernel's per-program memory accesses by hooking the CPU interpreter's builder.
+
+Loads, stores and atomics become line accesses per tensor argument, grouped into loop steps per program.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from swizzlelab.errors import UserError
+from swizzlelab.trace.trace import AccessTrace, TensorInfo
+
+LINE_BYTES = 128
+SECTOR_BYTES = 32
+
+
+@dataclass(frozen=True)
+class _ArgTensor:
+    name: str
+    ptr: int
+    n_bytes: int
+    elem_bytes: int
+    is_integer: bool
+    base_line: int
+    n_lines: int
+
+
+@dataclass
+class _Op:
+    lines: np.ndarray  # int64, ascending, distinct
+    masks: np.ndarray  # uint8
+    is_write: bool
+
+
+@dataclass
+class _Program:
+    steps: list[list[_Op]] = field(default_factory=list)
+    seen_sites: set[tuple] = field(default_factory=set)
+
+    def add(self, site: tuple, op: _Op) -> None:
+        # a memory op from a site already seen in this step starts the next loop step
+        if not self.steps or site in self.seen_sites:
+            self.steps.append([])
+            self.seen_sites = set()
+        self.seen_sites.add(site)
+        self.steps[-1].append(op)
+
+
+@dataclass
+class LaunchRecord:
+    """What one kernel launch did: its tensors (in argument order) and each program's steps."""
+
+    kernel_name: str
+    launch_grid: tuple[int, int, int]
+    tensors: list[_ArgTensor]
+    programs: list[_Program]
+
+    def to_trace(self, grid: tuple[int, ...], meta: dict[str, str] | None = None) -> AccessTrace:
+        """Program launch index i becomes tile i of `grid` (trace the kernel in its identity order)."""
+        grid = tuple(int(g) for g in grid)
+        n_programs = len(self.programs)
+        if not grid or int(np.prod(grid)) != n_programs:
+            raise UserError(
+                f"kernel {self.kernel_name} ran {n_programs} programs (launch grid {self.launch_grid}) but tile "
+                f"grid {grid} has {int(np.prod(grid)) if grid else 0} tiles: pass the task's tile_grid(**sizes)"
+            )
+        step_sizes: list[int] = []
+        steps_per_tile = np.zeros(n_programs, dtype=np.int64)
+        ops: list[_Op] = []
+        for tile, program in enumerate(self.programs):
+            kept = [step for step in program.steps if sum(op.lines.size for op in step)]
+            steps_per_tile[tile] = len(kept)
+            for step in kept:
+                step_sizes.append(sum(op.lines.size for op in step))
+                ops.extend(step)
+        lines = np.concatenate([op.lines for op in ops]) if ops else np.zeros(0, np.int64)
+        masks = np.concatenate([op.masks for op in ops]) if ops else np.zeros(0, np.uint8)
+        writes = (
+            np.concatenate([np.full(op.lines.size, op.is_write) for op in ops]) if ops else np.zeros(0, np.bool_)
+        )
+        step_ptr = np.zeros(len(step_sizes) + 1, dtype=np.int64)
+        np.cumsum(step_sizes, out=step_ptr[1:])
+        tile_step_ptr = np.zeros(n_programs + 1, dtype=np.int64)
+        np.cumsum(steps_per_tile, out=tile_step_ptr[1:])
+        infos = [TensorInfo(t.name, t.base_line, t.n_lines, t.elem_bytes) for t in self.tensors]
+        full_meta = {"source": "traced", "kernel": self.kernel_name, **(meta or {})}
+        return AccessTrace(
+            lines.astype(np.int64), masks.astype(np.uint8), writes.astype(np.bool_), step_ptr, tile_step_ptr,
+            infos, grid, LINE_BYTES, SECTOR_BYTES, full_meta,
+        ).validate()
+
+
+class AccessRecorder:
+    """Collects LaunchRecords while `record_accesses()` is active."""
+
+    def __init__(self, skip_arithmetic: bool, real_tensors: frozenset[str]) -> None:
+        self.skip_arithmetic = skip_arithmetic
+        self.real_tensors = real_tensors
+        self.launches: list[LaunchRecord] = []
+        self._program: _Program | None = None
+        import triton
+
+        # frames inside Triton and inside this package are not part of a memory op's source site
+        self._skip_dirs = (os.path.dirname(os.path.abspath(triton.__file__)), os.path.dirname(os.path.abspath(__file__)))
+
+    # ---- called from the hooks -------------------------------------------------------------------------
+    def begin_launch(self, kernel_name: str, arg_names: list[str], args: list[Any], kwargs: dict[str, Any]) -> None:
+        by_name = {**dict(zip(arg_names, args)), **kwargs}
+        # signature order, whether an argument came by position or by keyword
+        named = [(name, by_name[name]) for name in arg_names if name in by_name]
+        self.launches.append(LaunchRecord(kernel_name, (0, 0, 0), _tensor_args(named), []))
+        self._program = None
+
+    def begin_program(self, grid_dim: tuple[int, int, int], idx: tuple[int, int, int]) -> None:
+        launch = self.launches[-1]
+        if not launch.programs:
+            launch.launch_grid = tuple(int(g) for g in grid_dim)
+            launch.programs = [_Program() for _ in range(int(np.prod(grid_dim)))]
+        x, y, z = idx
+        self._program = launch.programs[x + grid_dim[0] * (y + grid_dim[1] * z)]
+
+    def record(self, ptrs: Any, mask: Any, is_write: bool) -> _ArgTensor | None:
+        """Record one memory op; returns the tensor it touched (None when every lane was masked off)."""
+        if self._program is None or not self.launches:
+            return None
+        launch = self.launches[-1]
+        addr = np.asarray(ptrs.data)
+        on = np.broadcast_to(np.asarray(mask.data, dtype=bool), addr.shape) if mask is not None else None
+        addr = (addr[on] if on is not None else addr.ravel()).astype(np.int64)
+        elem_bytes = max(1, ptrs.get_element_ty().primitive_bitwidth // 8)
+        site = _call_site(self._skip_dirs)
+        if addr.size == 0:
+            self._program.add(site, _Op(np.zeros(0, np.int64), np.zeros(0, np.uint8), is_write))
+            return None
+        lines, masks, touched = _lines_of(addr, elem_bytes, launch.tensors, launch.kernel_name)
+        self._program.add(site, _Op(lines, masks, is_write))
+        return touched
+
+    def keep_real_load(self, tensor: _ArgTensor | None) -> bool:
+        if not self.skip_arithmetic or tensor is None:
+            return True
+        return tensor.is_integer or tensor.name in self.real_tensors
+
+    # ---- results -----------------------------------------------------------------------------------
+    def launch(self, kernel_name: str | None = None, n_programs: int | None = None) -> LaunchRecord:
+        """The single recorded launch of kernel `kernel_name` (any name if None); among several, the single one
+        that ran `n_programs` programs."""
+        chosen = [r for r in self.launches if kernel_name is None or r.kernel_name == kernel_name]
+        if len(chosen) > 1 and n_programs is not None:
+            sized = [r for r in chosen if len(r.programs) == n_programs]
+            chosen = sized if len(sized) == 1 else chosen
+        if len(chosen) != 1:
+            names = ", ".join(r.kernel_name for r in self.launches) or "none"
+            raise UserError(
+                f"expected one launch{' of ' + kernel_name if kernel_name else ''} but recorded {len(chosen)} "
+                f"(launches: {names}): name the kernel to trace"
+            )
+        return chosen[0]
+
+
+def _tensor_args(named: list[tuple[str, Any]]) -> list[_ArgTensor]:
+    """Tensor arguments (TensorDescriptor bases and tuple members included) with line ranges in argument order."""
+    flat: list[tuple[str, Any]] = []
+    for name, value in named:
+        if isinstance(value, tuple):
+            flat.extend((f"{name}[{i}]", v) for i, v in enumerate(value))
+        elif hasattr(value, "base") and hasattr(value, "block_shape") and hasattr(value.base, "data_ptr"):
+            flat.append((name, value.base))
+        else:
+            flat.append((name, value))
+    out: list[_ArgTensor] = []
+    next_line = 0
+    for name, value in flat:
+        tensor = getattr(value, "base", value) if type(value).__name__ == "TensorWrapper" else value
+        if not hasattr(tensor, "data_ptr") or not hasattr(tensor, "element_size") or tensor.numel() == 0:
+            continue
+        elem_bytes = int(tensor.element_size())
+        extent = (sum((s - 1) * st for s, st in zip(tensor.shape, tensor.stride())) + 1) * elem_bytes
+        n_lines = -(-extent // LINE_BYTES)
+        is_integer = not (tensor.dtype.is_floating_point or tensor.dtype.is_complex)
+        out.append(_ArgTensor(name, int(tensor.data_ptr()), int(extent), elem_bytes, is_integer, next_line, n_lines))
+        next_line += n_lines
+    return out
+
+
+def _lines_of(
+    addr: np.ndarray, elem_bytes: int, tensors: list[_ArgTensor], kernel_name: str
+) -> tuple[np.ndarray, np.ndarray, _ArgTensor]:
+    """Distinct trace lines (ascending) with OR-ed sector masks of byte addresses; the first tensor touched."""
+    line = np.full(addr.shape, -1, dtype=np.int64)
+    first_byte = np.zeros(addr.shape, dtype=np.int64)
+    touched: _ArgTensor | None = None
+    for tensor in tensors:
+        inside = (line < 0) & (addr >= tensor.ptr) & (addr < tensor.ptr + tensor.n_bytes)
+        if inside.any():
+            offset = addr[inside] - tensor.ptr
+            line[inside] = tensor.base_line + offset // LINE_BYTES
+            first_byte[inside] = offset % LINE_BYTES
+            touched = touched or tensor
+    if np.any(line < 0):
+        bad = int(addr[np.argmax(line < 0)])
+        raise UserError(
+            f"kernel {kernel_name} accessed address {bad:#x} outside every tensor argument: "
+            "check its masks, or pass the buffer it reads as an argument"
+        )
+    last_byte = np.minimum(first_byte + elem_bytes - 1, LINE_BYTES - 1)
+    mask = (1 << (first_byte // SECTOR_BYTES)) | (1 << (last_byte // SECTOR_BYTES))
+    order = np.argsort(line, kind="stable")
+    line_sorted = line[order]
+    starts = np.flatnonzero(np.r_[True, line_sorted[1:] != line_sorted[:-1]])
+    masks = np.bitwise_or.reduceat(mask[order].astype(np.uint8), starts)
+    assert touched is not None
+    return line_sorted[starts], masks, touched
+
+
+def _call_site(skip_dirs: tuple[str, ...]) -> tuple:
+    """The kernel source lines (outermost first) that led to this memory op, Triton's and our frames excluded."""
+    triton_dir = skip_dirs[0]
+    frame = sys._getframe(2)
+    site: list[tuple[str, int, int]] = []
+    while frame is not None:
+        filename = frame.f_code.co_filename
+        if frame.f_code.co_name == "__call__" and filename.startswith(triton_dir) and "self" in frame.f_locals and \
+                type(frame.f_locals["self"]).__name__ == "GridExecutor":
+            break
+        if not filename.startswith(skip_dirs):
+            site.append((filename, frame.f_lineno, frame.f_lasti))  # f_lasti: two ops on one line differ
+        frame = frame.f_back
+    return tuple(reversed(site))
+
+
+@contextlib.contextmanager
+def record_accesses(skip_arithmetic: bool = True, real_tensors: frozenset[str] | set[str] = frozenset()) -> Iterator[AccessRecorder]:
+    """Within this block every interpreted kernel launch is recorded; the interpreter is restored after.
+
+    With `skip_arithmetic`, float loads return zeros without reading memory and `dot` returns its accumulator,
+    so that tracing costs about the address arithmetic only; loads of integer tensors, and of tensors named
+    in `real_tensors`, stay real because addresses (spmv's column indices, row pointers) depend on them.
+    """
+    from swizzlelab.runtime import ensure_triton_backend
+
+    ensure_triton_backend()
+    try:
+        from triton.runtime import interpreter as interp
+    except ImportError as err:  # pragma: no cover - triton is a dependency
+        raise UserError(f"cannot import the Triton interpreter ({err}): install triton 3.6") from None
+    recorder = AccessRecorder(skip_arithmetic, frozenset(real_tensors))
+    builder_cls = interp.InterpreterBuilder
+    executor_cls = interp.GridExecutor
+    originals = {
+        (builder_cls, "set_grid_idx"): builder_cls.set_grid_idx,
+        (builder_cls, "create_masked_load"): builder_cls.create_masked_load,
+        (builder_cls, "create_masked_store"): builder_cls.create_masked_store,
+        (builder_cls, "create_atomic_rmw"): builder_cls.create_atomic_rmw,
+        (builder_cls, "create_atomic_cas"): builder_cls.create_atomic_cas,
+        (builder_cls, "create_dot"): builder_cls.create_dot,
+        (executor_cls, "_init_args_hst"): executor_cls._init_args_hst,
+    }
+    orig = {name: fn for (_, name), fn in originals.items()}
+
+    def init_args_hst(self, args_dev, kwargs):
+        args_hst, kwargs_hst = orig["_init_args_hst"](self, args_dev, kwargs)
+        recorder.begin_launch(getattr(self.fn, "__name__", "kernel"), list(self.arg_names), list(args_hst), dict(kwargs_hst))
+        return args_hst, kwargs_hst
+
+    def set_grid_idx(self, x, y, z):
+        orig["set_grid_idx"](self, x, y, z)
+        recorder.begin_program(self.grid_dim, (x, y, z))
+
+    def create_masked_load(self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile):
+        tensor = recorder.record(ptrs, mask, is_write=False)
+        if recorder.keep_real_load(tensor):
+            return orig["create_masked_load"](self, ptrs, mask, other, cache_modifier, eviction_policy, is_volatile)
+        dtype_tt = ptrs.get_element_ty()
+        return interp.TensorHandle(np.zeros(np.shape(ptrs.data), dtype=interp._get_np_dtype(dtype_tt)), dtype_tt)
+
+    def create_masked_store(self, ptrs, value, mask, cache_modifier, eviction_policy):
+        recorder.record(ptrs, mask, is_write=True)
+        return orig["create_masked_store"](self, ptrs, value, mask, cache_modifier, eviction_policy)
+
+    def create_atomic_rmw(self, rmw_op, ptr, val, mask, sem, scope):
+        recorder.record(ptr, mask, is_write=True)
+        return orig["create_atomic_rmw"](self, rmw_op, ptr, val, mask, sem, scope)
+
+    def create_atomic_cas(self, ptr, cmp, val, sem, scope):
+        recorder.record(ptr, None, is_write=True)
+        return orig["create_atomic_cas"](self, ptr, cmp, val, sem, scope)
+
+    def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):
+        if recorder.skip_arithmetic:
+            return interp.TensorHandle(np.array(d.data, copy=True), d.dtype.scalar)
+        return orig["create_dot"](self, a, b, d, input_precision, max_num_imprecise_acc)
+
+    hooks = {
+        "_init_args_hst": init_args_hst,
+        "set_grid_idx": set_grid_idx,
+        "create_masked_load": create_masked_load,
+        "create_masked_store": create_masked_store,
+        "create_atomic_rmw": create_atomic_rmw,
+        "create_atomic_cas": create_atomic_cas,
+        "create_dot": create_dot,
+    }
+    # zeroed operands make softmax-style code divide 0 by 0; that is expected, so keep numpy quiet
+    quiet = np.errstate(all="ignore") if skip_arithmetic else contextlib.nullcontext()
+    try:
+        for (cls, name) in originals:
+            setattr(cls, name, hooks[name])
+        with quiet:
+            yield recorder
+    finally:
+        for (cls, name), fn in originals.items():
+            setattr(cls, name, fn)
+
+
+def _require_interpreter(kernel: Any) -> None:
+    from swizzlelab.runtime import ensure_triton_backend
+
+    ensure_triton_backend()
+    from triton.runtime.interpreter import InterpretedFunction
+
+    if not isinstance(kernel, InterpretedFunction):
+        raise UserError(
+            f"{getattr(kernel, '__name__', kernel)!s} is not an interpreted Triton kernel: set TRITON_INTERPRET=1 "
+            "(swizzlelab.runtime.ensure_triton_backend()) before the kernel's module is imported"
+        )
+
+
+def _run_guarded(launch: Callable[[], Any], what: str) -> None:
+    from triton.runtime.interpreter import InterpreterError
+
+    try:
+        launch()
+    except UserError:
+        raise
+    except InterpreterError as err:
+        cause = err.__cause__
+        if isinstance(cause, UserError):
+            raise cause from None
+        raise UserError(f"{what} failed under the Triton interpreter: {_one_line(cause or err)}") from None
+    except Exception as err:
+        raise UserError(f"{what} failed under the Triton interpreter: {_one_line(err)}") from None
+
+
+def _one_line(err: BaseException) -> str:
+    text = f"{type(err).__name__}: {err}".strip().splitlines()
+    return (text[0] if text else type(err).__name__)[:300]
+
+
+def trace_kernel(
+    kernel: Any,
+    grid: tuple[int, ...],
+    args: tuple | list,
+    kwargs: dict[str, Any] | None = None,
+    *,
+    launch_grid: tuple[int, ...] | None = None,
+    skip_arithmetic: bool = True,
+    real_tensors: frozenset[str] | set[str] = frozenset(),
+    meta: dict[str, str] | None = None,
+) -> AccessTrace:
+    """Run `kernel[launch_grid](*args, **kwargs)` under the interpreter and return its AccessTrace on `grid`.
+
+    `launch_grid` defaults to the 1-D launch `(prod(grid),)`; program launch index i is recorded as tile i,
+    so launch the kernel in its identity order. Tensor arguments become the trace's tensors, named by the
+    kernel's parameter names, in argument order.
+    """
+    _require_interpreter(kernel)
+    grid = tuple(int(g) for g in grid)
+    if not grid or any(g < 1 for g in grid):
+        raise UserError(f"tile grid {grid} must be a non-empty tuple of positive sizes")
+    launch_grid = tuple(int(g) for g in (launch_grid or (int(np.prod(grid)),)))
+    if int(np.prod(launch_grid)) != int(np.prod(grid)):
+        raise UserError(
+            f"launch grid {launch_grid} runs {int(np.prod(launch_grid))} programs but tile grid {grid} has "
+            f"{int(np.prod(grid))} tiles: launch one program per tile"
+        )
+    name = getattr(kernel, "__name__", "kernel")
+    with record_accesses(skip_arithmetic, real_tensors) as recorder:
+        _run_guarded(lambda: kernel[launch_grid](*args, **(kwargs or {})), f"kernel {name}")
+    return recorder.launch(name).to_trace(grid, meta)
+
+
+def trace_call(
+    launch: Callable[[], Any],
+    grid: tuple[int, ...],
+    *,
+    kernel_name: str | None = None,
+    skip_arithmetic: bool = True,
+    real_tensors: frozenset[str] | set[str] = frozenset(),
+    meta: dict[str, str] | None = None,
+) -> AccessTrace:
+    """Trace the kernel launched by `launch()` (e.g. a task's custom_kernel with the identity order).
+
+    When `launch()` starts several kernels, the one named `kernel_name` is kept, or else the single one whose
+    program count equals the tile count of `grid`.
+    """
+    with record_accesses(skip_arithmetic, real_tensors) as recorder:
+        _run_guarded(launch, kernel_name or "kernel launch")
+    n_programs = int(np.prod(grid)) if grid else None
+    return recorder.launch(kernel_name, n_programs).to_trace(grid, meta)

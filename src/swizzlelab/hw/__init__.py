@@ -1,1 +1,271 @@
-"""swizzlelab.hw."""
+"""Hardware models of GPUs for the L2 simulator: unit counts, L2 domains and sizes, dispatch policy.
+
+Each model is a frozen dataclass whose `source` names the public documents its figures come from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, replace
+
+from swizzlelab.errors import UserError
+
+MB = 1024 * 1024
+
+
+@dataclass(frozen=True)
+class HardwareModel:
+    """One GPU as the simulator sees it: L2 domains, the units feeding each, and how programs are dispatched.
+
+    `l2_bytes_per_domain` is the physical L2 of a domain, split into `l2_partitions` equal partitions (2 on
+    Hopper: each SM sits next to one partition, which also keeps copies of lines homed in the other one, so
+    data can be held twice). `l2_effective_bytes_per_domain` is the capacity the simulator uses: the
+    physical one unless a study overrides it (`with_l2_effective_bytes`).
+    """
+
+    name: str
+    vendor: str
+    n_units: int
+    n_domains: int
+    units_per_domain: int
+    l2_bytes_per_domain: int
+    line_bytes: int
+    sector_bytes: int
+    dispatch: str  # "in_order" | "round_robin_domains"
+    dram_bw_bytes_per_s: float
+    source: str
+    l2_partitions: int = 1
+    l2_effective_bytes_per_domain: int = 0
+    llc_bytes: int = 0  # a memory-side cache shared by all domains (AMD Infinity Cache); not simulated
+    aliases: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.l2_effective_bytes_per_domain == 0:
+            object.__setattr__(self, "l2_effective_bytes_per_domain", self.l2_bytes_per_domain)
+        if self.dispatch not in ("in_order", "round_robin_domains"):
+            raise UserError(f"hardware model {self.name}: dispatch must be in_order or round_robin_domains")
+        if self.n_domains * self.units_per_domain != self.n_units:
+            raise UserError(f"hardware model {self.name}: n_domains x units_per_domain must equal n_units")
+        if self.l2_partitions < 1 or self.units_per_domain % self.l2_partitions:
+            raise UserError(f"hardware model {self.name}: units per domain must split evenly over L2 partitions")
+        if self.line_bytes % self.sector_bytes or self.line_bytes // self.sector_bytes > 8:
+            raise UserError(f"hardware model {self.name}: a line must hold 1..8 whole sectors")
+
+    @property
+    def sectors_per_line(self) -> int:
+        return self.line_bytes // self.sector_bytes
+
+    @property
+    def l2_lines_per_partition(self) -> int:
+        """Capacity in lines the simulator uses for each partition of a domain (the effective capacity)."""
+        return max(1, self.l2_effective_bytes_per_domain // self.l2_partitions // self.line_bytes)
+
+    @property
+    def l2_total_bytes(self) -> int:
+        return self.l2_bytes_per_domain * self.n_domains
+
+    def with_l2_effective_bytes(self, effective_bytes: int) -> "HardwareModel":
+        """A copy with another effective capacity per domain (for calibration studies)."""
+        if effective_bytes <= 0:
+            raise UserError("effective L2 capacity must be a positive number of bytes")
+        return replace(self, l2_effective_bytes_per_domain=int(effective_bytes))
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+H100_SXM = HardwareModel(
+    name="H100-SXM",
+    vendor="nvidia",
+    n_units=132,
+    n_domains=1,
+    units_per_domain=132,
+    l2_bytes_per_domain=50 * MB,
+    line_bytes=128,
+    sector_bytes=32,
+    dispatch="in_order",
+    dram_bw_bytes_per_s=3.35e12,
+    source=(
+        "NVIDIA H100 Tensor Core GPU Architecture whitepaper (2022): 132 SMs (SXM5), 50 MB L2 in two "
+        "partitions (each SM's near partition also caches lines homed in the far one); NVIDIA H100 datasheet: 3.35 TB/s HBM3; CUDA C++ Best Practices / ncu docs: 128-byte "
+        "lines of four 32-byte sectors"
+    ),
+    l2_partitions=2,
+    aliases=("h100", "h100-sxm", "h100_sxm", "h100sxm"),
+)
+
+H200_SXM = HardwareModel(
+    name="H200-SXM",
+    vendor="nvidia",
+    n_units=132,
+    n_domains=1,
+    units_per_domain=132,
+    l2_bytes_per_domain=60 * MB,
+    line_bytes=128,
+    sector_bytes=32,
+    dispatch="in_order",
+    dram_bw_bytes_per_s=4.8e12,
+    source=(
+        "NVIDIA H200 datasheet (2024): GH100 with 132 SMs, 141 GB HBM3e at 4.8 TB/s; L2 60 MB (all 12 memory "
+        "controllers enabled: 96 L2 slices; less well documented than H100's 50 MB - check "
+        "torch.cuda.get_device_properties(0).L2_cache_size)"
+    ),
+    l2_partitions=2,
+    aliases=("h200", "h200-sxm", "h200_sxm"),
+)
+
+MI300X = HardwareModel(
+    name="MI300X",
+    vendor="amd",
+    n_units=304,
+    n_domains=8,
+    units_per_domain=38,
+    l2_bytes_per_domain=4 * MB,
+    line_bytes=128,
+    sector_bytes=32,
+    dispatch="round_robin_domains",
+    dram_bw_bytes_per_s=5.3e12,
+    source=(
+        "AMD CDNA 3 architecture whitepaper (2023) and AMD Instinct MI300X datasheet: 304 CUs in 8 XCDs of 38, "
+        "4 MB L2 per XCD with 128-byte lines, 256 MB Infinity Cache, 5.3 TB/s HBM3; ROCm docs (workgroup "
+        "dispatch): workgroup i goes to XCD i mod 8"
+    ),
+    llc_bytes=256 * MB,
+    aliases=("mi300x", "mi300"),
+)
+
+MI325X = HardwareModel(
+    name="MI325X",
+    vendor="amd",
+    n_units=304,
+    n_domains=8,
+    units_per_domain=38,
+    l2_bytes_per_domain=4 * MB,
+    line_bytes=128,
+    sector_bytes=32,
+    dispatch="round_robin_domains",
+    dram_bw_bytes_per_s=6.0e12,
+    source=(
+        "AMD Instinct MI325X datasheet (2024): same CDNA 3 compute die as MI300X (304 CUs, 8 XCDs of 38, 4 MB "
+        "L2 per XCD, 256 MB Infinity Cache), 256 GB HBM3E at 6 TB/s"
+    ),
+    llc_bytes=256 * MB,
+    aliases=("mi325x", "mi325"),
+)
+
+MI355X = HardwareModel(
+    name="MI355X",
+    vendor="amd",
+    n_units=256,
+    n_domains=8,
+    units_per_domain=32,
+    l2_bytes_per_domain=4 * MB,
+    line_bytes=128,
+    sector_bytes=32,
+    dispatch="round_robin_domains",
+    dram_bw_bytes_per_s=8.0e12,
+    source=(
+        "AMD CDNA 4 architecture whitepaper (2025) and MI355X datasheet: 256 CUs in 8 XCDs of 32, 4 MB L2 per "
+        "XCD, 256 MB Infinity Cache, 288 GB HBM3E at 8 TB/s"
+    ),
+    llc_bytes=256 * MB,
+    aliases=("mi355x", "mi355"),
+)
+
+MODELS: tuple[HardwareModel, ...] = (H100_SXM, H200_SXM, MI300X, MI325X, MI355X)
+
+
+def known_names() -> list[str]:
+    """The short names `get_model` accepts (first alias of each model)."""
+    return [model.aliases[0] for model in MODELS]
+
+
+def get_model(name: str) -> HardwareModel:
+    """The model for a short name such as 'h100' or 'mi300x' (case-insensitive); UserError if unknown."""
+    if isinstance(name, HardwareModel):
+        return name
+    key = str(name).strip().lower()
+    if key in ("cuda", "torch", "device", "auto"):
+        return from_torch_device()
+    for model in MODELS:
+        if key == model.name.lower() or key in model.aliases:
+            return model
+    raise UserError(
+        f"unknown hardware model '{name}': use one of {', '.join(known_names())} (or 'device' on a GPU)"
+    )
+
+
+def generic_nvidia(name: str, n_sms: int, l2_bytes: int, dram_bw_bytes_per_s: float = 0.0) -> HardwareModel:
+    """A one-domain NVIDIA model from an SM count and an L2 size (e.g. as reported by the driver)."""
+    if n_sms <= 0 or l2_bytes <= 0:
+        raise UserError(f"generic NVIDIA model needs a positive SM count and L2 size, got {n_sms}, {l2_bytes}")
+    return HardwareModel(
+        name=name,
+        vendor="nvidia",
+        n_units=n_sms,
+        n_domains=1,
+        units_per_domain=n_sms,
+        l2_bytes_per_domain=int(l2_bytes),
+        line_bytes=128,
+        sector_bytes=32,
+        dispatch="in_order",
+        dram_bw_bytes_per_s=dram_bw_bytes_per_s,
+        source="torch.cuda.get_device_properties (multi_processor_count, L2_cache_size)",
+        l2_partitions=2 if n_sms % 2 == 0 else 1,
+        aliases=(name.lower(),),
+    )
+
+
+def from_torch_device(index: int = 0) -> HardwareModel:
+    """A model of the visible CUDA GPU; a known model (with its sources) when the name matches one."""
+    from swizzlelab.errors import NoGpuError
+
+    try:
+        import torch
+    except ImportError as err:  # pragma: no cover - torch is a dependency
+        raise NoGpuError("torch is not importable: install torch to read the GPU's properties") from err
+    if not torch.cuda.is_available():
+        raise NoGpuError("no CUDA GPU visible: pass --target h100|h200|mi300x instead of the device model")
+    props = torch.cuda.get_device_properties(index)
+    gpu_name = str(props.name)
+    l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0)
+    lowered = gpu_name.lower()
+    for model, marker in ((H100_SXM, "h100"), (H200_SXM, "h200")):
+        if marker in lowered and props.multi_processor_count == model.n_units:
+            if l2_bytes and l2_bytes != model.l2_bytes_per_domain:
+                return replace(model, l2_bytes_per_domain=l2_bytes, l2_effective_bytes_per_domain=l2_bytes)
+            return model
+    return generic_nvidia(gpu_name, int(props.multi_processor_count), l2_bytes or 40 * MB)
+
+
+@dataclass(frozen=True)
+class SmLimits:
+    """Per-SM resource limits that bound resident blocks (CUDA occupancy rules)."""
+
+    regs_per_sm: int = 65536
+    reg_alloc_unit_per_warp: int = 256  # registers are granted to a warp in blocks of 256 (8 per thread)
+    smem_per_sm_bytes: int = 233472  # 228 KiB on Hopper
+    smem_reserved_per_block_bytes: int = 1024  # the driver keeps 1 KiB per resident block
+    max_threads_per_sm: int = 2048
+    max_blocks_per_sm: int = 32
+    source: str = "CUDA C++ Programming Guide, compute capability 9.0 table; CUDA occupancy calculator rules"
+
+
+HOPPER_SM = SmLimits()
+
+
+def nvidia_blocks_per_sm(n_regs: int, shared_bytes: int, num_warps: int, limits: SmLimits = HOPPER_SM) -> int:
+    """Resident programs per SM of a compiled kernel (registers per thread, shared memory per block, warps)."""
+    if n_regs < 0 or shared_bytes < 0 or num_warps < 1:
+        raise UserError(f"kernel resources must be non-negative with >= 1 warp, got {n_regs}, {shared_bytes}, {num_warps}")
+    unit = limits.reg_alloc_unit_per_warp
+    regs_per_warp = -(-max(n_regs, 1) * 32 // unit) * unit
+    by_regs = limits.regs_per_sm // (regs_per_warp * num_warps)
+    by_smem = limits.smem_per_sm_bytes // (shared_bytes + limits.smem_reserved_per_block_bytes)
+    by_threads = limits.max_threads_per_sm // (32 * num_warps)
+    blocks = min(by_regs, by_smem, by_threads, limits.max_blocks_per_sm)
+    if blocks < 1:
+        raise UserError(
+            f"a block of {num_warps} warps with {n_regs} registers/thread and {shared_bytes} bytes of shared memory "
+            "does not fit on one SM"
+        )
+    return blocks

@@ -1,1 +1,19 @@
-"""swizzlelab.sim."""
+"""L2 simulator and memory analysis of access traces under a launch order (swizzle) on a hardware model.
+
+`simulate(trace, perm, hw)` predicts hit rates and DRAM bytes; `analyze(trace, hw, perm)` explains sharing.
+"""
+
+from swizzlelab.sim.analyze import Analysis, Sharing, TensorStats, analyze
+from swizzlelab.sim.simulate import DomainStats, SimResult, domain_programs, footprint_of, simulate
+
+__all__ = [
+    "Analysis",
+    "DomainStats",
+    "Sharing",
+    "SimResult",
+    "TensorStats",
+    "analyze",
+    "domain_programs",
+    "footprint_of",
+    "simulate",
+]

@@ -1,0 +1,486 @@
+"""Numba kernels of the L2 simulator: an O(1) LRU cache with sector masks and the program scheduler.
+
+Pure array code: the Python layer (swizzlelab.sim.simulate) validates inputs and builds the records.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+from numba import njit
+
+# Indices into a domain's statistics vector (int64).
+ST_REQ_SECTORS = 0
+ST_HIT_SECTORS = 1
+ST_LINE_ACCESSES = 2
+ST_LINE_HITS = 3
+ST_DRAM_READ_SECTORS = 4
+ST_DRAM_WRITE_SECTORS = 5
+ST_EVICTIONS = 6
+ST_PROGRAMS = 7
+ST_LOOKUP_SECTORS = 8  # near lookups + lookups at a far home partition (what ncu's lts__t_sectors counts)
+ST_LINE_LOOKUPS = 9
+ST_FABRIC_SECTORS = 10  # sectors that crossed to a far partition
+N_STATS = 11
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)
+_MIX = np.uint64(0xBF58476D1CE4E5B9)
+_SET_SALT = np.uint64(0x2545F4914F6CDD1D)
+_HOME_SALT = np.uint64(0x5BD1E9955BD1E995)
+_UNIT_SALT = np.uint64(0x94D049BB133111EB)
+
+
+def popcount_table() -> np.ndarray:
+    """Number of set bits of each byte value (sector masks have at most 8 sectors)."""
+    return np.array([bin(v).count("1") for v in range(256)], dtype=np.int64)
+
+
+@njit(cache=True, inline="always")
+def _slot_of(key: np.int64, shift: np.uint64) -> np.int64:
+    # Fibonacci hashing: the top bits of key * golden ratio spread consecutive line ids over the table.
+    return np.int64((np.uint64(key) * _GOLDEN) >> shift)
+
+
+@njit(cache=True, inline="always")
+def _bucket(line: np.int64, salt: np.uint64, n: np.int64) -> np.int64:
+    """A hashed bucket 0..n-1 of a line (multiply-shift range reduction: no division in the hot loop)."""
+    x = (np.uint64(line) ^ salt) * _MIX
+    x = (x ^ (x >> np.uint64(31))) * _GOLDEN
+    return np.int64(((x >> np.uint64(32)) * np.uint64(n)) >> np.uint64(32))
+
+
+# The table interleaves keys and values (table[2i] = key, table[2i+1] = node) so one probe touches one
+# cache line of the host CPU; -1 marks an empty slot.
+@njit(cache=True)
+def _table_lookup(table: np.ndarray, key: np.int64, shift: np.uint64) -> np.int64:
+    mask = (table.shape[0] >> 1) - 1
+    i = _slot_of(key, shift)
+    while True:
+        k = table[2 * i]
+        if k == key:
+            return table[2 * i + 1]
+        if k == -1:
+            return -1
+        i = (i + 1) & mask
+
+
+@njit(cache=True)
+def _table_insert(table: np.ndarray, key: np.int64, node: np.int64, shift: np.uint64) -> None:
+    mask = (table.shape[0] >> 1) - 1
+    i = _slot_of(key, shift)
+    while table[2 * i] != -1:
+        i = (i + 1) & mask
+    table[2 * i] = key
+    table[2 * i + 1] = node
+
+
+@njit(cache=True)
+def _table_delete(table: np.ndarray, key: np.int64, shift: np.uint64) -> None:
+    # Linear probing with backward-shift deletion keeps lookups tombstone-free.
+    mask = (table.shape[0] >> 1) - 1
+    i = _slot_of(key, shift)
+    while table[2 * i] != key:
+        i = (i + 1) & mask
+    j = i
+    while True:
+        j = (j + 1) & mask
+        k = table[2 * j]
+        if k == -1:
+            break
+        home = _slot_of(k, shift)
+        # Move the entry at j into the hole at i unless its home lies cyclically in (i, j].
+        if (j > i and (home <= i or home > j)) or (j < i and (home <= i and home > j)):
+            table[2 * i] = k
+            table[2 * i + 1] = table[2 * j + 1]
+            i = j
+    table[2 * i] = -1
+
+
+# The cache's own table packs one entry per slot: key << NODE_BITS | node (-1 = empty), so a probe reads 8
+# bytes; keys (line * partitions + partition) must stay below 2**(63 - NODE_BITS).
+NODE_BITS = 24
+MAX_NODES = 1 << NODE_BITS
+MAX_KEY = 1 << (63 - NODE_BITS)
+_NODE_MASK = (1 << NODE_BITS) - 1
+
+
+@njit(cache=True, inline="always")
+def _packed_lookup(table: np.ndarray, key: np.int64, shift: np.uint64) -> np.int64:
+    mask = table.shape[0] - 1
+    i = _slot_of(key, shift)
+    while True:
+        e = table[i]
+        if e == -1:
+            return -1
+        if (e >> NODE_BITS) == key:
+            return e & _NODE_MASK
+        i = (i + 1) & mask
+
+
+@njit(cache=True, inline="always")
+def _packed_insert(table: np.ndarray, key: np.int64, node: np.int64, shift: np.uint64) -> None:
+    mask = table.shape[0] - 1
+    i = _slot_of(key, shift)
+    while table[i] != -1:
+        i = (i + 1) & mask
+    table[i] = (key << NODE_BITS) | node
+
+
+@njit(cache=True)
+def _packed_delete(table: np.ndarray, key: np.int64, shift: np.uint64) -> None:
+    # Linear probing with backward-shift deletion keeps lookups tombstone-free.
+    mask = table.shape[0] - 1
+    i = _slot_of(key, shift)
+    while (table[i] >> NODE_BITS) != key:
+        i = (i + 1) & mask
+    j = i
+    while True:
+        j = (j + 1) & mask
+        e = table[j]
+        if e == -1:
+            break
+        home = _slot_of(e >> NODE_BITS, shift)
+        # Move the entry at j into the hole at i unless its home lies cyclically in (i, j].
+        if (j > i and (home <= i or home > j)) or (j < i and (home <= i and home > j)):
+            table[i] = e
+            i = j
+    table[i] = -1
+
+
+# Where the key space is small enough, a direct map (key -> node, -1 = absent) replaces the hash table:
+# one memory access per lookup, insert or delete instead of probe chains and backward shifts.
+MAX_DIRECT_KEYS = 1 << 26
+
+
+@njit(cache=True, inline="always")
+def _find(table: np.ndarray, direct: np.ndarray, key: np.int64, shift: np.uint64) -> np.int64:
+    if direct.shape[0] > 0:
+        return np.int64(direct[key])
+    return _packed_lookup(table, key, shift)
+
+
+@njit(cache=True, inline="always")
+def _put(table: np.ndarray, direct: np.ndarray, key: np.int64, node: np.int64, shift: np.uint64) -> None:
+    if direct.shape[0] > 0:
+        direct[key] = node
+    else:
+        _packed_insert(table, key, node, shift)
+
+
+@njit(cache=True, inline="always")
+def _drop(table: np.ndarray, direct: np.ndarray, key: np.int64, shift: np.uint64) -> None:
+    if direct.shape[0] > 0:
+        direct[key] = -1
+    else:
+        _packed_delete(table, key, shift)
+
+
+@njit(cache=True)
+def _new_cache(capacity: np.int64, n_sets: np.int64, hashed: bool):
+    table_size = 1
+    bits = 0
+    while hashed and table_size < 2 * capacity:
+        table_size *= 2
+        bits += 1
+    shift = np.uint64(64 - max(bits, 1))
+    table = np.full(table_size, -1, dtype=np.int64)
+    node_key = np.zeros(capacity, dtype=np.int64)
+    node_valid = np.zeros(capacity, dtype=np.uint8)
+    node_dirty = np.zeros(capacity, dtype=np.uint8)
+    node_prev = np.full(capacity, -1, dtype=np.int32)
+    node_next = np.full(capacity, -1, dtype=np.int32)
+    set_head = np.full(n_sets, -1, dtype=np.int64)
+    set_tail = np.full(n_sets, -1, dtype=np.int64)
+    set_count = np.zeros(n_sets, dtype=np.int64)
+    return table, shift, node_key, node_valid, node_dirty, node_prev, node_next, set_head, set_tail, set_count
+
+
+@njit(cache=True, inline="always")
+def _promote(node, st, set_head, set_tail, node_prev, node_next) -> None:
+    """Move `node` to the MRU end of its set's list."""
+    if set_head[st] == node:
+        return
+    p = node_prev[node]
+    nx = node_next[node]
+    node_next[p] = nx
+    if nx >= 0:
+        node_prev[nx] = p
+    else:
+        set_tail[st] = p
+    node_prev[node] = -1
+    node_next[node] = set_head[st]
+    node_prev[set_head[st]] = node
+    set_head[st] = node
+
+
+@njit(cache=True)
+def _allocate(key, st, ways, table, direct, shift, node_key, node_valid, node_dirty, node_prev, node_next,
+              set_head, set_tail, set_count, n_used, popcount):
+    """A node for `key` at the MRU end of set `st`, evicting the set's LRU line when it is full.
+
+    Returns (node, nodes now in use, dirty sectors written back by the eviction, 1 if a line was evicted).
+    """
+    written = 0
+    evicted = 0
+    if set_count[st] == ways:
+        node = set_tail[st]
+        written = popcount[node_dirty[node]]
+        evicted = 1
+        _drop(table, direct, node_key[node], shift)
+        p = node_prev[node]
+        set_tail[st] = p
+        if p >= 0:
+            node_next[p] = -1
+        else:
+            set_head[st] = -1
+        set_count[st] -= 1
+    else:
+        node = n_used
+        n_used += 1
+    node_key[node] = key
+    node_valid[node] = 0
+    node_dirty[node] = 0
+    _put(table, direct, key, node, shift)
+    node_prev[node] = -1
+    node_next[node] = set_head[st]
+    if set_head[st] >= 0:
+        node_prev[set_head[st]] = node
+    else:
+        set_tail[st] = node
+    set_head[st] = node
+    set_count[st] += 1
+    return node, n_used, written, evicted
+
+
+@njit(cache=True)
+def run_domain(
+    lines: np.ndarray,
+    sector_mask: np.ndarray,
+    is_write: np.ndarray,
+    step_ptr: np.ndarray,
+    tile_step_ptr: np.ndarray,
+    programs: np.ndarray,
+    n_slots: np.int64,
+    units: np.int64,
+    n_partitions: np.int64,
+    capacity: np.int64,
+    n_sets: np.int64,
+    popcount: np.ndarray,
+    stats: np.ndarray,
+    direct: np.ndarray,
+) -> None:
+    """Simulate one L2 domain: `programs` (tiles in launch order) run on `n_slots` slots, one step each in turn.
+
+    The domain's L2 is `n_partitions` caches of `capacity` lines, each in `n_sets` sets (1: fully
+    associative), LRU within a set, with per-line valid and dirty sector masks. The k-th program of the
+    domain runs next to a hashed partition of k: after the first wave a program lands on whichever SM
+    frees first, so any fixed SM pattern would be an artefact. A line has one home partition (hashed address).
+    A read looks up the near partition; on a miss of a far-homed line it looks up the home partition over
+    the fabric (a second lookup, as the hardware counts it) and keeps a copy near. Writes go to the home
+    partition: write-back, write-allocate without a DRAM read, counted as sector hits (as ncu counts
+    stores that fill whole sectors). `direct` is an int32 map of every key
+    (line * n_partitions + partition) filled with -1, or empty to use the hash table.
+    """
+    # The hot path is written out inline: helper calls here cost numba a 2-3x slowdown (measured).
+    ways = capacity // n_sets
+    if direct.shape[0] > 0:
+        direct[:] = -1
+    (table, shift, node_key, node_valid, node_dirty, node_prev, node_next,
+     set_head, set_tail, set_count) = _new_cache(
+        ways * n_sets * n_partitions, n_sets * n_partitions, direct.shape[0] == 0)
+    n_used = 0
+    slot_step = np.zeros(n_slots, dtype=np.int64)
+    slot_end = np.zeros(n_slots, dtype=np.int64)
+    slot_active = np.zeros(n_slots, dtype=np.bool_)
+    slot_part = np.zeros(n_slots, dtype=np.int64)
+    n_programs = programs.shape[0]
+    next_program = 0
+    n_active = 0
+    for s in range(n_slots):
+        while next_program < n_programs:
+            t = programs[next_program]
+            next_program += 1
+            if tile_step_ptr[t + 1] > tile_step_ptr[t]:
+                slot_step[s] = tile_step_ptr[t]
+                slot_end[s] = tile_step_ptr[t + 1]
+                slot_active[s] = True
+                slot_part[s] = _bucket(next_program - 1, _UNIT_SALT, n_partitions) if n_partitions > 1 else 0
+                n_active += 1
+                break
+    req = 0
+    hit_sectors = 0
+    accesses = 0
+    line_hits = 0
+    dram_read = 0
+    dram_write = 0
+    evictions = 0
+    fabric = 0
+    lookups = 0
+    line_lookups = 0
+    while n_active > 0:
+        for s in range(n_slots):
+            if not slot_active[s]:
+                continue
+            step = slot_step[s]
+            near = slot_part[s]
+            for a in range(step_ptr[step], step_ptr[step + 1]):
+                line = lines[a]
+                m = sector_mask[a]
+                w = is_write[a]
+                req += popcount[m]
+                lookups += popcount[m]
+                accesses += 1
+                line_lookups += 1
+                st_in = _bucket(line, _SET_SALT, n_sets) if n_sets > 1 else 0
+                home = _bucket(line, _HOME_SALT, n_partitions) if n_partitions > 1 else 0
+                first = home if w else near
+                key = line * n_partitions + first
+                node = _find(table, direct, key, shift)
+                if node >= 0:
+                    line_hits += 1
+                    v = node_valid[node]
+                    # A store fills whole sectors in L2 without fetching them, which ncu counts as a hit.
+                    hit_sectors += popcount[m] if w else popcount[m & v]
+                    missing = m & ~v
+                    if w:
+                        node_dirty[node] |= m
+                    node_valid[node] = v | m
+                    st = first * n_sets + st_in
+                    if set_head[st] != node:
+                        p = node_prev[node]
+                        nx = node_next[node]
+                        node_next[p] = nx
+                        if nx >= 0:
+                            node_prev[nx] = p
+                        else:
+                            set_tail[st] = p
+                        node_prev[node] = -1
+                        node_next[node] = set_head[st]
+                        node_prev[set_head[st]] = node
+                        set_head[st] = node
+                else:
+                    st = first * n_sets + st_in
+                    if set_count[st] == ways:
+                        node = set_tail[st]
+                        dram_write += popcount[node_dirty[node]]
+                        evictions += 1
+                        _drop(table, direct, node_key[node], shift)
+                        p = node_prev[node]
+                        set_tail[st] = p
+                        if p >= 0:
+                            node_next[p] = -1
+                        else:
+                            set_head[st] = -1
+                        set_count[st] -= 1
+                    else:
+                        node = n_used
+                        n_used += 1
+                    node_key[node] = key
+                    node_valid[node] = m
+                    missing = m
+                    if w:
+                        hit_sectors += popcount[m]
+                        node_dirty[node] = m
+                    else:
+                        node_dirty[node] = 0
+                    _put(table, direct, key, node, shift)
+                    node_prev[node] = -1
+                    node_next[node] = set_head[st]
+                    if set_head[st] >= 0:
+                        node_prev[set_head[st]] = node
+                    else:
+                        set_tail[st] = node
+                    set_head[st] = node
+                    set_count[st] += 1
+                if missing != 0 and not w:
+                    if first == home:
+                        dram_read += popcount[missing]
+                    else:
+                        fabric += popcount[missing]
+                        lookups += popcount[missing]
+                        line_lookups += 1
+                        hkey = line * n_partitions + home
+                        hst = home * n_sets + st_in
+                        hnode = _find(table, direct, hkey, shift)
+                        if hnode >= 0:
+                            line_hits += 1
+                            hv = node_valid[hnode]
+                            _promote(hnode, hst, set_head, set_tail, node_prev, node_next)
+                        else:
+                            hv = np.uint8(0)
+                            hnode, n_used, written, evicted = _allocate(
+                                hkey, hst, ways, table, direct, shift, node_key, node_valid, node_dirty, node_prev,
+                                node_next, set_head, set_tail, set_count, n_used, popcount)
+                            dram_write += written
+                            evictions += evicted
+                        hit_sectors += popcount[missing & hv]
+                        dram_read += popcount[missing & ~hv]
+                        node_valid[hnode] = hv | missing
+            step += 1
+            if step < slot_end[s]:
+                slot_step[s] = step
+                continue
+            slot_active[s] = False
+            n_active -= 1
+            while next_program < n_programs:
+                t = programs[next_program]
+                next_program += 1
+                if tile_step_ptr[t + 1] > tile_step_ptr[t]:
+                    slot_step[s] = tile_step_ptr[t]
+                    slot_end[s] = tile_step_ptr[t + 1]
+                    slot_active[s] = True
+                    slot_part[s] = _bucket(next_program - 1, _UNIT_SALT, n_partitions) if n_partitions > 1 else 0
+                    n_active += 1
+                    break
+    # Write back what is still dirty at the end of the kernel.
+    for node in range(n_used):
+        dram_write += popcount[node_dirty[node]]
+    stats[ST_REQ_SECTORS] += req
+    stats[ST_HIT_SECTORS] += hit_sectors
+    stats[ST_LINE_ACCESSES] += accesses
+    stats[ST_LINE_HITS] += line_hits
+    stats[ST_DRAM_READ_SECTORS] += dram_read
+    stats[ST_DRAM_WRITE_SECTORS] += dram_write
+    stats[ST_EVICTIONS] += evictions
+    stats[ST_PROGRAMS] += n_programs
+    stats[ST_LOOKUP_SECTORS] += lookups
+    stats[ST_LINE_LOOKUPS] += line_lookups
+    stats[ST_FABRIC_SECTORS] += fabric
+
+
+@njit(cache=True)
+def footprint(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, table_lines: np.int64,
+              popcount: np.ndarray) -> np.ndarray:
+    """Unique lines, union-of-sectors count, and sectors whose first touch is a read, over a whole trace.
+
+    Returns int64[3]: n_unique_lines, touched_sectors, first_read_sectors.
+    """
+    size = 1
+    bits = 0
+    while size < 2 * max(table_lines, 1):
+        size *= 2
+        bits += 1
+    shift = np.uint64(64 - max(bits, 1))
+    table = np.full(2 * size, -1, dtype=np.int64)
+    touched = np.zeros(max(table_lines, 1), dtype=np.uint8)
+    first_read = np.zeros(max(table_lines, 1), dtype=np.uint8)
+    n_unique = 0
+    for a in range(lines.shape[0]):
+        line = lines[a]
+        m = sector_mask[a]
+        node = _table_lookup(table, line, shift)
+        if node < 0:
+            node = n_unique
+            n_unique += 1
+            if node >= touched.shape[0]:
+                raise ValueError("more unique lines than the table was sized for")
+            _table_insert(table, line, node, shift)
+        fresh = m & ~touched[node]
+        if not is_write[a]:
+            first_read[node] |= fresh
+        touched[node] |= m
+    out = np.zeros(3, dtype=np.int64)
+    out[0] = n_unique
+    for node in range(n_unique):
+        out[1] += popcount[touched[node]]
+        out[2] += popcount[first_read[node]]
+    return out

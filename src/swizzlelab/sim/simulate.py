@@ -1,0 +1,282 @@
+"""L2 cache simulation of a kernel's access trace under a launch order on a hardware model.
+
+Programs are dispatched to L2 domains and unit slots as the hardware does; each domain is an LRU cache.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import asdict, dataclass, field
+from typing import Any
+
+import numpy as np
+
+from swizzlelab.errors import UserError
+from swizzlelab.hw import HardwareModel, get_model
+from swizzlelab.sim import kernels
+
+MAX_OCCUPANCY = 64
+
+
+@dataclass(frozen=True)
+class DomainStats:
+    """Figures of one L2 domain (one XCD on AMD; the whole L2 on NVIDIA)."""
+
+    domain: int
+    n_programs: int
+    requested_sectors: int
+    lookup_sectors: int  # requested + looked up again at a far home partition
+    hit_sectors: int
+    line_accesses: int
+    line_lookups: int
+    line_hits: int
+    fabric_sectors: int
+    dram_read_bytes: int
+    dram_write_bytes: int
+    evictions: int
+
+    @property
+    def l2_hit_rate(self) -> float:
+        return self.hit_sectors / self.lookup_sectors if self.lookup_sectors else 0.0
+
+    @property
+    def line_hit_rate(self) -> float:
+        return self.line_hits / self.line_lookups if self.line_lookups else 0.0
+
+
+@dataclass(frozen=True)
+class SimResult:
+    """Predicted L2 behaviour of one launch order (all figures are predictions of model `model`)."""
+
+    model: str
+    occupancy: int
+    n_slots_per_domain: int
+    n_partitions: int
+    capacity_lines_per_partition: int
+    assoc: int | None
+    l2_hit_rate: float  # sector hit rate over all L2 lookups, as ncu's lts__t_sector_hit_rate
+    line_hit_rate: float  # share of line lookups that found the line present
+    fabric_bytes: int  # bytes looked up again at a far partition (0 with one partition)
+    dram_read_bytes: int
+    dram_write_bytes: int
+    compulsory_bytes: int
+    compulsory_read_bytes: int
+    requested_bytes: int
+    line_accesses: int
+    n_programs: int
+    per_domain: tuple[DomainStats, ...] = field(default_factory=tuple)
+    elapsed_s: float = 0.0
+
+    @property
+    def best_hit_rate(self) -> float:
+        """The hit rate if every sector first touched by a read missed exactly once (stores count as hits,
+        so no order can do better)."""
+        return 1.0 - self.compulsory_read_bytes / self.requested_bytes if self.requested_bytes else 0.0
+
+    @property
+    def dram_avoided_rate(self) -> float:
+        """Share of requested read+write bytes that did not cause a DRAM read."""
+        return 1.0 - self.dram_read_bytes / self.requested_bytes if self.requested_bytes else 0.0
+
+    @property
+    def accesses_per_s(self) -> float:
+        return self.line_accesses / self.elapsed_s if self.elapsed_s > 0 else 0.0
+
+    def to_dict(self) -> dict[str, Any]:
+        record = asdict(self)
+        record["kind"] = f"predicted (model {self.model})"
+        record["best_hit_rate"] = self.best_hit_rate
+        record["dram_avoided_rate"] = self.dram_avoided_rate
+        record["per_domain"] = [
+            {**asdict(d), "l2_hit_rate": d.l2_hit_rate, "line_hit_rate": d.line_hit_rate} for d in self.per_domain
+        ]
+        return record
+
+    def text(self) -> str:
+        tag = f"predicted (model {self.model})"
+        lines = [
+            f"L2 sector hit rate   {100 * self.l2_hit_rate:6.2f} %   {tag}",
+            f"L2 line hit rate     {100 * self.line_hit_rate:6.2f} %   {tag}",
+            f"not read from DRAM   {100 * self.dram_avoided_rate:6.2f} %   {tag} (share of requested bytes)",
+            f"DRAM read            {fmt_bytes(self.dram_read_bytes):>10}   {tag}",
+            f"DRAM write           {fmt_bytes(self.dram_write_bytes):>10}   {tag}",
+            f"compulsory DRAM      {fmt_bytes(self.compulsory_bytes):>10}   from trace",
+            f"requested from L2    {fmt_bytes(self.requested_bytes):>10}   from trace",
+            f"best possible hit    {100 * self.best_hit_rate:6.2f} %   from trace (1 - compulsory reads/requested)",
+            f"occupancy            {self.occupancy} program(s) per unit, {self.n_slots_per_domain} slots per domain",
+        ]
+        if len(self.per_domain) > 1:
+            rates = ", ".join(f"{100 * d.l2_hit_rate:.1f}" for d in self.per_domain)
+            lines.append(f"per-domain hit %     [{rates}]   {tag}")
+        return "\n".join(lines)
+
+
+def fmt_bytes(n_bytes: float) -> str:
+    """Bytes in the largest unit that keeps the number >= 1 (decimal units, as ncu prints them)."""
+    value = float(n_bytes)
+    for unit in ("B", "KB", "MB", "GB", "TB"):
+        if abs(value) < 1000 or unit == "TB":
+            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
+        value /= 1000
+    return f"{value:.2f} TB"  # unreachable
+
+
+def _as_perm(perm: Any, n_tiles: int) -> np.ndarray:
+    array = np.asarray(getattr(perm, "perm", perm))
+    if array.ndim != 1 or array.shape[0] != n_tiles:
+        raise UserError(
+            f"launch order has {array.size} entries but the trace has {n_tiles} tiles: build the order on the "
+            "same grid and sizes as the trace"
+        )
+    if not np.issubdtype(array.dtype, np.integer):
+        raise UserError("launch order must hold integer tile indices")
+    array = array.astype(np.int64, copy=False)
+    if n_tiles and (array.min() < 0 or array.max() >= n_tiles or np.bincount(array, minlength=n_tiles).max() != 1):
+        raise UserError("launch order is not a permutation of the tiles: check it with `swizzlelab prove`")
+    return np.ascontiguousarray(array)
+
+
+def _trace_arrays(trace: Any) -> tuple[np.ndarray, ...]:
+    try:
+        arrays = (
+            np.ascontiguousarray(trace.lines, dtype=np.int64),
+            np.ascontiguousarray(trace.sector_mask, dtype=np.uint8),
+            np.ascontiguousarray(trace.is_write, dtype=np.bool_),
+            np.ascontiguousarray(trace.step_ptr, dtype=np.int64),
+            np.ascontiguousarray(trace.tile_step_ptr, dtype=np.int64),
+        )
+    except AttributeError as err:
+        raise UserError(f"not an access trace ({err}): pass a swizzlelab.trace.AccessTrace") from None
+    lines, masks, writes, step_ptr, tile_step_ptr = arrays
+    if not (lines.shape == masks.shape == writes.shape):
+        raise UserError("access trace arrays lines/sector_mask/is_write differ in length: rebuild the trace")
+    if step_ptr.size == 0 or step_ptr[-1] != lines.size or tile_step_ptr.size == 0 or tile_step_ptr[-1] != step_ptr.size - 1:
+        raise UserError("access trace CSR pointers do not match its arrays: rebuild the trace")
+    return arrays
+
+
+def domain_programs(perm: np.ndarray, hw: HardwareModel) -> list[np.ndarray]:
+    """Tiles each L2 domain runs, in the order its slots receive them."""
+    if hw.dispatch == "round_robin_domains":
+        # Launch index i goes to domain i mod n_domains, in increasing i within a domain.
+        return [perm[d :: hw.n_domains] for d in range(hw.n_domains)]
+    return [perm] + [perm[:0]] * (hw.n_domains - 1)
+
+
+def trace_upper_bound_lines(trace: Any, n_access: int) -> int:
+    """An upper bound on distinct lines (from the tensors' extents when the trace lists them)."""
+    tensors = getattr(trace, "tensors", None) or []
+    total = sum(int(getattr(t, "n_lines", 0)) for t in tensors)
+    return min(total, n_access) if total > 0 else n_access
+
+
+def footprint_of(trace: Any) -> tuple[int, int, int]:
+    """(unique lines, touched sectors, sectors first touched by a read) over the whole trace."""
+    lines, masks, writes, _, _ = _trace_arrays(trace)
+    bound = trace_upper_bound_lines(trace, lines.size)
+    out = kernels.footprint(lines, masks, writes, np.int64(bound), kernels.popcount_table())
+    return int(out[0]), int(out[1]), int(out[2])
+
+
+def simulate(
+    trace: Any,
+    perm: Any,
+    hw: HardwareModel | str,
+    occupancy: int = 1,
+    assoc: int | None = None,
+    capacity_bytes: int | None = None,
+    footprint: tuple[int, int, int] | None = None,
+) -> SimResult:
+    """Predict L2 hit rates and DRAM traffic of running `trace`'s tiles in the order `perm` on `hw`.
+
+    `assoc=None` is a fully associative LRU per domain; an integer makes it set-associative with a hashed set
+    index. `capacity_bytes` overrides the model's capacity per domain (split over its partitions). `footprint` may pass a
+    precomputed `footprint_of(trace)` when simulating many orders of one trace.
+    """
+    model = get_model(hw) if isinstance(hw, str) else hw
+    if not isinstance(occupancy, (int, np.integer)) or not 1 <= int(occupancy) <= MAX_OCCUPANCY:
+        raise UserError(f"occupancy must be an integer 1..{MAX_OCCUPANCY} programs per unit, got {occupancy!r}")
+    lines, masks, writes, step_ptr, tile_step_ptr = _trace_arrays(trace)
+    n_tiles = tile_step_ptr.size - 1
+    order = _as_perm(perm, n_tiles)
+    cap_bytes = model.l2_effective_bytes_per_domain if capacity_bytes is None else int(capacity_bytes)
+    n_partitions = model.l2_partitions
+    capacity = cap_bytes // n_partitions // model.line_bytes
+    if capacity < 1:
+        raise UserError(f"L2 capacity {cap_bytes} bytes holds no {model.line_bytes}-byte line per partition: give a larger one")
+    if assoc is None:
+        n_sets = 1
+    else:
+        if not isinstance(assoc, (int, np.integer)) or assoc < 1 or assoc > capacity:
+            raise UserError(f"associativity must be an integer 1..{capacity} ways, got {assoc!r}")
+        n_sets = capacity // int(assoc)
+        capacity = n_sets * int(assoc)
+    if capacity * n_partitions > kernels.MAX_NODES:
+        raise UserError(
+            f"L2 of {capacity * n_partitions} lines per domain is above the simulator's {kernels.MAX_NODES}: "
+            "give a smaller capacity"
+        )
+    if lines.size and (int(lines.min()) < 0 or (int(lines.max()) + 1) * n_partitions >= kernels.MAX_KEY):
+        raise UserError("trace line ids must lie in 0 .. 2**38: rebuild the trace with line-aligned tensor bases")
+    n_slots = model.units_per_domain * int(occupancy)
+    popcount = kernels.popcount_table()
+    key_space = (int(lines.max()) + 1) * n_partitions if lines.size else 0
+    direct = np.empty(key_space if key_space <= kernels.MAX_DIRECT_KEYS else 0, dtype=np.int32)
+
+    started = time.perf_counter()
+    per_domain: list[DomainStats] = []
+    for d, programs in enumerate(domain_programs(order, model)):
+        stats = np.zeros(kernels.N_STATS, dtype=np.int64)
+        if programs.size:
+            kernels.run_domain(
+                lines, masks, writes, step_ptr, tile_step_ptr, np.ascontiguousarray(programs),
+                np.int64(n_slots), np.int64(model.units_per_domain), np.int64(n_partitions),
+                np.int64(capacity), np.int64(n_sets), popcount, stats, direct,
+            )
+        per_domain.append(
+            DomainStats(
+                domain=d,
+                n_programs=int(programs.size),
+                requested_sectors=int(stats[kernels.ST_REQ_SECTORS]),
+                lookup_sectors=int(stats[kernels.ST_LOOKUP_SECTORS]),
+                hit_sectors=int(stats[kernels.ST_HIT_SECTORS]),
+                line_accesses=int(stats[kernels.ST_LINE_ACCESSES]),
+                line_lookups=int(stats[kernels.ST_LINE_LOOKUPS]),
+                line_hits=int(stats[kernels.ST_LINE_HITS]),
+                fabric_sectors=int(stats[kernels.ST_FABRIC_SECTORS]),
+                dram_read_bytes=int(stats[kernels.ST_DRAM_READ_SECTORS]) * model.sector_bytes,
+                dram_write_bytes=int(stats[kernels.ST_DRAM_WRITE_SECTORS]) * model.sector_bytes,
+                evictions=int(stats[kernels.ST_EVICTIONS]),
+            )
+        )
+    elapsed_s = time.perf_counter() - started
+    if footprint is None:
+        footprint = footprint_of(trace)
+    _, touched_sectors, first_read_sectors = footprint
+
+    requested_sectors = sum(d.requested_sectors for d in per_domain)
+    lookup_sectors = sum(d.lookup_sectors for d in per_domain)
+    hit_sectors = sum(d.hit_sectors for d in per_domain)
+    line_accesses = sum(d.line_accesses for d in per_domain)
+    line_lookups = sum(d.line_lookups for d in per_domain)
+    line_hits = sum(d.line_hits for d in per_domain)
+    return SimResult(
+        model=model.name,
+        occupancy=int(occupancy),
+        n_slots_per_domain=n_slots,
+        n_partitions=n_partitions,
+        capacity_lines_per_partition=int(capacity),
+        assoc=None if assoc is None else int(assoc),
+        l2_hit_rate=hit_sectors / lookup_sectors if lookup_sectors else 0.0,
+        line_hit_rate=line_hits / line_lookups if line_lookups else 0.0,
+        fabric_bytes=sum(d.fabric_sectors for d in per_domain) * model.sector_bytes,
+        dram_read_bytes=sum(d.dram_read_bytes for d in per_domain),
+        dram_write_bytes=sum(d.dram_write_bytes for d in per_domain),
+        compulsory_bytes=touched_sectors * model.sector_bytes,
+        compulsory_read_bytes=first_read_sectors * model.sector_bytes,
+        requested_bytes=requested_sectors * model.sector_bytes,
+        line_accesses=line_accesses,
+        n_programs=int(order.size),
+        per_domain=tuple(per_domain),
+        elapsed_s=elapsed_s,
+    )

@@ -1,0 +1,72 @@
+"""CPU parts of benchmarks/sim_vs_ncu.py: ranking/error summaries, occupancy choice, and a dry run."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import subprocess
+import sys
+from pathlib import Path
+from types import SimpleNamespace
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "sim_vs_ncu.py"
+
+
+@pytest.fixture(scope="module")
+def script():
+    spec = importlib.util.spec_from_file_location("sim_vs_ncu", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_kendall_tau_and_ranks(script):
+    assert script.kendall_tau([1, 2, 3], [10, 20, 30]) == 1.0
+    assert script.kendall_tau([1, 2, 3], [30, 20, 10]) == -1.0
+    assert script.kendall_tau([1, 2, 3], [10, 30, 20]) == pytest.approx(1 / 3)
+    assert script.ranks([58.0, 83.0, 70.0]) == [2, 0, 1]
+
+
+def test_summary_error_and_ranking(script):
+    rows = [
+        {"predicted_l2_hit_pct": 62.0, "measured_l2_hit_pct": 58.0,
+         "predicted_dram_read_bytes": 4.36e9, "measured_dram_read_bytes": 4.4e9},
+        {"predicted_l2_hit_pct": 81.0, "measured_l2_hit_pct": 83.0,
+         "predicted_dram_read_bytes": 1.75e9, "measured_dram_read_bytes": 1.55e9},
+    ]
+    summary = script.summarize(rows)
+    assert summary["mae_pp"] == pytest.approx(3.0)
+    assert summary["ranking_matches"] is True and summary["kendall_tau_dram"] == 1.0
+    rows[1]["measured_l2_hit_pct"] = 50.0
+    assert script.summarize(rows)["ranking_matches"] is False
+    rows[1]["predicted_l2_hit_pct"] = 62.5  # a near-tie in the prediction: no pair to judge
+    assert script.summarize(rows)["ranking_matches"] is None
+    assert script.pair_agreement([1, 5, 9], [2, 8, 4], 1.0) == (2, 1)
+    rows[0]["measured_l2_hit_pct"] = None
+    assert script.summarize(rows)["mae_pp"] is None
+
+
+def test_occupancy_prefers_ncu_then_compiled_kernel_then_given(script):
+    ncu = SimpleNamespace(values={"launch__occupancy_limit_registers": 2.0, "launch__occupancy_limit_shared_mem": 2.0,
+                                  "launch__occupancy_limit_warps": 8.0, "launch__occupancy_limit_blocks": 32.0})
+    resources = {"n_regs": 168, "shared_bytes": 98304, "num_warps": 8}
+    assert script.occupancy_of(ncu, {"resources": resources}, 3) == (2, "ncu launch__occupancy_limit_*")
+    assert script.occupancy_of(None, {"resources": resources}, 3) == (1, "compiled kernel")
+    assert script.occupancy_of(None, {"resources": None}, 3) == (3, "given (--occupancy)")
+
+
+def test_dry_run_writes_a_record(tmp_path):
+    done = subprocess.run(
+        [sys.executable, str(SCRIPT), str(tmp_path), "--dry-run", "--only", "transpose"],
+        capture_output=True, text=True, cwd=ROOT, timeout=240,
+    )
+    assert done.returncode == 0, done.stderr[-2000:]
+    record = json.loads((tmp_path / "sim_vs_ncu_dryrun.json").read_text())
+    assert record["dry_run"] is True and record["mean_abs_error_pp"] is None
+    assert [r["order"] for r in record["rows"]] == list(record["orders"])
+    assert all(r["output_correct"] for r in record["rows"])
+    assert all(r["measured_l2_hit_pct"] is None and 0 <= r["predicted_l2_hit_pct"] <= 100 for r in record["rows"])
+    assert "predicted (model H100-SXM)" in done.stdout

@@ -55,9 +55,6 @@ def run_one(kind: str, task_name: str, case: dict, config_name: str) -> dict:
         trace = task.access_model(case, config=config)
         elapsed_s = time.perf_counter() - start
     else:
-        from swizzlelab.tasks.interpreter_compat import fix_interpreter_scalar_index
-
-        fix_interpreter_scalar_index()
         data = task.generate_input(case)
         grid = task.tile_grid(case, config)
         start = time.perf_counter()

@@ -32,18 +32,12 @@ GPU_CONFIG_CASES = {
 NEEDS_SEED = ("lean_attention", "spmv")
 
 
-def _fix_interpreter() -> None:
-    # Triton 3.6's interpreter cannot use a runtime scalar in range() under numpy 2.4 (see interpreter_compat)
-    compat = importlib.import_module("swizzlelab.tasks.interpreter_compat")
-    compat.fix_interpreter_scalar_index()
-
 
 def _modelled_tasks() -> list[str]:
     return [name for name in builtin_names() if load_task(name).has_access_model]
 
 
 def _traced(task, case, config=None) -> AccessTrace:
-    _fix_interpreter()
     config = config or task.kernel.CPU_CONFIG
     data = task.generate_input(case)
     grid = task.tile_grid(case, config)

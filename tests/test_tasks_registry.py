@@ -1,7 +1,6 @@
 """The task registry: discovery, task.yml validation, loading a user's folder by path, the `tasks` command."""
 
 import shutil
-import textwrap
 from pathlib import Path
 
 import pytest

@@ -20,7 +20,6 @@ import yaml
 from swizzlelab.errors import UserError
 from swizzlelab.runtime import ensure_triton_backend
 from swizzlelab.tasks.checking import CheckResult, Tolerance, parse_tolerance
-from swizzlelab.tasks.interpreter_compat import fix_interpreter_scalar_index
 
 BUILTIN_DIR = Path(__file__).resolve().parent
 SPEC_FILE = "task.yml"
@@ -173,9 +172,8 @@ def load_task(name_or_path: str | Path) -> Task:
 # -- loading -----------------------------------------------------------------------------------------------
 def _load_folder(folder: Path, package: str | None) -> Task:
     spec = load_spec(folder / SPEC_FILE)
-    # Every task's kernels may loop to a runtime bound; make that work under the interpreter (no-op on GPU).
+    # Selects the interpreter without a GPU (and patches it so loops to a runtime bound work there).
     ensure_triton_backend()
-    fix_interpreter_scalar_index()
     for needed in ("reference.py", "kernel.py"):
         if not (folder / needed).is_file():
             raise UserError(f"task folder {folder} has no {needed}: every task needs reference.py and kernel.py")

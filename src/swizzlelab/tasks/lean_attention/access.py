@@ -56,7 +56,7 @@ def access_model(
     np.cumsum(blocks_per_bh, out=offsets[1:])
     total = int(offsets[-1])
     progs = np.arange(n_programs, dtype=np.int64)
-    unit_begin, unit_end = progs * total // n_programs, (progs + 1) * total // n_programs
+    unit_begin = progs * total // n_programs
 
     builder = TraceBuilder((n_programs,), auto_steps=True)
     q = builder.tensor("q_ptr", (batch, heads, dim), 2)

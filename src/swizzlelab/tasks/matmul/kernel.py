@@ -18,9 +18,6 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from swizzlelab.swizzle import apply_swizzle  # noqa: E402
-from swizzlelab.tasks.interpreter_compat import fix_interpreter_scalar_index  # noqa: E402
-
-fix_interpreter_scalar_index()
 
 
 @dataclass(frozen=True)
@@ -64,7 +61,7 @@ def matmul_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
 ):
-    num_pid_m = tl.cdiv(M, BLOCK_M)
+    num_pid_m = tl.cdiv(M, BLOCK_M)  # noqa: F841 - read by swizzle formulas
     num_pid_n = tl.cdiv(N, BLOCK_N)
     # swizzle: begin
     pid = tl.program_id(0)

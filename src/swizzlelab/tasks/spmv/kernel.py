@@ -17,9 +17,6 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from swizzlelab.swizzle import apply_swizzle  # noqa: E402
-from swizzlelab.tasks.interpreter_compat import fix_interpreter_scalar_index  # noqa: E402
-
-fix_interpreter_scalar_index()
 
 
 @dataclass(frozen=True)

@@ -18,9 +18,6 @@ import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
 from swizzlelab.swizzle import apply_swizzle  # noqa: E402
-from swizzlelab.tasks.interpreter_compat import fix_interpreter_scalar_index  # noqa: E402
-
-fix_interpreter_scalar_index()
 
 
 @dataclass(frozen=True)
@@ -46,7 +43,7 @@ def default_config() -> TransposeConfig:
 
 @triton.jit
 def transpose_kernel(x_ptr, out_ptr, m, n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
-    num_pid_m = tl.cdiv(m, BLOCK_M)
+    num_pid_m = tl.cdiv(m, BLOCK_M)  # noqa: F841 - read by swizzle formulas
     num_pid_n = tl.cdiv(n, BLOCK_N)
     # swizzle: begin
     pid = tl.program_id(0)

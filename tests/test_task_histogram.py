@@ -1,36 +1,10 @@
-"""Task `histogram`: every test case passes under the interpreter, with the default and swizzled orders."""
+"""Task `histogram`: input structure, partial tiles, miscount detection and GPU grid (shared checks in test_tasks_common)."""
 
-import pytest
 import torch
 
-from swizzlelab.swizzle import family, parse_formula
 from swizzlelab.tasks import load_task
 
 TASK = load_task("histogram")
-ORDERS = {
-    "default": None,
-    "grouped": family("grouped", GROUP_M=2),
-    "column_major": family("column_major"),
-    "xcd+grouped": TASK.parse_order("xcd:NUM_XCDS=4+grouped:GROUP_M=3"),
-}
-
-
-@pytest.mark.parametrize("case", TASK.cases("tests"), ids=TASK.case_label)
-@pytest.mark.parametrize("order_name", list(ORDERS))
-def test_cases_pass_with_each_order(case, order_name):
-    data = TASK.generate_input(case)
-    out = TASK.custom_kernel(data, ORDERS[order_name])
-    assert out.data_ptr() == data["out"].data_ptr()
-    assert out.dtype == torch.int32 and out.shape == (case["channels"], 256)
-    result = TASK.check(data, out)
-    assert result.ok, result.message
-    assert int(out.sum()) == case["rows"] * case["channels"]
-
-
-def test_baseline_matches_reference():
-    for case in TASK.cases("tests"):
-        data = TASK.generate_input(case)
-        assert TASK.check(data, TASK.baseline(data)).ok
 
 
 def test_sizes_cover_partial_tiles():
@@ -51,13 +25,6 @@ def test_inputs_are_seeded_uneven_and_poisoned():
     assert len({int(c.argmax()) for c in counts}) > 1
     assert int(counts.max()) > 4 * 4000 // 256
     assert (first["out"] == -1).all()
-
-
-def test_non_bijective_order_is_caught_by_check():
-    collapse = parse_formula("pid = tl.program_id(0)\npid_m = pid * 0\npid_n = pid * 0\n", ("pid_m", "pid_n"))
-    data = TASK.generate_input(TASK.cases("tests")[0])
-    result = TASK.check(data, TASK.custom_kernel(data, collapse))
-    assert not result.ok and result.n_bad > 0
 
 
 def test_check_rejects_one_miscount():

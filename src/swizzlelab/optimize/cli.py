@@ -1,10 +1,78 @@
-"""CLI sub-commands of swizzlelab.optimize (registered by swizzlelab.cli).
+"""CLI sub-commands of swizzlelab.optimize (registered by swizzlelab.cli): `optimize`.
 
 Kept separate from the library code so that importing the library never imports typer.
 """
+
+from __future__ import annotations
+
+import shlex
+import sys
+from pathlib import Path
 
 import typer
 
 
 def register(app: typer.Typer) -> None:
-    """Add this module's commands to the main app (none yet)."""
+    """Add `optimize` to the main app."""
+
+    @app.command("optimize")
+    def optimize_cmd(
+        task: str = typer.Argument("matmul", help="task name (see `swizzlelab tasks`) or a task folder"),
+        kernel: str | None = typer.Option(None, "--kernel", help="your kernel file: a @triton.jit function with a swizzle site"),
+        target: str = typer.Option("auto", "--target", help="h100 | h200 | mi300x | mi325x | mi355x | auto (the local GPU, else h100)"),
+        budget: int = typer.Option(20, "--budget", help="iterations after the baseline"),
+        proposer: str = typer.Option("search", "--proposer", help="search | llm | both (alternating)"),
+        out: str | None = typer.Option(None, "--out", help="output folder (default ./swizzlelab-out/<task>-<target>)"),
+        size: list[str] = typer.Option([], "--size", help="override a size of the first benchmark case: NAME=VALUE"),
+        remeasure: bool = typer.Option(False, "--remeasure", help="measure again what the cache already holds"),
+        occupancy: int = typer.Option(1, "--occupancy", help="resident programs per SM/CU in the simulator"),
+        screen_s: float = typer.Option(90.0, "--screen-s", help="seconds the search may spend ranking with the simulator"),
+        measure_s: float = typer.Option(4.0, "--measure-s", help="GPU seconds per interleaved timing"),
+        ncu: bool = typer.Option(True, "--ncu/--no-ncu", help="profile each measured order with Nsight Compute"),
+    ) -> None:
+        """Find a faster block order for a kernel: propose, prove, predict, measure (on the GPU), report."""
+        from rich.console import Console
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+        )
+
+        from swizzlelab.optimize.loop import Options, describe_best, run
+        from swizzlelab.optimize.problem import load_problem
+        from swizzlelab.sim.cli import parse_size_options
+        from swizzlelab.tasks import load_task
+
+        console = Console()
+        loaded = load_task(task)
+        cases = loaded.cases("benchmarks") or loaded.cases("tests")
+        case = parse_size_options(size, dict(cases[0])) if cases else None
+        problem = load_problem(task, case, target=target, kernel_file=kernel, occupancy=occupancy)
+        console.print(problem.target.note, highlight=False)
+        short = (problem.target.model.aliases or (problem.target.model.name.lower(),))[0]
+        out_dir = Path(out) if out else Path("swizzlelab-out") / f"{loaded.name}-{short}"
+        options = Options(
+            out_dir=out_dir, budget=budget, proposer=proposer, remeasure=remeasure, screen_s=screen_s,
+            measure_s=measure_s, use_ncu=ncu, command="swizzlelab " + shlex.join(sys.argv[1:]),
+        )
+        with Progress(
+            TextColumn("[bold]optimize[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+            TextColumn("{task.description}"), console=console, transient=False,
+        ) as progress:
+            bar = progress.add_task("baseline", total=budget + 1)
+
+            def on_iteration(attempt) -> None:
+                progress.update(bar, completed=attempt.iteration + 1,
+                                description=f"{attempt.name()}: {attempt.status} {attempt.label}")
+                progress.console.print(f"{attempt.name()}: {attempt.status}: {attempt.message}", highlight=False)
+
+            def on_note(text: str) -> None:
+                progress.console.print(f"[dim]{text}[/]", highlight=False)
+
+            result = run(problem, options, on_note=on_note, on_iteration=on_iteration)
+            progress.update(bar, completed=len(result.state.attempts))
+        console.print(describe_best(result.state), highlight=False)
+        for name, path in result.files.items():
+            console.print(f"  {name:<12} {path}", highlight=False)

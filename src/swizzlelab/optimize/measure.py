@@ -1,0 +1,159 @@
+"""Measurement on the GPU (correctness, interleaved timing with a 95% CI, ncu L2 hit rate and DRAM bytes) and
+the cache of measured results keyed by (kernel source hash, permutation id, target, sizes).
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Protocol
+
+from swizzlelab.io import atomic_write_text
+
+CACHE_FILE = "measure-cache.json"
+
+
+class Measurer(Protocol):
+    """Measures an order (Formula, None = the kernel's own site) on the local GPU."""
+
+    device: str
+
+    def measure_baseline(self) -> dict[str, Any]: ...
+
+    def measure(self, formula: Any) -> dict[str, Any]: ...
+
+
+def cache_key(kernel_hash: str, permutation_id: str, target: str, sizes: dict[str, Any]) -> str:
+    return f"{kernel_hash}|{permutation_id}|{target}|{json.dumps(sizes, sort_keys=True)}"
+
+
+@dataclass
+class MeasureCache:
+    """Measured results as one JSON file, rewritten atomically after every new measurement."""
+
+    path: Path
+    entries: dict[str, dict[str, Any]] = field(default_factory=dict)
+
+    @classmethod
+    def open(cls, path: str | Path) -> MeasureCache:
+        file = Path(path)
+        entries: dict[str, dict[str, Any]] = {}
+        if file.is_file():
+            try:
+                loaded = json.loads(file.read_text())
+                entries = dict(loaded.get("entries", {}))
+            except (OSError, ValueError):
+                entries = {}  # a damaged cache only costs re-measuring
+        return cls(file, entries)
+
+    def get(self, key: str) -> dict[str, Any] | None:
+        return self.entries.get(key)
+
+    def put(self, key: str, value: dict[str, Any]) -> None:
+        self.entries[key] = value
+        atomic_write_text(self.path, json.dumps({"version": 1, "entries": self.entries}, indent=1, default=str))
+
+
+def _kernel_metrics(kernels: list[Any], kernel_name: str) -> dict[str, Any]:
+    """L2 hit rate of the longest profiled launch of the optimized kernel, DRAM bytes summed over its launches."""
+    mine = [k for k in kernels if kernel_name in k.kernel_name] or list(kernels)
+    if not mine:
+        return {"error": "ncu profiled no kernel"}
+    named = [k.named() for k in mine]
+    longest = max(named, key=lambda n: n.get("Duration") or 0.0)
+    return {
+        "l2_hit_rate_pct": longest.get("L2_Cache_Hit_Rate"),
+        "dram_read_bytes": sum(n.get("DRAM_Read") or 0.0 for n in named),
+        "dram_write_bytes": sum(n.get("DRAM_Write") or 0.0 for n in named),
+        "duration_ns": sum(n.get("Duration") or 0.0 for n in named),
+        "kernels": [k.kernel_name for k in mine],
+        "source": "ncu (lts__t_sector_hit_rate.pct, dram__bytes_read.sum)",
+    }
+
+
+@dataclass
+class GpuMeasurer:
+    """Runs the task's kernel with an order on the local CUDA GPU through the harness."""
+
+    problem: Any
+    budget_s: float = 4.0
+    use_ncu: bool = True
+    ncu_dir: Path | None = None
+    device: str = ""
+
+    def __post_init__(self) -> None:
+        from swizzlelab.harness.timing import require_cuda
+
+        torch = require_cuda()
+        self.device = str(torch.cuda.get_device_name(torch.cuda.current_device()))
+
+    def _launcher(self, formula: Any) -> Any:
+        launch = self.problem.kernel.launcher or self.problem.task.custom_kernel
+        return lambda data: launch(data, formula)
+
+    def _ncu(self, formula: Any) -> dict[str, Any] | None:
+        if not self.use_ncu:
+            return None
+        if self.problem.kernel.is_user_file:
+            return {"error": "ncu profiles the task's own kernel file; not run for a --kernel file"}
+        from swizzlelab.errors import UserError
+        from swizzlelab.harness import profile
+
+        try:
+            kernels = profile(self.problem.task, self.problem.case, formula, self.ncu_dir)
+        except UserError as err:
+            return {"error": str(err)}
+        return _kernel_metrics(kernels, self.problem.kernel.name)
+
+    def measure_baseline(self) -> dict[str, Any]:
+        from swizzlelab.harness import time_fn
+
+        task, case = self.problem.task, self.problem.case
+        data = task.generate_input(case)
+        timing = time_fn(self._launcher(None), data, self.budget_s, check=lambda out: task.check(data, out))
+        return {
+            "device": self.device,
+            "kind": f"measured ({self.device})",
+            "timing": timing.to_dict(with_samples=False),
+            "comparison": None,
+            "ncu": self._ncu(None),
+        }
+
+    def measure(self, formula: Any) -> dict[str, Any]:
+        from swizzlelab.harness import check_correctness, compare_interleaved
+
+        task, case = self.problem.task, self.problem.case
+        candidate = self._launcher(formula)
+        result = check_correctness(task, candidate, case, recheck=False)
+        record: dict[str, Any] = {
+            "device": self.device,
+            "kind": f"measured ({self.device})",
+            "correctness": {"passed": result.passed, "message": result.message},
+            "comparison": None,
+            "ncu": None,
+        }
+        if not result.passed:
+            return record
+        data = task.generate_input(case)
+        comparison = compare_interleaved(
+            self._launcher(None),
+            candidate,
+            data,
+            budget_s=self.budget_s,
+            check_a=lambda out: task.check(data, out),
+            check_b=lambda out: task.check(data, out),
+        )
+        record["comparison"] = {
+            "speedup": comparison.speedup,
+            "ci95": [comparison.ci_low, comparison.ci_high],
+            "baseline_ms": comparison.a.mean_ms,
+            "candidate_ms": comparison.b.mean_ms,
+            "baseline_sem_ms": comparison.a.sem_ms,
+            "candidate_sem_ms": comparison.b.sem_ms,
+            "n_pairs": comparison.a.n,
+            "method": comparison.method,
+            "is_improvement": comparison.is_improvement,
+        }
+        record["ncu"] = self._ncu(formula)
+        return record

@@ -1,0 +1,282 @@
+"""The search proposer: enumerate family orders, rank them all with the simulator, refine around the best.
+
+It never proposes a permutation already seen; its texts are built from predicted figures and sharing statistics.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+from swizzlelab.optimize.reasons import pct, why_new_is_better
+from swizzlelab.optimize.records import Attempt, Proposal
+from swizzlelab.sim.simulate import fmt_bytes
+
+# A 1-D order the families do not cover: the launch order reversed.
+REVERSE_1D = "pid = tl.num_programs(0) - 1 - tl.program_id(0)\n"
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One enumerated order: a family spec (or raw formula text for orders without a family)."""
+
+    family: str
+    params: tuple[tuple[str, int], ...] = ()
+    xcd: int = 0  # NUM_XCDS of an XCD-chunking step composed before the family (0: none)
+    text: str = ""  # raw formula text for non-family orders
+
+    @property
+    def spec(self) -> str:
+        if self.text:
+            return self.family
+        body = self.family + (":" + ",".join(f"{k}={v}" for k, v in self.params) if self.params else "")
+        return f"xcd:NUM_XCDS={self.xcd}+{body}" if self.xcd else body
+
+    def formula_text(self, rank: int) -> str:
+        if self.text:
+            return self.text
+        from swizzlelab.swizzle import parse_order
+
+        return parse_order(self.spec, rank).normalized_source()
+
+    def group(self) -> str:
+        """The family group used for exploration: family plus whether XCD chunking is composed."""
+        return ("xcd+" if self.xcd else "") + self.family
+
+    def describe(self) -> str:
+        from swizzlelab.swizzle.families import FAMILIES
+
+        if self.text:
+            return f"{self.family}: {self.text.strip()}"
+        doc = FAMILIES[self.family].doc if self.family in FAMILIES else self.family
+        params = ", ".join(f"{k}={v}" for k, v in self.params)
+        text = f"family {self.family} ({doc})" + (f" with {params}" if params else "")
+        if self.xcd:
+            text += (
+                f", after XCD chunking with NUM_XCDS={self.xcd} ({FAMILIES['xcd'].doc}): the logical order is "
+                "cut into contiguous runs, one per domain, so neighbours in the order share a domain's L2"
+            )
+        return text
+
+
+def _powers_of_two(low: int, high: int) -> list[int]:
+    out, value = [], low
+    while value <= high:
+        out.append(value)
+        value *= 2
+    return out
+
+
+def coarse_candidates(grid: tuple[int, ...], n_domains: int) -> list[Candidate]:
+    """The first sweep: every family with parameters on a coarse ladder, most plausible first."""
+    if len(grid) == 1:
+        n = grid[0]
+        out = [Candidate("identity1d"), Candidate("reverse", text=REVERSE_1D)]
+        strides = sorted(set(_powers_of_two(2, max(n // 2, 1)) + ([n_domains] if 1 < n_domains < n else [])))
+        out += [Candidate("xcd", (("NUM_XCDS", s),)) for s in strides]
+        return out
+    rows, cols = grid
+    small = min(rows, cols)
+    base: list[Candidate] = [Candidate("identity")]
+    group_sizes = sorted({g for g in _powers_of_two(2, min(64, rows))} | {g for g in (3, 6, 12, 24, 48) if g <= rows})
+    base += [Candidate("grouped", (("GROUP_M", g),)) for g in group_sizes]
+    base += [Candidate("column_major"), Candidate("diagonal"), Candidate("serpentine")]
+    for name in ("hilbert", "morton"):
+        base += [Candidate(name, (("SIDE", s),)) for s in _powers_of_two(2, min(32, small))]
+    for tm in _powers_of_two(2, min(16, rows)):
+        for tn in _powers_of_two(2, min(16, cols)):
+            base.append(Candidate("tiles", (("TILE_M", tm), ("TILE_N", tn))))
+    base = _plausible_first(base)
+    if n_domains > 1:
+        # On multi-domain GPUs every 2-D order is also tried behind XCD chunking, interleaved so the most
+        # plausible of both kinds are screened first when the screening time runs out.
+        out = []
+        for cand in base:
+            out += [Candidate(cand.family, cand.params, n_domains), cand]
+        return out
+    return base
+
+
+# Screening order when time is short: each family at its usual parameter first, then the rest of the ladders.
+FIRST_PICKS = ("identity", "grouped:GROUP_M=8", "tiles:TILE_M=4,TILE_N=4", "hilbert:SIDE=8", "grouped:GROUP_M=16",
+               "grouped:GROUP_M=4", "morton:SIDE=8", "column_major", "diagonal", "serpentine")
+
+
+def _plausible_first(cands: list[Candidate]) -> list[Candidate]:
+    rank = {spec: i for i, spec in enumerate(FIRST_PICKS)}
+    return sorted(cands, key=lambda c: rank.get(c.spec, len(rank)))
+
+
+def neighbours(cand: Candidate, grid: tuple[int, ...], n_domains: int) -> list[Candidate]:
+    """Local refinements: parameters one step away (+-1, x2, /2) and the XCD step toggled."""
+    out: list[Candidate] = []
+    if cand.text:
+        return out
+    limits = {"GROUP_M": grid[0] if len(grid) == 2 else 1, "TILE_M": grid[0], "TILE_N": grid[-1],
+              "SIDE": min(grid) if len(grid) == 2 else 1, "NUM_XCDS": grid[0] // 2}
+    for index, (name, value) in enumerate(cand.params):
+        steps = {value - 1, value + 1, value * 2, value // 2, value - 2, value + 2}
+        if name == "SIDE":
+            steps = {value * 2, value // 2}
+        for new in sorted(steps):
+            if new < (2 if name in ("SIDE", "NUM_XCDS") else 1) or new > max(limits.get(name, new), 1) or new == value:
+                continue
+            params = list(cand.params)
+            params[index] = (name, new)
+            out.append(Candidate(cand.family, tuple(params), cand.xcd))
+    if n_domains > 1 and len(grid) == 2:
+        out.append(Candidate(cand.family, cand.params, 0 if cand.xcd else n_domains))
+    return out
+
+
+@dataclass
+class Screened:
+    """A candidate after the simulator saw it (or after it failed to parse/prove)."""
+
+    candidate: Candidate
+    text: str
+    permutation_id: str | None
+    prediction: dict[str, Any] | None
+    wave: dict[str, Any] | None = None
+    problem: str = ""
+
+
+def score(prediction: dict[str, Any]) -> tuple[float, float]:
+    """Lower is better: predicted DRAM bytes (read + write), then a higher hit rate."""
+    return (float(prediction["dram_bytes"]), -float(prediction["l2_hit_rate"]))
+
+
+@dataclass
+class SearchProposer:
+    """Ranks candidates with `screen(text) -> (permutation_id, prediction, wave, problem)` and proposes the best
+    untried ones, alternating exploitation (best overall) with exploration (best of an untried family group)."""
+
+    grid: tuple[int, ...]
+    n_domains: int
+    screen: Callable[[str], tuple[str | None, dict[str, Any] | None, dict[str, Any] | None, str]]
+    vendor: str = "nvidia"
+    screen_budget_s: float = 90.0
+    notes: Callable[[str], None] = lambda text: None
+    # Exploration only pays when orders are measured (a prediction can be wrong); then every other iteration
+    # tries the best order of an untried family group whose predicted DRAM bytes are within `explore_margin`.
+    explore: bool = False
+    explore_margin: float = 0.10
+    context: Callable[[], str] = lambda: ""
+    screened: dict[str, Screened] = field(default_factory=dict)
+    _coarse_done: bool = False
+    _spent_s: float = 0.0
+    _n_calls: int = 0
+
+    def _screen_one(self, cand: Candidate) -> Screened:
+        if cand.spec in self.screened:
+            return self.screened[cand.spec]
+        try:
+            text = cand.formula_text(len(self.grid))
+        except Exception as err:  # noqa: BLE001 - a family that cannot express this grid: recorded, not fatal
+            item = Screened(cand, "", None, None, problem=str(err))
+        else:
+            perm_id, prediction, wave, problem = self.screen(text)
+            item = Screened(cand, text, perm_id, prediction, wave, problem)
+        self.screened[cand.spec] = item
+        return item
+
+    def _screen_all(self, cands: list[Candidate]) -> int:
+        started = time.perf_counter()
+        done = 0
+        for cand in cands:
+            if cand.spec in self.screened:
+                continue
+            if self._spent_s + (time.perf_counter() - started) > self.screen_budget_s:
+                self.notes(
+                    f"search: screening time ({self.screen_budget_s:.0f} s) spent after {len(self.screened)} "
+                    "candidates; raise --screen-s to rank more"
+                )
+                break
+            self._screen_one(cand)
+            done += 1
+        self._spent_s += time.perf_counter() - started
+        return done
+
+    def _ranked(self, seen: set[str]) -> list[Screened]:
+        by_id: dict[str, Screened] = {}
+        for item in self.screened.values():
+            if item.prediction is None or item.permutation_id is None or item.permutation_id in seen:
+                continue
+            if item.permutation_id not in by_id:  # first spec of an id wins: dedupe before ranking
+                by_id[item.permutation_id] = item
+        return sorted(by_id.values(), key=lambda s: score(s.prediction))
+
+    def n_distinct(self) -> int:
+        return len({s.permutation_id for s in self.screened.values() if s.prediction is not None})
+
+    def propose(self, history: list[Attempt], best: Attempt) -> Proposal | None:
+        """The next candidate, or None when every enumerated order has been tried."""
+        seen = {a.permutation_id for a in history if a.permutation_id}
+        if not self._coarse_done:
+            cands = coarse_candidates(self.grid, self.n_domains)
+            self._screen_all(cands)
+            self._coarse_done = True
+            self.notes(
+                f"search: ranked {self.n_distinct()} distinct orders ({len(self.screened)} candidates) with the "
+                f"simulator in {self._spent_s:.1f} s"
+            )
+        # Refine around the best attempt so far and the best screened candidate not yet tried.
+        ranked = self._ranked(seen)
+        anchors = [s.candidate for s in ranked[:2]]
+        best_spec = next((s for s in self.screened.values() if s.permutation_id == best.permutation_id), None)
+        if best_spec is not None:
+            anchors.insert(0, best_spec.candidate)
+        refined = [n for a in anchors for n in neighbours(a, self.grid, self.n_domains)]
+        self._screen_all(refined)
+        ranked = self._ranked(seen)
+        if not ranked:
+            return None
+        self._n_calls += 1
+        mode = "exploit"
+        pick = ranked[0]
+        if self.explore and self._n_calls % 2 == 0:
+            tried_groups = {
+                s.candidate.group() for s in self.screened.values() if s.permutation_id in seen
+            }
+            limit = score(ranked[0].prediction)[0] * (1 + self.explore_margin)
+            fresh = [s for s in ranked if s.candidate.group() not in tried_groups and score(s.prediction)[0] <= limit]
+            if fresh:
+                pick, mode = fresh[0], "explore"
+        return self._proposal(pick, mode, ranked, best)
+
+    def _proposal(self, pick: Screened, mode: str, ranked: list[Screened], best: Attempt) -> Proposal:
+        pred = pick.prediction
+        assert pred is not None
+        position = ranked.index(pick) + 1
+        why = (
+            "exploit: the best-predicted order not yet tried"
+            if mode == "exploit"
+            else f"explore: the best order of family group {pick.candidate.group()}, not tried yet "
+            f"(rank {position} of {len(ranked)} untried)"
+        )
+        top = ", ".join(
+            f"{s.candidate.spec} {pct(s.prediction['l2_hit_rate'])} / {fmt_bytes(s.prediction['dram_read_bytes'])}"
+            for s in ranked[:3]
+        )
+        reasoning = (
+            (self.context().strip() + "\n" if self.context() else "")
+            + f"Search ranked {self.n_distinct()} distinct orders ({len(self.screened)} candidates, duplicates by "
+            f"permutation id removed) with the simulator ({pred['kind']}). Untried leaders (hit rate / DRAM "
+            f"read): {top}. Chosen by {why}."
+        )
+        hypothesis = (
+            f"{pick.candidate.spec}: predicted hit {pct(pred['l2_hit_rate'])}, DRAM read "
+            f"{fmt_bytes(pred['dram_read_bytes'])} ({pred['kind']}) vs {best.name()} "
+            f"{pct(best.prediction['l2_hit_rate']) if best.prediction else 'n/a'}"
+        )
+        return Proposal(
+            formula_text=pick.text,
+            hypothesis=hypothesis,
+            proposer="search",
+            label=pick.candidate.spec,
+            reasoning=reasoning,
+            summary=f"Replace the launch order by {pick.candidate.describe()}.",
+            why_better=why_new_is_better(pred, pick.wave, best, self.vendor),
+        )

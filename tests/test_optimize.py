@@ -1,0 +1,436 @@
+"""Tests of swizzlelab.optimize on the CPU: the loop, its gates, resume, the cache, outputs and the CLI."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+from typer.testing import CliRunner
+
+from swizzlelab.errors import KernelSiteError, UserError
+from swizzlelab.optimize import Options, assess, load_problem, loop, read_jsonl, run
+from swizzlelab.optimize.measure import MeasureCache
+from swizzlelab.optimize.records import (
+    DUPLICATE,
+    EVALUATED,
+    NOT_BIJECTIVE,
+    UNPARSABLE,
+    Proposal,
+)
+from swizzlelab.optimize.report import best_kernel_source
+from swizzlelab.optimize.search import coarse_candidates, neighbours
+from swizzlelab.swizzle import family
+
+SMALL_MATMUL = {"seed": 11, "m": 1024, "n": 1024, "k": 512}  # 8 x 8 tiles of 128 on the GPU config
+
+
+def small_problem(target: str = "mi300x", **kwargs):
+    return load_problem("matmul", dict(SMALL_MATMUL), target=target, gpu_name="", **kwargs)
+
+
+def records(out: Path) -> list[dict]:
+    return [json.loads(line) for line in (out / "iterations.jsonl").read_text().splitlines()]
+
+
+# ------------------------------------------------------------------------------------------------ CLI
+
+
+def test_cli_optimize_mi300x_budget_20_is_all_predicted(tmp_path: Path) -> None:
+    from swizzlelab.cli import app
+
+    out = tmp_path / "run"
+    result = CliRunner().invoke(
+        app,
+        ["optimize", "matmul", "--target", "mi300x", "--budget", "20", "--out", str(out),
+         "--size", "m=2048", "--size", "n=2048", "--size", "k=512"],
+    )
+    assert result.exit_code == 0, result.output
+    assert "every figure is a prediction" in result.output
+    for name in ("log.txt", "iterations.jsonl", "report.json", "report.html", "best_kernel.py"):
+        assert (out / name).is_file(), name
+    iterations = [r for r in records(out) if r["type"] == "iteration"]
+    assert [r["iteration"] for r in iterations] == list(range(21))
+    assert all("permutation_id" in r for r in iterations)
+    evaluated = [r for r in iterations if r["status"] == EVALUATED]
+    ids = [r["permutation_id"] for r in evaluated]
+    assert len(ids) == len(set(ids)), "two iterations share a permutation"
+    for r in evaluated:
+        assert r["prediction"]["kind"] == "predicted (model MI300X)"
+        assert r["measurement"] is None
+        assert r["proof"]["is_bijection"]
+    log = (out / "log.txt").read_text()
+    assert "measured (" not in log
+    for heading in ("Code optimization reasoning:", "Reason why old was slow:", "Summary of optimization:",
+                    "Reason why new should be better:", "Swizzling formula:", "--- PROFILING ITERATION 20 ---",
+                    "L2 Cache Locality Improvement:", "Performance Gain: not measured"):
+        assert heading in log
+    # The reasons dict of the last iteration has one entry per earlier iteration, baseline first.
+    last = iterations[-1]["reasons_old"]
+    assert list(last) == ["baseline"] + [f"iteration {i}" for i in range(1, 20)]
+    assert "predicted" in last["iteration 1"] and "(model MI300X)" in last["iteration 1"]
+    html = (out / "report.html").read_text()
+    assert html.count("data:image/png;base64,") >= 3
+    report = json.loads((out / "report.json").read_text())
+    assert report["measured"] is False and report["device"] is None
+
+
+def test_cli_kernel_file_without_site_is_one_line_error(tmp_path: Path) -> None:
+    from swizzlelab.cli import app
+
+    bad = tmp_path / "bad_kernel.py"
+    bad.write_text(
+        "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x_ptr):\n"
+        "    p = tl.program_id(0)\n    tl.store(x_ptr + p, p)\n"
+    )
+    result = CliRunner().invoke(app, ["optimize", "matmul", "--kernel", str(bad), "--out", str(tmp_path / "o")])
+    assert result.exit_code != 0
+    assert isinstance(result.exception, KernelSiteError)
+    assert "no @triton.jit function with a swizzle site" in str(result.exception)
+    assert "\n" not in str(result.exception)
+
+
+def test_user_kernel_file_with_site_is_used(tmp_path: Path) -> None:
+    from swizzlelab.tasks.matmul import kernel as matmul_kernel
+
+    mine = tmp_path / "my_matmul.py"
+    shutil.copy(matmul_kernel.__file__, mine)
+    problem = load_problem("matmul", dict(SMALL_MATMUL), target="h100", kernel_file=str(mine), gpu_name="")
+    assert problem.kernel.is_user_file and problem.kernel.name == "matmul_kernel"
+    result = run(problem, Options(out_dir=tmp_path / "o", budget=2, screen_s=30), measurer=None)
+    assert len(result.state.attempts) == 3
+    assert str(mine) in (tmp_path / "o" / "best_kernel.py").read_text()
+
+
+def test_unknown_target_and_bad_budget() -> None:
+    with pytest.raises(UserError, match="--target"):
+        small_problem(target="a100")
+    with pytest.raises(UserError, match="--budget"):
+        Options(out_dir=Path("x"), budget=0)
+    with pytest.raises(UserError, match="--proposer"):
+        Options(out_dir=Path("x"), proposer="random")
+
+
+def test_target_auto_without_gpu_says_h100() -> None:
+    problem = load_problem("matmul", dict(SMALL_MATMUL), target="auto", gpu_name="")
+    assert problem.target.model.name == "H100-SXM"
+    assert "no CUDA GPU" in problem.target.note and not problem.target.can_measure
+
+
+# ------------------------------------------------------------------------------------------------ gates
+
+
+def _state(tmp_path: Path, problem=None):
+    state = loop.RunState(problem or small_problem(), Options(out_dir=tmp_path, budget=3))
+    loop._load_or_start(state)
+    cache = MeasureCache.open(tmp_path / "cache.json")
+    base = loop.evaluate(state, 0, loop.baseline_proposal(state.problem), None, cache)
+    state.attempts.append(base)
+    return state, cache
+
+
+def test_non_bijective_and_unparsable_are_never_simulated(tmp_path: Path, monkeypatch) -> None:
+    state, cache = _state(tmp_path)
+    calls = []
+    real_predict = assess.predict
+    monkeypatch.setattr(assess, "predict", lambda problem, perm: calls.append(perm) or real_predict(problem, perm))
+
+    broken = Proposal("pid = tl.program_id(0)\npid_m = pid // num_pid_n\npid_n = pid % 2\n", "h", "test", "broken")
+    attempt = loop.evaluate(state, 1, broken, None, cache)
+    assert attempt.status == NOT_BIJECTIVE
+    assert attempt.proof["n_missing"] > 0 and attempt.proof["n_duplicated"] > 0
+    assert attempt.prediction is None and attempt.permutation_id
+
+    for text in ("pid_m = import_me(3)\npid_n = 0\n", "pid_m = tl.program_id(0) // q\npid_n = 0\n", "while True: pass"):
+        bad = loop.evaluate(state, 1, Proposal(text, "h", "test", "bad"), None, cache)
+        assert bad.status == UNPARSABLE and bad.message and bad.prediction is None
+    undefined = Proposal("pid = tl.program_id(0)\npid_m = pid // WIDTH\npid_n = pid % WIDTH\n", "h", "test", "u")
+    assert loop.evaluate(state, 1, undefined, None, cache).status == UNPARSABLE
+    assert calls == []
+
+
+def test_duplicate_text_of_seen_order_is_detected(tmp_path: Path) -> None:
+    state, cache = _state(tmp_path)
+    same_as_row_major = family("grouped", GROUP_M=1).normalized_source()
+    attempt = loop.evaluate(state, 1, Proposal(same_as_row_major, "h", "test", "grouped1"), None, cache)
+    assert attempt.status == DUPLICATE and attempt.duplicate_of == 0
+    assert attempt.permutation_id == state.baseline.permutation_id
+    assert "same permutation as iteration 0" in loop.why_old_was_slow(attempt, state.baseline, None, "amd")
+
+
+def test_reason_for_evaluated_order_is_computed_from_data(tmp_path: Path) -> None:
+    state, cache = _state(tmp_path)
+    proposal = Proposal(family("column_major").normalized_source(), "h", "test", "column_major")
+    attempt = loop.evaluate(state, 1, proposal, None, cache)
+    assert attempt.status == EVALUATED
+    reason = loop.why_old_was_slow(attempt, state.baseline, None, "amd")
+    base_hit = 100 * state.baseline.prediction["l2_hit_rate"]
+    new_hit = 100 * attempt.prediction["l2_hit_rate"]
+    assert f"{base_hit:.1f}% -> {new_hit:.1f}%" in reason
+    assert f"{attempt.wave['sharing']:.2f}x" in reason and "of 8 XCDs" in reason
+
+
+def test_wave_stats_match_a_direct_count(tmp_path: Path) -> None:
+    problem = small_problem("h100")
+    perm = np.random.default_rng(5).permutation(problem.n_tiles)
+    stats = assess.wave_stats(problem, perm)
+    trace = problem.trace
+    wave = perm[: problem.target.model.units_per_domain]
+    sets = [set(trace.tile_lines(int(t)).tolist()) for t in wave]
+    union = set().union(*sets)
+    assert stats.distinct_bytes == len(union) * trace.line_bytes
+    assert stats.sharing == pytest.approx(sum(len(s) for s in sets) / len(union))
+    assert stats.rows == len({int(t) // problem.grid[1] for t in wave})
+
+
+# ------------------------------------------------------------------------------------------------ search
+
+
+def test_search_candidates_cover_families_and_refine() -> None:
+    cands = coarse_candidates((32, 32), n_domains=8)
+    families = {c.family for c in cands}
+    assert {"grouped", "tiles", "hilbert", "morton", "diagonal", "serpentine", "column_major"} <= families
+    assert any(c.xcd == 8 for c in cands) and any(c.xcd == 0 for c in cands)
+    grouped8 = next(c for c in cands if c.spec == "grouped:GROUP_M=8")
+    near = {n.spec for n in neighbours(grouped8, (32, 32), 8)}
+    assert {"grouped:GROUP_M=7", "grouped:GROUP_M=9", "grouped:GROUP_M=16", "xcd:NUM_XCDS=8+grouped:GROUP_M=8"} <= near
+    one_d = coarse_candidates((264,), n_domains=1)
+    assert one_d[0].family == "identity1d" and any(c.spec == "xcd:NUM_XCDS=8" for c in one_d)
+
+
+def test_search_on_a_1d_task(tmp_path: Path) -> None:
+    case = {"seed": 1, "rows": 4096, "cols": 65536, "avg_nnz": 8, "communities": 8}
+    problem = load_problem("spmv", case, target="h100", gpu_name="")
+    result = run(problem, Options(out_dir=tmp_path, budget=4, screen_s=30), measurer=None)
+    ids = [a.permutation_id for a in result.state.attempts if a.status == EVALUATED]
+    assert len(ids) == len(set(ids)) == 5
+    assert all(a.prediction["kind"] == "predicted (model H100-SXM)" for a in result.state.attempts)
+
+
+# ------------------------------------------------------------------------------------------------ GPU path (test double)
+
+
+class RecordingMeasurer:
+    """A test double for the GPU: times derived from predicted DRAM bytes, so orders differ reproducibly."""
+
+    device = "TestGPU (test double, not a GPU)"
+
+    def __init__(self, state_problem) -> None:
+        self.problem = state_problem
+        self.calls = 0
+
+    def measure_baseline(self) -> dict:
+        self.calls += 1
+        return {"device": self.device, "timing": {"mean_ms": 1.0, "sem_ms": 0.001}, "comparison": None,
+                "ncu": {"l2_hit_rate_pct": 50.0, "dram_read_bytes": 1e9}}
+
+    def measure(self, formula) -> dict:
+        self.calls += 1
+        checked = assess.check_formula(formula, self.problem)
+        pred = assess.predict(self.problem, checked.perm)
+        ms = 0.5 + pred["dram_bytes"] / 1e9
+        base = 0.5 + loop_baseline_bytes(self.problem) / 1e9
+        speedup = base / ms
+        return {"device": self.device, "correctness": {"passed": True, "message": "ok"},
+                "comparison": {"speedup": speedup, "ci95": [speedup - 0.01, speedup + 0.01], "baseline_ms": base,
+                               "candidate_ms": ms, "baseline_sem_ms": 0.001, "candidate_sem_ms": 0.001,
+                               "n_pairs": 50, "method": "test", "is_improvement": speedup - 0.01 > 1},
+                "ncu": {"l2_hit_rate_pct": 100 * pred["l2_hit_rate"], "dram_read_bytes": pred["dram_read_bytes"]}}
+
+
+def loop_baseline_bytes(problem) -> int:
+    checked = assess.check_formula(assess.parse_for_problem(assess.site_formula_text(problem), problem), problem)
+    return assess.predict(problem, checked.perm)["dram_bytes"]
+
+
+def test_measured_run_labels_device_and_cache_skips_known(tmp_path: Path) -> None:
+    problem = small_problem("h100")
+    measurer = RecordingMeasurer(problem)
+    result = run(problem, Options(out_dir=tmp_path, budget=4, screen_s=30), measurer=measurer)
+    assert measurer.calls == 5
+    log = (tmp_path / "log.txt").read_text()
+    assert "Performance Gain: Achieved" in log and "measured (TestGPU (test double, not a GPU))" in log
+    assert "95% CI" in log
+    best = result.state.best()
+    if best.iteration:
+        assert best.measurement["comparison"]["ci95"][0] > 1.0
+    # A new run in a new folder sharing the cache measures nothing it already knows ...
+    again = RecordingMeasurer(problem)
+    opts = Options(out_dir=tmp_path / "second", budget=4, screen_s=30, cache_path=tmp_path / "measure-cache.json")
+    run(problem, opts, measurer=again)
+    assert again.calls == 0
+    assert "from the measurement cache" in (tmp_path / "second" / "log.txt").read_text()
+    # ... unless asked to.
+    forced = RecordingMeasurer(problem)
+    opts = Options(out_dir=tmp_path / "third", budget=2, screen_s=30, cache_path=tmp_path / "measure-cache.json",
+                   remeasure=True)
+    run(problem, opts, measurer=forced)
+    assert forced.calls == 3
+
+
+# ------------------------------------------------------------------------------------------------ resume
+
+
+def test_resume_after_interruption_loses_nothing(tmp_path: Path) -> None:
+    problem = small_problem("h100")
+    measurer = RecordingMeasurer(problem)
+    run(problem, Options(out_dir=tmp_path, budget=3, screen_s=30), measurer=measurer)
+    lines = (tmp_path / "iterations.jsonl").read_text().splitlines()
+    assert len(lines) == 1 + 4
+    # Simulate Ctrl-C in the middle of iteration 3's append: its line is torn.
+    kept = lines[:4]
+    (tmp_path / "iterations.jsonl").write_text("\n".join(kept) + "\n" + lines[4][: len(lines[4]) // 2])
+    before = {json.loads(l)["iteration"]: json.loads(l) for l in kept[1:]}
+
+    resumed = RecordingMeasurer(problem)
+    result = run(problem, Options(out_dir=tmp_path, budget=6, screen_s=30), measurer=resumed)
+    header, attempts = read_jsonl(tmp_path / "iterations.jsonl")
+    assert header is not None and [a.iteration for a in attempts] == list(range(7))
+    for k, record in before.items():
+        assert attempts[k].to_dict() == record  # iterations 0..2 unchanged
+    # Iteration 3 was measured before the interruption: the cache answers it, only 4..6 are new.
+    assert resumed.calls == 3
+    ids = [a.permutation_id for a in attempts if a.status == EVALUATED]
+    assert len(ids) == len(set(ids))
+    assert any("resumed from" in note for note in result.state.notes)
+
+
+def test_resume_refuses_a_different_problem(tmp_path: Path) -> None:
+    run(small_problem("h100"), Options(out_dir=tmp_path, budget=1, screen_s=30), measurer=None)
+    with pytest.raises(UserError, match="different problem"):
+        run(small_problem("mi300x"), Options(out_dir=tmp_path, budget=1, screen_s=30), measurer=None)
+
+
+# ------------------------------------------------------------------------------------------------ best kernel
+
+
+def test_best_kernel_file_imports_and_computes_correctly(tmp_path: Path) -> None:
+    problem = small_problem("h100")
+    text = family("grouped", GROUP_M=3).normalized_source()
+    source = best_kernel_source(problem, text, "# test header\n")
+    assert "swz_GROUP_M = 3" in source and "# swizzle: begin" in source
+    path = tmp_path / "best_kernel.py"
+    path.write_text(source)
+    spec = importlib.util.spec_from_file_location("swizzlelab_test_best_kernel", path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module
+    spec.loader.exec_module(module)
+    task = problem.task
+    case = dict(task.cases("tests")[0])
+    data = task.generate_input(case)
+    output = module.custom_kernel(data)
+    verdict = task.check(data, output)
+    assert verdict.ok, verdict.message
+
+
+# ------------------------------------------------------------------------------------------------ GPU glue
+
+
+class _FakeCuda:
+    @staticmethod
+    def get_device_name(index: int) -> str:
+        return "FakeH100 (test double)"
+
+    @staticmethod
+    def current_device() -> int:
+        return 0
+
+
+class _FakeTorch:
+    cuda = _FakeCuda()
+
+
+def test_gpu_measurer_glue_with_harness_doubles(tmp_path: Path, monkeypatch) -> None:
+    """GpuMeasurer wires the harness (correctness, interleaved timing, ncu) into records the log understands.
+
+    The harness's CUDA parts are replaced by doubles fed with seeded random samples; everything else is real."""
+    from swizzlelab import harness
+    from swizzlelab.harness import timing
+    from swizzlelab.harness.correctness import CaseResult, RunCheck
+    from swizzlelab.harness.ncu import KernelMetrics
+    from swizzlelab.optimize.measure import GpuMeasurer
+
+    rng = np.random.default_rng(7)
+    monkeypatch.setattr(timing, "require_cuda", lambda: _FakeTorch())
+    wrong = {"formula": None}
+
+    def fake_check(task, fn, case, recheck=True, seed=None):
+        ok = wrong["formula"] is None
+        return CaseResult(case=dict(case), runs=[RunCheck(seed=1, passed=ok, message="ok" if ok else "3 bad")])
+
+    def fake_compare(fn_a, fn_b, data_a, data_b=None, budget_s=1.0, **kw):
+        a = 2.0 + rng.normal(0, 0.01, 40)
+        b = 1.6 + rng.normal(0, 0.01, 40)
+        return timing.compare_samples(a, b, "sem", device="FakeH100 (test double)")
+
+    def fake_time(fn, data, budget_s=1.0, **kw):
+        return timing.summarize(2.0 + rng.normal(0, 0.01, 40), "sem", device="FakeH100 (test double)")
+
+    def fake_profile(task, case, order=None, out_dir=None):
+        hit = 40.0 if order is None else 60.0
+        values = {"lts__t_sector_hit_rate.pct": hit, "dram__bytes_read.sum": 1e9 * (1 - hit / 100),
+                  "gpu__time_duration.sum": 2e6}
+        return [KernelMetrics(kernel_name="matmul_kernel", launch_index=0, values=values)]
+
+    monkeypatch.setattr(harness, "check_correctness", fake_check)
+    monkeypatch.setattr(harness, "compare_interleaved", fake_compare)
+    monkeypatch.setattr(harness, "time_fn", fake_time)
+    monkeypatch.setattr(harness, "profile", fake_profile)
+    monkeypatch.setattr(harness.correctness, "check_correctness", fake_check, raising=False)
+    problem = small_problem("h100")
+    measurer = GpuMeasurer(problem, budget_s=0.1)
+    result = run(problem, Options(out_dir=tmp_path, budget=2, screen_s=30), measurer=measurer)
+    log = (tmp_path / "log.txt").read_text()
+    assert "measured (FakeH100 (test double), ncu)" in log
+    assert "Hit rate increased from 40.0% to 60.0%" in log
+    import re
+
+    assert re.search(r"Performance Gain: Achieved 1\.2\dx speedup with execution time reduced from (2\.00|1\.99)\dms "
+                     r"to 1\.(60|59)\dms \(\d+\.\d% faster; 95% CI", log)
+    best = result.state.best()
+    assert best.iteration > 0 and best.measurement["comparison"]["ci95"][0] > 1.0
+    # A wrong output is recorded as such and never timed.
+    wrong["formula"] = "any"
+    record = measurer.measure(parse_for(problem, family("column_major").normalized_source()))
+    assert record["correctness"]["passed"] is False and record["comparison"] is None
+
+
+def parse_for(problem, text):
+    return assess.parse_for_problem(text, problem)
+
+
+def test_keyboard_interrupt_then_rerun_continues(tmp_path: Path) -> None:
+    problem = small_problem("mi300x")
+
+    def interrupt(attempt) -> None:
+        if attempt.iteration == 2:
+            raise KeyboardInterrupt
+
+    with pytest.raises(KeyboardInterrupt):
+        run(problem, Options(out_dir=tmp_path, budget=5, screen_s=30), measurer=None, on_iteration=interrupt)
+    _, first = read_jsonl(tmp_path / "iterations.jsonl")
+    assert [a.iteration for a in first] == [0, 1, 2]
+    result = run(problem, Options(out_dir=tmp_path, budget=5, screen_s=30), measurer=None)
+    assert [a.iteration for a in result.state.attempts] == list(range(6))
+    assert [a.permutation_id for a in result.state.attempts[:3]] == [a.permutation_id for a in first]
+
+
+def test_gpu_script_smoke_on_cpu(tmp_path: Path) -> None:
+    spec = importlib.util.spec_from_file_location(
+        "optimize_h100_script", Path(__file__).resolve().parents[1] / "benchmarks" / "optimize_h100.py"
+    )
+    script = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(script)
+    assert script.main([str(tmp_path), "--smoke", "--tasks", "matmul,spmv"]) == 0
+    report = json.loads((tmp_path / "optimize_h100.json").read_text())
+    for key in ("row_major_dram_read_bytes", "grouped8_dram_read_bytes", "best_dram_read_bytes", "device"):
+        assert key in report
+    assert report["device"].startswith("none")
+    matmul = report["tasks"]["matmul"]["rows"]
+    assert matmul["default"]["time_ms"] is None and matmul["default"]["measured"] == "not measured"
+    assert matmul["grouped8"]["predicted"] == "predicted (model H100-SXM)"
+    assert report["tasks"]["spmv"]["rows"]["grouped8"] is None  # 1-D grid: no grouped order

@@ -83,6 +83,12 @@ def test_cli_simulate_and_analyze_json():
     assert "predicted (model MI300X" in out.stdout
     out = runner.invoke(app, ["simulate", "matmul", "--order", "row_major", "--target", "z80", *sizes])
     assert isinstance(out.exception, UserError)
+    out = runner.invoke(app, ["simulate", "matmul", "--order", "row_major", "--step-cv", "0", *sizes, "--json"])
+    assert out.exit_code == 0, out.output
+    assert json.loads(out.stdout)["orders"][0]["step_cv"] == 0.0
+    assert record["orders"][0]["step_cv"] > 0  # the fitted default
+    out = runner.invoke(app, ["simulate", "matmul", "--order", "row_major", "--step-cv", "2", *sizes])
+    assert isinstance(out.exception, UserError)
 
 
 def test_sparse_line_ids_are_compacted(monkeypatch):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import heapq
 from collections import OrderedDict
 from dataclasses import replace
 
@@ -11,6 +12,7 @@ import pytest
 from swizzlelab.errors import UserError
 from swizzlelab.hw import HardwareModel, get_model
 from swizzlelab.sim import simulate
+from swizzlelab.sim.simulate import domain_seed_of
 from swizzlelab.sim import kernels
 from swizzlelab.sim.kernels import _UNIT_SALT, _bucket
 from swizzlelab.trace import AccessTrace, TensorInfo
@@ -141,54 +143,63 @@ def test_two_partitions_count_the_far_lookup_as_ncu_does(lookup, monkeypatch):
 
 
 # ---- a slow, obvious reference: the same scheduling and LRU in plain Python (one partition) ----------------
-def reference(trace: AccessTrace, perm: np.ndarray, model: HardwareModel, occupancy: int) -> dict[str, int]:
+def reference(trace: AccessTrace, perm: np.ndarray, model: HardwareModel, occupancy: int,
+              step_cv: float = 0.0, seed: int = 0) -> dict[str, int]:
+    """Slots run in simulated time: the earliest slot (ties: lowest index) runs one step of its program, which
+    takes kernels.step_duration(...) (1 when step_cv = 0: round-robin lockstep); a finished slot takes the
+    next program in launch order at its finishing time."""
     pop = [bin(v).count("1") for v in range(256)]
     capacity = model.l2_lines_per_partition
     totals = dict(req=0, hit=0, lines=0, line_hits=0, read=0, write=0)
     for d in range(model.n_domains):
         programs = list(perm[d :: model.n_domains]) if model.dispatch == "round_robin_domains" else list(perm)
+        domain_seed = np.uint64(domain_seed_of(seed, d))
         cache: OrderedDict[int, list[int]] = OrderedDict()
-        slots: list[list[int] | None] = [None] * (model.units_per_domain * occupancy)
-        queue = iter(programs)
+        queue = iter(enumerate(programs))
 
         def load(queue=queue):
-            for t in queue:
+            for k, t in queue:
                 if trace.tile_step_ptr[t + 1] > trace.tile_step_ptr[t]:
-                    return [int(trace.tile_step_ptr[t]), int(trace.tile_step_ptr[t + 1])]
+                    return [int(trace.tile_step_ptr[t]), int(trace.tile_step_ptr[t + 1]), k, int(trace.tile_step_ptr[t])]
             return None
 
-        slots = [load() for _ in slots]
-        while any(slots):
-            for s, slot in enumerate(slots):
-                if slot is None:
-                    continue
-                for a in range(trace.step_ptr[slot[0]], trace.step_ptr[slot[0] + 1]):
-                    line, m, w = int(trace.lines[a]), int(trace.sector_mask[a]), bool(trace.is_write[a])
-                    totals["req"] += pop[m]
-                    totals["lines"] += 1
-                    if line in cache:
-                        totals["line_hits"] += 1
-                        cache.move_to_end(line)
-                        valid, dirty = cache[line]
-                    else:
-                        if len(cache) == capacity:
-                            _, (_, old_dirty) = cache.popitem(last=False)
-                            totals["write"] += pop[old_dirty]
-                        valid, dirty = 0, 0
-                    totals["hit"] += pop[m] if w else pop[m & valid]
-                    if not w:
-                        totals["read"] += pop[m & ~valid & 0xFF]
-                    cache[line] = [valid | m, dirty | (m if w else 0)]
-                slot[0] += 1
-                if slot[0] == slot[1]:
-                    slots[s] = load()
+        slots = [load() for _ in range(model.units_per_domain * occupancy)]
+        ready = [(0.0, s) for s, slot in enumerate(slots) if slot is not None]
+        heapq.heapify(ready)
+        while ready:
+            now, s = heapq.heappop(ready)
+            slot = slots[s]
+            for a in range(trace.step_ptr[slot[0]], trace.step_ptr[slot[0] + 1]):
+                line, m, w = int(trace.lines[a]), int(trace.sector_mask[a]), bool(trace.is_write[a])
+                totals["req"] += pop[m]
+                totals["lines"] += 1
+                if line in cache:
+                    totals["line_hits"] += 1
+                    cache.move_to_end(line)
+                    valid, dirty = cache[line]
+                else:
+                    if len(cache) == capacity:
+                        _, (_, old_dirty) = cache.popitem(last=False)
+                        totals["write"] += pop[old_dirty]
+                    valid, dirty = 0, 0
+                totals["hit"] += pop[m] if w else pop[m & valid]
+                if not w:
+                    totals["read"] += pop[m & ~valid & 0xFF]
+                cache[line] = [valid | m, dirty | (m if w else 0)]
+            now += kernels.step_duration(step_cv, domain_seed, slot[2], slot[0] - slot[3])
+            slot[0] += 1
+            if slot[0] == slot[1]:
+                slots[s] = slot = load()
+            if slot is not None:
+                heapq.heappush(ready, (now, s))
         totals["write"] += sum(pop[dirty] for _, dirty in cache.values())
     return totals
 
 
+@pytest.mark.parametrize("step_cv", [0.0, 0.5])
 @pytest.mark.parametrize("lookup", ["direct", "hashed"])
 @pytest.mark.parametrize("seed", range(6))
-def test_matches_python_reference_on_random_traces(seed, lookup, monkeypatch):
+def test_matches_python_reference_on_random_traces(seed, lookup, step_cv, monkeypatch):
     if lookup == "hashed":
         monkeypatch.setattr(kernels, "MAX_DIRECT_KEYS", 0)
     rng = np.random.default_rng(seed)
@@ -206,14 +217,57 @@ def test_matches_python_reference_on_random_traces(seed, lookup, monkeypatch):
     domains = int(rng.choice([1, 3]))
     model = tiny_model(int(rng.integers(2, 30)), units=int(rng.integers(1, 4)), domains=domains)
     occupancy = int(rng.integers(1, 3))
-    got = simulate(trace, perm, model, occupancy=occupancy)
-    want = reference(trace, perm, model, occupancy)
+    got = simulate(trace, perm, model, occupancy=occupancy, step_cv=step_cv, seed=seed + 7)
+    want = reference(trace, perm, model, occupancy, step_cv=step_cv, seed=seed + 7)
     assert got.requested_bytes == want["req"] * SECTOR
     assert got.l2_hit_rate == pytest.approx(want["hit"] / want["req"] if want["req"] else 0.0)
     assert got.line_accesses == want["lines"]
     assert sum(d.line_hits for d in got.per_domain) == want["line_hits"]
     assert got.dram_read_bytes == want["read"] * SECTOR
     assert got.dram_write_bytes == want["write"] * SECTOR
+
+
+def test_step_durations_have_mean_one_spread_cv_and_depend_only_on_seed_program_step():
+    draws = np.array([kernels.step_duration(0.3, np.uint64(5), p, s) for p in range(200) for s in range(50)])
+    assert draws.mean() == pytest.approx(1.0, abs=0.02)
+    assert draws.std() == pytest.approx(0.3, abs=0.02)
+    assert draws.min() >= 1.0 - 0.3
+    assert kernels.step_duration(0.3, np.uint64(5), 17, 3) == kernels.step_duration(0.3, np.uint64(5), 17, 3)
+    assert kernels.step_duration(0.3, np.uint64(5), 17, 3) != kernels.step_duration(0.3, np.uint64(6), 17, 3)
+    assert kernels.step_duration(0.0, np.uint64(5), 17, 3) == 1.0
+
+
+def test_drifting_programs_lose_reuse_that_lockstep_keeps():
+    # 8 programs in 8 slots stream the same 40 lines, one per step, through a 16-line LRU: in lockstep every
+    # line is fetched once and hit by the other 7; once the programs drift apart by more than the cache
+    # holds, a program re-fetches what the leaders pushed out.
+    tile = read_steps(range(40))
+    trace = make_trace([tile] * 8)
+    model = tiny_model(16, units=8)
+    lockstep = simulate(trace, np.arange(8), model, step_cv=0.0)
+    drifting = simulate(trace, np.arange(8), model, step_cv=1.0)
+    assert lockstep.l2_hit_rate == pytest.approx(7 / 8)
+    assert lockstep.dram_read_bytes == 40 * LINE
+    assert drifting.dram_read_bytes > lockstep.dram_read_bytes
+    assert drifting.l2_hit_rate < lockstep.l2_hit_rate
+    assert drifting.step_cv == 1.0 and lockstep.step_cv == 0.0
+    again = simulate(trace, np.arange(8), model, step_cv=1.0)
+    assert again.dram_read_bytes == drifting.dram_read_bytes  # same seed, same durations
+    with pytest.raises(UserError):
+        simulate(trace, np.arange(8), model, step_cv=1.5)
+
+
+def test_far_store_is_looked_up_near_and_at_home_both_hits():
+    model = tiny_model(64, units=2, partitions=2)
+    lines = list(range(40))
+    result = simulate(make_trace([[[(line, 0xF, True)] for line in lines]]), np.array([0]), model)
+    near = _bucket(0, _UNIT_SALT, 2)
+    far = sum(1 for line in lines if _bucket(line, kernels._HOME_SALT, 2) != near)
+    assert 0 < far < len(lines)
+    assert result.l2_hit_rate == 1.0
+    assert result.per_domain[0].lookup_sectors == 4 * (len(lines) + far)
+    assert result.fabric_bytes == far * LINE
+    assert result.dram_write_bytes == len(lines) * LINE and result.dram_read_bytes == 0
 
 
 def test_full_associativity_equals_one_set_and_direct_mapped_is_no_better_when_it_fits():

@@ -115,6 +115,9 @@ def register(app: typer.Typer) -> None:
         size: list[str] = typer.Option([], "--size", help="override a size of the first benchmark case: NAME=VALUE"),
         occupancy: int = typer.Option(1, "--occupancy", help="resident programs per SM/CU"),
         assoc: Optional[int] = typer.Option(None, "--assoc", help="ways per set (default: fully associative LRU)"),
+        step_cv: Optional[float] = typer.Option(
+            None, "--step-cv", help="spread of a program step's duration, 0..1 (default: the value fitted on an "
+            "H100; 0 = resident programs in lockstep)"),
         as_json: bool = typer.Option(False, "--json", help="print a JSON record instead of text"),
     ) -> None:
         """Predict L2 hit rate and DRAM traffic of a task under one or more launch orders."""
@@ -140,7 +143,8 @@ def register(app: typer.Typer) -> None:
             for spec, perm in perms:
                 progress.update(job, description=f"simulating {spec} on {model.name}")
                 results.append(
-                    (spec, perm, simulate(trace, perm, model, occupancy=occupancy, assoc=assoc, footprint=footprint))
+                    (spec, perm, simulate(trace, perm, model, occupancy=occupancy, assoc=assoc, footprint=footprint,
+                              step_cv=step_cv))
                 )
                 progress.advance(job)
         if as_json:

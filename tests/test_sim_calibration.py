@@ -1,0 +1,95 @@
+"""benchmarks/sim_calibration.py on a small synthetic measurement file: re-prediction, fit/held-out split, MAE."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from pathlib import Path
+
+import pytest
+
+from swizzlelab.hw import get_model
+from swizzlelab.sim import simulate
+from swizzlelab.swizzle import to_permutation
+from swizzlelab.tasks import load_task
+
+SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_calibration.py"
+ORDERS = ("row_major", "column_major", "grouped:GROUP_M=2")
+
+
+@pytest.fixture(scope="module")
+def calibration():
+    spec = importlib.util.spec_from_file_location("sim_calibration", SCRIPT)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def measured_file(tmp_path: Path) -> Path:
+    """A sim_vs_ncu-shaped file for two small matmul cases; 'measured' values are arbitrary inputs."""
+    task = load_task("matmul")
+    config = task.kernel.GPU_CONFIG
+    rows = []
+    for m, base in ((512, 70.0), (384, 60.0)):
+        case = {"seed": 1, "m": m, "n": m, "k": 256}
+        grid = task.tile_grid(case, config)
+        args, consts = task.swizzle_args(case, config)
+        for i, order in enumerate(ORDERS):
+            perm = to_permutation(task.parse_order(order), grid, args, consts)
+            rows.append({
+                "task": "matmul", "case": case, "order": order, "permutation_id": perm.id, "occupancy": 2,
+                "predicted_l2_hit_pct": base + 5.0, "measured_l2_hit_pct": base - 3.0 * i,
+                "predicted_dram_read_bytes": 1e6, "measured_dram_read_bytes": 2e6 + 1e5 * i,
+                "predicted_l2_lookup_sectors": 100, "measured_l2_sectors": 90,
+                "measured_by": "measured (test input)",
+            })
+    path = tmp_path / "sim_vs_ncu_test.json"
+    path.write_text(json.dumps({"device": "test", "model": "H100-SXM", "rows": rows}))
+    return path
+
+
+def test_calibration_repredicts_every_row_and_splits_fit_from_held_out(calibration, tmp_path, monkeypatch):
+    monkeypatch.setattr(calibration, "FIT_SET", (("matmul", 512),))
+    out = tmp_path / "cal.json"
+    assert calibration.main(["--measured", str(measured_file(tmp_path)), "--out", str(out), "--fit-grid", "0,0.5"]) == 0
+    record = json.loads(out.read_text())
+    rows = record["rows"]
+    assert len(rows) == 2 * len(ORDERS)
+    assert [r["set"] for r in rows] == ["fit"] * 3 + ["held_out"] * 3
+
+    # new predictions are the current simulator's at the measured occupancy
+    task = load_task("matmul")
+    config = task.kernel.GPU_CONFIG
+    row = rows[4]
+    trace = task.access_model(row["case"], config=config)
+    perm = to_permutation(task.parse_order(row["order"]), task.tile_grid(row["case"], config),
+                          *task.swizzle_args(row["case"], config))
+    direct = simulate(trace, perm, get_model("h100"), occupancy=2)
+    assert row["new_predicted_l2_hit_pct"] == pytest.approx(100 * direct.l2_hit_rate)
+    assert row["new_predicted_dram_read_bytes"] == direct.dram_read_bytes
+    lockstep = simulate(trace, perm, get_model("h100"), occupancy=2, step_cv=0.0)
+    assert row["lockstep_new_counting_l2_hit_pct"] == pytest.approx(100 * lockstep.l2_hit_rate)
+
+    summary = record["summary"]
+    for name in ("fit", "held_out"):
+        errors = [abs(r["new_predicted_l2_hit_pct"] - r["measured_l2_hit_pct"]) for r in rows if r["set"] == name]
+        assert summary["new_mae_pp"][name] == pytest.approx(sum(errors) / len(errors))
+        old = [abs(r["old_predicted_l2_hit_pct"] - r["measured_l2_hit_pct"]) for r in rows if r["set"] == name]
+        assert summary["old_mae_pp"][name] == pytest.approx(sum(old) / len(old))
+    # the sweep covers only the fit set, and its lockstep point equals the lockstep column there
+    fit_rows = [r for r in rows if r["set"] == "fit"]
+    assert all(set(r["sweep_l2_hit_pct"]) == {"cv=0", "cv=0.5"} for r in fit_rows)
+    assert all(r["sweep_l2_hit_pct"]["cv=0"] == r["lockstep_new_counting_l2_hit_pct"] for r in fit_rows)
+    lockstep_errors = [abs(r["lockstep_new_counting_l2_hit_pct"] - r["measured_l2_hit_pct"]) for r in fit_rows]
+    assert summary["fit_sweep_mae_pp"]["0"] == pytest.approx(sum(lockstep_errors) / 3)
+    assert all(r["sweep_l2_hit_pct"] == {} for r in rows if r["set"] == "held_out")
+    assert {c["set"] for c in record["cases"]} == {"fit", "held_out"}
+
+
+def test_calibration_refuses_rows_whose_order_changed(calibration, tmp_path):
+    path = measured_file(tmp_path)
+    record = json.loads(path.read_text())
+    record["rows"][0]["permutation_id"] = "0" * 16
+    path.write_text(json.dumps(record))
+    with pytest.raises(SystemExit):
+        calibration.main(["--measured", str(path), "--out", str(tmp_path / "cal.json"), "--only", "matmul"])

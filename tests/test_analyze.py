@@ -9,9 +9,10 @@ import pytest
 from typer.testing import CliRunner
 
 from swizzlelab.errors import UserError
-from swizzlelab.sim import analyze
+from swizzlelab.sim import analyze, index_periods
 from swizzlelab.sim.cli import parse_size_options
 from swizzlelab.tasks import load_task
+from swizzlelab.trace import TraceBuilder
 
 MATMUL = {"m": 512, "n": 384, "k": 256}
 
@@ -105,3 +106,27 @@ def test_sparse_line_ids_are_compacted(monkeypatch):
     assert by_name["lo"].programs_per_line_max == 2 and by_name["lo"].requested_bytes == 2 * 128
     assert by_name["hi"].lines_touched == 2 and by_name["hi"].programs_per_line_max == 1
     assert result.compulsory_bytes == 3 * 128
+
+
+def test_sharing_period_of_a_round_robin_clustered_matrix():
+    task = load_task("spmv")
+    trace = task.access_model({"seed": 3, "rows": 4096, "cols": 65536, "avg_nnz": 8, "communities": 12},
+                              config=task.kernel.GPU_CONFIG)
+    periods = index_periods(trace)
+    # only x is gathered by rows of one community; the CSR streams are shared by neighbouring rows (period 1)
+    assert [(p.tensor, p.period) for p in periods] == [("x_ptr", 12)]
+    # a line straddling two community blocks (5461 columns is not a whole number of lines) breaks the period
+    assert 0.99 < periods[0].fraction < 1.0 and periods[0].n_pairs > 100
+    result = analyze(trace, "h100")
+    assert result.periods == periods and periods[0].statement() in result.statements
+    assert "multiple of 12 indices apart" in result.text()
+
+
+def test_no_sharing_period_without_one(matmul_trace):
+    assert index_periods(matmul_trace) == ()  # 2-D grids: relations are reported by `sharing`
+    # a 1-D stencil: program i reads elements [32 i, 32 i + 64), so sharers are neighbours, not a period
+    builder = TraceBuilder((512,))
+    data = builder.tensor("data", (512 * 32 + 64,), 4)
+    tile = np.arange(512, dtype=np.int64)
+    builder.span(data, tile, 0, 32 * tile, 32 * tile + 64)
+    assert index_periods(builder.build()) == ()

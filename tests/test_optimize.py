@@ -200,6 +200,22 @@ def test_search_candidates_cover_families_and_refine() -> None:
     assert {"grouped:GROUP_M=7", "grouped:GROUP_M=9", "grouped:GROUP_M=16", "xcd:NUM_XCDS=8+grouped:GROUP_M=8"} <= near
     one_d = coarse_candidates((264,), n_domains=1)
     assert one_d[0].family == "identity1d" and any(c.spec == "xcd:NUM_XCDS=8" for c in one_d)
+    assert any(c.spec == "stride:STRIDE=128" for c in one_d)
+    hinted = [c.spec for c in coarse_candidates((264,), n_domains=8, periods=(12,))]
+    assert hinted[2:4] == ["stride:STRIDE=12", "xcd:NUM_XCDS=8+stride:STRIDE=12"]  # right after the launch orders
+
+
+def test_search_follows_the_sharing_period_of_a_1d_trace(tmp_path: Path) -> None:
+    # 16 row communities numbered round-robin: rows r and r + 16 gather the same x lines. On MI300X the
+    # classes must also stay on one XCD, so the period order behind XCD chunking is the first proposal.
+    case = {"seed": 1, "rows": 32768, "cols": 4194304, "avg_nnz": 32, "communities": 16}
+    problem = load_problem("spmv", case, target="mi300x", gpu_name="")
+    result = run(problem, Options(out_dir=tmp_path, budget=1, screen_s=60), measurer=None)
+    assert result.state.sharing_periods() == (16,)
+    base, first = result.state.attempts
+    assert first.label == "xcd:NUM_XCDS=8+stride:STRIDE=16"
+    assert first.prediction["dram_read_bytes"] < 0.97 * base.prediction["dram_read_bytes"]
+    assert "multiple of 16 indices apart" in (tmp_path / "log.txt").read_text()
 
 
 def test_search_on_a_1d_task(tmp_path: Path) -> None:
@@ -434,3 +450,53 @@ def test_gpu_script_smoke_on_cpu(tmp_path: Path) -> None:
     assert matmul["default"]["time_ms"] is None and matmul["default"]["measured"] == "not measured"
     assert matmul["grouped8"]["predicted"] == "predicted (model H100-SXM)"
     assert report["tasks"]["spmv"]["rows"]["grouped8"] is None  # 1-D grid: no grouped order
+
+
+def test_a_gain_without_a_locality_change_says_so() -> None:
+    from swizzlelab.optimize.logtext import locality_line
+    from swizzlelab.optimize.reasons import measured_clause
+    from swizzlelab.optimize.records import Attempt
+
+    def attempt(iteration: int, hit: float, dram: float, comparison: dict | None) -> Attempt:
+        measurement = {"device": "TestGPU", "comparison": comparison,
+                       "ncu": {"l2_hit_rate_pct": hit, "dram_read_bytes": dram}}
+        return Attempt(iteration, EVALUATED, "search", "x", "pid = tl.program_id(0)\n", "", measurement=measurement)
+
+    small_win = {"speedup": 1.008, "ci95": [1.002, 1.014], "baseline_ms": 3.45, "candidate_ms": 3.42}
+    base = attempt(0, 0.10, 10.42e9, None)
+    same = attempt(1, 0.11, 10.43e9, small_win)
+    assert "does not come from L2 locality" in measured_clause(same.measurement, same, same, base.measurement["ncu"])
+    assert "L2 cache hit rate unchanged (+0.01 percentage points)" in locality_line(same, base)
+    better = attempt(2, 68.0, 0.41e9, small_win)
+    assert "L2 locality" not in measured_clause(better.measurement, better, better, base.measurement["ncu"])
+    assert "Successfully improved L2 cache hit rate by 67.90" in locality_line(better, base)
+
+
+def test_ctrl_c_on_the_command_then_the_same_command_resumes(tmp_path: Path) -> None:
+    import os
+    import signal
+    import subprocess
+    import time
+
+    out = tmp_path / "run"
+    command = [sys.executable, "-c", "from swizzlelab.cli import main; main()", "optimize", "matmul", "--target",
+               "mi300x", "--budget", "12", "--out", str(out), "--size", "m=2048", "--size", "n=2048", "--size", "k=512"]
+    env = {**os.environ, "COLUMNS": "500"}  # rich wraps long paths otherwise
+    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    jsonl = out / "iterations.jsonl"
+    deadline = time.monotonic() + 120
+    while (not jsonl.exists() or len(jsonl.read_text().splitlines()) < 4) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    child.send_signal(signal.SIGINT)
+    stdout, stderr = child.communicate(timeout=60)
+    assert child.returncode == 130 and "Traceback" not in stderr
+    _, kept = read_jsonl(jsonl)
+    assert 3 <= len(kept) < 13 and f"interrupted: {len(kept)} iteration(s)" in " ".join(stdout.split())
+    again = subprocess.run(command, capture_output=True, text=True, timeout=300, env=env)
+    assert again.returncode == 0, again.stderr
+    assert f"resumed from {jsonl}: {len(kept)} iteration(s)" in " ".join(again.stdout.split())
+    _, final = read_jsonl(jsonl)
+    assert [a.iteration for a in final] == list(range(13))
+    assert [a.to_dict() for a in final[: len(kept)]] == [a.to_dict() for a in kept]
+    ids = [a.permutation_id for a in final if a.status == EVALUATED]
+    assert len(ids) == len(set(ids))

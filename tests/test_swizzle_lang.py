@@ -241,3 +241,10 @@ def test_parse_order_errors():
         parse_order("grouped:G=3", 2)
     with pytest.raises(FormulaError, match="1-D"):
         parse_order("grouped", 1)
+
+
+def test_stride_runs_residue_classes_one_after_another():
+    assert to_permutation(family("stride", STRIDE=3), (10,)).perm.tolist() == [0, 3, 6, 9, 1, 4, 7, 2, 5, 8]
+    assert to_permutation(parse_order("interleave:STRIDE=4", 1), (8,)).perm.tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
+    # a stride beyond the grid leaves every class with one program: the launch order
+    assert to_permutation(family("stride", STRIDE=50), (7,)).perm.tolist() == list(range(7))

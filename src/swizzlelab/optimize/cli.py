@@ -71,8 +71,26 @@ def register(app: typer.Typer) -> None:
             def on_note(text: str) -> None:
                 progress.console.print(f"[dim]{text}[/]", highlight=False)
 
-            result = run(problem, options, on_note=on_note, on_iteration=on_iteration)
+            try:
+                result = run(problem, options, on_note=on_note, on_iteration=on_iteration)
+            except KeyboardInterrupt:
+                progress.stop()
+                _say_interrupted(console, out_dir)
+                raise typer.Exit(130) from None
             progress.update(bar, completed=len(result.state.attempts))
         console.print(describe_best(result.state), highlight=False)
         for name, path in result.files.items():
             console.print(f"  {name:<12} {path}", highlight=False)
+
+
+def _say_interrupted(console: object, out_dir: Path) -> None:
+    """What Ctrl-C kept: every iteration already appended to the JSONL log, and how to go on."""
+    from swizzlelab.optimize.loop import JSONL, read_jsonl
+
+    jsonl = out_dir / JSONL
+    kept = len(read_jsonl(jsonl)[1]) if jsonl.exists() else 0
+    console.print(  # type: ignore[attr-defined]
+        f"interrupted: {kept} iteration(s) (baseline included) are kept in {jsonl}; run the same command "
+        "again to resume",
+        highlight=False,
+    )

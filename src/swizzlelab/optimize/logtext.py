@@ -7,7 +7,7 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from swizzlelab.optimize.reasons import ci_text, pct, verdict
+from swizzlelab.optimize.reasons import UNCHANGED_PP, ci_text, pct, verdict
 from swizzlelab.optimize.records import EVALUATED, Attempt
 from swizzlelab.sim.simulate import fmt_bytes
 
@@ -30,13 +30,14 @@ def locality_line(attempt: Attempt, baseline: Attempt) -> str:
     if ncu.get("l2_hit_rate_pct") is not None and base_ncu.get("l2_hit_rate_pct") is not None:
         old, new = base_ncu["l2_hit_rate_pct"], ncu["l2_hit_rate_pct"]
         device = attempt.measurement["device"]
-        head = (
-            f"Successfully improved L2 cache hit rate by {new - old:.2f} percentage points"
-            if new > old
-            else f"L2 cache hit rate did not improve ({new - old:+.2f} percentage points)"
-        )
+        if abs(new - old) < UNCHANGED_PP:
+            head, word = f"L2 cache hit rate unchanged ({new - old:+.2f} percentage points)", "went"
+        elif new > old:
+            head, word = f"Successfully improved L2 cache hit rate by {new - old:.2f} percentage points", "increased"
+        else:
+            head, word = f"L2 cache hit rate did not improve ({new - old:+.2f} percentage points)", "decreased"
         return (
-            f"L2 Cache Locality Improvement: {head}. Hit rate {'increased' if new > old else 'changed'} from "
+            f"L2 Cache Locality Improvement: {head}. Hit rate {word} from "
             f"{old:.1f}% to {new:.1f}% (higher percentages indicate better cache locality through improved block "
             f"swizzling), DRAM read {fmt_bytes(base_ncu.get('dram_read_bytes') or 0)} -> "
             f"{fmt_bytes(ncu.get('dram_read_bytes') or 0)}, measured ({device}, ncu); {predicted}."

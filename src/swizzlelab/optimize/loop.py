@@ -70,17 +70,27 @@ class RunState:
     resumed_from: int = 0
     measured_note: str = ""
     device: str = ""
-    _memory: str = ""
+    _analysis: Any = None
 
-    def memory_text(self) -> str:
-        """The task's memory facts (analysis of the trace), computed once per run."""
-        if not self._memory:
-            from swizzlelab.optimize.reasons import memory_summary
+    def analysis(self) -> Any:
+        """The memory analysis of the task's trace (sim.analyze), computed once per run."""
+        if self._analysis is None:
             from swizzlelab.sim import analyze
 
-            analysis = analyze(self.problem.trace, self.problem.target.model, occupancy=self.problem.occupancy)
-            self._memory = memory_summary(self.problem, analysis)
-        return self._memory
+            self._analysis = analyze(self.problem.trace, self.problem.target.model, occupancy=self.problem.occupancy)
+        return self._analysis
+
+    def memory_text(self) -> str:
+        """The task's memory facts (analysis of the trace) for reasoning sections and prompts."""
+        from swizzlelab.optimize.reasons import memory_summary
+
+        return memory_summary(self.problem, self.analysis())
+
+    def sharing_periods(self) -> tuple[int, ...]:
+        """Sharing periods of a 1-D trace, the tensor with the most requested bytes first."""
+        requested = {t.name: t.requested_bytes for t in self.analysis().tensors}
+        periods = sorted(self.analysis().periods, key=lambda p: -requested.get(p.tensor, 0))
+        return tuple(p.period for p in periods)
 
     @property
     def baseline(self) -> Attempt:
@@ -434,6 +444,7 @@ def _make_proposers(state: RunState, on_note: Callable[[str], None]) -> _Propose
         notes=note,
         explore=bool(state.device),
         context=state.memory_text,
+        periods=state.sharing_periods,
     )
     llm = None
     if state.options.proposer in ("llm", "both"):

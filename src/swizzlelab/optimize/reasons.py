@@ -87,7 +87,22 @@ def prediction_change(pred: dict[str, Any], ref: dict[str, Any], ref_name: str) 
     )
 
 
-def measured_clause(measurement: dict[str, Any] | None, best: Attempt | None, this: Attempt) -> str:
+DRAM_UNCHANGED = 0.01  # measured DRAM reads within this fraction of the baseline's read as "unchanged"
+
+
+def locality_unchanged(ncu: dict[str, Any], base_ncu: dict[str, Any]) -> bool:
+    """True when ncu's L2 hit rate and DRAM reads of an order match the baseline's (so a time change is not
+    explained by L2 locality)."""
+    hit, base_hit = ncu.get("l2_hit_rate_pct"), base_ncu.get("l2_hit_rate_pct")
+    dram, base_dram = ncu.get("dram_read_bytes"), base_ncu.get("dram_read_bytes")
+    if None in (hit, base_hit, dram, base_dram) or not base_dram:
+        return False
+    return abs(hit - base_hit) < UNCHANGED_PP and abs(dram - base_dram) <= DRAM_UNCHANGED * base_dram
+
+
+def measured_clause(
+    measurement: dict[str, Any] | None, best: Attempt | None, this: Attempt, base_ncu: dict[str, Any] | None = None
+) -> str:
     if not measurement:
         return ""
     correctness = measurement.get("correctness") or {}
@@ -103,6 +118,8 @@ def measured_clause(measurement: dict[str, Any] | None, best: Attempt | None, th
     ncu = measurement.get("ncu") or {}
     if ncu.get("l2_hit_rate_pct") is not None:
         text += f"; ncu L2 hit {ncu['l2_hit_rate_pct']:.1f}%, DRAM read {fmt_bytes(ncu.get('dram_read_bytes') or 0)}"
+        if verdict(comparison) != "within noise" and locality_unchanged(ncu, base_ncu or {}):
+            text += " (both as the baseline's: the time change does not come from L2 locality)"
     return text
 
 
@@ -139,7 +156,8 @@ def why_old_was_slow(
     else:
         head = prediction_change(pred, baseline.prediction, "the baseline") if baseline and baseline.prediction else ""
         wave = wave_clause(attempt.wave, baseline.wave if baseline else None, vendor)
-    measured = measured_clause(attempt.measurement, best, attempt)
+    base_ncu = ((baseline.measurement if baseline else None) or {}).get("ncu")
+    measured = measured_clause(attempt.measurement, best, attempt, base_ncu)
     return ": ".join(p for p in (head, wave) if p) + (f"; {measured}" if measured else "")
 
 
@@ -188,4 +206,5 @@ def memory_summary(problem: Any, analysis: Any) -> str:
     ]
     shared = [s.statement() for s in analysis.sharing if s.fraction >= 0.05]
     lines += [f"Sharing (from trace): {text}" for text in shared[:6]]
+    lines += [f"Sharing (from trace): {p.statement()}" for p in analysis.periods]
     return "\n".join(lines)

@@ -69,13 +69,32 @@ def _powers_of_two(low: int, high: int) -> list[int]:
     return out
 
 
-def coarse_candidates(grid: tuple[int, ...], n_domains: int) -> list[Candidate]:
-    """The first sweep: every family with parameters on a coarse ladder, most plausible first."""
+def period_candidates(periods: tuple[int, ...], n_domains: int) -> list[Candidate]:
+    """Orders the trace asks for: residue classes mod each sharing period run together (also behind XCD
+    chunking on multi-domain GPUs, so one class stays on one domain)."""
+    out = []
+    for period in dict.fromkeys(periods):
+        out.append(Candidate("stride", (("STRIDE", period),)))
+        if n_domains > 1:
+            out.append(Candidate("stride", (("STRIDE", period),), n_domains))
+    return out
+
+
+def coarse_candidates(grid: tuple[int, ...], n_domains: int, periods: tuple[int, ...] = ()) -> list[Candidate]:
+    """The first sweep: every family with parameters on a coarse ladder, most plausible first; on 1-D grids
+    the stride orders of the trace's sharing periods come right after the launch order."""
     if len(grid) == 1:
         n = grid[0]
         out = [Candidate("identity1d"), Candidate("reverse", text=REVERSE_1D)]
-        strides = sorted(set(_powers_of_two(2, max(n // 2, 1)) + ([n_domains] if 1 < n_domains < n else [])))
-        out += [Candidate("xcd", (("NUM_XCDS", s),)) for s in strides]
+        out += period_candidates(periods, n_domains)
+        ladder = _powers_of_two(2, max(n // 2, 1))
+        chunks = sorted(set(ladder + ([n_domains] if 1 < n_domains < n else [])))
+        if 1 < n_domains < n:
+            chunks.remove(n_domains)
+            out.append(Candidate("xcd", (("NUM_XCDS", n_domains),)))
+        for index in range(max(len(chunks), len(ladder))):
+            out += [Candidate("xcd", (("NUM_XCDS", chunks[index]),))] if index < len(chunks) else []
+            out += [Candidate("stride", (("STRIDE", ladder[index]),))] if index < len(ladder) else []
         return out
     rows, cols = grid
     small = min(rows, cols)
@@ -115,13 +134,13 @@ def neighbours(cand: Candidate, grid: tuple[int, ...], n_domains: int) -> list[C
     if cand.text:
         return out
     limits = {"GROUP_M": grid[0] if len(grid) == 2 else 1, "TILE_M": grid[0], "TILE_N": grid[-1],
-              "SIDE": min(grid) if len(grid) == 2 else 1, "NUM_XCDS": grid[0] // 2}
+              "SIDE": min(grid) if len(grid) == 2 else 1, "NUM_XCDS": grid[0] // 2, "STRIDE": grid[0] // 2}
     for index, (name, value) in enumerate(cand.params):
         steps = {value - 1, value + 1, value * 2, value // 2, value - 2, value + 2}
         if name == "SIDE":
             steps = {value * 2, value // 2}
         for new in sorted(steps):
-            if new < (2 if name in ("SIDE", "NUM_XCDS") else 1) or new > max(limits.get(name, new), 1) or new == value:
+            if new < (2 if name in ("SIDE", "NUM_XCDS", "STRIDE") else 1) or new > max(limits.get(name, new), 1) or new == value:
                 continue
             params = list(cand.params)
             params[index] = (name, new)
@@ -164,6 +183,8 @@ class SearchProposer:
     explore: bool = False
     explore_margin: float = 0.10
     context: Callable[[], str] = lambda: ""
+    # Sharing periods of a 1-D trace (see sim.index_periods); called once, when the first sweep is built.
+    periods: Callable[[], tuple[int, ...]] = lambda: ()
     screened: dict[str, Screened] = field(default_factory=dict)
     _coarse_done: bool = False
     _spent_s: float = 0.0
@@ -215,7 +236,7 @@ class SearchProposer:
         """The next candidate, or None when every enumerated order has been tried."""
         seen = {a.permutation_id for a in history if a.permutation_id}
         if not self._coarse_done:
-            cands = coarse_candidates(self.grid, self.n_domains)
+            cands = coarse_candidates(self.grid, self.n_domains, self.periods() if len(self.grid) == 1 else ())
             self._screen_all(cands)
             self._coarse_done = True
             self.notes(

@@ -3,17 +3,19 @@
 `simulate(trace, perm, hw)` predicts hit rates and DRAM bytes; `analyze(trace, hw, perm)` explains sharing.
 """
 
-from swizzlelab.sim.analyze import Analysis, Sharing, TensorStats, analyze
+from swizzlelab.sim.analyze import Analysis, Period, Sharing, TensorStats, analyze, index_periods
 from swizzlelab.sim.simulate import DomainStats, SimResult, domain_programs, footprint_of, simulate
 
 __all__ = [
     "Analysis",
     "DomainStats",
+    "Period",
     "Sharing",
     "SimResult",
     "TensorStats",
     "analyze",
     "domain_programs",
     "footprint_of",
+    "index_periods",
     "simulate",
 ]

@@ -53,6 +53,25 @@ class Sharing:
 
 
 @dataclass(frozen=True)
+class Period:
+    """On a 1-D grid: programs sharing lines of `tensor` are mostly a multiple of `period` indices apart."""
+
+    tensor: str
+    period: int
+    fraction: float  # of sampled sharing pairs (programs adjacent in a line's sorted sharer list) at a multiple
+    n_pairs: int
+    median_distance: float
+
+    def statement(self) -> str:
+        return (
+            f"programs sharing {self.tensor} lines are a multiple of {self.period} indices apart "
+            f"({100 * self.fraction:.0f}% of {self.n_pairs} sampled sharing pairs, median distance "
+            f"{self.median_distance:.0f}): running residue classes mod {self.period} together brings them "
+            "next to each other (from trace)"
+        )
+
+
+@dataclass(frozen=True)
 class Analysis:
     """What a trace says about memory reuse, plus predicted L2 figures for the identity (and a given) order."""
 
@@ -77,6 +96,7 @@ class Analysis:
     current: SimResult | None = None
     current_label: str = ""
     statements: tuple[str, ...] = field(default_factory=tuple)
+    periods: tuple[Period, ...] = ()
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -97,12 +117,14 @@ class Analysis:
             "programs_per_line_max": self.programs_per_line_max,
             "tensors": [{**asdict(t), "reuse": t.reuse} for t in self.tensors],
             "sharing": [{**asdict(s), "statement": s.statement()} for s in self.sharing],
+            "periods": [{**asdict(p), "statement": p.statement()} for p in self.periods],
             "statements": list(self.statements),
             "identity": self.identity.to_dict(),
             "current": None if self.current is None else self.current.to_dict(),
             "current_label": self.current_label,
             "labels": {
-                "from_trace": ["requested_bytes", "compulsory_bytes", "best_hit_rate", "tensors", "sharing"],
+                "from_trace": ["requested_bytes", "compulsory_bytes", "best_hit_rate", "tensors", "sharing",
+                               "periods"],
                 "predicted": f"predicted (model {self.model}): identity, current",
             },
         }
@@ -218,6 +240,59 @@ def _pair_sharing(trace: Any, pairs: list[tuple[int, int]], lo: int, hi: int) ->
     return (float(np.mean(fractions)) if fractions else 0.0), len(fractions)
 
 
+def _sharing_distances(trace: Any, lo: int, hi: int, tile_start: np.ndarray, n_lines: int,
+                       rng: np.random.Generator) -> np.ndarray:
+    """Index distances between programs that share a sampled line in [lo, hi): for every sampled line, the
+    gaps between consecutive programs of its sorted sharer list."""
+    lines = np.asarray(trace.lines)
+    in_range = np.flatnonzero((lines >= lo) & (lines < hi))
+    if in_range.size == 0:
+        return np.zeros(0, dtype=np.int64)
+    picks = np.unique(lines[in_range[rng.integers(in_range.size, size=n_lines)]])
+    hits = in_range[np.isin(lines[in_range], picks)]
+    tiles = np.searchsorted(tile_start, hits, side="right") - 1
+    pairs = np.unique(np.stack([lines[hits].astype(np.int64), tiles]), axis=1)
+    same_line = pairs[0, 1:] == pairs[0, :-1]
+    return (pairs[1, 1:] - pairs[1, :-1])[same_line]
+
+
+def _period_of(distances: np.ndarray, n_tiles: int, min_fraction: float) -> tuple[int, float]:
+    """The largest p > 1 such that at least `min_fraction` of the distances are multiples of p (1 when none).
+    Candidates are the gcds of small groups of distances, so a few unrelated pairs do not hide the period."""
+    rng = np.random.default_rng(0)
+    candidates = {int(np.gcd.reduce(distances))}
+    for _ in range(32):
+        group = distances[rng.integers(distances.size, size=min(4, distances.size))]
+        candidates.add(int(np.gcd.reduce(group)))
+    for p in sorted(candidates, reverse=True):
+        if 1 < p <= n_tiles // 2:
+            fraction = float(np.mean(distances % p == 0))
+            if fraction >= min_fraction:
+                return p, fraction
+    return 1, 0.0
+
+
+def index_periods(trace: Any, seed: int = 0, n_lines: int = 2048, min_fraction: float = 0.9) -> tuple[Period, ...]:
+    """Per tensor of a 1-D grid: the period with which programs sharing its lines repeat, when there is one
+    (e.g. rows r and r + 64 gather the same x lines). Empty on 2-D grids, whose relations `sharing` reports."""
+    grid = tuple(int(g) for g in trace.grid)
+    if len(grid) != 1 or grid[0] < 4:
+        return ()
+    step_ptr = np.asarray(trace.step_ptr)
+    tile_start = step_ptr[np.asarray(trace.tile_step_ptr)[:-1]]
+    rng = np.random.default_rng(seed)
+    out = []
+    for info in list(getattr(trace, "tensors", []) or []):
+        lo = int(info.base_line)
+        distances = _sharing_distances(trace, lo, lo + int(info.n_lines), tile_start, n_lines, rng)
+        if distances.size < 8:
+            continue
+        period, fraction = _period_of(distances, grid[0], min_fraction)
+        if period > 1:
+            out.append(Period(str(info.name), period, fraction, int(distances.size), float(np.median(distances))))
+    return tuple(out)
+
+
 def _partner_pairs(grid: tuple[int, ...], rng: np.random.Generator) -> dict[str, list[tuple[int, int]]]:
     """Sampled (program, partner) tile pairs for each relation of the grid's coordinates."""
     n_tiles = int(np.prod(grid))
@@ -306,6 +381,7 @@ def analyze(
             if n_pairs:
                 sharing.append(Sharing(str(info.name), relation, fraction, n_pairs))
 
+    periods = index_periods(trace, seed=seed)
     compulsory_sectors = int(union_sectors.sum())
     requested_sectors = int(requested.sum())
     footprint = footprint_of(trace)
@@ -336,5 +412,6 @@ def analyze(
         identity=identity,
         current=current,
         current_label=order_label,
-        statements=tuple(s.statement() for s in sharing),
+        statements=tuple(s.statement() for s in sharing) + tuple(p.statement() for p in periods),
+        periods=periods,
     )

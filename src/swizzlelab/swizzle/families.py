@@ -88,6 +88,24 @@ def _xcd(NUM_XCDS: int) -> str:
     )
 
 
+def _stride(STRIDE: int) -> str:
+    # Residue classes mod STRIDE run one after another (class r: r, r + STRIDE, ...), so programs whose data
+    # repeats with period STRIDE (e.g. rows of a graph numbered round-robin over clusters) run together.
+    # Classes below `extra` hold one program more when the count is not a multiple of STRIDE.
+    return (
+        f"STRIDE = {STRIDE}\n"
+        "num_pid = tl.num_programs(0)\n"
+        "base = num_pid // STRIDE\n"
+        "extra = num_pid % STRIDE\n"
+        "long_count = extra * (base + 1)\n"
+        "in_long = pid < long_count\n"
+        "short_pos = pid - long_count\n"
+        "residue = tl.where(in_long, pid // (base + 1), extra + short_pos // tl.maximum(base, 1))\n"
+        "index = tl.where(in_long, pid % (base + 1), short_pos % tl.maximum(base, 1))\n"
+        "pid = residue + index * STRIDE\n"
+    )
+
+
 def _blocked_curve(side: int, decode: str) -> str:
     """SIDE x SIDE blocks ordered row-major, each walked by `decode` (within -> dm, dn); leftover strips
     on the right and at the bottom run row-major, so any grid size is covered exactly once."""
@@ -202,6 +220,13 @@ FAMILIES: dict[str, Family] = {
             _xcd,
         ),
         Family(
+            "stride",
+            "linear",
+            "residue classes mod STRIDE one after another: r, r+STRIDE, r+2*STRIDE, ..., then r+1, ...",
+            (Param("STRIDE", 2, "distance between programs that run next to each other", minimum=1),),
+            _stride,
+        ),
+        Family(
             "morton",
             "2d",
             "Z-order inside SIDE x SIDE blocks",
@@ -226,7 +251,7 @@ FAMILIES: dict[str, Family] = {
         ),
     )
 }
-ALIASES = {"row_major": "identity", "hilbert_curve": "hilbert", "z_order": "morton", "zorder": "morton"}
+ALIASES = {"interleave": "stride", "row_major": "identity", "hilbert_curve": "hilbert", "z_order": "morton", "zorder": "morton"}
 
 
 def _prefix_temporaries(formula: Formula, prefix: str) -> Formula:

@@ -72,6 +72,44 @@ def run_case(task, size: int, orders: list[str], targets: list[str], occupancies
             "trace_s": trace_s, "footprint_s": footprint_s, "runs": runs}
 
 
+def run_screening(task, size: int, orders: list[str], target: str) -> dict:
+    """Throughput of ranking several orders, as the optimizer's search does: one thread, then one per CPU."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from swizzlelab.hw import get_model
+    from swizzlelab.sim import footprint_of, simulate
+    from swizzlelab.sim.simulate import default_workers
+    from swizzlelab.swizzle import to_permutation
+
+    config = task.kernel.GPU_CONFIG
+    case = {"m": size, "n": size, "k": size}
+    trace = task.access_model(case, config=config)
+    footprint = footprint_of(trace)
+    grid = task.tile_grid(case, config)
+    args, consts = task.swizzle_args(case, config)
+    perms = [to_permutation(task.parse_order(spec), grid, args, consts) for spec in orders]
+    model = get_model(target)
+    threads = default_workers()
+
+    def one(perm):
+        return simulate(trace, perm, model, footprint=footprint, workers=1)
+
+    t0 = time.perf_counter()
+    serial = [one(perm) for perm in perms]
+    serial_s = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    with ThreadPoolExecutor(max_workers=threads) as pool:
+        threaded = list(pool.map(one, perms))
+    threaded_s = time.perf_counter() - t0
+    same = all(a.l2_hit_rate == b.l2_hit_rate and a.dram_read_bytes == b.dram_read_bytes
+               for a, b in zip(serial, threaded))
+    total = sum(r.line_accesses for r in serial)
+    return {"task": "matmul", "m": size, "n": size, "k": size, "target": model.name, "orders": orders,
+            "threads": threads, "serial_s": serial_s, "threaded_s": threaded_s,
+            "serial_line_accesses_per_s": total / serial_s, "threaded_line_accesses_per_s": total / threaded_s,
+            "results_identical": same}
+
+
 def main(argv: list[str]) -> int:
     from swizzlelab.io import atomic_write_text
     from swizzlelab.sim import simulate
@@ -94,6 +132,10 @@ def main(argv: list[str]) -> int:
     cases = [run_case(task, 4096, ["row_major", "grouped:GROUP_M=8"], ["h100", "mi300x"], [1, 2])]
     if big:
         cases.append(run_case(task, 8192, ["row_major", "grouped:GROUP_M=8", "column_major"], ["h100"], [1, 2]))
+    screen_orders = ["row_major", "grouped:GROUP_M=8", "column_major", "hilbert:SIDE=8"]
+    screening = [run_screening(task, 4096, screen_orders, "h100")]
+    if big:
+        screening.append(run_screening(task, 8192, screen_orders, "h100"))
     rates = [r["line_accesses_per_s"] for c in cases for r in c["runs"]]
     record = {
         "script": "benchmarks/sim_speed.py",
@@ -104,6 +146,7 @@ def main(argv: list[str]) -> int:
         "median_line_accesses_per_s": float(np.median(rates)),
         "min_line_accesses_per_s": float(min(rates)),
         "cases": cases,
+        "screening": screening,
         "reference_8192_h100": REFERENCE_8192_H100 if big else None,
     }
     atomic_write_text(out, json.dumps(record, indent=2))
@@ -116,6 +159,10 @@ def main(argv: list[str]) -> int:
                   f"{r['dram_read_bytes'] / 1e9:>19.2f}{r['sim_s']:>8.2f}{r['line_accesses_per_s'] / 1e6:>9.1f}")
         print(f"  trace build {c['trace_s']:.1f} s, footprint {c['footprint_s']:.1f} s, "
               f"{c['line_accesses'] / 1e6:.1f} M line accesses (measured on this CPU)")
+    for r in screening:
+        print(f"ranking {len(r['orders'])} orders of {r['m']}^3 on {r['target']}: one thread "
+              f"{r['serial_line_accesses_per_s'] / 1e6:.1f} M acc/s, {r['threads']} threads "
+              f"{r['threaded_line_accesses_per_s'] / 1e6:.1f} M acc/s (identical results: {r['results_identical']})")
     print(f"median {record['median_line_accesses_per_s'] / 1e6:.1f} M line accesses/s; wrote {out}")
     if big:
         print("reference (measured by others on an H100, 8192^3): row-major ~58% / 4.4 GB, grouped ~83% / 1.55 GB")

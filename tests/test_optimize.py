@@ -500,3 +500,17 @@ def test_ctrl_c_on_the_command_then_the_same_command_resumes(tmp_path: Path) -> 
     assert [a.to_dict() for a in final[: len(kept)]] == [a.to_dict() for a in kept]
     ids = [a.permutation_id for a in final if a.status == EVALUATED]
     assert len(ids) == len(set(ids))
+
+
+def test_screening_on_threads_ranks_as_one_thread(tmp_path: Path) -> None:
+    results = []
+    for workers in (1, 2):
+        problem = small_problem("mi300x")
+        options = Options(out_dir=tmp_path / f"w{workers}", budget=4, screen_s=60, workers=workers)
+        results.append(run(problem, options, measurer=None).state.attempts)
+    assert [(a.label, a.permutation_id, a.prediction) for a in results[0]] == [
+        (a.label, a.permutation_id, {**a.prediction, "sim_s": results[0][i].prediction["sim_s"]})
+        for i, a in enumerate(results[1])
+    ]
+    with pytest.raises(UserError, match="--workers 0"):
+        Options(out_dir=tmp_path, workers=0)

@@ -318,3 +318,20 @@ def test_bad_inputs_are_one_line_user_errors():
     with pytest.raises(UserError) as err:
         simulate(trace, np.array([0, 1]), "z80")
     assert "h100" in str(err.value)
+
+
+def test_domains_on_threads_give_the_serial_result():
+    from swizzlelab.tasks import load_task
+    from swizzlelab.swizzle import family, to_permutation
+
+    task = load_task("matmul")
+    config = task.kernel.GPU_CONFIG
+    case = {"m": 2048, "n": 1536, "k": 256}
+    trace = task.access_model(case, config=config)
+    perm = to_permutation(family("grouped", GROUP_M=4), task.tile_grid(case, config),
+                          *task.swizzle_args(case, config)).perm
+    small = replace(get_model("mi300x"), l2_bytes_per_domain=64 * 1024, l2_effective_bytes_per_domain=64 * 1024)
+    serial = simulate(trace, perm, small, workers=1)
+    threaded = simulate(trace, perm, small, workers=3)
+    assert 0 < serial.l2_hit_rate < 1 and serial.dram_read_bytes > serial.compulsory_read_bytes
+    assert replace(threaded, elapsed_s=0.0) == replace(serial, elapsed_s=0.0)

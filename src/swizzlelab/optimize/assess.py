@@ -72,12 +72,14 @@ def proof_dict(checked: Checked) -> dict[str, Any]:
     return record
 
 
-def predict(problem: Problem, perm: np.ndarray) -> dict[str, Any]:
-    """Predicted L2 figures of running the tiles in order `perm` on the target model."""
+def predict(problem: Problem, perm: np.ndarray, workers: int | None = None) -> dict[str, Any]:
+    """Predicted L2 figures of running the tiles in order `perm` on the target model (`workers`: threads for
+    the L2 domains, see sim.simulate)."""
     from swizzlelab.sim import simulate
 
     model = problem.target.model
-    result = simulate(problem.trace, perm, model, occupancy=problem.occupancy, footprint=problem.footprint)
+    result = simulate(problem.trace, perm, model, occupancy=problem.occupancy, footprint=problem.footprint,
+                      workers=workers)
     return {
         "kind": f"predicted (model {result.model})",
         "model": result.model,

@@ -29,6 +29,7 @@ def register(app: typer.Typer) -> None:
         screen_s: float = typer.Option(90.0, "--screen-s", help="seconds the search may spend ranking with the simulator"),
         measure_s: float = typer.Option(4.0, "--measure-s", help="GPU seconds per interleaved timing"),
         ncu: bool = typer.Option(True, "--ncu/--no-ncu", help="profile each measured order with Nsight Compute"),
+        workers: int | None = typer.Option(None, "--workers", help="threads that rank orders with the simulator (default: all usable CPUs)"),
     ) -> None:
         """Find a faster block order for a kernel: propose, prove, predict, measure (on the GPU), report."""
         from rich.console import Console
@@ -55,7 +56,7 @@ def register(app: typer.Typer) -> None:
         out_dir = Path(out) if out else Path("swizzlelab-out") / f"{loaded.name}-{short}"
         options = Options(
             out_dir=out_dir, budget=budget, proposer=proposer, remeasure=remeasure, screen_s=screen_s,
-            measure_s=measure_s, use_ncu=ncu, command="swizzlelab " + shlex.join(sys.argv[1:]),
+            measure_s=measure_s, use_ncu=ncu, workers=workers, command="swizzlelab " + shlex.join(sys.argv[1:]),
         )
         with Progress(
             TextColumn("[bold]optimize[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),

@@ -28,7 +28,7 @@ from swizzlelab.optimize.records import (
     Attempt,
     Proposal,
 )
-from swizzlelab.sim.simulate import fmt_bytes
+from swizzlelab.sim.simulate import default_workers, fmt_bytes
 
 PROPOSERS = ("search", "llm", "both")
 JSONL = "iterations.jsonl"
@@ -48,12 +48,15 @@ class Options:
     use_ncu: bool = True
     llm: Any = None  # optimize.llm.LlmConfig; None reads the environment
     cache_path: Path | None = None  # default: OUT/measure-cache.json
+    workers: int | None = None  # threads that screen candidates with the simulator (default: usable CPUs)
     command: str = ""
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
         if self.budget < 1:
             raise UserError(f"--budget {self.budget}: give at least 1 iteration")
+        if self.workers is not None and self.workers < 1:
+            raise UserError(f"--workers {self.workers}: give at least 1 thread")
         if self.proposer not in PROPOSERS:
             raise UserError(f"--proposer {self.proposer!r} is unknown: use one of {', '.join(PROPOSERS)}")
 
@@ -201,19 +204,22 @@ def _save_predictions(state: RunState) -> None:
 # ---------------------------------------------------------------------------------------------- evaluation
 
 
-def _predict(state: RunState, permutation_id: str, perm: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+def _predict(
+    state: RunState, permutation_id: str, perm: Any, workers: int | None = None
+) -> tuple[dict[str, Any], dict[str, Any]]:
     cached = state.predictions.get(permutation_id)
     if cached is None:
         cached = {
-            "prediction": assess.predict(state.problem, perm),
+            "prediction": assess.predict(state.problem, perm, workers),
             "wave": assess.wave_stats(state.problem, perm).to_dict(),
         }
         state.predictions[permutation_id] = cached
     return cached["prediction"], cached["wave"]
 
 
-def screen_text(state: RunState) -> Callable[[str], tuple[str | None, Any, Any, str]]:
-    """The search proposer's cheap evaluator: parse, prove, predict (cached by permutation id)."""
+def screen_text(state: RunState, sim_workers: int | None = None) -> Callable[[str], tuple[str | None, Any, Any, str]]:
+    """The search proposer's cheap evaluator: parse, prove, predict (cached by permutation id). Safe to call
+    from several threads: at worst two threads predict the same permutation once each."""
 
     def screen(text: str) -> tuple[str | None, Any, Any, str]:
         try:
@@ -223,7 +229,7 @@ def screen_text(state: RunState) -> Callable[[str], tuple[str | None, Any, Any, 
             return None, None, None, str(err)
         if not checked.proof.is_bijection:
             return None, None, None, checked.proof.message()
-        prediction, wave = _predict(state, checked.permutation_id, checked.perm)
+        prediction, wave = _predict(state, checked.permutation_id, checked.perm, sim_workers)
         return checked.permutation_id, prediction, wave, ""
 
     return screen
@@ -435,10 +441,13 @@ def _make_proposers(state: RunState, on_note: Callable[[str], None]) -> _Propose
             state.notes.append(text)
             on_note(text)
 
+    workers = state.options.workers or default_workers()
     search = SearchProposer(
         grid=state.problem.grid,
         n_domains=model.n_domains,
-        screen=screen_text(state),
+        # Candidates run on all threads, each simulated on one (no nested thread pools).
+        screen=screen_text(state, sim_workers=1 if workers > 1 else None),
+        workers=workers,
         vendor=model.vendor,
         screen_budget_s=state.options.screen_s,
         notes=note,

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -185,38 +186,39 @@ class SearchProposer:
     context: Callable[[], str] = lambda: ""
     # Sharing periods of a 1-D trace (see sim.index_periods); called once, when the first sweep is built.
     periods: Callable[[], tuple[int, ...]] = lambda: ()
+    # Candidates screened at once on threads (the simulator releases the GIL); rankings do not depend on it.
+    workers: int = 1
     screened: dict[str, Screened] = field(default_factory=dict)
     _coarse_done: bool = False
     _spent_s: float = 0.0
     _n_calls: int = 0
 
-    def _screen_one(self, cand: Candidate) -> Screened:
-        if cand.spec in self.screened:
-            return self.screened[cand.spec]
+    def _evaluate(self, cand: Candidate) -> Screened:
         try:
             text = cand.formula_text(len(self.grid))
         except Exception as err:  # noqa: BLE001 - a family that cannot express this grid: recorded, not fatal
-            item = Screened(cand, "", None, None, problem=str(err))
-        else:
-            perm_id, prediction, wave, problem = self.screen(text)
-            item = Screened(cand, text, perm_id, prediction, wave, problem)
-        self.screened[cand.spec] = item
-        return item
+            return Screened(cand, "", None, None, problem=str(err))
+        perm_id, prediction, wave, problem = self.screen(text)
+        return Screened(cand, text, perm_id, prediction, wave, problem)
 
     def _screen_all(self, cands: list[Candidate]) -> int:
+        """Screen the candidates not seen yet, `workers` at a time, until the screening time is spent."""
         started = time.perf_counter()
+        todo = list({c.spec: c for c in cands if c.spec not in self.screened}.values())
         done = 0
-        for cand in cands:
-            if cand.spec in self.screened:
-                continue
-            if self._spent_s + (time.perf_counter() - started) > self.screen_budget_s:
-                self.notes(
-                    f"search: screening time ({self.screen_budget_s:.0f} s) spent after {len(self.screened)} "
-                    "candidates; raise --screen-s to rank more"
-                )
-                break
-            self._screen_one(cand)
-            done += 1
+        with ThreadPoolExecutor(max_workers=max(self.workers, 1)) as pool:
+            for first in range(0, len(todo), max(self.workers, 1)):
+                if self._spent_s + (time.perf_counter() - started) > self.screen_budget_s:
+                    self.notes(
+                        f"search: screening time ({self.screen_budget_s:.0f} s) spent after {len(self.screened)} "
+                        "candidates; raise --screen-s to rank more"
+                    )
+                    break
+                batch = todo[first : first + max(self.workers, 1)]
+                # Stored in candidate order whatever finishes first, so ties rank as in a serial sweep.
+                for cand, item in zip(batch, pool.map(self._evaluate, batch)):
+                    self.screened[cand.spec] = item
+                    done += 1
         self._spent_s += time.perf_counter() - started
         return done
 

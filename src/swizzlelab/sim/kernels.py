@@ -305,7 +305,7 @@ def _sift_down(heap, n, slot_time) -> None:
     heap[i] = s
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def run_domain(
     lines: np.ndarray,
     sector_mask: np.ndarray,
@@ -526,7 +526,7 @@ def run_domain(
     stats[ST_FABRIC_SECTORS] += fabric
 
 
-@njit(cache=True)
+@njit(cache=True, nogil=True)
 def footprint(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, table_lines: np.int64,
               popcount: np.ndarray) -> np.ndarray:
     """Unique lines, union-of-sectors count, and sectors whose first touch is a read, over a whole trace.

@@ -5,7 +5,9 @@ Programs are dispatched to domains and slots as the hardware does, then drift ap
 
 from __future__ import annotations
 
+import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -177,6 +179,14 @@ def domain_programs(perm: np.ndarray, hw: HardwareModel) -> list[np.ndarray]:
     return [perm] + [perm[:0]] * (hw.n_domains - 1)
 
 
+def default_workers() -> int:
+    """Threads worth running: the CPUs this process may use."""
+    try:
+        return max(len(os.sched_getaffinity(0)), 1)
+    except AttributeError:  # not on Linux
+        return max(os.cpu_count() or 1, 1)
+
+
 def domain_seed_of(seed: int, domain: int) -> int:
     """The step-duration seed of one L2 domain (domains draw independent durations)."""
     return (int(seed) * 0x9E3779B1 + int(domain)) % (1 << 64)
@@ -207,6 +217,7 @@ def simulate(
     footprint: tuple[int, int, int] | None = None,
     step_cv: float | None = None,
     seed: int = STEP_TIME_SEED,
+    workers: int | None = None,
 ) -> SimResult:
     """Predict L2 hit rates and DRAM traffic of running `trace`'s tiles in the order `perm` on `hw`.
 
@@ -215,6 +226,8 @@ def simulate(
     precomputed `footprint_of(trace)` when simulating many orders of one trace. `step_cv` is the spread of a
     step's duration (default STEP_TIME_CV, the value fitted on an H100; 0 = every resident program advances
     in lockstep) and `seed` picks the durations (a step's duration depends only on seed, program and step).
+    `workers` threads simulate the L2 domains of multi-domain GPUs (default: the CPUs this process may use);
+    the result does not depend on it.
     """
     model = get_model(hw) if isinstance(hw, str) else hw
     cv = STEP_TIME_CV if step_cv is None else step_cv
@@ -249,9 +262,7 @@ def simulate(
     key_space = (int(lines.max()) + 1) * n_partitions if lines.size else 0
     direct = np.empty(key_space if key_space <= kernels.MAX_DIRECT_KEYS else 0, dtype=np.int32)
 
-    started = time.perf_counter()
-    per_domain: list[DomainStats] = []
-    for d, programs in enumerate(domain_programs(order, model)):
+    def run_one(d: int, programs: np.ndarray, direct: np.ndarray) -> np.ndarray:
         stats = np.zeros(kernels.N_STATS, dtype=np.int64)
         if programs.size:
             kernels.run_domain(
@@ -260,22 +271,43 @@ def simulate(
                 np.int64(capacity), np.int64(n_sets), popcount, stats, direct,
                 np.float64(cv), np.uint64(domain_seed_of(seed, d)),
             )
-        per_domain.append(
-            DomainStats(
-                domain=d,
-                n_programs=int(programs.size),
-                requested_sectors=int(stats[kernels.ST_REQ_SECTORS]),
-                lookup_sectors=int(stats[kernels.ST_LOOKUP_SECTORS]),
-                hit_sectors=int(stats[kernels.ST_HIT_SECTORS]),
-                line_accesses=int(stats[kernels.ST_LINE_ACCESSES]),
-                line_lookups=int(stats[kernels.ST_LINE_LOOKUPS]),
-                line_hits=int(stats[kernels.ST_LINE_HITS]),
-                fabric_sectors=int(stats[kernels.ST_FABRIC_SECTORS]),
-                dram_read_bytes=int(stats[kernels.ST_DRAM_READ_SECTORS]) * model.sector_bytes,
-                dram_write_bytes=int(stats[kernels.ST_DRAM_WRITE_SECTORS]) * model.sector_bytes,
-                evictions=int(stats[kernels.ST_EVICTIONS]),
-            )
+        return stats
+
+    started = time.perf_counter()
+    work = [(d, programs) for d, programs in enumerate(domain_programs(order, model))]
+    n_threads = min(default_workers() if workers is None else max(int(workers), 1),
+                    sum(1 for _, programs in work if programs.size))
+    if n_threads > 1:
+        # Domains are independent caches: each thread simulates whole domains with its own key map (the
+        # numba kernel releases the GIL), so results are those of the serial loop.
+        def run_share(share: list[tuple[int, np.ndarray]]) -> list[np.ndarray]:
+            own = np.empty_like(direct)
+            return [run_one(d, programs, own) for d, programs in share]
+
+        shares = [work[i::n_threads] for i in range(n_threads)]
+        with ThreadPoolExecutor(max_workers=n_threads) as pool:
+            done = list(pool.map(run_share, shares))
+        by_domain = {d: stats for share, results in zip(shares, done) for (d, _), stats in zip(share, results)}
+        all_stats = [by_domain[d] for d, _ in work]
+    else:
+        all_stats = [run_one(d, programs, direct) for d, programs in work]
+    per_domain = [
+        DomainStats(
+            domain=d,
+            n_programs=int(programs.size),
+            requested_sectors=int(stats[kernels.ST_REQ_SECTORS]),
+            lookup_sectors=int(stats[kernels.ST_LOOKUP_SECTORS]),
+            hit_sectors=int(stats[kernels.ST_HIT_SECTORS]),
+            line_accesses=int(stats[kernels.ST_LINE_ACCESSES]),
+            line_lookups=int(stats[kernels.ST_LINE_LOOKUPS]),
+            line_hits=int(stats[kernels.ST_LINE_HITS]),
+            fabric_sectors=int(stats[kernels.ST_FABRIC_SECTORS]),
+            dram_read_bytes=int(stats[kernels.ST_DRAM_READ_SECTORS]) * model.sector_bytes,
+            dram_write_bytes=int(stats[kernels.ST_DRAM_WRITE_SECTORS]) * model.sector_bytes,
+            evictions=int(stats[kernels.ST_EVICTIONS]),
         )
+        for (d, programs), stats in zip(work, all_stats)
+    ]
     elapsed_s = time.perf_counter() - started
     if footprint is None:
         footprint = footprint_of(trace)

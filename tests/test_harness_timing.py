@@ -211,3 +211,16 @@ def test_compare_interleaved_on_gpu_sees_a_four_times_smaller_matmul():
 
     comparison = compare_interleaved(mm, mm, big, small, budget_s=2.0)
     assert comparison.is_improvement and comparison.speedup > 3.0
+
+
+def test_t_quantiles_match_tables_and_widen_small_samples():
+    from swizzlelab.harness.timing import Z_95, t_quantile_975
+
+    table = {1: 12.706, 2: 4.303, 3: 3.182, 5: 2.571, 9: 2.262, 29: 2.045, 100: 1.984}  # standard t tables
+    for df, value in table.items():
+        assert t_quantile_975(df) == pytest.approx(value, abs=2e-3)
+    rng = np.random.default_rng(10)
+    a, b = rng.normal(1.1, 0.02, size=10), rng.normal(1.0, 0.02, size=10)
+    ratio, low, high = ratio_ci(a, b)
+    _, z_low, z_high = ratio_ci(a, b, confidence_z=Z_95)
+    assert (high - low) / (z_high - z_low) == pytest.approx(t_quantile_975(9) / Z_95)

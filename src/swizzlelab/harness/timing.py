@@ -19,7 +19,24 @@ NO_GPU_MESSAGE = "benchmark needs a CUDA GPU; run --mode test on the CPU"
 # Two-sided 95% normal quantile; the sample counts the stop rule reaches make t and normal agree to <1%.
 Z_95 = 1.959963984540054
 DEFAULT_REL_SEM = 1e-3
-CI_METHOD = "delta method on the ratio of means of paired (interleaved) samples, 95% normal interval"
+CI_METHOD = "delta method on the ratio of means of paired (interleaved) samples, 95% Student-t interval (n-1 df)"
+
+
+def t_quantile_975(df: int) -> float:
+    """The 97.5% quantile of Student's t with `df` degrees of freedom (two-sided 95%), by the Cornish-Fisher
+    expansion around the normal quantile (within 1e-3 of the exact value from df = 5 on; tabled below)."""
+    if df < 1:
+        raise UserError("a t interval needs at least two samples")
+    if df <= 4:
+        return (12.706204736, 4.302652730, 3.182446305, 2.776445105)[df - 1]
+    z = Z_95
+    terms = (
+        (z**3 + z) / 4,
+        (5 * z**5 + 16 * z**3 + 3 * z) / 96,
+        (3 * z**7 + 19 * z**5 + 17 * z**3 - 15 * z) / 384,
+        (79 * z**9 + 776 * z**7 + 1482 * z**5 - 1920 * z**3 - 945 * z) / 92160,
+    )
+    return z + sum(term / df ** (k + 1) for k, term in enumerate(terms))
 
 
 @dataclass
@@ -128,11 +145,13 @@ def summarize(
     )
 
 
-def ratio_ci(a_ms: np.ndarray, b_ms: np.ndarray, confidence_z: float = Z_95) -> tuple[float, float, float]:
+def ratio_ci(a_ms: np.ndarray, b_ms: np.ndarray, confidence_z: float | None = None) -> tuple[float, float, float]:
     """Speedup mean(a)/mean(b) and its CI by the delta method on paired samples (a_i, b_i timed back to back).
 
     Var(R) ~= R^2 * (s_a^2/(n m_a^2) + s_b^2/(n m_b^2) - 2 s_ab/(n m_a m_b)); the covariance term credits the
-    pairing, which cancels drifts (clocks, temperature) that hit A and B alike.
+    pairing, which cancels drifts (clocks, temperature) that hit A and B alike. The half-width uses Student's
+    t with n-1 degrees of freedom (the stop rule may end at 10 pairs, where 1.96 would be 13% too narrow)
+    unless `confidence_z` is given.
     """
     a = np.asarray(a_ms, dtype=np.float64)
     b = np.asarray(b_ms, dtype=np.float64)
@@ -144,7 +163,8 @@ def ratio_ci(a_ms: np.ndarray, b_ms: np.ndarray, confidence_z: float = Z_95) -> 
     ratio = mean_a / mean_b
     cov = np.cov(a, b, ddof=1)
     rel_var = (cov[0, 0] / mean_a**2 + cov[1, 1] / mean_b**2 - 2 * cov[0, 1] / (mean_a * mean_b)) / n
-    half = confidence_z * ratio * math.sqrt(max(rel_var, 0.0))
+    scale = t_quantile_975(n - 1) if confidence_z is None else confidence_z
+    half = scale * ratio * math.sqrt(max(rel_var, 0.0))
     return ratio, ratio - half, ratio + half
 
 

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -221,10 +222,15 @@ def screen_text(state: RunState, sim_workers: int | None = None) -> Callable[[st
     """The search proposer's cheap evaluator: parse, prove, predict (cached by permutation id). Safe to call
     from several threads: at worst two threads predict the same permutation once each."""
 
+    # CPython 3.11's ast.parse is not thread-safe (SystemError "AST constructor recursion depth mismatch"):
+    # parsing and proving take turns, only the simulation runs on several threads.
+    parse_lock = threading.Lock()
+
     def screen(text: str) -> tuple[str | None, Any, Any, str]:
         try:
-            formula = assess.parse_for_problem(text, state.problem)
-            checked = assess.check_formula(formula, state.problem)
+            with parse_lock:
+                formula = assess.parse_for_problem(text, state.problem)
+                checked = assess.check_formula(formula, state.problem)
         except UserError as err:
             return None, None, None, str(err)
         if not checked.proof.is_bijection:

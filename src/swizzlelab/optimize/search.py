@@ -193,11 +193,21 @@ class SearchProposer:
     _spent_s: float = 0.0
     _n_calls: int = 0
 
-    def _evaluate(self, cand: Candidate) -> Screened:
-        try:
-            text = cand.formula_text(len(self.grid))
-        except Exception as err:  # noqa: BLE001 - a family that cannot express this grid: recorded, not fatal
-            return Screened(cand, "", None, None, problem=str(err))
+    def _texts(self, batch: list[Candidate]) -> list[tuple[Candidate, str, str]]:
+        """(candidate, formula text, problem) for each; built on the calling thread (parsing is not
+        thread-safe on CPython 3.11)."""
+        out = []
+        for cand in batch:
+            try:
+                out.append((cand, cand.formula_text(len(self.grid)), ""))
+            except Exception as err:  # noqa: BLE001 - a family that cannot express this grid: recorded, not fatal
+                out.append((cand, "", str(err)))
+        return out
+
+    def _evaluate(self, item: tuple[Candidate, str, str]) -> Screened:
+        cand, text, problem = item
+        if problem:
+            return Screened(cand, "", None, None, problem=problem)
         perm_id, prediction, wave, problem = self.screen(text)
         return Screened(cand, text, perm_id, prediction, wave, problem)
 
@@ -216,7 +226,7 @@ class SearchProposer:
                     break
                 batch = todo[first : first + max(self.workers, 1)]
                 # Stored in candidate order whatever finishes first, so ties rank as in a serial sweep.
-                for cand, item in zip(batch, pool.map(self._evaluate, batch)):
+                for cand, item in zip(batch, pool.map(self._evaluate, self._texts(batch))):
                     self.screened[cand.spec] = item
                     done += 1
         self._spent_s += time.perf_counter() - started

@@ -93,23 +93,22 @@ H100_SXM = HardwareModel(
     aliases=("h100", "h100-sxm", "h100_sxm", "h100sxm"),
 )
 
-H200_SXM = HardwareModel(
+def _variant(base: HardwareModel, **changes: object) -> HardwareModel:
+    """A sibling of `base` (same die family): only what differs is written out; the effective L2 capacity is
+    derived again from the new physical one."""
+    return replace(base, l2_effective_bytes_per_domain=0, **changes)  # type: ignore[arg-type]
+
+
+H200_SXM = _variant(
+    H100_SXM,
     name="H200-SXM",
-    vendor="nvidia",
-    n_units=132,
-    n_domains=1,
-    units_per_domain=132,
     l2_bytes_per_domain=60 * MB,
-    line_bytes=128,
-    sector_bytes=32,
-    dispatch="in_order",
     dram_bw_bytes_per_s=4.8e12,
     source=(
         "NVIDIA H200 datasheet (2024): GH100 with 132 SMs, 141 GB HBM3e at 4.8 TB/s; L2 60 MB (all 12 memory "
         "controllers enabled: 96 L2 slices; less well documented than H100's 50 MB - check "
         "torch.cuda.get_device_properties(0).L2_cache_size)"
     ),
-    l2_partitions=2,
     aliases=("h200", "h200-sxm", "h200_sxm"),
 )
 
@@ -133,41 +132,27 @@ MI300X = HardwareModel(
     aliases=("mi300x", "mi300"),
 )
 
-MI325X = HardwareModel(
+MI325X = _variant(
+    MI300X,
     name="MI325X",
-    vendor="amd",
-    n_units=304,
-    n_domains=8,
-    units_per_domain=38,
-    l2_bytes_per_domain=4 * MB,
-    line_bytes=128,
-    sector_bytes=32,
-    dispatch="round_robin_domains",
     dram_bw_bytes_per_s=6.0e12,
     source=(
         "AMD Instinct MI325X datasheet (2024): same CDNA 3 compute die as MI300X (304 CUs, 8 XCDs of 38, 4 MB "
         "L2 per XCD, 256 MB Infinity Cache), 256 GB HBM3E at 6 TB/s"
     ),
-    llc_bytes=256 * MB,
     aliases=("mi325x", "mi325"),
 )
 
-MI355X = HardwareModel(
+MI355X = _variant(
+    MI300X,
     name="MI355X",
-    vendor="amd",
     n_units=256,
-    n_domains=8,
     units_per_domain=32,
-    l2_bytes_per_domain=4 * MB,
-    line_bytes=128,
-    sector_bytes=32,
-    dispatch="round_robin_domains",
     dram_bw_bytes_per_s=8.0e12,
     source=(
         "AMD CDNA 4 architecture whitepaper (2025) and MI355X datasheet: 256 CUs in 8 XCDs of 32, 4 MB L2 per "
         "XCD, 256 MB Infinity Cache, 288 GB HBM3E at 8 TB/s"
     ),
-    llc_bytes=256 * MB,
     aliases=("mi355x", "mi355"),
 )
 

@@ -514,3 +514,14 @@ def test_screening_on_threads_ranks_as_one_thread(tmp_path: Path) -> None:
     ]
     with pytest.raises(UserError, match="--workers 0"):
         Options(out_dir=tmp_path, workers=0)
+
+
+def test_occupancy_defaults_to_the_kernels_measured_one_on_nvidia() -> None:
+    h100 = small_problem("h100")
+    assert (h100.occupancy, h100.occupancy_source) == (2, "the kernel's, measured by ncu on an H100")
+    assert small_problem("mi300x").occupancy == 1 and "set --occupancy" in small_problem("mi300x").occupancy_source
+    given = small_problem("h100", occupancy=5)
+    assert (given.occupancy, given.occupancy_source) == (5, "given (--occupancy)")
+    spmv = load_problem("spmv", {"seed": 1, "rows": 64, "cols": 256, "avg_nnz": 4, "communities": 2},
+                        target="h100", gpu_name="")
+    assert spmv.occupancy == 32

@@ -25,7 +25,7 @@ def register(app: typer.Typer) -> None:
         out: str | None = typer.Option(None, "--out", help="output folder (default ./swizzlelab-out/<task>-<target>)"),
         size: list[str] = typer.Option([], "--size", help="override a size of the first benchmark case: NAME=VALUE"),
         remeasure: bool = typer.Option(False, "--remeasure", help="measure again what the cache already holds"),
-        occupancy: int = typer.Option(1, "--occupancy", help="resident programs per SM/CU in the simulator"),
+        occupancy: int | None = typer.Option(None, "--occupancy", help="resident programs per SM/CU in the simulator (default: the kernel's measured one on NVIDIA targets, else 1)"),
         screen_s: float = typer.Option(90.0, "--screen-s", help="seconds the search may spend ranking with the simulator"),
         measure_s: float = typer.Option(4.0, "--measure-s", help="GPU seconds per interleaved timing"),
         ncu: bool = typer.Option(True, "--ncu/--no-ncu", help="profile each measured order with Nsight Compute"),

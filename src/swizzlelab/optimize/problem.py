@@ -60,6 +60,7 @@ class Problem:
     kernel: KernelInfo
     target: Target
     occupancy: int = 1
+    occupancy_source: str = "given"
     _trace: Any = field(default=None, repr=False)
     _footprint: Any = field(default=None, repr=False)
 
@@ -119,6 +120,7 @@ class Problem:
             "kernel": str(self.kernel.path),
             "kernel_hash": self.kernel.source_hash,
             "occupancy": self.occupancy,
+            "occupancy_source": self.occupancy_source,
         }
 
 
@@ -249,10 +251,11 @@ def load_problem(
     case: dict[str, Any] | None = None,
     target: str = "auto",
     kernel_file: str | None = None,
-    occupancy: int = 1,
+    occupancy: int | None = None,
     gpu_name: str | None = None,
 ) -> Problem:
-    """Everything an optimize run needs; `case` defaults to the task's first benchmark case."""
+    """Everything an optimize run needs; `case` defaults to the task's first benchmark case. `occupancy`
+    (programs resident per SM/CU) defaults to the kernel's measured one where it has one for the target."""
     from swizzlelab.tasks import load_task
 
     task = load_task(task_name)
@@ -273,6 +276,11 @@ def load_problem(
         args, consts = grid_module.swizzle_args(**sizes, config=config)
     except TypeError as err:
         raise UserError(f"task {task.name}: sizes {sizes} do not fit its kernel ({err})") from None
+    resolved = resolve_target(target, gpu_name)
+    if occupancy is None:
+        occupancy, occupancy_source = default_occupancy(grid_module, resolved.model)
+    else:
+        occupancy_source = "given (--occupancy)"
     if occupancy < 1:
         raise UserError(f"--occupancy {occupancy}: give at least 1 resident program per SM/CU")
     return Problem(
@@ -283,6 +291,16 @@ def load_problem(
         args=dict(args),
         consts=dict(consts),
         kernel=kernel,
-        target=resolve_target(target, gpu_name),
+        target=resolved,
         occupancy=int(occupancy),
+        occupancy_source=occupancy_source,
     )
+
+
+def default_occupancy(kernel_module: Any, model: Any) -> tuple[int, str]:
+    """(programs per SM/CU, where that figure comes from): the kernel module's H100_OCCUPANCY (measured by
+    ncu for its GPU_CONFIG) on NVIDIA targets; else 1, which under-fills the GPU and says so."""
+    measured = getattr(kernel_module, "H100_OCCUPANCY", None)
+    if measured and model.vendor == "nvidia":
+        return int(measured), "the kernel's, measured by ncu on an H100"
+    return 1, "1: no measured occupancy for this kernel on this target (set --occupancy)"

@@ -200,7 +200,7 @@ def memory_summary(problem: Any, analysis: Any) -> str:
         (
             f"Target {model.name}: {model.n_domains} L2 domain(s) of "
             f"{fmt_bytes(model.l2_effective_bytes_per_domain)}, {model.units_per_domain} units each, dispatch "
-            f"{model.dispatch}; {problem.occupancy} resident program(s) per unit."
+            f"{model.dispatch}; {problem.occupancy} resident program(s) per unit ({problem.occupancy_source})."
         ),
         f"Best hit rate any order could reach: {pct(analysis.best_hit_rate)} (from trace: 1 - compulsory/requested).",
     ]

@@ -43,6 +43,7 @@ def report_dict(state: Any) -> dict[str, Any]:
         "target": {"model": problem.target.model.name, "note": problem.target.note,
                    "source": problem.target.model.source},
         "occupancy": problem.occupancy,
+        "occupancy_source": problem.occupancy_source,
         "device": state.device or None,
         "measured": bool(state.device),
         "labels": {

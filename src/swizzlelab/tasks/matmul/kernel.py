@@ -37,6 +37,10 @@ GPU_CONFIG = MatmulConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num
 # The interpreter runs each program in numpy; 16 is the smallest block tl.dot accepts.
 CPU_CONFIG = MatmulConfig(block_m=16, block_n=16, block_k=16, num_warps=4, num_stages=1)
 
+# Programs resident per SM for GPU_CONFIG on an H100, as ncu measured it (the smallest launch__occupancy_limit_*;
+# benchmarks/eval_h100/matmul-profile.json): the simulator's occupancy for NVIDIA targets.
+H100_OCCUPANCY = 2
+
 
 def default_config() -> MatmulConfig:
     """The configuration for the backend this process runs kernels on."""

@@ -33,6 +33,10 @@ GPU_CONFIG = SpmvConfig(block=32, num_warps=1)
 # The interpreter: a 16-wide step makes rows longer than one step common in the small test matrices.
 CPU_CONFIG = SpmvConfig(block=16, num_warps=1)
 
+# Programs resident per SM for GPU_CONFIG on an H100, as ncu measured it (the smallest launch__occupancy_limit_*;
+# benchmarks/eval_h100/spmv-profile.json): the simulator's occupancy for NVIDIA targets.
+H100_OCCUPANCY = 32
+
 
 def default_config() -> SpmvConfig:
     """The configuration for the backend this process runs kernels on."""

@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from swizzlelab.errors import UserError
 from swizzlelab.sim import analyze, index_periods
-from swizzlelab.sim.cli import parse_size_options
+from swizzlelab.cli.sim import parse_size_options
 from swizzlelab.tasks import load_task
 from swizzlelab.trace import TraceBuilder
 

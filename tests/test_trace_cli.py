@@ -8,7 +8,7 @@ from typer.testing import CliRunner
 
 from swizzlelab.errors import UserError
 from swizzlelab.trace import AccessTrace
-from swizzlelab.trace import cli as trace_cli
+from swizzlelab.cli import trace as trace_cli
 
 
 @pytest.fixture(scope="module")

@@ -1,6 +1,6 @@
 """CLI sub-commands of swizzlelab.optimize (registered by swizzlelab.cli): `optimize`.
 
-Kept separate from the library code so that importing the library never imports typer.
+Library packages never import this module; it sits on top of them.
 """
 
 from __future__ import annotations
@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
 
         from swizzlelab.optimize.loop import Options, describe_best, run
         from swizzlelab.optimize.problem import load_problem
-        from swizzlelab.sim.cli import parse_size_options
+        from swizzlelab.cli.sim import parse_size_options
         from swizzlelab.tasks import load_task
 
         console = Console()

@@ -1,6 +1,6 @@
 """CLI sub-commands of swizzlelab.swizzle: `check` a formula on a grid, list the `families`.
 
-Kept separate from the library code so that importing the library never imports typer.
+Library packages never import this module; it sits on top of them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """CLI sub-command of swizzlelab.trace: `swizzlelab trace TASK` builds (or records) a task's access trace.
 
-Kept separate from the library code so that importing the library never imports typer.
+Library packages never import this module; it sits on top of them.
 """
 
 from __future__ import annotations

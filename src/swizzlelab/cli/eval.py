@@ -1,6 +1,6 @@
 """CLI sub-command of swizzlelab.harness: `swizzlelab eval TASK [SUBMISSION.py] --mode ... [--order] [--out]`.
 
-Kept separate from the library code so that importing the library never imports typer.
+Library packages never import this module; it sits on top of them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """CLI sub-command of swizzlelab.tasks: `swizzlelab tasks` lists the tasks, `swizzlelab tasks NAME` shows one.
 
-Kept separate from the library code so that importing the library never imports typer.
+Library packages never import this module; it sits on top of them.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
-"""The `swizzlelab` console command: a thin typer layer over the library modules.
+"""The `swizzlelab` console command: the typer app and the one place user errors become exit code 2.
 
-Each module contributes its own sub-commands through a `register(app)` function in its `cli.py`.
+Each command group is a module of this package with a `register(app)` function; library packages never import it.
 """
 
 from __future__ import annotations
@@ -10,6 +10,12 @@ import sys
 import typer
 from rich.console import Console
 
+from swizzlelab.cli import eval as eval_cli
+from swizzlelab.cli import optimize as optimize_cli
+from swizzlelab.cli import sim as sim_cli
+from swizzlelab.cli import swizzle as swizzle_cli
+from swizzlelab.cli import tasks as tasks_cli
+from swizzlelab.cli import trace as trace_cli
 from swizzlelab.errors import UserError
 from swizzlelab.runtime import ensure_triton_backend
 
@@ -29,19 +35,8 @@ def _root() -> None:
     """Find, prove and measure block-order swizzles for Triton GPU kernels."""
 
 
-def _register_all() -> None:
-    from swizzlelab.swizzle import cli as swizzle_cli
-    from swizzlelab.sim import cli as sim_cli
-    from swizzlelab.trace import cli as trace_cli
-    from swizzlelab.tasks import cli as tasks_cli
-    from swizzlelab.harness import cli as harness_cli
-    from swizzlelab.optimize import cli as optimize_cli
-
-    for module in (swizzle_cli, trace_cli, sim_cli, tasks_cli, harness_cli, optimize_cli):
-        module.register(app)
-
-
-_register_all()
+for _group in (swizzle_cli, trace_cli, sim_cli, tasks_cli, eval_cli, optimize_cli):
+    _group.register(app)
 
 
 def main() -> None:
@@ -55,6 +50,3 @@ def main() -> None:
         Console(stderr=True).print("[yellow]interrupted[/]")
         sys.exit(130)
 
-
-if __name__ == "__main__":
-    main()

@@ -1,6 +1,6 @@
 """CLI sub-commands of swizzlelab.sim: `analyze` (memory reuse of a task) and `simulate` (L2 under an order).
 
-Kept separate from the library code so that importing the library never imports typer.
+Library packages never import this module; it sits on top of them.
 """
 
 from __future__ import annotations

@@ -56,10 +56,10 @@ def _ci_ms(mean_ms: float, sem_ms: float) -> list[float]:
 
 
 def row_from_baseline(attempt: Any) -> dict[str, Any]:
-    m = attempt.measurement or {}
+    m = attempt.measurement.to_dict() if attempt.measurement else {}
     timing = m.get("timing") or {}
     ncu = m.get("ncu") or {}
-    pred = attempt.prediction or {}
+    pred = attempt.prediction.to_dict() if attempt.prediction else {}
     return {
         "order": "default (kernel's own site)",
         "permutation_id": attempt.permutation_id,
@@ -77,12 +77,11 @@ def row_from_baseline(attempt: Any) -> dict[str, Any]:
     }
 
 
-def row_from_measurement(label: str, permutation_id: str, measurement: dict[str, Any] | None,
-                         prediction: dict[str, Any] | None) -> dict[str, Any]:
-    m = measurement or {}
+def row_from_measurement(label: str, permutation_id: str, measurement: Any, prediction: Any) -> dict[str, Any]:
+    m = measurement.to_dict() if measurement else {}
     comparison = m.get("comparison") or {}
     ncu = m.get("ncu") or {}
-    pred = prediction or {}
+    pred = prediction.to_dict() if prediction else {}
     return {
         "order": label,
         "permutation_id": permutation_id,
@@ -94,7 +93,7 @@ def row_from_measurement(label: str, permutation_id: str, measurement: dict[str,
         "l2_hit_rate_pct": ncu.get("l2_hit_rate_pct"),
         "dram_read_bytes": ncu.get("dram_read_bytes"),
         "ncu_error": ncu.get("error"),
-        "correctness": m.get("correctness"),
+        "correctness": {"passed": m.get("passed"), "message": m.get("check_message")} if m else None,
         "error": m.get("error"),
         "predicted_l2_hit_rate_pct": 100 * pred["l2_hit_rate"] if pred else None,
         "predicted_dram_read_bytes": pred.get("dram_read_bytes"),

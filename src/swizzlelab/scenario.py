@@ -28,6 +28,7 @@ from swizzlelab.swizzle.evaluate import evaluate
 from swizzlelab.swizzle.proof import Proof, permutation_id, prove_outputs
 from swizzlelab.tasks import Task, load_task
 from swizzlelab.trace import AccessTrace
+from swizzlelab.trace.tracer import trace_call
 
 # Kernel launch configurations a scenario may use: the GPU one (what predictions and measurements are for), the
 # CPU interpreter's, or whichever this process's backend would pick ("backend").
@@ -244,8 +245,6 @@ class Scenario:
 
     def recorded_trace(self, kernel_name: str | None = None) -> AccessTrace:
         """The kernel's accesses recorded under the Triton interpreter, in its own order (small cases only)."""
-        from swizzlelab.trace.tracer import trace_call
-
         self.require_memory(include_trace=True)
         data = self.task.generate_input(self.case)
         return trace_call(lambda: self.task.custom_kernel(data, None, self.config), self.grid,

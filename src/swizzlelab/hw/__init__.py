@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from swizzlelab.errors import UserError
+from swizzlelab.errors import NoGpuError, UserError
+from swizzlelab.runtime import device
 
 MB = 1024 * 1024
 
@@ -229,8 +230,6 @@ def generic_nvidia(name: str, n_sms: int, l2_bytes: int, dram_bw_bytes_per_s: fl
 
 def from_torch_device(index: int = 0) -> HardwareModel:
     """A model of the visible CUDA GPU; a known model (with its sources) when the name matches one."""
-    from swizzlelab.errors import NoGpuError
-
     try:
         import torch
     except ImportError as err:  # pragma: no cover - torch is a dependency
@@ -300,8 +299,6 @@ class Target:
 
 def local_gpu_name() -> str:
     """The CUDA GPU kernels run on here, or '' (no GPU, or the interpreter is forced)."""
-    from swizzlelab.runtime import device
-
     if device() != "cuda":
         return ""
     import torch

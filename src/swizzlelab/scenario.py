@@ -179,15 +179,16 @@ class Scenario:
             return self.default_order()
         if isinstance(spec, Formula):
             return self._fit(spec, check_site=False)
+        if not outputs:
+            return self._fit(self.task.parse_order(spec), check_site=False, where=spec)
         path = Path(spec)
-        if path.suffix == ".py" or path.is_file():
-            if not path.is_file():
-                raise UserError(f"order file {spec} does not exist")
-            return self._fit(parse_formula(path.read_text(), tuple(outputs) if outputs else None), check_site=False,
-                             where=str(spec))
-        if outputs:
-            raise UserError("--outputs applies to a formula file; a family spec names its own outputs")
-        return self._fit(self.task.parse_order(spec), check_site=False, where=spec)
+        if not path.is_file():
+            raise UserError(f"--outputs applies to a formula file and {spec} is none; a family spec names its own")
+        try:
+            text = path.read_text()
+        except (OSError, UnicodeDecodeError) as err:
+            raise UserError(f"formula file {spec} cannot be read as text: {err}") from None
+        return self._fit(parse_formula(text, tuple(outputs)), check_site=False, where=spec)
 
     def _fit(self, formula: Formula, check_site: bool, where: str = "formula") -> Formula:
         if formula.launch_rank > KERNEL_LAUNCH_RANK:

@@ -21,6 +21,7 @@ import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from swizzlelab.fmt import fmt_bytes, grid_text, pct  # noqa: E402
+from swizzlelab.hw import launch_domains  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.optimize.logtext import render_header, render_iteration  # noqa: E402
 from swizzlelab.optimize.records import EVALUATED, Attempt  # noqa: E402
@@ -210,18 +211,13 @@ def _placement_png(state: RunState) -> str:
     n = perm.size
     launch = np.empty(n, dtype=np.int64)
     launch[perm] = np.arange(n)  # launch index of each tile
-    if model.dispatch == "round_robin_domains":
-        domain = launch % model.n_domains
-        slot = (launch // model.n_domains) % model.units_per_domain
-        wave = launch // (model.n_units * scenario.occupancy.programs)
-        first_title = f"{'XCD' if model.vendor == 'amd' else 'domain'} of each tile"
-        first = domain
+    wave = launch // (model.n_units * scenario.occupancy.programs)
+    if model.n_domains > 1:
+        first = launch_domains(n, model)[launch]
+        first_title = f"{'XCD' if model.vendor == 'amd' else 'L2 domain'} of each tile"
     else:
         first = launch % model.n_units  # in-order dispatch: the first wave fills units in launch order
         first_title = f"{'SM' if model.vendor == 'nvidia' else 'unit'} of each tile in its wave (approx.)"
-        wave = launch // (model.n_units * scenario.occupancy.programs)
-        slot = first
-    del slot
     shape = scenario.grid if scenario.rank == 2 else _square(n)
     fig, axes = plt.subplots(1, 2, figsize=(9, 4))
     for ax, values, title in ((axes[0], first, first_title), (axes[1], wave, "wave (launch // resident slots)")):

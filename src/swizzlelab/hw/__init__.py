@@ -339,3 +339,15 @@ def resolve_target(requested: str, gpu_name: str | None = None) -> Target:
     elif not gpu:
         note += " (no CUDA GPU: every figure is a prediction)"
     return Target(model=model, requested=key, note=note, local_gpu=gpu, can_measure=can_measure)
+
+
+def measured_occupancy(limits: list[float | None], resources: dict | None, fallback: int) -> tuple[int, str]:
+    """(programs per SM, source): the smallest of ncu's launch__occupancy_limit_* values, else the occupancy of
+    the compiled kernel's resources (n_regs, shared_bytes, num_warps), else `fallback`."""
+    known = [v for v in limits if v is not None and v > 0]
+    if known:
+        return int(min(known)), "ncu launch__occupancy_limit_*"
+    if resources:
+        return nvidia_blocks_per_sm(resources["n_regs"], resources["shared_bytes"], resources["num_warps"]), \
+            "compiled kernel"
+    return fallback, "given (--occupancy)"

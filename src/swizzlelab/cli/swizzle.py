@@ -97,17 +97,18 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Prove a formula is a bijection on a grid; print its defects or its canonical permutation id."""
         from swizzlelab.swizzle import emit_triton, parse_formula, parse_order, prove, to_permutation
+        from swizzlelab.swizzle.lang import read_formula_file
 
         tile_grid = parse_grid(grid)
         args = parse_assignments(arg, "--arg")
         consts = parse_assignments(const, "--const")
+        names = tuple(o.strip() for o in outputs.split(",")) if outputs else None
         path = Path(formula)
-        if path.is_file():
-            names = tuple(o.strip() for o in outputs.split(",")) if outputs else None
-            parsed = parse_formula(path.read_text(), names)
-        elif formula.endswith(".py"):
-            raise UserError(f"formula file {formula} does not exist")
+        if path.exists() or formula.endswith(".py") or "/" in formula:
+            parsed = parse_formula(read_formula_file(path), names, rank=len(tile_grid))
         else:
+            if names:
+                raise UserError("--outputs names the outputs of a formula file; a family spec yields its own")
             parsed = parse_order(formula, len(tile_grid))
         proof = prove(parsed, tile_grid, args, consts)
         record: dict[str, object] = {"formula": formula, **proof.to_dict()}

@@ -136,3 +136,16 @@ def test_non_bijection_error_names_a_command_that_exists():
     with pytest.raises(UserError) as err:
         _as_perm(np.zeros(4, dtype=np.int64), 4)
     assert "swizzlelab check" in str(err.value) and "swizzlelab prove" not in str(err.value)
+
+
+def test_swizzle_package_imports_neither_torch_nor_triton():
+    # `swizzlelab check` must start fast: only emit.apply_swizzle may import triton, when it runs
+    code = (
+        "import sys, swizzlelab.swizzle as s\n"
+        "s.to_permutation(s.parse_order('xcd+grouped', 2), (64, 64))\n"
+        "s.emit_triton(s.family('grouped'))\n"
+        "print(sorted(m for m in ('torch', 'triton') if m in sys.modules))\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60)
+    assert result.returncode == 0, result.stderr
+    assert result.stdout.strip() == "[]"

@@ -204,6 +204,14 @@ def kernel_from_module(module: ModuleType, path: Path, is_user_file: bool) -> Ke
             "the block computing pid_m/pid_n in '# swizzle: begin' / '# swizzle: end'"
         )
     if len(with_site) > 1:
+        # Sites are also found automatically now; one marked by its author (markers or the one-line
+        # `pid = tl.program_id(0)`) picks the kernel among several.
+        from swizzlelab.swizzle import find_site
+
+        explicit = [entry for entry in with_site if find_site(entry[2], entry[0]).explicit]
+        if len(explicit) == 1:
+            with_site = explicit
+    if len(with_site) > 1:
         raise KernelSiteError(
             f"{path}: {len(with_site)} @triton.jit functions have a swizzle site "
             f"({', '.join(n for n, _, _ in with_site)}): keep the site in one of them"

@@ -91,7 +91,7 @@ def test_cli_kernel_file_without_site_is_one_line_error(tmp_path: Path) -> None:
     bad = tmp_path / "bad_kernel.py"
     bad.write_text(
         "import triton\nimport triton.language as tl\n\n@triton.jit\ndef k(x_ptr):\n"
-        "    p = tl.program_id(0)\n    tl.store(x_ptr + p, p)\n"
+        "    tl.store(x_ptr + tl.program_id(0), 1)\n"
     )
     result = CliRunner().invoke(app, ["optimize", "matmul", "--kernel", str(bad), "--out", str(tmp_path / "o")])
     assert result.exit_code != 0

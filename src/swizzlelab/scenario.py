@@ -25,6 +25,7 @@ from swizzlelab.runtime import available_memory_bytes, ensure_triton_backend
 from swizzlelab.swizzle import Formula, Permutation, compose, family, find_site, parse_formula, to_permutation
 from swizzlelab.swizzle.emit import splice_source
 from swizzlelab.swizzle.evaluate import evaluate, implicit_names
+from swizzlelab.swizzle.lang import read_formula_file
 from swizzlelab.swizzle.proof import Proof, permutation_id, prove_outputs
 from swizzlelab.tasks import Task, load_task
 from swizzlelab.trace import AccessTrace
@@ -187,11 +188,8 @@ class Scenario:
         path = Path(spec)
         if not path.is_file():
             raise UserError(f"--outputs applies to a formula file and {spec} is none; a family spec names its own")
-        try:
-            text = path.read_text()
-        except (OSError, UnicodeDecodeError) as err:
-            raise UserError(f"formula file {spec} cannot be read as text: {err}") from None
-        return self._fit(parse_formula(text, tuple(outputs), rank=self.rank), check_site=False, where=spec)
+        text = read_formula_file(path)  # one-line errors for a directory, a binary or a missing file
+        return self._fit(parse_formula(text, tuple(outputs), rank=self.rank), check_site=False, where=str(spec))
 
     def _fit(self, formula: Formula, check_site: bool, where: str = "formula") -> Formula:
         if formula.launch_rank > KERNEL_LAUNCH_RANK:
@@ -344,6 +342,12 @@ def kernel_from_module(module: ModuleType, path: Path, is_user_file: bool) -> Ke
             f"{path}: no @triton.jit function with a swizzle site: add the line `pid = tl.program_id(0)` or wrap "
             "the block computing pid_m/pid_n in '# swizzle: begin' / '# swizzle: end'"
         )
+    if len(with_site) > 1:
+        # Sites are also found automatically now; one marked by its author (markers or the one-line
+        # `pid = tl.program_id(0)`) picks the kernel among several.
+        explicit = [entry for entry in with_site if find_site(entry[2], entry[0]).explicit]
+        if len(explicit) == 1:
+            with_site = explicit
     if len(with_site) > 1:
         raise KernelSiteError(
             f"{path}: {len(with_site)} @triton.jit functions have a swizzle site "

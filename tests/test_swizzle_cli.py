@@ -33,13 +33,13 @@ def test_correct_formula_passes_with_id_and_domain_table():
 
 def test_two_d_launch_formula_with_args():
     result = _check(
-        str(EXAMPLES / "transpose_mi300x.py"), "--grid", "100x100", "--arg", "M=6400", "--arg", "N=6400",
+        str(EXAMPLES / "transpose_mi300x_2d.py"), "--grid", "100x100", "--arg", "M=6400", "--arg", "N=6400",
         "--const", "BLOCK_SIZE_M=64", "--const", "BLOCK_SIZE_N=64",
     )
     assert result.returncode == 0 and "bijection on grid 100x100" in result.stdout
     # the same formula is not a bijection when the tile count is not a multiple of 8
     bad = _check(
-        str(EXAMPLES / "transpose_mi300x.py"), "--grid", "99x99", "--arg", "M=6336", "--arg", "N=6336",
+        str(EXAMPLES / "transpose_mi300x_2d.py"), "--grid", "99x99", "--arg", "M=6336", "--arg", "N=6336",
         "--const", "BLOCK_SIZE_M=64", "--const", "BLOCK_SIZE_N=64",
     )
     assert bad.returncode == 1 and "never run" in bad.stdout

@@ -65,7 +65,7 @@ def run_case(task, size: int, orders: list[str], targets: list[str], occupancies
                 })
     n_access = int(trace.lines.size)
     del trace
-    return {"task": "matmul", "m": size, "n": size, "k": size, "config": repr(config), "line_accesses": n_access,
+    return {"task": "matmul", "m": size, "n": size, "k": size, "config": repr(scenario.config), "line_accesses": n_access,
             "trace_s": trace_s, "footprint_s": footprint_s, "runs": runs}
 
 

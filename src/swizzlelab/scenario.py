@@ -272,10 +272,11 @@ class Scenario:
             self._trace = trace
         return self._trace
 
-    def recorded_trace(self, kernel_name: str | None = None) -> AccessTrace:
-        """The kernel's accesses recorded under the Triton interpreter, in its own order (small cases only)."""
+    def recorded_trace(self, kernel_name: str | None = None, data: dict[str, Any] | None = None) -> AccessTrace:
+        """The kernel's accesses recorded under the Triton interpreter, in its own order (small cases only);
+        `data` defaults to the case's seeded inputs."""
         self.require_memory(include_trace=True)
-        data = self.task.generate_input(self.case)
+        data = self.task.generate_input(self.case) if data is None else data
         return trace_call(lambda: self.task.custom_kernel(data, None, self.config), self.grid,
                           kernel_name=kernel_name, meta={"task": self.task.name})
 

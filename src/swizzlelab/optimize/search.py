@@ -9,7 +9,6 @@ import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any
 
 from swizzlelab.fmt import fmt_bytes, pct
 from swizzlelab.optimize.reasons import why_new_is_better

@@ -11,8 +11,11 @@ import typer
 from rich.console import Console
 
 from swizzlelab.cli import eval as eval_cli
+from swizzlelab.cli import leaderboard as leaderboard_cli
 from swizzlelab.cli import optimize as optimize_cli
+from swizzlelab.cli import serve as serve_cli
 from swizzlelab.cli import sim as sim_cli
+from swizzlelab.cli import submit as submit_cli
 from swizzlelab.cli import swizzle as swizzle_cli
 from swizzlelab.cli import tasks as tasks_cli
 from swizzlelab.cli import trace as trace_cli
@@ -35,7 +38,7 @@ def _root() -> None:
     """Find, prove and measure block-order swizzles for Triton GPU kernels."""
 
 
-for _group in (swizzle_cli, trace_cli, sim_cli, tasks_cli, eval_cli, optimize_cli):
+for _group in (swizzle_cli, trace_cli, sim_cli, tasks_cli, eval_cli, optimize_cli, serve_cli, submit_cli, leaderboard_cli):
     _group.register(app)
 
 

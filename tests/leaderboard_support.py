@@ -170,23 +170,21 @@ class Service:
         return proc
 
     def stop(self) -> None:
-        for proc in [*self.workers, self.process]:
-            if proc.poll() is None:
-                try:
-                    os.killpg(proc.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    pass
-        for proc in [*self.workers, self.process]:
-            try:
-                proc.wait(timeout=20)
-            except subprocess.TimeoutExpired:
-                os.killpg(proc.pid, signal.SIGKILL)
-                proc.wait(timeout=10)
-        for proc in self.workers:  # the evaluator's children of a SIGKILLed worker, if any outlived it
+        # Workers (and any evaluator children in their process groups) are killed outright: a job they held is
+        # the database's to hand out again, which is what the service promises.
+        for proc in self.workers:
             try:
                 os.killpg(proc.pid, signal.SIGKILL)
             except ProcessLookupError:
                 pass
+            proc.wait(timeout=10)
+        if self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+        try:
+            self.process.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            os.killpg(self.process.pid, signal.SIGKILL)
+            self.process.wait(timeout=10)
 
 
 def start_service(db_url: str, workdir: Path, *extra: str) -> Service:

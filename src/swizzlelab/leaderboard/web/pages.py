@@ -121,8 +121,8 @@ def web_router(db: Database, settings: Settings) -> APIRouter:
         try:
             with db.read() as session:
                 board = queries.find_board(session, task, gpu)
-                rows, ranked = queries.ranked_rows(session, board)
-                plots = queries.progress_plots(session, board, ranked)
+                rows = queries.ranked_rows(session, board)
+                plots = queries.progress_plots(session, board, rows)
                 view = queries.board_view(session, board)
         except ServiceError as err:
             return _error_page(err)

@@ -5,6 +5,7 @@ submission, user. They read the service's models and ranking; nothing here write
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 from dataclasses import dataclass, field
 from typing import Any
@@ -24,7 +25,6 @@ from swizzlelab.leaderboard.db.models import (
     utcnow,
 )
 from swizzlelab.leaderboard.errors import NotFound
-from swizzlelab.leaderboard.ranking import RankRow, ranking
 from swizzlelab.leaderboard.web.render import lb_url
 from swizzlelab.tasks.registry import BUILTIN_DIR, SPEC_FILE
 
@@ -38,19 +38,71 @@ def _closed(board: Leaderboard) -> bool:
     return board.deadline is not None and utcnow() > board.deadline
 
 
-def _ranked_eligible(board_id: int) -> list[Any]:
-    """The filter of the service's ranking (ranking.py), less the one-row-per-user step."""
+def _ranked_eligible(board_id: int | None) -> list[Any]:
+    """The filter of the service's ranking (ranking.py) at the submission level, less its one-row-per-user step;
+    all boards for None. A finished submission carries its public run's verdict and score (queue._finalize), so
+    the slim submissions table answers this without reading the runs, whose rows hold the large result JSON."""
+    board = [] if board_id is None else [Submission.leaderboard_id == board_id]
     return [
-        Submission.leaderboard_id == board_id,
+        *board,
         Submission.mode == "ranked",
         Submission.status == SubmissionStatus.DONE,
+        Submission.passed.is_(True),
         Submission.flagged.is_(False),
-        Run.mode == "ranked",
-        Run.secret.is_(False),
-        Run.passed.is_(True),
-        Run.score_ms.is_not(None),
+        Submission.score_ms.is_not(None),
         User.banned.is_(False),
     ]
+
+
+@dataclass(frozen=True)
+class BoardRank:
+    leaderboard_id: int
+    rank: int
+    user: str
+    score_ms: float
+    submission_id: int
+    submitted_at: dt.datetime
+
+
+def board_ranks(
+    session: Session, board_id: int | None = None, user_name: str | None = None, top_only: bool = False
+) -> list[BoardRank]:
+    """The ranking of one leaderboard or of all in one query, best first: the rule of the service's
+    ranking.ranking read from the submissions table (ties by submission time, then submission id where the
+    service breaks them by run id, in the same creation order); optionally only one user's rows or only each
+    board's #1. A test checks it agrees with ranking.ranking."""
+    best = (
+        select(
+            Submission.leaderboard_id, User.name, Submission.score_ms, Submission.id.label("submission_id"),
+            Submission.created_at,
+            func.row_number().over(
+                partition_by=(Submission.leaderboard_id, Submission.user_id),
+                order_by=(Submission.score_ms, Submission.created_at, Submission.id),
+            ).label("nth"),
+        )
+        .join(User, Submission.user_id == User.id)
+        .where(*_ranked_eligible(board_id))
+        .subquery()
+    )
+    ranked = (
+        select(
+            best,
+            func.row_number().over(
+                partition_by=best.c.leaderboard_id,
+                order_by=(best.c.score_ms, best.c.created_at, best.c.submission_id),
+            ).label("rank"),
+        )
+        .where(best.c.nth == 1)
+        .subquery()
+    )
+    query = select(ranked).order_by(ranked.c.leaderboard_id, ranked.c.rank)
+    if user_name is not None:
+        query = query.where(ranked.c.name == user_name)
+    if top_only:
+        query = query.where(ranked.c.rank == 1)
+    return [BoardRank(leaderboard_id=r.leaderboard_id, rank=r.rank, user=r.name, score_ms=float(r.score_ms),
+                      submission_id=r.submission_id, submitted_at=r.created_at)
+            for r in session.execute(query)]
 
 
 # ---------------------------------------------------------------- index
@@ -72,13 +124,18 @@ def index_rows(session: Session) -> list[IndexRow]:
     boards = session.scalars(
         select(Leaderboard).where(Leaderboard.visible.is_(True)).order_by(Leaderboard.task, Leaderboard.gpu_type)
     ).all()
+    top = {r.leaderboard_id: r for r in board_ranks(session, top_only=True)}
+    entrants = dict(session.execute(
+        select(Submission.leaderboard_id, func.count(func.distinct(Submission.user_id)))
+        .join(User, Submission.user_id == User.id)
+        .where(*_ranked_eligible(None)).group_by(Submission.leaderboard_id)
+    ).all())
     rows = []
     for board in boards:
-        ranked = ranking(session, board)
-        top = ranked[0] if ranked else None
+        first = top.get(board.id)
         rows.append(IndexRow(task=board.task, gpu=board.gpu_type, url=lb_url(board.task, board.gpu_type),
-                             top_user=top.user if top else None, top_score_ms=top.score_ms if top else None,
-                             entrants=len(ranked), deadline=board.deadline, closed=_closed(board)))
+                             top_user=first.user if first else None, top_score_ms=first.score_ms if first else None,
+                             entrants=int(entrants.get(board.id, 0)), deadline=board.deadline, closed=_closed(board)))
     return rows
 
 
@@ -174,17 +231,25 @@ def _case_stats(session: Session, run_ids: list[int], n_cases: int) -> dict[int,
     (json_extract / ->) so the timing samples stored beside them are never loaded."""
     if not run_ids:
         return {}
-    columns = []
-    for i in range(n_cases):
-        for name in ("mean_ms", "std_ms", "best_ms", "worst_ms"):
-            columns.append(Run.result[("ranked", "cases", i, "candidate", name)].as_float())
+    names = ("mean_ms", "std_ms", "best_ms", "worst_ms")
+    paths = [("ranked", "cases", i, "candidate", name) for i in range(n_cases) for name in names]
+    if session.get_bind().dialect.name == "sqlite":
+        # One json_extract with every path parses each stored document once (it returns a JSON array).
+        texts = ["$." + ".".join(f"[{p}]" if isinstance(p, int) else p for p in path).replace(".[", "[")
+                 for path in paths]
+        query = select(Run.id, func.json_extract(Run.result, *texts)).where(Run.id.in_(run_ids))
+        fetched = [(rid, json.loads(packed) if packed else [None] * len(paths))
+                   for rid, packed in session.execute(query)]
+    else:
+        columns = [Run.result[path].as_float() for path in paths]
+        fetched = [(row[0], list(row[1:])) for row in session.execute(select(Run.id, *columns)
+                                                                      .where(Run.id.in_(run_ids)))]
     out: dict[int, tuple[float | None, ...]] = {}
-    for row in session.execute(select(Run.id, *columns).where(Run.id.in_(run_ids))):
-        values = list(row[1:])
+    for run_id, values in fetched:
         cases = [values[4 * i: 4 * i + 4] for i in range(n_cases)]
         cases = [c for c in cases if all(v is not None for v in c) and c[0] > 0]
         if not cases:
-            out[row[0]] = (None, None, None)
+            out[run_id] = (None, None, None)
             continue
         k = len(cases)
         # The score is the geometric mean of the case means, so its relative spread is the root-sum-square of
@@ -192,39 +257,43 @@ def _case_stats(session: Session, run_ids: list[int], n_cases: int) -> dict[int,
         rel_std = math.sqrt(sum((c[1] / c[0]) ** 2 for c in cases)) / k
         best = math.exp(sum(math.log(c[2]) for c in cases) / k) if all(c[2] > 0 for c in cases) else None
         worst = math.exp(sum(math.log(c[3]) for c in cases) / k) if all(c[3] > 0 for c in cases) else None
-        out[row[0]] = (rel_std, best, worst)
+        out[run_id] = (rel_std, best, worst)
     return out
 
 
-def ranked_rows(session: Session, board: Leaderboard) -> tuple[list[RankedRow], list[RankRow]]:
-    ranked = ranking(session, board)
+def ranked_rows(session: Session, board: Leaderboard) -> list[RankedRow]:
+    ranked = board_ranks(session, board_id=board.id)
+    run_ids = dict(session.execute(
+        select(Run.submission_id, Run.id).where(Run.submission_id.in_([r.submission_id for r in ranked]),
+                                                Run.secret.is_(False))
+    ).all())
     n_cases = max(1, min(MAX_RANKED_CASES, len(_task_benchmarks(board.task)) or 1))
-    stats = _case_stats(session, [r.run_id for r in ranked], n_cases)
+    stats = _case_stats(session, list(run_ids.values()), n_cases)
     counts = dict(session.execute(
-        select(User.name, func.count(Run.id))
-        .join(Submission, Run.submission_id == Submission.id).join(User, Submission.user_id == User.id)
+        select(User.name, func.count(Submission.id)).join(User, Submission.user_id == User.id)
         .where(*_ranked_eligible(board.id)).group_by(User.name)
     ).all())
     rows = []
     for r in ranked:
-        rel_std, best, worst = stats.get(r.run_id, (None, None, None))
+        run_id = run_ids.get(r.submission_id, 0)
+        rel_std, best, worst = stats.get(run_id, (None, None, None))
         rows.append(RankedRow(rank=r.rank, user=r.user, score_ms=r.score_ms,
                               std_ms=None if rel_std is None else rel_std * r.score_ms, best_ms=best, worst_ms=worst,
-                              submitted_at=r.submitted_at, submission_id=r.submission_id, run_id=r.run_id,
+                              submitted_at=r.submitted_at, submission_id=r.submission_id, run_id=run_id,
                               other_runs=max(0, int(counts.get(r.user, 1)) - 1)))
-    return rows, ranked
+    return rows
 
 
 def _iso(value: dt.datetime) -> str:
     return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def progress_plots(session: Session, board: Leaderboard, ranked: list[RankRow]) -> list[Plot]:
+def progress_plots(session: Session, board: Leaderboard, ranked: list[RankedRow]) -> list[Plot]:
     """Two plots: the top users' best time over time (running minimum), and every ranked time."""
     points = session.execute(
-        select(User.name, Submission.created_at, Run.score_ms, Submission.id)
-        .join(Submission, Run.submission_id == Submission.id).join(User, Submission.user_id == User.id)
-        .where(*_ranked_eligible(board.id)).order_by(Submission.created_at, Run.id)
+        select(User.name, Submission.created_at, Submission.score_ms, Submission.id)
+        .join(User, Submission.user_id == User.id)
+        .where(*_ranked_eligible(board.id)).order_by(Submission.created_at, Submission.id)
     ).all()
     top = [r.user for r in ranked[:TOP_USERS_PLOTTED]]
     best_so_far: dict[str, float] = {}
@@ -364,10 +433,9 @@ def submission_view(session: Session, submission_id: int) -> SubmissionView:
                 view.flag = sub.flag_reason
     rank = None
     if done and sub.mode == "ranked" and sub.passed and not sub.flagged:
-        for row in ranking(session, sub.leaderboard):
+        for row in board_ranks(session, board_id=sub.leaderboard_id, user_name=sub.user.name):
             if row.submission_id == sub.id:
                 rank = row.rank
-                break
     system = next((r.system for r in sub.runs if not r.secret and r.system), {}) or {}
     label = f"measured on {system.get('gpu') or sub.leaderboard.gpu_type}"
     return SubmissionView(
@@ -448,18 +516,11 @@ def user_view(session: Session, name: str) -> UserView:
             status = "passed" if s.passed else "failed"
         shown.append(UserSubmission(id=s.id, task=s.task, gpu=s.gpu_type, mode=s.mode, status=status,
                                     score_ms=s.score_ms, file_name=s.filename, submitted_at=s.created_at))
-    board_ids = session.scalars(
-        select(Submission.leaderboard_id).join(Leaderboard)
-        .where(Submission.user_id == user.id, Submission.mode == "ranked", visible).distinct()
-    ).all()
-    best = []
-    for board in session.scalars(select(Leaderboard).where(Leaderboard.id.in_(board_ids))
-                                 .order_by(Leaderboard.task, Leaderboard.gpu_type)).all():
-        for row in ranking(session, board):
-            if row.user == user.name:
-                best.append(UserBest(task=board.task, gpu=board.gpu_type, rank=row.rank, score_ms=row.score_ms,
-                                     submitted_at=row.submitted_at, submission_id=row.submission_id))
-                break
+    boards = {b.id: b for b in session.scalars(select(Leaderboard).where(visible)).all()}
+    best = [UserBest(task=boards[r.leaderboard_id].task, gpu=boards[r.leaderboard_id].gpu_type, rank=r.rank,
+                     score_ms=r.score_ms, submitted_at=r.submitted_at, submission_id=r.submission_id)
+            for r in board_ranks(session, user_name=user.name) if r.leaderboard_id in boards]
+    best.sort(key=lambda b: (b.task, b.gpu))
     first = session.scalar(select(func.min(Submission.created_at)).where(Submission.user_id == user.id))
     return UserView(name=user.name, since=first, n_submissions=int(n_subs), more=n_subs > len(shown), best=best,
                     submissions=shown)

@@ -33,6 +33,7 @@
         };
       });
       node.textContent = "";
+      node.setAttribute("data-drawn", "0");  // takes its height (CSS) before Plotly measures the width
       window.Plotly.newPlot(node, traces, layout, { responsive: true, displaylogo: false });
       node.setAttribute("data-drawn", "1");
     });

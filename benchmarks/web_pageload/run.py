@@ -2,9 +2,9 @@
 
 Fills a fresh SQLite file through the SQLAlchemy models (synthetic load data: run results are the committed H100
 eval reports of benchmarks/eval_h100 with their times rescaled per synthetic user, so every page has the real
-report shape), starts uvicorn on 127.0.0.1, then times each page: the server's HTML response (HTTP client, N
-sequential requests after warm-up) and a full load in chromium (Playwright; navigation timing, static files
-cached). Writes web_pageload_cpu.json next to this file (or --out).
+report shape), starts `swizzlelab serve` (uvicorn) on 127.0.0.1, then times each page: the server's HTML
+response (HTTP client, N sequential requests after warm-up) and a full load in chromium (Playwright; navigation
+timing, static files cached). Writes web_pageload_cpu.json next to this file (or --out).
 
     python benchmarks/web_pageload/run.py [--runs 10000] [--requests 40] [--out PATH]
 """
@@ -165,26 +165,23 @@ def free_port() -> int:
         return sock.getsockname()[1]
 
 
-SERVER = """
-import sys, uvicorn
-from swizzlelab.leaderboard.api import create_app
-from swizzlelab.leaderboard.settings import Settings
-uvicorn.run(create_app(Settings(db_url=sys.argv[1], requests_per_minute=1000000)), host="127.0.0.1",
-            port=int(sys.argv[2]), log_level="warning")
-"""
-
-
-def start_server(db_url: str, port: int) -> subprocess.Popen:
-    proc = subprocess.Popen([sys.executable, "-c", SERVER, db_url, str(port)], env=dict(os.environ))
-    deadline = time.monotonic() + 60
+def start_server(db_url: str, port: int, workdir: Path) -> subprocess.Popen:
+    """`swizzlelab serve` with no workers (the pages only read), waiting for /api/health."""
+    command = [sys.executable, "-m", "swizzlelab.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
+               "--db", db_url, "--workers", "0", "--data-dir", str(workdir / "data"),
+               "--requests-per-minute", "1000000"]
+    proc = subprocess.Popen(command, env=dict(os.environ), cwd=workdir)
+    deadline = time.monotonic() + 90
     while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"serve exited with {proc.returncode}")
         try:
             if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
                 return proc
         except httpx.HTTPError:
-            time.sleep(0.2)
+            time.sleep(0.3)
     proc.kill()
-    raise RuntimeError("server did not start within 60 s")
+    raise RuntimeError("server did not start within 90 s")
 
 
 def stats(samples: list[float]) -> dict:
@@ -259,7 +256,7 @@ def main() -> int:
             "submit_form": "/submit",
         }
         port = free_port()
-        server = start_server(db_url, port)
+        server = start_server(db_url, port, Path(tmp))
         try:
             base = f"http://127.0.0.1:{port}"
             http = time_http(base, paths, args.requests)
@@ -276,6 +273,7 @@ def main() -> int:
         "what": "time of each leaderboard web page served by a real uvicorn server on a SQLite database of "
                 f"{filled['counts']['runs']} runs: HTML response over HTTP and full page load in chromium",
         "measured_on": {"machine": "CPU only (no GPU involved)", "cpu": _cpu_name(), "cores": os.cpu_count(),
+                        "load_average_1min_at_end": round(os.getloadavg()[0], 2),
                         "platform": platform.platform(), "python": platform.python_version()},
         "command": "python benchmarks/web_pageload/run.py " + " ".join(sys.argv[1:]),
         "data": {"kind": "synthetic load data: 300 users, submission times over 45 days; run results are the "

@@ -8,6 +8,7 @@ import datetime as dt
 import json
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from typing import Any
 
 import yaml
@@ -208,13 +209,15 @@ def find_board(session: Session, task: str, gpu: str) -> Leaderboard:
     return board
 
 
-def _task_benchmarks(task: str) -> list[str]:
-    """The benchmark cases of a built-in task, as 'seed: 11; rows: 1048576; channels: 512'."""
+@lru_cache(maxsize=64)
+def _task_benchmarks(task: str) -> tuple[str, ...]:
+    """The benchmark cases of a built-in task, as 'seed: 11; rows: 1048576; channels: 512' (read once: the
+    files ship with the package, and parsing YAML costs more than the page's queries)."""
     path = BUILTIN_DIR / task / SPEC_FILE
     if not path.is_file():
-        return []
+        return ()
     spec = yaml.safe_load(path.read_text()) or {}
-    return ["; ".join(f"{k}: {v}" for k, v in case.items()) for case in spec.get("benchmarks", [])]
+    return tuple("; ".join(f"{k}: {v}" for k, v in case.items()) for case in spec.get("benchmarks", []))
 
 
 def board_view(session: Session, board: Leaderboard) -> BoardView:
@@ -222,7 +225,7 @@ def board_view(session: Session, board: Leaderboard) -> BoardView:
                                                                Leaderboard.visible.is_(True))
                            .order_by(Leaderboard.gpu_type)).all()
     return BoardView(task=board.task, gpu=board.gpu_type, key=f"{board.task}/{board.gpu_type}", gpus=list(gpus),
-                     description=board.description, benchmarks=_task_benchmarks(board.task),
+                     description=board.description, benchmarks=list(_task_benchmarks(board.task)),
                      deadline=board.deadline, closed=_closed(board), ranking_rule=board.ranking_rule)
 
 

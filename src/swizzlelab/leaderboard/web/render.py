@@ -77,8 +77,10 @@ def case_text(case: dict[str, Any] | None, seed: int | None = None) -> str:
 _FORMATTER = HtmlFormatter(cssclass="highlight", linenos="table")
 
 
+@lru_cache(maxsize=64)
 def highlight_python(code: str) -> Markup:
-    """Pygments escapes every character of the source, so the result may be inserted as markup."""
+    """Pygments escapes every character of the source, so the result may be inserted as markup. Cached: many
+    submissions share code (stored once by content), and highlighting costs more than the page's queries."""
     return Markup(highlight(code, PythonLexer(), _FORMATTER))
 
 

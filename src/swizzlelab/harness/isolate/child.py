@@ -26,7 +26,8 @@ BLOCKS_PER_SM = 32
 
 def _one_line(err: BaseException) -> str:
     text = f"{type(err).__name__}: {err}".strip().splitlines()
-    frames = [f for f in traceback.extract_tb(err.__traceback__) if "swizzlelab" not in f.filename]
+    frames = [f for f in traceback.extract_tb(err.__traceback__)
+              if "swizzlelab" not in f.filename and not f.filename.startswith("<frozen")]
     where = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
     return (text[0] if text else type(err).__name__)[:300] + where
 
@@ -49,12 +50,15 @@ class TrustedClock:
         l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0) or (128 << 20)
         self.flush_buffer = torch.empty(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
         self.counter = 0
-        self.gate = _make_gate(torch, int(props.multi_processor_count))
+        self.gate, self.gate_kind = _make_gate(torch, int(props.multi_processor_count))
+        self._reset_l2 = _persisting_l2_reset()
 
     def event(self) -> Any:
         return self._new(self._base, enable_timing=True)
 
     def flush(self) -> None:
+        if self._reset_l2 is not None:
+            self._reset_l2()
         self.counter = (self.counter + 1) & 0x7FFFFFFF
         self._fill(self.flush_buffer, self.counter)
 
@@ -75,7 +79,28 @@ class TrustedClock:
         return result, float(self._elapsed(start, end)), float(self._elapsed(end, after))
 
 
-def _make_gate(torch: Any, n_sms: int) -> Callable[[], None]:
+def _persisting_l2_reset() -> Callable[[], None] | None:
+    """cudaCtxResetPersistingL2Cache + a zero persisting carve-out, so lines a submission marked persisting
+    (access policy windows) are normal again and the flush evicts them."""
+    import ctypes
+
+    for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
+        try:
+            rt = ctypes.CDLL(name)
+            reset, set_limit = rt.cudaCtxResetPersistingL2Cache, rt.cudaDeviceSetLimit
+        except (OSError, AttributeError):
+            continue
+
+        def run(reset: Any = reset, set_limit: Any = set_limit) -> None:
+            set_limit(0x06, ctypes.c_size_t(0))  # cudaLimitPersistingL2CacheSize
+            reset()
+
+        run()
+        return run
+    return None
+
+
+def _make_gate(torch: Any, n_sms: int) -> tuple[Callable[[], None], str]:
     """A kernel that occupies every block slot of every SM for GATE_NS, or torch's one-thread sleep when
     Triton cannot build it."""
     try:
@@ -94,10 +119,10 @@ def _make_gate(torch: Any, n_sms: int) -> Callable[[], None]:
         grid = (n_sms * BLOCKS_PER_SM,)
         gate_kernel[grid](GATE_NS, num_warps=1)
         torch.cuda.synchronize()
-        return lambda: gate_kernel[grid](GATE_NS, num_warps=1)
-    except Exception:  # documented fallback: a one-thread sleep hides launch overhead but gates nothing
+        return (lambda: gate_kernel[grid](GATE_NS, num_warps=1)), f"{grid[0]} one-warp blocks for {GATE_NS} ns"
+    except Exception as err:  # documented fallback: a one-thread sleep hides launch overhead but gates nothing
         sleep = torch.cuda._sleep
-        return lambda: sleep(150_000)
+        return (lambda: sleep(150_000)), f"torch.cuda._sleep fallback ({type(err).__name__})"
 
 
 class Child:
@@ -136,7 +161,9 @@ class Child:
             self.clock = TrustedClock(torch)
         from swizzlelab.harness.sysinfo import system_info
 
-        self.reply(ok=True, system=system_info().to_dict(), sandbox=self.sandbox, pid=os.getpid())
+        clock = {"gate": self.clock.gate_kind, "persisting_l2_reset": self.clock._reset_l2 is not None} \
+            if self.clock is not None else {}
+        self.reply(ok=True, system=system_info().to_dict(), sandbox=self.sandbox, pid=os.getpid(), clock=clock)
 
     def op_load(self, msg: dict[str, Any]) -> None:
         path = msg["path"]
@@ -155,7 +182,15 @@ class Child:
         if not callable(fn):
             self.reply(ok=False, error="the submission defines no custom_kernel(data)")
             return
-        self.fn = fn
+        order = msg.get("order")
+        if order is not None:
+            # An order given on the command line: parsed here from the text the parent read and proved.
+            from swizzlelab.swizzle import parse_formula
+
+            formula = parse_formula(order["source"], tuple(order["outputs"]))
+            self.fn = lambda data: fn(data, order=formula)
+        else:
+            self.fn = fn
         self.reply(ok=True)
 
     def op_bind(self, msg: dict[str, Any]) -> None:

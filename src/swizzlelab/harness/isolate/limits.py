@@ -87,6 +87,8 @@ _X86_64 = {
     "add_key": 248,
     "request_key": 249,
     "userfaultfd": 323,
+    "setsid": 112,
+    "setpgid": 109,
 }
 AUDIT_ARCH_X86_64 = 0xC000003E
 AF_UNIX = 1
@@ -113,8 +115,8 @@ def seccomp_program(profiling: bool = False) -> bytes:
         _bpf(ret_k, 0, 0, SECCOMP_RET_ERRNO | EPERM),
         _bpf(ld_w_abs, 0, 0, 0),  # syscall nr
     ]
-    # socket(domain, ...): allow AF_UNIX, refuse every other family.
-    prog += [
+    # socket(domain, ...): allow AF_UNIX, refuse every other family (profiling: Nsight Compute needs sockets).
+    prog += [] if profiling else [
         _bpf(jeq_k, 0, 4, _X86_64["socket"]),
         _bpf(ld_w_abs, 0, 0, 16),  # args[0] low word
         _bpf(jeq_k, 0, 1, AF_UNIX),
@@ -122,7 +124,8 @@ def seccomp_program(profiling: bool = False) -> bytes:
         _bpf(ret_k, 0, 0, SECCOMP_RET_ERRNO | EPERM),
     ]
     # The reload of the syscall number after the socket branch keeps jump offsets local.
-    prog.append(_bpf(ld_w_abs, 0, 0, 0))
+    if not profiling:
+        prog.append(_bpf(ld_w_abs, 0, 0, 0))
     for nr in denied:
         prog += [_bpf(jeq_k, 0, 1, nr), _bpf(ret_k, 0, 0, SECCOMP_RET_ERRNO | EPERM)]
     prog.append(_bpf(ret_k, 0, 0, SECCOMP_RET_ALLOW))
@@ -259,7 +262,10 @@ def apply_sandbox(limits: Limits, on_gpu: bool, drop_to: int | None, profiling: 
     """Lock this (child) process down. Called first thing in the child, single-threaded, before torch."""
     sandbox = Sandbox()
     libc = _libc()
-    _new_netns(libc, sandbox)
+    if profiling:
+        sandbox.skipped.append("network namespace, landlock and the socket rule (Nsight Compute's injection needs them)")
+    else:
+        _new_netns(libc, sandbox)
     _set_rlimit(sandbox, "RLIMIT_CPU", resource.RLIMIT_CPU, limits.cpu_seconds)
     _set_rlimit(sandbox, "RLIMIT_FSIZE", resource.RLIMIT_FSIZE, int(limits.file_bytes))
     _set_rlimit(sandbox, "RLIMIT_CORE", resource.RLIMIT_CORE, 0)
@@ -284,13 +290,13 @@ def apply_sandbox(limits: Limits, on_gpu: bool, drop_to: int | None, profiling: 
         _drop_capabilities(libc, sandbox)
     # RLIMIT_NPROC counts every task of the uid: allow what the uid runs now plus the child's share.
     _set_rlimit(sandbox, "RLIMIT_NPROC", resource.RLIMIT_NPROC, _tasks_of_uid(os.getuid()) + int(limits.n_procs))
-    if read_paths is not None and write_paths is not None:
+    if read_paths is not None and write_paths is not None and not profiling:
         _landlock(libc, read_paths, write_paths, sandbox)
     if platform.machine() == "x86_64":
         try:
             _install_seccomp(libc, profiling)
             sandbox.applied.append("no_new_privs + seccomp (ptrace, process_vm_*, network sockets, bpf, "
-                                   "namespaces, mount, keyrings, userfaultfd refused)")
+                                   "namespaces, mount, keyrings, userfaultfd, setsid/setpgid refused)")
         except OSError as err:
             sandbox.skipped.append(f"seccomp: {err}")
     else:

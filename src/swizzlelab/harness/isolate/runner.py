@@ -209,8 +209,11 @@ def _session_rss_bytes(sid: int) -> int:
 class ChildProcess:
     """A sandboxed `python -I` child with two private pipes, output capture, a memory watchdog and deadlines."""
 
-    def __init__(self, limits: Limits, on_gpu: bool, workdir: Path, drop_to: int | None, profiling: bool = False):
+    def __init__(self, limits: Limits, on_gpu: bool, workdir: Path, drop_to: int | None, profiling: bool = False,
+                 extra_read: tuple[str, ...] = ()):
         self.limits = limits
+        self.extra_read = extra_read
+        self.extra_env: dict[str, str] = {}
         self.on_gpu = on_gpu
         self.workdir = workdir
         self.drop_to = drop_to
@@ -229,16 +232,17 @@ class ChildProcess:
         home = str(self.workdir)
         env.update(HOME=home, TMPDIR=str(self.workdir / "tmp"), TRITON_CACHE_DIR=str(self.workdir / "triton"),
                    TORCH_EXTENSIONS_DIR=str(self.workdir / "torch_extensions"), XDG_CACHE_HOME=str(self.workdir / "cache"),
-                   PYTHONHASHSEED="random", LANG=env.get("LANG", "C.UTF-8"))
+                   LANG=env.get("LANG", "C.UTF-8"))
         if not self.on_gpu:
             env["TRITON_INTERPRET"] = "1"
+        env.update(self.extra_env)
         return env
 
     def start(self) -> None:
         in_r, self.in_w = os.pipe()
         self.out_r, out_w = os.pipe()
         config = {"limits": self.limits.to_dict(), "on_gpu": self.on_gpu, "drop_to": self.drop_to,
-                  "profiling": self.profiling, "read_paths": read_paths(), "write_paths": write_paths(self.workdir)}
+                  "profiling": self.profiling, "read_paths": read_paths() + list(self.extra_read), "write_paths": write_paths(self.workdir)}
         cmd = [sys.executable, "-I", "-c", BOOT, SRC_ROOT, str(in_r), str(out_w), json.dumps(config)]
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -366,7 +370,13 @@ class _Evaluation:
         self.workdir = workdir
         self.on_gpu = device() == "cuda"
         self.kind = "cuda" if self.on_gpu else "host"
-        self.child = ChildProcess(limits, self.on_gpu, workdir, drop_to)
+        builtin = Path(task.path).resolve().parent == Path(swizzlelab.__file__).resolve().parent / "tasks"
+        self.child = ChildProcess(limits, self.on_gpu, workdir, drop_to,
+                                  extra_read=() if builtin else (str(Path(task.path).resolve()),))
+        self.formula: Any = None
+        self.order_spec: str | None = None
+        self.own_kernel = False
+        self.clock_info: dict[str, Any] = {}
         self.drop_to = drop_to
         self.compile_deadline = 0.0
         self.run_deadline = 0.0
@@ -400,10 +410,14 @@ class _Evaluation:
         if not reply.get("ok"):
             raise ChildFailed(_one_line(reply.get("error", "the child could not start")))
         self.child_system = dict(reply.get("system") or {})
+        self.clock_info = dict(reply.get("clock") or {})
         self.sandbox = dict(reply.get("sandbox") or {})
         if self.on_gpu:
             self._calibrate()
-        reply, _ = self.ask({"op": "load", "path": str(submission)})
+        load: dict[str, Any] = {"op": "load", "path": str(submission)}
+        if self.formula is not None:
+            load["order"] = {"source": self.formula.normalized_source(), "outputs": list(self.formula.outputs)}
+        reply, _ = self.ask(load)
         if not reply.get("ok"):
             raise ChildFailed(_one_line(reply.get("error", "the submission could not be loaded")))
 
@@ -467,6 +481,13 @@ class _Evaluation:
                         max_abs_err=float(getattr(verdict, "max_abs_err", 0.0)),
                         worst_index=getattr(verdict, "worst_index", None), n_poisoned=n_poisoned)
 
+    def order_info(self, case: dict[str, Any]) -> dict[str, Any]:
+        from swizzlelab.harness.evaluate import order_info
+
+        candidate = Candidate(fn=lambda data: None, source="", order_spec=self.order_spec, formula=self.formula,
+                              submission=None if self.own_kernel else "submission")
+        return order_info(self.task, candidate, case)
+
     def check_once(self, slots: SlotSet, case: dict[str, Any], seed: int) -> RunCheck:
         data = self.task.generate_input({"seed": int(seed), **case_sizes(case)})
         reply, _ = self.call(slots, data, timed=False)
@@ -487,6 +508,7 @@ class _Evaluation:
                     result.runs.append(self.check_once(slots, case, derive_seed(seed, "recheck")))
             finally:
                 slots.close()
+            result.order = self.order_info(case)
             results.append(result)
             self.verdicts.append({"case": dict(case), "kind": "test", "passed": result.passed,
                                   "reason": None if result.passed else f"test {index}: {result.message}"})
@@ -503,7 +525,7 @@ class _Evaluation:
             self.bind(slots)
             check = CaseResult(case=dict(case))
             check.runs.append(self.judge(slots, data0, self.call(slots, data0, timed=False)[0], seed))
-            row = BenchRow(case=dict(case), seed=seed, check=check)
+            row = BenchRow(case=dict(case), seed=seed, check=check, order=self.order_info(case))
             if not check.passed:
                 row.error = "not timed: the output is wrong"
                 verdict.update(passed=False, reason=f"benchmark {index}: {check.message}")
@@ -645,6 +667,17 @@ class _Stop(Exception):
     pass
 
 
+# The code a submission-less `eval TASK` runs in the child: the task's own kernel (the parent adds the order).
+TASK_KERNEL_CODE = (
+    "# the task's own kernel, run isolated like any submission\n"
+    "import os\n"
+    "from swizzlelab.tasks import load_task\n"
+    "_task = load_task(os.environ['SWIZZLELAB_TASK'])\n\n\n"
+    "def custom_kernel(data, order=None):\n"
+    "    return _task.custom_kernel(data, order)\n"
+)
+
+
 def _safe_filename(filename: str) -> str:
     name = os.path.basename(str(filename)) or "submission.py"
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,100}\.py", name):
@@ -665,6 +698,7 @@ def evaluate_isolated(
     with_baseline: bool = True,
     command: str = "",
     out_dir: Path | None = None,
+    order: str | None = None,
 ) -> IsolatedRun:
     """Evaluate submission `code` on `task` in `mode` inside a sandboxed child process.
 
@@ -682,6 +716,14 @@ def evaluate_isolated(
         raise UserError(f"budget_s must be > 0, got {budget_s}")
     loaded = load_task(task)
     name = _safe_filename(filename)
+    # The order is read and proved here, in the parent: a bad one is a bad argument, not a bad submission.
+    formula = loaded.parse_order(order) if order else None
+    if formula is not None:
+        from swizzlelab.swizzle import to_permutation
+
+        for case in loaded.cases("tests") + loaded.cases("benchmarks"):
+            args, consts = loaded.swizzle_args(case)
+            to_permutation(formula, loaded.tile_grid(case), args, consts)
     limits = limits or Limits()
     info = system_info()
     if mode != "test" and not info.is_gpu:
@@ -698,10 +740,15 @@ def evaluate_isolated(
             os.chown(path, drop_to, drop_to)
         os.chmod(workdir / "slots", 0o711)
     os.chmod(workdir, 0o700)
-    candidate = Candidate(fn=lambda data: None, source=f"{name} (isolated: sandboxed child process)", submission=name)
+    own = code == TASK_KERNEL_CODE
+    source = (f"task kernel {Path(loaded.path) / 'kernel.py'}" if own else name) + " (isolated: sandboxed child process)"
+    candidate = Candidate(fn=lambda data: None, source=source, order_spec=order, formula=formula,
+                          submission=None if own else name)
     report = EvalReport(task=loaded.name, mode=mode, candidate=candidate, system=info, command=command,
                         budget_s=budget_s)
     ev = _Evaluation(loaded, mode, limits, secret, budget_s, progress, with_baseline, workdir, drop_to)
+    ev.formula, ev.order_spec, ev.own_kernel = formula, order, own
+    ev.child.extra_env["SWIZZLELAB_TASK"] = str(Path(loaded.path).resolve())
     reason: str | None = None
     profile_files: list[Path] = []
     try:
@@ -756,7 +803,7 @@ def evaluate_isolated(
         text = text.replace(f"> {good}", f"> {bad}", 1)
     if reason is not None:
         text = text.rstrip("\n") + f"\n\n❌ {reason}\n"
-    isolation = {"sandbox": ev.sandbox, "transport": ev.kind, "limits": limits.to_dict(),
+    isolation = {"sandbox": ev.sandbox, "transport": ev.kind, "clock": ev.clock_info, "limits": limits.to_dict(),
                  "calibration_gap_ms": ev.gap0_ms, "calibration_tail_ms": ev.tail0_ms,
                  "secret": "given" if secret is not None else "random per run"}
     text = text.rstrip("\n") + "\n" + _isolation_lines(isolation) + "\n"
@@ -781,4 +828,4 @@ def _isolation_lines(isolation: dict[str, Any]) -> str:
             f"from {isolation['transport']} shared buffers\n  applied: {applied}\n  not applied: {skipped}")
 
 
-__all__ = ["ChildFailed", "IsolatedRun", "evaluate_isolated", "secret_seed"]
+__all__ = ["TASK_KERNEL_CODE", "ChildFailed", "IsolatedRun", "evaluate_isolated", "secret_seed"]

@@ -15,6 +15,56 @@ from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
 
+def _progress_bar(console: Console, label: str) -> Progress:
+    return Progress(
+        TextColumn(label),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TextColumn("{task.description}"),
+        console=console,
+        transient=True,
+    )
+
+
+def _eval_isolated(task, submission: Optional[str], mode: str, order: Optional[str], out: Optional[Path],
+                   budget_s: float, command: str) -> None:
+    """The default path: the submission (or the task's kernel) runs in a sandboxed child."""
+    import json
+
+    from swizzlelab.errors import UserError
+    from swizzlelab.harness.evaluate import case_count
+    from swizzlelab.harness.isolate import evaluate_isolated
+    from swizzlelab.harness.isolate.runner import TASK_KERNEL_CODE
+    from swizzlelab.io import atomic_write_text
+
+    if submission is None:
+        code, filename = TASK_KERNEL_CODE, "task_kernel.py"
+    else:
+        path = Path(submission)
+        if not path.is_file():
+            raise UserError(f"submission file {submission} does not exist; give the path of a .py file defining custom_kernel(data)")
+        try:
+            code = path.read_text()
+        except UnicodeDecodeError:
+            raise UserError(f"submission {submission} is not UTF-8 text; give a .py file defining custom_kernel(data)") from None
+        filename = path.name if path.name.endswith(".py") else "submission.py"
+    console = Console(stderr=True)
+    total = case_count(task, mode) + (len(task.cases("tests")) if mode == "profile" else 0)
+    with _progress_bar(console, f"[bold]{task.name}[/] {mode} (isolated)") as progress:
+        bar = progress.add_task("", total=total)
+        run = evaluate_isolated(task.path, code, mode, filename=filename, progress=lambda label: progress.update(
+            bar, advance=1, description=label), budget_s=budget_s, command=command, out_dir=out, order=order)
+    typer.echo(run.report_text, nl=False)
+    if out is not None:
+        stem = f"{task.name}-{mode}"
+        text_path = atomic_write_text(out / f"{stem}.txt", run.report_text)
+        json_path = atomic_write_text(out / f"{stem}.json", json.dumps(run.report, indent=2) + "\n")
+        console.print(f"reports: {text_path} {json_path}", highlight=False)
+    if not run.passed:
+        raise typer.Exit(code=1)
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the main app."""
 
@@ -34,6 +84,11 @@ def register(app: typer.Typer) -> None:
         budget_s: float = typer.Option(
             3.0, "--budget-s", help="timing budget per benchmark case, seconds (stops earlier at 0.1% sem)"
         ),
+        trusted: bool = typer.Option(
+            False, "--trusted",
+            help="run the kernel inside this process (fast, for your own kernels); default: an isolated sandboxed "
+                 "child whose outputs and clock this process checks",
+        ),
     ) -> None:
         """Check, time, rank or profile a kernel on a task's cases; prints a leaderboard-shaped report."""
         from swizzlelab.errors import UserError
@@ -46,8 +101,12 @@ def register(app: typer.Typer) -> None:
         if budget_s <= 0:
             raise UserError(f"--budget-s must be > 0, got {budget_s}")
         loaded = load_task(task)
-        candidate = make_candidate(loaded, submission, order)
         command = "swizzlelab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        if not trusted:
+            _eval_isolated(loaded, submission, mode, order, out, budget_s, command)
+            return
+        candidate = make_candidate(loaded, submission, order)
+        candidate.source += " (trusted: run inside the evaluating process, not isolated)"
         console = Console(stderr=True)
         with Progress(
             TextColumn(f"[bold]{loaded.name}[/] {mode}"),

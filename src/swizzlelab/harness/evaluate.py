@@ -145,9 +145,9 @@ def load_submission(path: str | Path) -> Callable[..., Any]:
     sys.modules[module_name] = module  # triton.jit and dataclasses look the module up while it executes
     try:
         spec.loader.exec_module(module)
-    except Exception as err:
+    except (Exception, SystemExit) as err:  # sys.exit() at import is a failed import, never exit 0
         sys.modules.pop(module_name, None)
-        first = f"{type(err).__name__}: {err}".splitlines()[0]
+        first = (f"{type(err).__name__}: {err}".splitlines() or [type(err).__name__])[0]
         raise UserError(f"submission {path} failed to import: {first}") from None
     kernel = getattr(module, "custom_kernel", None)
     if not callable(kernel):

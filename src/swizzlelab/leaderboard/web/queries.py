@@ -311,18 +311,25 @@ def progress_plots(session: Session, board: Leaderboard, ranked: list[RankedRow]
         for name, pts in history.items() if pts
     ]
     unit = f"time (ms, measured on {board.gpu_type})"
+    times = [at for _, at, _, _ in points]
+    # Points from one moment would get a sub-second axis; show at least a day around them.
+    x_range = ([_iso(min(times) - dt.timedelta(hours=12)), _iso(max(times) + dt.timedelta(hours=12))]
+               if times and max(times) - min(times) < dt.timedelta(hours=1) else None)
+    scores = [float(score) for _, _, score, _ in points if score and score > 0]
+    spread = max(scores) / min(scores) if scores else 1.0
+    users_title = "the top user" if len(top) == 1 else f"top {len(top)} users"
     history_plot = Plot(
         id="plot-history", series_title="User",
-        spec={"title": f"Best time over time, top {len(top)} users", "x_title": "submission time (UTC)",
-              "y_title": unit, "y_log": False, "traces": hist_traces},
+        spec={"title": f"Best time over time, {users_title}", "x_title": "submission time (UTC)",
+              "y_title": unit, "y_log": False, "x_range": x_range, "traces": hist_traces},
         rows=sorted((p for pts in history.values() for p in pts), key=lambda p: (p.series, p.at)),
     )
     all_rows = [PlotPoint(series=name, at=at, value=float(score), submission_id=sub_id)
                 for name, at, score, sub_id in points]
     all_plot = Plot(
         id="plot-all", series_title="User",
-        spec={"title": f"All ranked times ({len(all_rows)} runs)", "x_title": "submission time (UTC)",
-              "y_title": unit, "y_log": True,
+        spec={"title": f"All ranked times ({len(all_rows)} run{'' if len(all_rows) == 1 else 's'})",
+              "x_title": "submission time (UTC)", "y_title": unit, "y_log": spread > 10, "x_range": x_range,
               "traces": [{"name": "ranked runs", "mode": "markers", "marker_size": 5,
                           "x": [_iso(p.at) for p in all_rows], "y": [p.value for p in all_rows],
                           "text": [f"{p.series}: {p.value:.4g} ms (#{p.submission_id})" for p in all_rows]}]

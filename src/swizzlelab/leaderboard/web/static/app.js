@@ -25,6 +25,7 @@
         yaxis: { title: { text: spec.y_title }, gridcolor: grid, type: spec.y_log ? "log" : "linear" },
         title: { text: spec.title, font: { size: 14 } }
       }, spec.layout || {});
+      if (spec.x_range) layout.xaxis.range = spec.x_range;
       var traces = spec.traces.map(function (t) {
         return {
           x: t.x, y: t.y, text: t.text, name: t.name, type: "scatter",

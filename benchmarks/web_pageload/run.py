@@ -4,7 +4,8 @@ Fills a fresh SQLite file through the SQLAlchemy models (synthetic load data: ru
 eval reports of benchmarks/eval_h100 with their times rescaled per synthetic user, so every page has the real
 report shape), starts `swizzlelab serve` (uvicorn) on 127.0.0.1, then times each page: the server's HTML
 response (HTTP client, N sequential requests after warm-up) and a full load in chromium (Playwright; navigation
-timing, static files cached). Writes web_pageload_cpu.json next to this file (or --out).
+timing, static files cached; for the leaderboard also the time until its Plotly plots are drawn). Writes
+web_pageload_cpu.json next to this file (or --out).
 
     python benchmarks/web_pageload/run.py [--runs 10000] [--requests 40] [--out PATH]
 """
@@ -216,9 +217,12 @@ def time_browser(base: str, paths: dict[str, str], n: int) -> dict:
         page = browser.new_page(viewport={"width": 1280, "height": 900})
         for name, path in paths.items():
             page.goto(base + path)  # warm the static-file cache
-            ttfb, dcl, load = [], [], []
+            ttfb, dcl, load, drawn = [], [], [], []
             for _ in range(n):
                 page.goto(base + path, wait_until="load")
+                if page.locator("[data-plot-src]").count():
+                    # The plots' script is fetched after the load event; time until the plots are drawn.
+                    drawn.append(page.wait_for_function("window.__plotsDrawnAt", timeout=60000).json_value())
                 nav = page.evaluate("JSON.stringify(performance.getEntriesByType('navigation')[0])")
                 entry = json.loads(nav)
                 ttfb.append(entry["responseEnd"] - entry["requestStart"])
@@ -226,6 +230,8 @@ def time_browser(base: str, paths: dict[str, str], n: int) -> dict:
                 load.append(entry["loadEventEnd"] - entry["startTime"])
             out[name] = {"path": path, "html_response": stats(ttfb), "dom_content_loaded": stats(dcl),
                          "load_event": stats(load)}
+            if drawn:
+                out[name]["plots_drawn"] = stats(drawn)
         version = browser.version
         browser.close()
     return {"chromium": version, "pages": out}

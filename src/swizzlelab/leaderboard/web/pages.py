@@ -126,8 +126,7 @@ def web_router(db: Database, settings: Settings) -> APIRouter:
                 view = queries.board_view(session, board)
         except ServiceError as err:
             return _error_page(err)
-        return _html(render("leaderboard.html.j2", lb=view, rows=rows, plots=plots,
-                            has_plots=any(p.spec["traces"] for p in plots)))
+        return _html(render("leaderboard.html.j2", lb=view, rows=rows, plots=plots))
 
     def _task_file(task: str, gpu: str, name: str, download: str) -> Response:
         with db.read() as session:

@@ -1,5 +1,6 @@
 // swizzlelab leaderboard pages: draws the plots (Plotly) from the JSON each page embeds, and keeps the
 // submit form's token in this browser's localStorage (never in a URL). The pages work without this file.
+// Plotly (4.8 MB) is fetched only after the page has loaded, so the ranking shows at once and the plots follow.
 (function () {
   "use strict";
   var TOKEN_KEY = "swizzlelab-token";
@@ -17,6 +18,7 @@
       var source = document.getElementById(node.getAttribute("data-plot"));
       if (!source) return;
       var spec = JSON.parse(source.textContent);
+      if (!spec.traces.length) return;
       var layout = Object.assign({
         paper_bgcolor: "rgba(0,0,0,0)", plot_bgcolor: "rgba(0,0,0,0)",
         font: { color: fg, size: 12 }, margin: { l: 60, r: 10, t: 30, b: 50 },
@@ -38,6 +40,16 @@
       window.Plotly.newPlot(node, traces, layout, { responsive: true, displaylogo: false });
       node.setAttribute("data-drawn", "1");
     });
+    window.__plotsDrawnAt = performance.now();
+  }
+
+  function loadPlotly() {
+    var nodes = document.querySelectorAll("[data-plot-src]");
+    if (!nodes.length) return;
+    var script = document.createElement("script");
+    script.src = nodes[0].getAttribute("data-plot-src");
+    script.onload = drawPlots;
+    document.head.appendChild(script);
   }
 
   function tokenForm() {
@@ -66,5 +78,6 @@
     });
   }
 
-  document.addEventListener("DOMContentLoaded", function () { drawPlots(); tokenForm(); });
+  document.addEventListener("DOMContentLoaded", tokenForm);
+  window.addEventListener("load", function () { window.setTimeout(loadPlotly, 0); });
 })();

@@ -21,7 +21,6 @@ from leaderboard_support import (  # noqa: F401 - fixtures
     kernel_source,
     postgres_server,
     start_service,
-    swizzlelab,
 )
 from swizzlelab.leaderboard.db import Job, Run, Submission, User, open_database
 
@@ -31,6 +30,17 @@ def service_env(db_url, tmp_path):  # noqa: F811
     svc = start_service(db_url, tmp_path, "--workers", "0", "--requests-per-minute", "100000")
     yield svc
     svc.stop()
+
+
+def _spawn(*args: str, env: dict[str, str] | None = None) -> subprocess.Popen[str]:
+    return subprocess.Popen([sys.executable, "-m", "swizzlelab.cli", *args], stdout=subprocess.PIPE,
+                            stderr=subprocess.PIPE, text=True, env=env or child_env())
+
+
+def _finish(proc: subprocess.Popen[str], code: int) -> subprocess.CompletedProcess[str]:
+    out, err = proc.communicate(timeout=240)
+    assert proc.returncode == code, f"exit {proc.returncode} (wanted {code}): {out[-2000:]} {err[-2000:]}"
+    return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
 
 
 def _wait_for(predicate, timeout: float, what: str):
@@ -53,23 +63,19 @@ def test_end_to_end(service_env, tmp_path):
 
 
 def _end_to_end(svc, db, tmp_path):
-    # Two users: one made on the database directly, one through the API; the token is the last word.
-    made = swizzlelab("user", "add", "alice", "--db", svc.db_url)
-    assert made.returncode == 0, made.stderr
-    alice = made.stdout.split()[-1]
-    made = swizzlelab("user", "add", "bob", "--server", svc.url, "--token", ADMIN_TOKEN)
-    assert made.returncode == 0, made.stderr
-    bob = made.stdout.split()[-1]
+    # Two users: one made on the database directly, one through the API; the token is the last word. (CLI
+    # processes run side by side where they can: each one spends seconds importing torch.)
+    add_alice = _spawn("user", "add", "alice", "--db", svc.db_url)
+    add_bob = _spawn("user", "add", "bob", "--server", svc.url, "--token", ADMIN_TOKEN)
+    alice, bob = (_finish(p, 0).stdout.split()[-1] for p in (add_alice, add_bob))
     good, bad = tmp_path / "good.py", tmp_path / "bad.py"
     good.write_text(kernel_source(correct=True))
     bad.write_text(kernel_source(correct=False))
 
     # Worker A claims alice's job and is killed with SIGKILL mid-job; worker B re-runs it after the heartbeat expires.
     worker_a = svc.start_worker("worker-a", "--heartbeat-interval", "0.5", "--heartbeat-timeout", "4")
-    submit = subprocess.Popen(
-        [sys.executable, "-m", "swizzlelab.cli", "submit", "histogram", str(good), "--mode", "test",
-         "--gpu", "H100", "--server", svc.url], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
-        env=child_env(SWIZZLELAB_TOKEN=alice))
+    submit = _spawn("submit", "histogram", str(good), "--mode", "test", "--gpu", "H100", "--server", svc.url,
+                    env=child_env(SWIZZLELAB_TOKEN=alice))
 
     def claimed_by_a():
         with db.read() as session:
@@ -79,15 +85,23 @@ def _end_to_end(svc, db, tmp_path):
     os.kill(worker_a.pid, signal.SIGKILL)
     worker_a.wait(timeout=10)
     svc.start_worker("worker-b", "--heartbeat-interval", "0.5", "--heartbeat-timeout", "4")
-    out, err = submit.communicate(timeout=240)
-    assert submit.returncode == 0, out + err
+    out = _finish(submit, 0).stdout
     assert "passed" in out.splitlines()[-1] and "Passed 4/4" in out, out
 
-    # Bob's wrong kernel fails: exit 1, with the failing verdict in the output.
-    failed = swizzlelab("submit", "histogram", str(bad), "--mode", "test", "--server", svc.url,
-                        env=child_env(SWIZZLELAB_TOKEN=bob))
-    assert failed.returncode == 1, failed.stdout + failed.stderr
-    assert "FAILED" in failed.stdout.splitlines()[-1], failed.stdout
+    # Bob's wrong kernel fails: exit 1, with the failing verdict in the output. Meanwhile a bad token and a bad
+    # mode get exit 2 with one line, and `leaderboard show` finds no ranked run yet.
+    failing = _spawn("submit", "histogram", str(bad), "--mode", "test", "--server", svc.url,
+                     env=child_env(SWIZZLELAB_TOKEN=bob))
+    bad_token = _spawn("submit", "histogram", str(good), "--server", svc.url, env=child_env(SWIZZLELAB_TOKEN="nope"))
+    bad_mode = _spawn("submit", "histogram", str(good), "--mode", "fast", "--server", svc.url,
+                      env=child_env(SWIZZLELAB_TOKEN=alice))
+    show = _spawn("leaderboard", "show", "histogram", "--gpu", "H100", "--db", svc.db_url)
+    refused = _finish(bad_token, 2)
+    assert "401" in refused.stderr and "Traceback" not in refused.stderr and len(refused.stderr.strip().splitlines()) == 1
+    assert "fast" in _finish(bad_mode, 2).stderr
+    assert "no ranked runs yet" in _finish(show, 0).stdout
+    failed = _finish(failing, 1)
+    assert "FAILED" in failed.stdout.splitlines()[-1] and "elements differ" in failed.stdout, failed.stdout
 
     # The same verdicts through the API ...
     with svc.client(alice) as api:
@@ -111,14 +125,9 @@ def _end_to_end(svc, db, tmp_path):
         assert sorted(r.job_id for r in runs) == sorted({r.job_id for r in runs}) and len(runs) == 2
         assert session.scalar(select(User.name).where(User.name == "bob")) == "bob"
 
-    # Bad tokens: 401 from the API, exit 2 with a one-line error from the CLI.
+    # Bad tokens: 401 from the API.
     assert httpx.get(svc.url + "/api/me", headers={"Authorization": "Bearer nope"}).status_code == 401
     assert httpx.get(svc.url + "/api/submissions").status_code == 401
-    refused = swizzlelab("submit", "histogram", str(good), "--server", svc.url, env=child_env(SWIZZLELAB_TOKEN="nope"))
-    assert refused.returncode == 2 and "401" in refused.stderr and "Traceback" not in refused.stderr
-    usage = swizzlelab("submit", "histogram", str(good), "--mode", "fast", "--server", svc.url,
-                       env=child_env(SWIZZLELAB_TOKEN=alice))
-    assert usage.returncode == 2 and "fast" in usage.stderr
 
     # Limits: code size -> 413; a per-leaderboard limit of one benchmark submission per hour -> 429 + Retry-After.
     with svc.client(ADMIN_TOKEN) as admin:
@@ -134,4 +143,3 @@ def _end_to_end(svc, db, tmp_path):
         assert "rate limit" in limited.json()["detail"]
         garbled = api.post("/api/submissions", content=b"{not json", headers={"Content-Type": "application/json"})
         assert garbled.status_code == 422 and "\n" not in garbled.json()["detail"]
-    assert "histogram-H100" in swizzlelab("leaderboard", "list", "--db", svc.db_url).stdout

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import datetime as dt
 import socket
+import tempfile
 import traceback
 from pathlib import Path
 from typing import Any
@@ -61,8 +62,11 @@ def execute(spec: JobSpec, max_profile_bytes: int) -> Outcome:
     """Evaluate one job in an isolated child process. A bad submission is a failed Outcome, never an exception;
     an exception here is the service's own failure (the caller retries the job)."""
     started = dt.datetime.now(dt.timezone.utc)
-    run = evaluate_isolated(spec.task, spec.code, spec.mode, filename=spec.filename, secret=spec.secret_bytes())
-    return outcome_from_run(run, started, max_profile_bytes)
+    # Profile mode writes .ncu-rep files here; they are read into the Outcome before the folder goes.
+    with tempfile.TemporaryDirectory(prefix="swizzlelab-job-") as out_dir:
+        run = evaluate_isolated(spec.task, spec.code, spec.mode, filename=spec.filename, secret=spec.secret_bytes(),
+                                out_dir=Path(out_dir), command=f"leaderboard job {spec.job_id} ({spec.mode})")
+        return outcome_from_run(run, started, max_profile_bytes)
 
 
 def describe_failure(err: BaseException) -> str:

@@ -101,6 +101,8 @@ def register(app: typer.Typer) -> None:
         submissions_per_hour: Optional[int] = typer.Option(None, "--submissions-per-hour",
                                                            help="per-user limit written on a fresh database"),
         heartbeat_timeout: Optional[float] = typer.Option(None, "--heartbeat-timeout"),
+        eval_budget_s: Optional[float] = typer.Option(None, "--eval-budget-s", help="timing budget per benchmark "
+                                                      "case for the workers (default 3 s)"),
         log_level: str = typer.Option("warning", "--log-level", help="uvicorn's log level"),
     ) -> None:
         """Start the leaderboard API (FastAPI on uvicorn) and its workers; the schema is upgraded on start."""
@@ -111,7 +113,8 @@ def register(app: typer.Typer) -> None:
 
         console = Console(stderr=True)
         settings = _settings(db, data_dir, gpu_types, requests_per_minute=requests_per_minute,
-                             submissions_per_hour=submissions_per_hour, heartbeat_timeout_s=heartbeat_timeout)
+                             submissions_per_hour=submissions_per_hour, heartbeat_timeout_s=heartbeat_timeout,
+                             eval_budget_s=eval_budget_s)
         token, token_path = admin_token_for(settings.data_dir, admin_token or settings.admin_token)
         settings = settings.with_(admin_token=token)
         database = open_database(settings.db_url)
@@ -119,7 +122,8 @@ def register(app: typer.Typer) -> None:
         count, gpus = (0, []) if ray else _worker_count(workers)
         children: list[subprocess.Popen[bytes]] = []
         base = [sys.executable, "-m", "swizzlelab.cli", "worker", "--db", database.url,
-                "--gpu-types", ",".join(settings.gpu_types), "--heartbeat-timeout", str(settings.heartbeat_timeout_s)]
+                "--gpu-types", ",".join(settings.gpu_types), "--heartbeat-timeout", str(settings.heartbeat_timeout_s),
+                "--eval-budget-s", str(settings.eval_budget_s)]
         if ray:
             children.append(subprocess.Popen(base + ["--ray", ray], preexec_fn=_die_with_parent))
         for index in range(count):
@@ -159,6 +163,7 @@ def register(app: typer.Typer) -> None:
         heartbeat_timeout: Optional[float] = typer.Option(None, "--heartbeat-timeout",
                                                           help="re-run jobs whose worker was silent this long (s)"),
         heartbeat_interval: Optional[float] = typer.Option(None, "--heartbeat-interval"),
+        eval_budget_s: Optional[float] = typer.Option(None, "--eval-budget-s", help="timing budget per benchmark case (s)"),
         max_jobs: Optional[int] = typer.Option(None, "--max-jobs", help="stop after this many jobs"),
         worker_id: Optional[str] = typer.Option(None, "--id", help="name in the runs table (default host:pid:gpu)"),
     ) -> None:
@@ -168,7 +173,7 @@ def register(app: typer.Typer) -> None:
         from swizzlelab.leaderboard.worker import Worker, default_worker_id, gpu_type_of, visible_gpu_names
 
         settings = _settings(db, data_dir, gpu_types, heartbeat_timeout_s=heartbeat_timeout,
-                             heartbeat_interval_s=heartbeat_interval)
+                             heartbeat_interval_s=heartbeat_interval, eval_budget_s=eval_budget_s)
         database = open_database(settings.db_url)
         stop = threading.Event()
 

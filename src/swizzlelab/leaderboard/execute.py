@@ -58,14 +58,15 @@ def outcome_from_run(run: IsolatedRun, started: dt.datetime, max_profile_bytes: 
     )
 
 
-def execute(spec: JobSpec, max_profile_bytes: int) -> Outcome:
+def execute(spec: JobSpec, max_profile_bytes: int, budget_s: float = 3.0) -> Outcome:
     """Evaluate one job in an isolated child process. A bad submission is a failed Outcome, never an exception;
     an exception here is the service's own failure (the caller retries the job)."""
     started = dt.datetime.now(dt.timezone.utc)
     # Profile mode writes .ncu-rep files here; they are read into the Outcome before the folder goes.
     with tempfile.TemporaryDirectory(prefix="swizzlelab-job-") as out_dir:
         run = evaluate_isolated(spec.task, spec.code, spec.mode, filename=spec.filename, secret=spec.secret_bytes(),
-                                out_dir=Path(out_dir), command=f"leaderboard job {spec.job_id} ({spec.mode})")
+                                out_dir=Path(out_dir), budget_s=budget_s,
+                                command=f"leaderboard job {spec.job_id} ({spec.mode})")
         return outcome_from_run(run, started, max_profile_bytes)
 
 

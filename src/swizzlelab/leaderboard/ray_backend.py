@@ -54,9 +54,9 @@ def task_options(spec: JobSpec) -> dict[str, Any]:
     return {"num_cpus": 1, "num_gpus": 1, "resources": {f"{ACCELERATOR_PREFIX}{spec.gpu_type}": 0.001}}
 
 
-def _remote_execute(spec: JobSpec, max_profile_bytes: int) -> Outcome:
+def _remote_execute(spec: JobSpec, max_profile_bytes: int, budget_s: float) -> Outcome:
     # Runs in a Ray worker process; execute() hands the code to the isolated evaluator's own child process.
-    return execute(spec, max_profile_bytes)
+    return execute(spec, max_profile_bytes, budget_s)
 
 
 @dataclass
@@ -97,7 +97,8 @@ class RayDispatcher:
                 if spec is None:
                     break
                 handled += 1
-                ref = remote.options(**task_options(spec)).remote(spec, self.settings.max_profile_bytes)
+                ref = remote.options(**task_options(spec)).remote(spec, self.settings.max_profile_bytes,
+                                                                  self.settings.eval_budget_s)
                 inflight[ref] = spec
                 self._say(f"job {spec.job_id} -> Ray ({spec.task} {spec.mode}{' secret' if spec.secret else ''})")
             if time.monotonic() - last_beat >= self.settings.heartbeat_interval_s:

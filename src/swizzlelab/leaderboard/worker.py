@@ -80,7 +80,7 @@ class Worker:
         beat.start()
         outcome, error = None, ""
         try:
-            outcome = execute(spec, self.settings.max_profile_bytes)
+            outcome = execute(spec, self.settings.max_profile_bytes, self.settings.eval_budget_s)
         except Exception as err:  # the service's own failure (a bad submission is a failed Outcome instead)
             error = describe_failure(err)
         finally:

@@ -771,6 +771,7 @@ def evaluate_isolated(
     out_dir: Path | None = None,
     order: str | None = None,
     cpu_timing: bool = False,
+    outputs: list[str] | None = None,
 ) -> IsolatedRun:
     """Evaluate submission `code` on `task` in `mode` inside a sandboxed child process.
 
@@ -789,7 +790,12 @@ def evaluate_isolated(
     loaded = load_task(task)
     name = _safe_filename(filename)
     # The order is read and proved here, in the parent: a bad one is a bad argument, not a bad submission.
-    formula = loaded.parse_order(order) if order else None
+    formula = None
+    if order:
+        from swizzlelab.harness.evaluate import NO_TARGET
+        from swizzlelab.scenario import load_scenario
+
+        formula = load_scenario(loaded, target=NO_TARGET, config="backend").parse_order(order, outputs=outputs)
     if formula is not None:
         from swizzlelab.swizzle import to_permutation
 

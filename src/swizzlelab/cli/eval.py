@@ -1,43 +1,31 @@
-"""CLI sub-command of swizzlelab.harness: `swizzlelab eval TASK [SUBMISSION.py] --mode ... [--order] [--out]`.
+"""CLI sub-command `eval TASK [SUBMISSION.py] --mode ... [--order] [--out]`: check, time, rank or profile a kernel.
 
-Library packages never import this module; it sits on top of them.
+The harness does the work; this module turns options into a candidate and prints the report.
 """
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-
-def _progress_bar(console: Console, label: str) -> Progress:
-    return Progress(
-        TextColumn(label),
-        BarColumn(),
-        MofNCompleteColumn(),
-        TimeElapsedColumn(),
-        TextColumn("{task.description}"),
-        console=console,
-        transient=True,
-    )
+from swizzlelab.cli.common import console, outputs_option, progress_bar, split_outputs
+from swizzlelab.errors import UserError
+from swizzlelab.harness.evaluate import MODES, case_count, make_candidate, run_mode
+from swizzlelab.harness.isolate import TASK_KERNEL_CODE, evaluate_isolated
+from swizzlelab.harness.report import render_text, write_reports
+from swizzlelab.io import atomic_write_text
+from swizzlelab.tasks import load_task
 
 
-def _eval_isolated(task, submission: Optional[str], mode: str, order: Optional[str], out: Optional[Path],
-                   budget_s: float, command: str) -> None:
-    """The default path: the submission (or the task's kernel) runs in a sandboxed child."""
-    import json
-
-    from swizzlelab.errors import UserError
-    from swizzlelab.harness.evaluate import case_count
-    from swizzlelab.harness.isolate import evaluate_isolated
-    from swizzlelab.harness.isolate.runner import TASK_KERNEL_CODE
-    from swizzlelab.io import atomic_write_text
-
+def _eval_isolated(task, submission: Optional[str], mode: str, order: Optional[str], outputs: Optional[list[str]],
+                   out: Optional[Path], budget_s: float, command: str) -> None:
+    """The default path: the submission (or the task's kernel) runs in a sandboxed child; exit 1 unless passed."""
     if submission is None:
         code, filename = TASK_KERNEL_CODE, "task_kernel.py"
     else:
@@ -49,18 +37,19 @@ def _eval_isolated(task, submission: Optional[str], mode: str, order: Optional[s
         except UnicodeDecodeError:
             raise UserError(f"submission {submission} is not UTF-8 text; give a .py file defining custom_kernel(data)") from None
         filename = path.name if path.name.endswith(".py") else "submission.py"
-    console = Console(stderr=True)
+    err_console = console(stderr=True)
     total = case_count(task, mode) + (len(task.cases("tests")) if mode == "profile" else 0)
-    with _progress_bar(console, f"[bold]{task.name}[/] {mode} (isolated)") as progress:
+    with progress_bar(err_console, label=f"[bold]{task.name}[/] {mode} (isolated)") as progress:
         bar = progress.add_task("", total=total)
         run = evaluate_isolated(task.path, code, mode, filename=filename, progress=lambda label: progress.update(
-            bar, advance=1, description=label), budget_s=budget_s, command=command, out_dir=out, order=order)
+            bar, advance=1, description=label), budget_s=budget_s, command=command, out_dir=out, order=order,
+            outputs=outputs)
     typer.echo(run.report_text, nl=False)
     if out is not None:
         stem = f"{task.name}-{mode}"
         text_path = atomic_write_text(out / f"{stem}.txt", run.report_text)
         json_path = atomic_write_text(out / f"{stem}.json", json.dumps(run.report, indent=2) + "\n")
-        console.print(f"reports: {text_path} {json_path}", highlight=False)
+        err_console.print(f"reports: {text_path} {json_path}", highlight=False)
     if not run.passed:
         raise typer.Exit(code=1)
 
@@ -78,6 +67,7 @@ def register(app: typer.Typer) -> None:
         order: Optional[str] = typer.Option(
             None, "--order", help="block order: a family spec (grouped:GROUP_M=8) or a formula .py file"
         ),
+        outputs: Optional[str] = typer.Option(None, "--outputs", help=outputs_option()),
         out: Optional[Path] = typer.Option(
             None, "--out", help="folder for <task>-<mode>.txt/.json (and .ncu-rep files in profile mode)"
         ),
@@ -91,11 +81,6 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Check, time, rank or profile a kernel on a task's cases; prints a leaderboard-shaped report."""
-        from swizzlelab.errors import UserError
-        from swizzlelab.harness.evaluate import MODES, case_count, make_candidate, run_mode
-        from swizzlelab.harness.report import render_text, write_reports
-        from swizzlelab.tasks import load_task
-
         if mode not in MODES:
             raise UserError(f"unknown --mode {mode!r}: use one of {', '.join(MODES)}")
         if budget_s <= 0:
@@ -103,18 +88,18 @@ def register(app: typer.Typer) -> None:
         loaded = load_task(task)
         command = "swizzlelab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
         if not trusted:
-            _eval_isolated(loaded, submission, mode, order, out, budget_s, command)
+            _eval_isolated(loaded, submission, mode, order, split_outputs(outputs), out, budget_s, command)
             return
-        candidate = make_candidate(loaded, submission, order)
+        candidate = make_candidate(loaded, submission, order, split_outputs(outputs))
         candidate.source += " (trusted: run inside the evaluating process, not isolated)"
-        console = Console(stderr=True)
+        err_console = console(stderr=True)
         with Progress(
             TextColumn(f"[bold]{loaded.name}[/] {mode}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             TextColumn("{task.description}"),
-            console=console,
+            console=err_console,
             transient=True,
         ) as progress:
             bar = progress.add_task("", total=case_count(loaded, mode))
@@ -126,6 +111,6 @@ def register(app: typer.Typer) -> None:
         typer.echo(render_text(report), nl=False)
         if out is not None:
             text_path, json_path = write_reports(report, out)
-            console.print(f"reports: {text_path} {json_path}", highlight=False)
+            err_console.print(f"reports: {text_path} {json_path}", highlight=False)
         if not report.success:
             raise typer.Exit(code=1)

@@ -79,6 +79,22 @@ class TrustedClock:
         return result, float(self._elapsed(start, end)), float(self._elapsed(end, after))
 
 
+class HostClock:
+    """The CPU stand-in for tests of the timed flow under the interpreter: perf_counter bound before the
+    submission is imported (figures labelled as CPU interpreter times by the parent's report)."""
+
+    def __init__(self) -> None:
+        self._now = time.perf_counter
+        self.gate_kind = "none (CPU)"
+        self._reset_l2 = None
+
+    def time_call(self, call: Callable[[], Any], gate: bool = True) -> tuple[Any, float, float]:
+        start = self._now()
+        result = call()
+        end = self._now()
+        return result, (end - start) * 1e3, 0.0
+
+
 def _persisting_l2_reset() -> Callable[[], None] | None:
     """cudaCtxResetPersistingL2Cache + a zero persisting carve-out, so lines a submission marked persisting
     (access policy windows) are normal again and the flush evicts them."""
@@ -133,9 +149,10 @@ class Child:
         self.sandbox = sandbox
         self.torch: Any = None
         self.on_gpu = False
-        self.clock: TrustedClock | None = None
+        self.clock: TrustedClock | HostClock | None = None
         self.fn: Callable[[Any], Any] | None = None
         self.slots: ChildSlots | None = None
+        self.bound: dict[int, ChildSlots] = {}
         self._copy = None
         self._tensor_type: Any = None
 
@@ -159,6 +176,8 @@ class Child:
                 total = torch.cuda.get_device_properties(0).total_memory
                 torch.cuda.set_per_process_memory_fraction(min(1.0, int(msg["gpu_mem_bytes"]) / total))
             self.clock = TrustedClock(torch)
+        elif msg.get("cpu_timing"):
+            self.clock = HostClock()
         from swizzlelab.harness.sysinfo import system_info
 
         clock = {"gate": self.clock.gate_kind, "persisting_l2_reset": self.clock._reset_l2 is not None} \
@@ -194,7 +213,17 @@ class Child:
         self.reply(ok=True)
 
     def op_bind(self, msg: dict[str, Any]) -> None:
-        self.slots = ChildSlots(msg["spec"])
+        try:
+            self.bound[int(msg["id"])] = ChildSlots(msg["spec"], "cuda" if self.on_gpu else "cpu")
+        except Exception as err:  # e.g. CUDA IPC refused: the parent falls back to shared host memory
+            self.reply(ok=False, error=f"cannot map the inputs: {_one_line(err)}")
+            return
+        self.reply(ok=True)
+
+    def op_unbind(self, msg: dict[str, Any]) -> None:
+        self.bound.pop(int(msg["id"]), None)
+        if self.on_gpu:
+            self.torch.cuda.empty_cache()
         self.reply(ok=True)
 
     def _call(self, data: dict[str, Any]) -> tuple[Any, str]:
@@ -213,7 +242,8 @@ class Child:
         return result, "copied"
 
     def op_call(self, msg: dict[str, Any]) -> None:
-        assert self.slots is not None
+        self.slots = self.bound[int(msg["id"])]
+        self.slots.before_call()
         data = self.slots.data()
         timed = bool(msg.get("timed")) and self.clock is not None
         try:
@@ -230,6 +260,7 @@ class Child:
                 raise
             self.reply(ok=False, rep=msg.get("rep"), error=f"the kernel raised {_one_line(err)}")
             return
+        self.slots.after_call()
         self.reply(ok=True, rep=msg.get("rep"), t_ms=t_ms, tail_ms=tail_ms, returned=returned)
 
     def op_null(self, msg: dict[str, Any]) -> None:
@@ -237,7 +268,12 @@ class Child:
         if self.clock is None:
             self.reply(ok=False, error="no GPU clock in this child")
             return
-        _, t_ms, tail_ms = self.clock.time_call(lambda: None)
+        slots = self.bound[int(msg["id"])]
+        slots.before_call()
+        slots.data()
+        out = slots.out
+        _, t_ms, tail_ms = self.clock.time_call(lambda: out)
+        slots.after_call()
         self.reply(ok=True, t_ms=t_ms, tail_ms=tail_ms)
 
     def serve(self) -> None:

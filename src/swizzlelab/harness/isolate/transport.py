@@ -48,6 +48,7 @@ class SlotSet:
         if not isinstance(template, dict) or "out" not in template:
             raise ValueError("a task's inputs must be a dict holding the output buffer under 'out'")
         self.kind = kind
+        self.id = 0
         self.layout: dict[str, Any] = {}
         self.slots: list[_Slot] = []
         self._host_file: Path | None = None
@@ -164,13 +165,17 @@ def _shared_file(folder: Path) -> tuple[int, str]:
 
 
 class ChildSlots:
-    """The child's view of a SlotSet: `data` is the dict handed to custom_kernel, `out` the output slot."""
+    """The child's view of a SlotSet: `data` is the dict handed to custom_kernel, `out` the output slot.
 
-    def __init__(self, spec: dict[str, Any]):
+    Shared host memory on a GPU child is mirrored: inputs are copied to the device before each call and the
+    output back after it, by this trusted code, inside the parent's wall-clock window."""
+
+    def __init__(self, spec: dict[str, Any], device: str = "cpu"):
         import torch
 
         self._mm: mmap.mmap | None = None
         self.tensors: dict[str, Any] = {}
+        self.host: dict[str, Any] = {}
         if spec["kind"] == "host":
             fd = os.open(spec["file"], os.O_RDWR)
             try:
@@ -180,11 +185,22 @@ class ChildSlots:
             raw = torch.frombuffer(self._mm, dtype=torch.uint8, count=int(spec["size"]))
             for name, (offset, nbytes, shape, dtype) in spec["slots"].items():
                 self.tensors[name] = raw[offset:offset + nbytes].view(_dtype(dtype)).view(tuple(shape))
+            if device != "cpu":
+                self.host = self.tensors
+                self.tensors = {name: torch.empty_like(t, device=device) for name, t in self.host.items()}
         else:
             for name, blob in spec["slots"].items():
                 rebuild, args = pickle.loads(base64.b64decode(blob))  # from the trusted parent only
                 self.tensors[name] = rebuild(*args)
         self.layout = spec["layout"]
+
+    def before_call(self) -> None:
+        for name, host in self.host.items():
+            self.tensors[name].copy_(host)
+
+    def after_call(self) -> None:
+        if self.host:
+            self.host["out"].copy_(self.tensors["out"])
 
     def data(self) -> dict[str, Any]:
         """A fresh dict of the case's inputs (the submission may keep or mutate the dict; not the slots)."""

@@ -121,8 +121,9 @@ def web_router(db: Database, settings: Settings) -> APIRouter:
         try:
             with db.read() as session:
                 board = queries.find_board(session, task, gpu)
-                rows = queries.ranked_rows(session, board)
-                plots = queries.progress_plots(session, board, rows)
+                points = queries.ranked_points(session, board.id)
+                rows = queries.ranked_rows(session, board, points)
+                plots = queries.progress_plots(session, board, rows, points)
                 view = queries.board_view(session, board)
         except ServiceError as err:
             return _error_page(err)

@@ -229,11 +229,28 @@ def board_view(session: Session, board: Leaderboard) -> BoardView:
                      deadline=board.deadline, closed=_closed(board), ranking_rule=board.ranking_rule)
 
 
+# (database, run id) -> (rel_std, best, worst). A run row is written once and never changed (one run per job), so
+# what was read from its result stays true for the life of the process.
+_STATS_CACHE: dict[tuple[str, int], tuple[float | None, ...]] = {}
+_STATS_CACHE_MAX = 200_000
+
+
 def _case_stats(session: Session, run_ids: list[int], n_cases: int) -> dict[int, tuple[float | None, ...]]:
     """Per run: (rel_std, best, worst) combined over its ranked cases, read from the result JSON in the database
-    (json_extract / ->) so the timing samples stored beside them are never loaded."""
-    if not run_ids:
-        return {}
+    (json_extract / ->) so the timing samples stored beside them are never loaded; cached per run."""
+    database = str(session.get_bind().url)
+    known = {run_id: _STATS_CACHE[(database, run_id)] for run_id in run_ids if (database, run_id) in _STATS_CACHE}
+    missing = [run_id for run_id in run_ids if run_id not in known]
+    if missing:
+        fresh = _read_case_stats(session, missing, n_cases)
+        if len(_STATS_CACHE) + len(fresh) > _STATS_CACHE_MAX:
+            _STATS_CACHE.clear()
+        _STATS_CACHE.update({(database, run_id): value for run_id, value in fresh.items()})
+        known.update(fresh)
+    return known
+
+
+def _read_case_stats(session: Session, run_ids: list[int], n_cases: int) -> dict[int, tuple[float | None, ...]]:
     names = ("mean_ms", "std_ms", "best_ms", "worst_ms")
     paths = [("ranked", "cases", i, "candidate", name) for i in range(n_cases) for name in names]
     if session.get_bind().dialect.name == "sqlite":
@@ -264,26 +281,41 @@ def _case_stats(session: Session, run_ids: list[int], n_cases: int) -> dict[int,
     return out
 
 
-def ranked_rows(session: Session, board: Leaderboard) -> list[RankedRow]:
-    ranked = board_ranks(session, board_id=board.id)
-    run_ids = dict(session.execute(
-        select(Run.submission_id, Run.id).where(Run.submission_id.in_([r.submission_id for r in ranked]),
-                                                Run.secret.is_(False))
+def ranked_points(session: Session, board_id: int) -> list[Any]:
+    """Every rankable submission of one board as (user, submitted_at, score_ms, submission_id), oldest first: the
+    one read the leaderboard page's table, counts and plots are all computed from."""
+    return list(session.execute(
+        select(User.name, Submission.created_at, Submission.score_ms, Submission.id)
+        .join(User, Submission.user_id == User.id)
+        .where(*_ranked_eligible(board_id)).order_by(Submission.created_at, Submission.id)
     ).all())
+
+
+def ranked_rows(session: Session, board: Leaderboard, points: list[Any] | None = None) -> list[RankedRow]:
+    """The ranked table: each user's best by (score, submission time, submission id), ordered by the same key,
+    as board_ranks and the service's ranking order them; plus ± and best/worst of each shown run."""
+    points = ranked_points(session, board.id) if points is None else points
+    best: dict[str, tuple[float, dt.datetime, int]] = {}
+    counts: dict[str, int] = {}
+    for name, at, score, sub_id in points:
+        key = (float(score), at, sub_id)
+        counts[name] = counts.get(name, 0) + 1
+        if name not in best or key < best[name]:
+            best[name] = key
+    ranked = sorted(best.items(), key=lambda item: item[1])
+    run_ids = dict(session.execute(
+        select(Run.submission_id, Run.id).where(Run.submission_id.in_([key[2] for _, key in ranked]),
+                                                Run.secret.is_(False))
+    ).all()) if ranked else {}
     n_cases = max(1, min(MAX_RANKED_CASES, len(_task_benchmarks(board.task)) or 1))
     stats = _case_stats(session, list(run_ids.values()), n_cases)
-    counts = dict(session.execute(
-        select(User.name, func.count(Submission.id)).join(User, Submission.user_id == User.id)
-        .where(*_ranked_eligible(board.id)).group_by(User.name)
-    ).all())
     rows = []
-    for r in ranked:
-        run_id = run_ids.get(r.submission_id, 0)
-        rel_std, best, worst = stats.get(run_id, (None, None, None))
-        rows.append(RankedRow(rank=r.rank, user=r.user, score_ms=r.score_ms,
-                              std_ms=None if rel_std is None else rel_std * r.score_ms, best_ms=best, worst_ms=worst,
-                              submitted_at=r.submitted_at, submission_id=r.submission_id, run_id=run_id,
-                              other_runs=max(0, int(counts.get(r.user, 1)) - 1)))
+    for rank, (name, (score, at, sub_id)) in enumerate(ranked, start=1):
+        run_id = run_ids.get(sub_id, 0)
+        rel_std, low, high = stats.get(run_id, (None, None, None))
+        rows.append(RankedRow(rank=rank, user=name, score_ms=score,
+                              std_ms=None if rel_std is None else rel_std * score, best_ms=low, worst_ms=high,
+                              submitted_at=at, submission_id=sub_id, run_id=run_id, other_runs=counts[name] - 1))
     return rows
 
 
@@ -291,13 +323,11 @@ def _iso(value: dt.datetime) -> str:
     return value.astimezone(dt.timezone.utc).strftime("%Y-%m-%dT%H:%M:%SZ")
 
 
-def progress_plots(session: Session, board: Leaderboard, ranked: list[RankedRow]) -> list[Plot]:
+def progress_plots(
+    session: Session, board: Leaderboard, ranked: list[RankedRow], points: list[Any] | None = None
+) -> list[Plot]:
     """Two plots: the top users' best time over time (running minimum), and every ranked time."""
-    points = session.execute(
-        select(User.name, Submission.created_at, Submission.score_ms, Submission.id)
-        .join(User, Submission.user_id == User.id)
-        .where(*_ranked_eligible(board.id)).order_by(Submission.created_at, Submission.id)
-    ).all()
+    points = ranked_points(session, board.id) if points is None else points
     top = [r.user for r in ranked[:TOP_USERS_PLOTTED]]
     best_so_far: dict[str, float] = {}
     history: dict[str, list[PlotPoint]] = {name: [] for name in top}

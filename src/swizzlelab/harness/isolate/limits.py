@@ -273,7 +273,8 @@ def apply_sandbox(limits: Limits, on_gpu: bool, drop_to: int | None, profiling: 
         if on_gpu:
             # CUDA reserves terabytes of address space, so RLIMIT_AS would stop it; RLIMIT_DATA counts only
             # private writable mappings (what malloc and numpy use). The parent also watches the RSS.
-            _set_rlimit(sandbox, "RLIMIT_DATA", resource.RLIMIT_DATA, int(limits.host_mem_bytes))
+            # CUDA's own private mappings count too, so this is a backstop at twice the limit (at least 32 GiB).
+            _set_rlimit(sandbox, "RLIMIT_DATA", resource.RLIMIT_DATA, max(2 * int(limits.host_mem_bytes), 32 * GIB))
         else:
             _set_rlimit(sandbox, "RLIMIT_AS", resource.RLIMIT_AS, int(limits.host_mem_bytes))
     if drop_to is not None and os.geteuid() == 0:

@@ -48,6 +48,11 @@ BOOT = (
     "box = lim.apply_sandbox(lim.Limits(**cfg['limits']), cfg['on_gpu'], cfg['drop_to'], cfg.get('profiling', False), "
     "cfg.get('read_paths'), cfg.get('write_paths'))\n"
     "sys.path.insert(0, src)\n"
+    # The harness package's __init__ pulls in the simulator (numba): the child needs none of it, so the two
+    # packages on the way to child.py are entered without running their __init__ (submodules import as usual).
+    "import types\n"
+    "for name, sub in (('swizzlelab.harness', '/swizzlelab/harness'), ('swizzlelab.harness.isolate', '/swizzlelab/harness/isolate')):\n"
+    "    pkg = types.ModuleType(name); pkg.__path__ = [src + sub]; pkg.__package__ = name; sys.modules[name] = pkg\n"
     "from swizzlelab.harness.isolate.child import main\n"
     "main(in_fd, out_fd, box.to_dict())\n"
 )
@@ -772,6 +777,7 @@ def evaluate_isolated(
     order: str | None = None,
     cpu_timing: bool = False,
     outputs: list[str] | None = None,
+    triton_cache_seed: Path | None = None,
 ) -> IsolatedRun:
     """Evaluate submission `code` on `task` in `mode` inside a sandboxed child process.
 
@@ -813,11 +819,20 @@ def evaluate_isolated(
     drop_to = NOBODY if os.geteuid() == 0 and nobody_can_run_python() else None
     submission = workdir / name
     submission.write_text(code)
-    for sub in ("tmp", "triton", "torch_extensions", "cache", "slots"):
+    for sub in ("tmp", "torch_extensions", "cache", "slots"):
         (workdir / sub).mkdir()
+    # A warm Triton cache built by trusted code (the gate kernel, launcher stubs, the task's kernels) is
+    # copied, never shared: what a submission writes into its copy dies with the run.
+    if triton_cache_seed is not None and Path(triton_cache_seed).is_dir():
+        shutil.copytree(triton_cache_seed, workdir / "triton", symlinks=False)
+    else:
+        (workdir / "triton").mkdir()
     if drop_to is not None:
-        for path in [workdir, submission] + [workdir / sub for sub in ("tmp", "triton", "torch_extensions", "cache")]:
+        for path in [workdir, submission] + [workdir / sub for sub in ("tmp", "torch_extensions", "cache")]:
             os.chown(path, drop_to, drop_to)
+        for root, dirs, files in os.walk(workdir / "triton"):
+            for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
+                os.chown(name, drop_to, drop_to)
         os.chmod(workdir / "slots", 0o711)
     os.chmod(workdir, 0o700)
     own = code == TASK_KERNEL_CODE

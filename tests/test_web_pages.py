@@ -311,6 +311,8 @@ def test_form_refuses_missing_csrf_other_origins_and_bad_tokens(web, page):
     data = {"leaderboard": "histogram/H100", "mode": "test", "token": web.tokens["alice"]}
     answer = httpx.post(web.url + "/submit", data=data, files=files)
     assert answer.status_code == 403 and "security token" in answer.text
+    too_big = httpx.post(web.url + "/submit", data=data, files={"file": ("k.py", b"#" * 200_000, "text/x-python")})
+    assert too_big.status_code == 413 and "at most 65536 bytes" in too_big.text
 
     with httpx.Client(base_url=web.url) as client:
         form = client.get("/submit")

@@ -29,6 +29,7 @@ from swizzlelab.tasks.registry import BUILTIN_DIR
 # Pages of queued or running submissions reload themselves this often (a meta refresh: works without JS).
 REFRESH_S = 2
 CSRF_COOKIE = "swizzlelab_csrf"
+FORM_OVERHEAD_BYTES = 16 * 1024  # multipart boundaries and the form's other fields
 MODE_HELP = {
     "test": "correctness only (runs on a CPU worker too)",
     "benchmark": "correctness and timing",
@@ -36,7 +37,7 @@ MODE_HELP = {
     "profile": "Nsight Compute metrics and the .ncu-rep",
 }
 TITLES = {400: "Bad request", 401: "Unauthorized", 403: "Forbidden", 404: "Not found", 409: "Conflict",
-          413: "Too large", 429: "Too many requests"}
+          411: "Length required", 413: "Too large", 429: "Too many requests"}
 STATIC_TYPES = {".css": "text/css; charset=utf-8", ".js": "text/javascript; charset=utf-8"}
 
 
@@ -98,11 +99,11 @@ def _html(body: str, status: int = 200) -> HTMLResponse:
     return HTMLResponse(body, status_code=status, headers={"Cache-Control": "no-store"})
 
 
-def _error_page(err: ServiceError) -> HTMLResponse:
+def _error_page(err: ServiceError, status: int | None = None) -> HTMLResponse:
     reason = str(err).splitlines()[0] if str(err) else type(err).__name__
     headers = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s is not None else {}
-    page = _html(render("error.html.j2", status_code=err.status, title=TITLES.get(err.status, "Error"),
-                        reason=reason), err.status)
+    code = status or err.status
+    page = _html(render("error.html.j2", status_code=code, title=TITLES.get(code, "Error"), reason=reason), code)
     page.headers.update(headers)
     return page
 
@@ -265,4 +266,18 @@ def web_router(db: Database, settings: Settings) -> APIRouter:
 
 def mount(app: FastAPI, settings: Settings) -> None:
     """Add the web pages to the service's app; they read the Database the app holds as app.state.db."""
+    limit = settings.max_code_bytes + FORM_OVERHEAD_BYTES
+
+    @app.middleware("http")
+    async def _form_size(request: Request, call_next):  # type: ignore[no-untyped-def]
+        # Refuse an oversized form before its body is parsed (the parser would spool any size to disk).
+        if request.method == "POST" and request.url.path == "/submit":
+            length = request.headers.get("content-length", "")
+            if not length.isdigit():
+                return _error_page(ServiceError("send the form with a Content-Length (a browser does)"), 411)
+            if int(length) > limit:
+                return _error_page(TooLarge(f"the form is {length} bytes; a submission may be at most "
+                                            f"{settings.max_code_bytes} bytes"))
+        return await call_next(request)
+
     app.include_router(web_router(app.state.db, settings))

@@ -194,6 +194,10 @@ def register(app: typer.Typer) -> None:
             if gpus and kind is None:
                 Console(stderr=True).print(f"GPU {gpus[0]!r} is none of {', '.join(settings.gpu_types)}: "
                                            "taking test jobs only", highlight=False)
+            if gpus and kind is not None:
+                # The CLI's start-up picks the Triton interpreter when it cannot reach libcuda itself; a worker
+                # that nvidia-smi shows a GPU of a served type runs its jobs on that GPU.
+                os.environ.pop("TRITON_INTERPRET", None)
             caps = WorkerCaps(worker_id=worker_id or default_worker_id(kind), gpu_type=kind)
             Worker(database, settings, caps, stop=stop).run(max_jobs)
         except KeyboardInterrupt:

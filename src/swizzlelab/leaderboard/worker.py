@@ -98,7 +98,9 @@ class Worker:
         """Poll and run jobs; returns how many runs it recorded."""
         recorded = 0
         handled = 0
-        self._say(f"ready ({'GPU ' + self.caps.gpu_type if self.caps.gpu_type else 'no GPU: test jobs only'})")
+        backend = "Triton interpreter" if os.environ.get("TRITON_INTERPRET") == "1" else "CUDA"
+        self._say(f"ready ({'GPU ' + self.caps.gpu_type if self.caps.gpu_type else 'no GPU: test jobs only'}; "
+                  f"kernels run on {backend})")
         while not self.stop.is_set() and (max_jobs is None or handled < max_jobs):
             try:
                 spec = queue.claim(self.db, self.caps, self.settings)

@@ -196,3 +196,33 @@ def test_secret_runs_flag_and_ranking(fresh):
         assert session.scalar(select(func.count(Run.id))) == 10
     assert [(r.rank, r.user, r.score_ms) for r in rows] == [(1, "alice", 1.5), (2, "bob", 1.5)]
     assert rows[0].submission_id == best_alice
+
+
+def test_profile_files_size_limited_and_stored(fresh, tmp_path):
+    from swizzlelab.harness.isolate import IsolatedRun
+    from swizzlelab.leaderboard.db import ProfileFile
+    from swizzlelab.leaderboard.execute import outcome_from_run
+
+    db, settings = fresh
+    uid = _user(db, "alice")
+    sub_id = _submit(db, settings, uid, "test")
+    small, big = tmp_path / "case0.ncu-rep", tmp_path / "case1.ncu-rep"
+    small.write_bytes(b"\x01" * 100)
+    big.write_bytes(b"\x02" * 5000)
+    kernels = [{"name": "histogram_kernel", "metrics": {"dram__bytes_read.sum": 1.0}}]
+    run = IsolatedRun(mode="profile", passed=True, score_ms=None, reason=None, report_text="## Profiling\n",
+                      report={"profiles": [{"case": {"seed": 11}, "kernels": kernels, "check": {"passed": True}}]},
+                      stdout_tail="", stderr_tail="", system={"gpu": "NVIDIA H100 80GB HBM3", "runtime": "CUDA"},
+                      profile_files=[small, big], duration_s=1.0, verdicts=[])
+    outcome = outcome_from_run(run, utcnow(), max_profile_bytes=1000)
+    assert [name for name, _ in outcome.profile_files] == ["case0.ncu-rep"]
+    assert "case1.ncu-rep is 5000 bytes" in outcome.notes[0]
+    spec = queue.claim(db, WorkerCaps("w", None), settings)
+    assert spec is not None and spec.submission_id == sub_id
+    assert queue.complete(db, spec, outcome, "w", settings)
+    with db.read() as session:
+        stored = session.scalars(select(ProfileFile)).all()
+        assert [(f.name, f.size_bytes, f.content) for f in stored] == [("case0.ncu-rep", 100, b"\x01" * 100)]
+        row = session.scalars(select(Run)).one()
+        assert row.profile[0]["kernels"] == kernels and row.gpu == "NVIDIA H100 80GB HBM3"
+        assert "over the 1000-byte limit" in session.get(Job, spec.job_id).error

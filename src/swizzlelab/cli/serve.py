@@ -87,8 +87,8 @@ def register(app: typer.Typer) -> None:
         port: int = typer.Option(8000, "--port"),
         db: Optional[str] = typer.Option(None, "--db", help="database URL: a SQLite path or "
                                          "postgresql+psycopg://USER@HOST:PORT/DB (default: ./swizzlelab-data/leaderboard.db)"),
-        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help=f"folder for the default database and the "
-                                                "admin token (default ./{DEFAULT_DATA_DIR})"),
+        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="folder for the default database and the "
+                                                f"admin token (default ./{DEFAULT_DATA_DIR})"),
         workers: str = typer.Option("auto", "--workers", help="local workers: auto (one per visible GPU, or one "
                                     "test-only CPU worker without a GPU), a number, or 0 for the API only"),
         ray: Optional[str] = typer.Option(None, "--ray", help="run evaluations on a Ray cluster at this address "

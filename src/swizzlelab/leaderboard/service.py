@@ -26,7 +26,6 @@ from swizzlelab.leaderboard.db.models import (
     Run,
     Submission,
     SubmissionStatus,
-    User,
     utcnow,
 )
 from swizzlelab.leaderboard.errors import BadRequest, Conflict, Forbidden, NotFound, RateLimited, TooLarge

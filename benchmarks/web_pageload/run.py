@@ -192,7 +192,15 @@ def stats(samples: list[float]) -> dict:
             "max_ms": round(ordered[-1], 2), "mean_ms": round(statistics.fmean(ordered), 2)}
 
 
-def time_http(base: str, paths: dict[str, str], n: int) -> dict:
+def process_cpu_ms(pid: int) -> float:
+    """CPU time (user + system, all threads) a process has used so far, from /proc (clock-tick resolution)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) * 1e3 / os.sysconf("SC_CLK_TCK")
+
+
+def time_http(base: str, paths: dict[str, str], n: int, server_pid: int) -> dict:
+    """Wall time of each request as the client sees it, and the server process's CPU time per request (which
+    other jobs on the machine do not inflate)."""
     out = {}
     with httpx.Client(base_url=base, timeout=30) as client:
         for name, path in paths.items():
@@ -202,13 +210,15 @@ def time_http(base: str, paths: dict[str, str], n: int) -> dict:
             for _ in range(2):
                 client.get(path)
             samples, size, status = [], 0, 0
+            cpu_before = process_cpu_ms(server_pid)
             for _ in range(n):
                 t0 = time.perf_counter()
                 response = client.get(path)
                 samples.append((time.perf_counter() - t0) * 1e3)
                 size, status = len(response.content), response.status_code
+            cpu_ms = (process_cpu_ms(server_pid) - cpu_before) / n
             out[name] = {"path": path, "status": status, "html_bytes": size, "first_request_ms": round(first_ms, 2),
-                         **stats(samples)}
+                         "server_cpu_ms_per_request": round(cpu_ms, 2), **stats(samples)}
     return out
 
 
@@ -270,10 +280,10 @@ def main() -> int:
         server = start_server(db_url, port, Path(tmp))
         try:
             base = f"http://127.0.0.1:{port}"
-            http = time_http(base, paths, args.requests)
+            http = time_http(base, paths, args.requests, server.pid)
             for name, row in http.items():
                 print(f"{name:20s} {row['path']:40s} p50 {row['p50_ms']:7.2f} ms  p95 {row['p95_ms']:7.2f} ms  "
-                      f"{row['html_bytes']} B", flush=True)
+                      f"server CPU {row['server_cpu_ms_per_request']:6.2f} ms  {row['html_bytes']} B", flush=True)
             browser = time_browser(base, paths, args.browser_loads)
         finally:
             server.terminate()
@@ -286,8 +296,10 @@ def main() -> int:
         "measured_on": {"machine": "CPU only (no GPU involved)", "cpu": _cpu_name(), "cores": os.cpu_count(),
                         "load_average_1min": {"start": round(load_at_start, 2), "end": round(os.getloadavg()[0], 2),
                                               "note": "other jobs shared this machine's 2 cores during the run"},
+                        "niceness": os.nice(0),
                         "platform": platform.platform(), "python": platform.python_version()},
-        "command": "python benchmarks/web_pageload/run.py " + " ".join(sys.argv[1:]),
+        "command": (f"nice -n {os.nice(0)} " if os.nice(0) else "") + "python benchmarks/web_pageload/run.py "
+                   + " ".join(sys.argv[1:]),
         "data": {"kind": "synthetic load data: 300 users, submission times over 45 days; run results are the "
                          "committed H100 eval reports (benchmarks/eval_h100) with times rescaled per user, "
                          f"timing samples trimmed to {SAMPLES_KEPT} and ncu metrics to {METRICS_KEPT} per kernel",
@@ -296,9 +308,12 @@ def main() -> int:
         "http": http,
         "browser": browser,
         "all_html_p95_under_budget": all(row["p95_ms"] < BUDGET_MS for row in http.values()),
+        "all_server_cpu_per_request_under_budget": all(row["server_cpu_ms_per_request"] < BUDGET_MS
+                                                       for row in http.values()),
     }
     args.out.write_text(json.dumps(result, indent=2) + "\n")
-    print(f"wrote {args.out}; every page's HTML p95 under {BUDGET_MS:.0f} ms: {result['all_html_p95_under_budget']}")
+    print(f"wrote {args.out}; every page's HTML p95 under {BUDGET_MS:.0f} ms: {result['all_html_p95_under_budget']}; "
+          f"server CPU per request under it: {result['all_server_cpu_per_request_under_budget']}")
     return 0
 
 

@@ -63,6 +63,7 @@ class BoardRank:
     score_ms: float
     submission_id: int
     submitted_at: dt.datetime
+    entrants: int  # users ranked on this board
 
 
 def board_ranks(
@@ -92,6 +93,7 @@ def board_ranks(
                 partition_by=best.c.leaderboard_id,
                 order_by=(best.c.score_ms, best.c.created_at, best.c.submission_id),
             ).label("rank"),
+            func.count().over(partition_by=best.c.leaderboard_id).label("entrants"),
         )
         .where(best.c.nth == 1)
         .subquery()
@@ -102,7 +104,7 @@ def board_ranks(
     if top_only:
         query = query.where(ranked.c.rank == 1)
     return [BoardRank(leaderboard_id=r.leaderboard_id, rank=r.rank, user=r.name, score_ms=float(r.score_ms),
-                      submission_id=r.submission_id, submitted_at=r.created_at)
+                      submission_id=r.submission_id, submitted_at=r.created_at, entrants=r.entrants)
             for r in session.execute(query)]
 
 
@@ -126,17 +128,13 @@ def index_rows(session: Session) -> list[IndexRow]:
         select(Leaderboard).where(Leaderboard.visible.is_(True)).order_by(Leaderboard.task, Leaderboard.gpu_type)
     ).all()
     top = {r.leaderboard_id: r for r in board_ranks(session, top_only=True)}
-    entrants = dict(session.execute(
-        select(Submission.leaderboard_id, func.count(func.distinct(Submission.user_id)))
-        .join(User, Submission.user_id == User.id)
-        .where(*_ranked_eligible(None)).group_by(Submission.leaderboard_id)
-    ).all())
     rows = []
     for board in boards:
         first = top.get(board.id)
         rows.append(IndexRow(task=board.task, gpu=board.gpu_type, url=lb_url(board.task, board.gpu_type),
                              top_user=first.user if first else None, top_score_ms=first.score_ms if first else None,
-                             entrants=int(entrants.get(board.id, 0)), deadline=board.deadline, closed=_closed(board)))
+                             entrants=first.entrants if first else 0, deadline=board.deadline,
+                             closed=_closed(board)))
     return rows
 
 

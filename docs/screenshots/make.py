@@ -126,23 +126,24 @@ def _insert_ranked(db_url: str, rows: list[dict], label: str) -> list[int]:
 
 
 def h100_rows(data: dict) -> list[dict]:
-    """Ranked runs from the service's H100 leaderboard JSON: entries of its ranking joined with the runs it
-    fetched (keys 'ranking' and 'runs'/'submissions' holding the API's run views)."""
-    runs = {}
-    for item in data.get("runs", []) + data.get("submissions", []):
-        key = item.get("submission_id", item.get("id"))
-        runs[key] = item
+    """Ranked runs from benchmarks/leaderboard_h100/leaderboard_h100.json (written by that folder's run.py): its
+    'ranking' as the service returned it, joined by submission id with its 'submissions' (kernel file, report
+    text, and the run's full result where the file carries one)."""
+    board = data.get("leaderboard") or {}
+    by_id = {item.get("submission_id"): item for item in data.get("submissions", [])}
     rows = []
-    for entry in data.get("ranking", []):
-        run = runs.get(entry.get("submission_id"), {})
-        result = run.get("result") or {"ranked": {"cases": [], "score_ms": entry["score_ms"]},
-                                       "system": {"gpu": entry.get("gpu", data.get("device", "H100"))}}
-        when = entry.get("submitted_at") or run.get("started_at")
-        rows.append({"task": data.get("task", "histogram"), "gpu": data.get("gpu_type", "H100"),
+    for entry in data.get("ranking") or []:
+        item = by_id.get(entry.get("submission_id"), {})
+        kernel = ROOT / item["kernel"] if item.get("kernel") else None
+        code = kernel.read_text() if kernel is not None and kernel.is_file() else (
+            f"# the code of {entry['user']}'s submission is not in leaderboard_h100.json\n")
+        result = item.get("result") or {"ranked": {"cases": [], "score_ms": entry["score_ms"]},
+                                        "system": {"gpu": item.get("measured_on") or data.get("device") or ""}}
+        when = entry.get("submitted_at")
+        rows.append({"task": board.get("task", "histogram"), "gpu": board.get("gpu_type", "H100"),
                      "user": entry["user"], "score_ms": entry["score_ms"], "result": result,
-                     "report_text": run.get("report_text", ""), "filename": entry.get("filename", "submission.py"),
-                     "code": run.get("code") or entry.get("code") or f"# code of {entry['user']}'s submission was "
-                     "not included in leaderboard_h100.json\n",
+                     "report_text": item.get("report_text") or "", "filename": entry.get("filename") or "submission.py",
+                     "code": code, "duration_s": (item.get("run_durations_s") or {}).get("public", 0.0),
                      "submitted_at": dt.datetime.fromisoformat(when) if when else dt.datetime.now(dt.timezone.utc)})
     return rows
 
@@ -194,17 +195,19 @@ def main() -> int:
             with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {ADMIN}"}) as admin:
                 tokens = {name: admin.post("/api/users", json={"name": name}).json()["token"]
                           for name in ("ada", "grace")}
-            if H100_JSON.exists():
-                data = json.loads(H100_JSON.read_text())
-                _insert_ranked(db_url, h100_rows(data), "h100-leaderboard-run")
+            data = json.loads(H100_JSON.read_text()) if H100_JSON.exists() else {}
+            h100 = h100_rows(data)
+            if h100:
+                _insert_ranked(db_url, h100, "h100-leaderboard-run")
                 source = (f"ranked runs: {H100_JSON.relative_to(ROOT)} (measured on "
-                          f"{data.get('device', 'an H100')} by the service's GPU worker)")
+                          f"{data.get('device') or 'an H100'} by the service's GPU worker)")
             else:
-                print(f"{H100_JSON.relative_to(ROOT)} not found: no H100 leaderboard data yet; ranked rows come "
-                      f"from {EVAL_H100.relative_to(ROOT)} only", flush=True)
+                why = "not found" if not H100_JSON.exists() else f"has no ranking ({data.get('status', 'empty')})"
+                print(f"{H100_JSON.relative_to(ROOT)} {why}: no H100 leaderboard data; ranked rows come from "
+                      f"{EVAL_H100.relative_to(ROOT)} only", flush=True)
                 _insert_ranked(db_url, eval_h100_rows(), "imported:benchmarks/eval_h100")
                 source = ("ranked row: the task's own kernel measured on an H100 by `swizzlelab eval` "
-                          "(benchmarks/eval_h100), imported; no H100 leaderboard run yet")
+                          "(benchmarks/eval_h100), imported; no H100 leaderboard ranking yet")
             good = submit(url, tokens["ada"], GOOD, "histogram_kernel.py")
             bad = submit(url, tokens["grace"], WRONG, "off_by_one.py")
             wait_done(url, tokens["ada"], good)
@@ -243,8 +246,8 @@ def main() -> int:
     lines = ["# Screenshots of the leaderboard's web pages", "",
              f"Made by `python docs/screenshots/make.py` ({dt.date.today().isoformat()}); each image carries this "
              "label at its top:", "", f"> {label}", ""]
-    if not H100_JSON.exists():
-        lines += [f"`{H100_JSON.relative_to(ROOT)}` did not exist yet, so the leaderboard holds one imported H100 "
+    if not h100:
+        lines += [f"`{H100_JSON.relative_to(ROOT)}` held no ranking yet, so the leaderboard holds one imported H100 "
                   "measurement and no leaderboard submissions; rerun the script once the service's H100 run is "
                   "committed to show its ranking.", ""]
     lines += ["| file | page |", "| --- | --- |"] + [f"| {name} | `{path}` |" for name, path in made]

@@ -45,8 +45,7 @@ BOOT = (
     "src, in_fd, out_fd, cfg = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])\n"
     "spec = importlib.util.spec_from_file_location('_swizzlelab_sandbox', src + '/swizzlelab/harness/isolate/limits.py')\n"
     "lim = importlib.util.module_from_spec(spec); sys.modules['_swizzlelab_sandbox'] = lim; spec.loader.exec_module(lim)\n"
-    "box = lim.apply_sandbox(lim.Limits(**cfg['limits']), cfg['on_gpu'], cfg['drop_to'], cfg.get('profiling', False), "
-    "cfg.get('read_paths'), cfg.get('write_paths'))\n"
+    "box = lim.apply_sandbox(lim.Limits(**cfg['limits']), cfg['on_gpu'], cfg['drop_to'], stage='early')\n"
     "sys.path.insert(0, src)\n"
     # The harness package's __init__ pulls in the simulator (numba): the child needs none of it, so the two
     # packages on the way to child.py are entered without running their __init__ (submodules import as usual).
@@ -54,7 +53,8 @@ BOOT = (
     "for name, sub in (('swizzlelab.harness', '/swizzlelab/harness'), ('swizzlelab.harness.isolate', '/swizzlelab/harness/isolate')):\n"
     "    pkg = types.ModuleType(name); pkg.__path__ = [src + sub]; pkg.__package__ = name; sys.modules[name] = pkg\n"
     "from swizzlelab.harness.isolate.child import main\n"
-    "main(in_fd, out_fd, box.to_dict())\n"
+    "main(in_fd, out_fd, box.to_dict(), lambda: lim.apply_sandbox(lim.Limits(**cfg['limits']), cfg['on_gpu'], "
+    "cfg['drop_to'], False, cfg.get('read_paths'), cfg.get('write_paths'), stage='late').to_dict())\n"
 )
 # Environment variables the child keeps (paths to the toolchain and the GPU); everything else is dropped, so
 # tokens, database URLs and seeds in the parent's environment never reach a submission.
@@ -454,7 +454,7 @@ class _Evaluation:
         self.child.start()
         self.compile_deadline = time.monotonic() + self.limits.compile_s
         reply, _ = self.ask({"op": "init", "gpu_mem_bytes": self.limits.gpu_mem_bytes,
-                             "cpu_timing": self.cpu_timing})
+                             "cpu_timing": self.cpu_timing, "expect_gpu": self.on_gpu})
         if not reply.get("ok"):
             raise ChildFailed(_one_line(reply.get("error", "the child could not start")))
         self.child_system = dict(reply.get("system") or {})

@@ -88,7 +88,6 @@ _X86_64 = {
     "request_key": 249,
     "userfaultfd": 323,
     "setsid": 112,
-    "setpgid": 109,
 }
 AUDIT_ARCH_X86_64 = 0xC000003E
 AF_UNIX = 1
@@ -236,6 +235,8 @@ def _landlock(libc: Any, read_paths: list[str], write_paths: list[str], sandbox:
         os.close(ruleset)
 
 
+PROC_READ = ("/proc/driver", "/proc/sys", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/filesystems",
+             "/proc/version", "/proc/loadavg", "/proc/uptime", "/proc/devices", "/proc/modules")
 PR_CAPBSET_DROP = 24
 CAP_LAST = 63
 
@@ -303,18 +304,21 @@ def apply_sandbox(limits: Limits, on_gpu: bool, drop_to: int | None, profiling: 
         except OSError as err:
             sandbox.skipped.append(f"dropping to uid {drop_to}: {err}")
     if os.geteuid() == 0:
-        sandbox.skipped.append(f"uid drop: the Python installation is not readable by uid {NOBODY}; the child "
-                               "stays uid 0 without capabilities")
+        sandbox.skipped.append(f"uid drop to {NOBODY}: not done (a GPU child keeps the parent's uid for CUDA IPC, "
+                               "or the Python installation is not readable by it); uid 0 without capabilities")
         _drop_capabilities(libc, sandbox)
     # RLIMIT_NPROC counts every task of the uid: allow what the uid runs now plus the child's share.
     _set_rlimit(sandbox, "RLIMIT_NPROC", resource.RLIMIT_NPROC, _tasks_of_uid(os.getuid()) + int(limits.n_procs))
     if read_paths is not None and write_paths is not None and not profiling:
-        _landlock(libc, read_paths, write_paths, sandbox)
+        # /proc is readable only for this process (its pid dir, which /proc/self points to) and a few
+        # system-wide files; the parent's /proc/PID (memory, environment, fds) is out of reach.
+        own = [f"/proc/{os.getpid()}"] + [p for p in PROC_READ if os.path.exists(p)]
+        _landlock(libc, [p for p in read_paths if p != "/proc"] + own, write_paths, sandbox)
     if platform.machine() == "x86_64":
         try:
             how = _install_seccomp(libc, profiling)
             sandbox.applied.append(f"no_new_privs + seccomp {how} (ptrace, process_vm_*, network sockets, bpf, "
-                                   "namespaces, mount, keyrings, userfaultfd, setsid/setpgid refused)")
+                                   "namespaces, mount, keyrings, userfaultfd, setsid refused)")
         except OSError as err:
             sandbox.skipped.append(f"seccomp: {err}")
     else:

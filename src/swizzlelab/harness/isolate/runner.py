@@ -323,6 +323,8 @@ class ChildProcess:
                 return
 
     def kill(self, reason: str | None = None) -> None:
+        """SIGKILL the child's process group and every process of its session (setsid is refused in the
+        child, so a process that changed its group is still found by its session)."""
         if reason and self.killed_for is None:
             self.killed_for = reason
         if self.proc is not None:
@@ -330,6 +332,11 @@ class ChildProcess:
                 os.killpg(self.proc.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 pass
+            for pid in _session_pids(self.proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
 
     def _death(self) -> str:
         assert self.proc is not None
@@ -754,6 +761,26 @@ TASK_KERNEL_CODE = (
 )
 
 
+def _not_dumpable() -> None:
+    """prctl(PR_SET_DUMPABLE, 0) on this (parent) process: processes of the same uid without CAP_SYS_PTRACE
+    can no longer read its memory, environment or file descriptors through /proc or ptrace."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _rehome_triton_cache(seed: Path, copy: Path) -> None:
+    """Triton's group files name their members by absolute path: point them into the copy."""
+    old, new = str(seed.resolve()), str(copy.resolve())
+    for path in copy.rglob("*.json"):
+        text = path.read_text()
+        if old in text:
+            path.write_text(text.replace(old, new))
+
+
 def _safe_filename(filename: str) -> str:
     name = str(filename)
     if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,100}\.py", name):
@@ -816,7 +843,10 @@ def evaluate_isolated(
         raise NoGpuError(f"--mode {mode} needs a CUDA GPU; run --mode test on the CPU")
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="swizzlelab-isolate-"))
-    drop_to = NOBODY if os.geteuid() == 0 and nobody_can_run_python() else None
+    # CUDA IPC maps the parent's buffers only into a process of the same uid, so a GPU child keeps uid 0
+    # without capabilities; the parent turns non-dumpable so that child cannot open its /proc files or memory.
+    drop_to = NOBODY if os.geteuid() == 0 and nobody_can_run_python() and not info.is_gpu else None
+    _not_dumpable()
     submission = workdir / name
     submission.write_text(code)
     for sub in ("tmp", "torch_extensions", "cache", "slots"):
@@ -825,6 +855,7 @@ def evaluate_isolated(
     # copied, never shared: what a submission writes into its copy dies with the run.
     if triton_cache_seed is not None and Path(triton_cache_seed).is_dir():
         shutil.copytree(triton_cache_seed, workdir / "triton", symlinks=False)
+        _rehome_triton_cache(Path(triton_cache_seed), workdir / "triton")
     else:
         (workdir / "triton").mkdir()
     if drop_to is not None:

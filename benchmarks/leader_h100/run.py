@@ -102,6 +102,14 @@ def flash_variants() -> dict[str, Callable[[dict[str, Any]], Any]]:
         ("desc_m64_n128_w4_s3", cfg(64, 128, 4, 3, True, False)),
         ("desc_m256_n64_w16_s2", cfg(256, 64, 16, 2, True, False)),
         ("desc_m256_n128_w16_s2", cfg(256, 128, 16, 2, True, False)),
+        # Step 2 (steps_2.json): QK prefetch, a 128-register cap for two programs per SM, smaller tiles.
+        ("desc_m128_n64_s3_pf", cfg(128, 64, 8, 3, True, False, True)),
+        ("desc_m128_n64_s2_r128", cfg(128, 64, 8, 2, True, False, False, 128)),
+        ("desc_m128_n64_s2_pf_r128", cfg(128, 64, 8, 2, True, False, True, 128)),
+        ("desc_m128_n128_s3_pf", cfg(128, 128, 8, 3, True, False, True)),
+        ("desc_m128_n128_s2_pf", cfg(128, 128, 8, 2, True, False, True)),
+        ("desc_m64_n64_w4_s2", cfg(64, 64, 4, 2, True, False)),
+        ("desc_m64_n64_w4_s3_pf", cfg(64, 64, 4, 3, True, False, True)),
     ]
     for name, c in grid:
         out[f"fa.{name}"] = (lambda d, c=c: sub.flash_attention(d["q"], d["k"], d["v"], d["out"], d["sm_scale"], c))
@@ -189,7 +197,9 @@ def profile_variant(name: str, out_dir: Path) -> dict[str, Any]:
     """Run one variant once under ncu in a child process (the harness's run_ncu) and keep every metric."""
     from swizzlelab.harness.ncu import NAMED_METRIC_IDS, NAMED_METRICS, run_ncu
 
-    result = out_dir / f"child-{name}.json"
+    import tempfile
+
+    result = Path(tempfile.mkdtemp(prefix="leader-child-")) / f"child-{name}.json"
     cmd = [sys.executable, str(Path(__file__).resolve()), "child", "--variant", name, "--result", str(result)]
     try:
         kernels = run_ncu(cmd, list(NAMED_METRIC_IDS) + list(EXTRA_METRICS), profile_from_start=False,
@@ -254,13 +264,20 @@ def steps(args: argparse.Namespace, argv: list[str]) -> int:
     inputs = Inputs()
     # Group by task so each task's inputs are made once.
     names.sort(key=lambda n: task_of(n))
-    rows = [time_variant(n, variants[n], inputs, args.budget_s) for n in names]
+    out_dir = Path(args.out)
+    doc: dict[str, Any] = {**environment(argv), "kind": "steps", "rows": [], "profiles": []}
+
+    def save() -> None:  # after every row: a run cut short by its time limit keeps what it measured
+        atomic_write_text(out_dir / args.name, json.dumps(doc, indent=2, default=str) + "\n")
+
+    for n in names:
+        doc["rows"].append(time_variant(n, variants[n], inputs, args.budget_s))
+        save()
     inputs.cache.clear()
     torch.cuda.empty_cache()
-    out_dir = Path(args.out)
-    profiles = [profile_variant(n, out_dir) for n in (args.profile.split(",") if args.profile else [])]
-    doc = {**environment(argv), "kind": "steps", "rows": rows, "profiles": profiles}
-    atomic_write_text(out_dir / args.name, json.dumps(doc, indent=2, default=str) + "\n")
+    for n in args.profile.split(",") if args.profile else []:
+        doc["profiles"].append(profile_variant(n, out_dir))
+        save()
     return 0
 
 
@@ -285,7 +302,9 @@ def final(args: argparse.Namespace, argv: list[str]) -> int:
         rows.append({"task": task_name, "kind": kind, "mean_ms": row.get("mean_ms"), "ci95_ms": row.get("ci95_ms"),
                      "submission": path, "variant": name, **{k: v for k, v in row.items() if k not in (
                          "task", "mean_ms", "ci95_ms", "name")}})
-    doc = {**environment(argv), "kind": "final", "rows": rows}
+    flash_sub = sys.modules.get("leader_flash_attention")
+    autotune = list(getattr(flash_sub, "AUTOTUNE_LOG", []))
+    doc = {**environment(argv), "kind": "final", "rows": rows, "flash_attention_autotune": autotune}
     atomic_write_text(Path(args.out) / args.name, json.dumps(doc, indent=2, default=str) + "\n")
     return 0
 
@@ -302,7 +321,7 @@ def main(argv: list[str]) -> int:
     p_final = sub.add_parser("final")
     p_final.add_argument("--out", required=True)
     p_final.add_argument("--name", default="leader_h100.json")
-    p_final.add_argument("--budget-s", type=float, default=3.0)
+    p_final.add_argument("--budget-s", type=float, default=2.0)
     p_child = sub.add_parser("child")
     p_child.add_argument("--variant", required=True)
     p_child.add_argument("--result", required=True)

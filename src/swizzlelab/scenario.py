@@ -29,6 +29,7 @@ from swizzlelab.swizzle.evaluate import evaluate
 from swizzlelab.swizzle.proof import Proof, permutation_id, prove_outputs
 from swizzlelab.tasks import Task, load_task
 from swizzlelab.trace import AccessTrace
+from swizzlelab.trace.tracer import trace_call
 
 # Kernel launch configurations a scenario may use: the GPU one (what predictions and measurements are for), the
 # CPU interpreter's, or whichever this process's backend would pick ("backend").
@@ -179,14 +180,13 @@ class Scenario:
             return self.default_order()
         if isinstance(spec, Formula):
             return self._fit(spec, check_site=False)
+        if not outputs:
+            return self._fit(self.task.parse_order(spec), check_site=False, where=spec)
         path = Path(spec)
-        if path.suffix == ".py" or path.exists():
-            text = read_formula_file(path)  # one-line errors for a directory, a binary or a missing file
-            return self._fit(parse_formula(text, tuple(outputs) if outputs else None, rank=len(self.grid)),
-                             check_site=False, where=str(spec))
-        if outputs:
-            raise UserError("--outputs applies to a formula file; a family spec names its own outputs")
-        return self._fit(self.task.parse_order(spec), check_site=False, where=spec)
+        if not path.is_file():
+            raise UserError(f"--outputs applies to a formula file and {spec} is none; a family spec names its own")
+        text = read_formula_file(path)  # one-line errors for a directory, a binary or a missing file
+        return self._fit(parse_formula(text, tuple(outputs), rank=len(self.grid)), check_site=False, where=str(spec))
 
     def _fit(self, formula: Formula, check_site: bool, where: str = "formula") -> Formula:
         if formula.launch_rank > KERNEL_LAUNCH_RANK:
@@ -244,8 +244,6 @@ class Scenario:
 
     def recorded_trace(self, kernel_name: str | None = None) -> AccessTrace:
         """The kernel's accesses recorded under the Triton interpreter, in its own order (small cases only)."""
-        from swizzlelab.trace.tracer import trace_call
-
         self.require_memory(include_trace=True)
         data = self.task.generate_input(self.case)
         return trace_call(lambda: self.task.custom_kernel(data, None, self.config), self.grid,

@@ -17,7 +17,7 @@ import pytest
 from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.isolate import Limits, evaluate_isolated, secret_seed
 from swizzlelab.harness.isolate.limits import seccomp_program
-from swizzlelab.harness.isolate.runner import _Tail
+from swizzlelab.harness.isolate.runner import GAP_ABS_MS, _Tail, clock_verdict
 from swizzlelab.runtime import cuda_available
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -194,6 +194,19 @@ def test_seccomp_program_shape():
     program = seccomp_program()
     assert len(program) % 8 == 0 and len(program) // 8 < 64
     assert len(seccomp_program(profiling=True)) < len(program)
+
+
+def test_clock_verdict_is_two_sided():
+    # Figures from an H100 run: empty calls 0.49 ms wall beyond their figure; an honest 0.23 ms kernel.
+    walls, figures = [0.72, 0.73, 0.71, 0.74], [0.229, 0.230, 0.228, 0.231]
+    assert clock_verdict(walls, figures, 0.49, on_gpu=True)[1] is None
+    hidden = [w + 0.25 for w in walls]  # a whole kernel done outside the interval
+    assert "more wall time" in clock_verdict(hidden, figures, 0.49, on_gpu=True)[1]
+    # A patched clock reporting 1 us and skipping flush, gate and synchronize (measured: 0.26 ms below).
+    forged = [0.23, 0.22, 0.24, 0.23]
+    assert "less wall time" in clock_verdict(forged, [0.001] * 4, 0.49, on_gpu=True)[1]
+    clocks, _ = clock_verdict(walls, figures, 0.49, on_gpu=True)
+    assert abs(clocks["gap_allowed_ms"] - (GAP_ABS_MS + 0.05 * 0.2295)) < 1e-9
 
 
 def test_tail_keeps_the_last_bytes():

@@ -17,6 +17,7 @@ import yaml
 from swizzlelab.errors import UserError
 from swizzlelab.io import load_module, module_name_for
 from swizzlelab.runtime import ensure_triton_backend
+from swizzlelab.swizzle import parse_order
 from swizzlelab.tasks.checking import CheckResult, Tolerance, parse_tolerance
 
 BUILTIN_DIR = Path(__file__).resolve().parent
@@ -89,6 +90,11 @@ class Task:
         """The library implementation (torch) of the same computation, for 'baseline' report rows."""
         return self.reference.baseline(data)
 
+    def extra_baselines(self) -> dict[str, tuple[str, Any]]:
+        """Further library rows a ranked run times (reference.py's EXTRA_BASELINES: name -> (description, fn)),
+        e.g. flash_attention's SDPA cuDNN backend, the fastest library kernel on Hopper."""
+        return dict(getattr(self.reference, "EXTRA_BASELINES", {}) or {})
+
     # -- kernel --------------------------------------------------------------------------------------------
     def custom_kernel(self, data: dict[str, Any], order: Any = None, config: Any = None) -> Any:
         """Run the Triton kernel with `order` (a Formula, None = the kernel's own site) into data['out']."""
@@ -115,8 +121,6 @@ class Task:
 
     def parse_order(self, spec: str) -> Any:
         """A Formula from an order spec ('grouped:GROUP_M=8', 'xcd:NUM_XCDS=8', a .py file) for this grid."""
-        from swizzlelab.swizzle import parse_order
-
         return parse_order(spec, self.spec.grid_rank)
 
     # -- access model --------------------------------------------------------------------------------------

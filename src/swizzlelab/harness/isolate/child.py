@@ -144,9 +144,10 @@ def _make_gate(torch: Any, n_sms: int) -> tuple[Callable[[], None], str]:
 class Child:
     """State of the child between frames."""
 
-    def __init__(self, in_fd: int, out_fd: int, sandbox: dict[str, Any]) -> None:
+    def __init__(self, in_fd: int, out_fd: int, sandbox: dict[str, Any], lock_down: Callable[[], dict[str, Any]]) -> None:
         self.in_fd, self.out_fd = in_fd, out_fd
         self.sandbox = sandbox
+        self.lock_down = lock_down
         self.torch: Any = None
         self.on_gpu = False
         self.clock: TrustedClock | HostClock | None = None
@@ -170,6 +171,14 @@ class Child:
         self.on_gpu = device() == "cuda"
         self._copy = torch._C.TensorBase.copy_
         self._tensor_type = torch.Tensor
+        if msg.get("expect_gpu") and not self.on_gpu:
+            reason = "torch.cuda.is_available() is False"
+            try:
+                torch.cuda.init()
+            except Exception as err:
+                reason = _one_line(err)
+            self.reply(ok=False, error=f"CUDA is not usable in the child: {reason}")
+            return
         if self.on_gpu:
             torch.cuda.init()
             if msg.get("gpu_mem_bytes"):
@@ -180,9 +189,13 @@ class Child:
             self.clock = HostClock()
         from swizzlelab.harness.sysinfo import system_info
 
+        info = system_info().to_dict()
+        # Everything trusted is loaded and CUDA is up: now the rest of the sandbox, before any submission code.
+        late = self.lock_down()
+        self.sandbox = {key: self.sandbox.get(key, []) + late.get(key, []) for key in ("applied", "skipped")}
         clock = {"gate": self.clock.gate_kind, "persisting_l2_reset": self.clock._reset_l2 is not None} \
             if self.clock is not None else {}
-        self.reply(ok=True, system=system_info().to_dict(), sandbox=self.sandbox, pid=os.getpid(), clock=clock)
+        self.reply(ok=True, system=info, sandbox=self.sandbox, pid=os.getpid(), clock=clock)
 
     def op_load(self, msg: dict[str, Any]) -> None:
         path = msg["path"]
@@ -293,9 +306,9 @@ class Child:
             handler(msg)
 
 
-def main(in_fd: int, out_fd: int, sandbox: dict[str, Any]) -> None:
+def main(in_fd: int, out_fd: int, sandbox: dict[str, Any], lock_down: Callable[[], dict[str, Any]]) -> None:
     """Serve frames until the parent says exit; a SystemExit from the submission never reaches here as 0."""
-    child = Child(in_fd, out_fd, sandbox)
+    child = Child(in_fd, out_fd, sandbox, lock_down)
     try:
         child.serve()
     except BaseException as err:

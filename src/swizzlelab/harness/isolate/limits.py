@@ -88,7 +88,6 @@ _X86_64 = {
     "request_key": 249,
     "userfaultfd": 323,
     "setsid": 112,
-    "setpgid": 109,
 }
 AUDIT_ARCH_X86_64 = 0xC000003E
 AF_UNIX = 1
@@ -132,7 +131,11 @@ def seccomp_program(profiling: bool = False) -> bytes:
     return b"".join(prog)
 
 
-def _install_seccomp(libc: Any, profiling: bool) -> None:
+SYS_SECCOMP = 317
+SECCOMP_FILTER_FLAG_TSYNC = 1
+
+
+def _install_seccomp(libc: Any, profiling: bool) -> str:
     program = seccomp_program(profiling)
     n = len(program) // 8
     buf = ctypes.create_string_buffer(program, len(program))
@@ -143,8 +146,13 @@ def _install_seccomp(libc: Any, profiling: bool) -> None:
     fprog = SockFprog(n, ctypes.cast(buf, ctypes.c_void_p))
     if libc.prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_NO_NEW_PRIVS)")
+    # seccomp(SET_MODE_FILTER, TSYNC): every thread of the process, the ones torch and CUDA started included.
+    libc.syscall.restype = ctypes.c_long
+    if libc.syscall(SYS_SECCOMP, ctypes.c_uint(1), ctypes.c_uint(SECCOMP_FILTER_FLAG_TSYNC), ctypes.byref(fprog)) == 0:
+        return "on all threads"
     if libc.prctl(PR_SET_SECCOMP, SECCOMP_MODE_FILTER, ctypes.byref(fprog), 0, 0) != 0:
         raise OSError(ctypes.get_errno(), "prctl(PR_SET_SECCOMP)")
+    return "on the main thread"
 
 
 def _set_rlimit(sandbox: Sandbox, name: str, which: int, value: int) -> None:
@@ -227,6 +235,8 @@ def _landlock(libc: Any, read_paths: list[str], write_paths: list[str], sandbox:
         os.close(ruleset)
 
 
+PROC_READ = ("/proc/driver", "/proc/sys", "/proc/cpuinfo", "/proc/meminfo", "/proc/stat", "/proc/filesystems",
+             "/proc/version", "/proc/loadavg", "/proc/uptime", "/proc/devices", "/proc/modules")
 PR_CAPBSET_DROP = 24
 CAP_LAST = 63
 
@@ -258,22 +268,30 @@ def _tasks_of_uid(uid: int) -> int:
 
 
 def apply_sandbox(limits: Limits, on_gpu: bool, drop_to: int | None, profiling: bool = False,
-                  read_paths: list[str] | None = None, write_paths: list[str] | None = None) -> Sandbox:
-    """Lock this (child) process down. Called first thing in the child, single-threaded, before torch."""
+                  read_paths: list[str] | None = None, write_paths: list[str] | None = None,
+                  stage: str = "all") -> Sandbox:
+    """Lock this (child) process down, in two stages. `early` (first thing, before torch): CPU, file-size and
+    core rlimits. `late` (after torch and CUDA are initialised by trusted code, before the submission is
+    imported): network namespace, memory rlimit, uid/capabilities, process count, landlock, seccomp. CUDA's
+    initialisation needs what the late stage takes away (device mappings, driver helpers); no submission
+    code has run before it. `all` applies both at once (the profiled child)."""
     sandbox = Sandbox()
     libc = _libc()
+    if stage in ("early", "all"):
+        _set_rlimit(sandbox, "RLIMIT_CPU", resource.RLIMIT_CPU, limits.cpu_seconds)
+        _set_rlimit(sandbox, "RLIMIT_FSIZE", resource.RLIMIT_FSIZE, int(limits.file_bytes))
+        _set_rlimit(sandbox, "RLIMIT_CORE", resource.RLIMIT_CORE, 0)
+    if stage not in ("late", "all"):
+        return sandbox
     if profiling:
         sandbox.skipped.append("network namespace, landlock and the socket rule (Nsight Compute's injection needs them)")
     else:
         _new_netns(libc, sandbox)
-    _set_rlimit(sandbox, "RLIMIT_CPU", resource.RLIMIT_CPU, limits.cpu_seconds)
-    _set_rlimit(sandbox, "RLIMIT_FSIZE", resource.RLIMIT_FSIZE, int(limits.file_bytes))
-    _set_rlimit(sandbox, "RLIMIT_CORE", resource.RLIMIT_CORE, 0)
     if limits.host_mem_bytes is not None:
         if on_gpu:
             # CUDA reserves terabytes of address space, so RLIMIT_AS would stop it; RLIMIT_DATA counts only
-            # private writable mappings (what malloc and numpy use). The parent also watches the RSS.
-            # CUDA's own private mappings count too, so this is a backstop at twice the limit (at least 32 GiB).
+            # private writable mappings (what malloc and numpy use), CUDA's own among them, so it is a
+            # backstop at twice the limit (at least 32 GiB). The parent watches the resident memory.
             _set_rlimit(sandbox, "RLIMIT_DATA", resource.RLIMIT_DATA, max(2 * int(limits.host_mem_bytes), 32 * GIB))
         else:
             _set_rlimit(sandbox, "RLIMIT_AS", resource.RLIMIT_AS, int(limits.host_mem_bytes))
@@ -286,18 +304,21 @@ def apply_sandbox(limits: Limits, on_gpu: bool, drop_to: int | None, profiling: 
         except OSError as err:
             sandbox.skipped.append(f"dropping to uid {drop_to}: {err}")
     if os.geteuid() == 0:
-        sandbox.skipped.append(f"uid drop: the Python installation is not readable by uid {NOBODY}; the child "
-                               "stays uid 0 without capabilities")
+        sandbox.skipped.append(f"uid drop to {NOBODY}: not done (a GPU child keeps the parent's uid for CUDA IPC, "
+                               "or the Python installation is not readable by it); uid 0 without capabilities")
         _drop_capabilities(libc, sandbox)
     # RLIMIT_NPROC counts every task of the uid: allow what the uid runs now plus the child's share.
     _set_rlimit(sandbox, "RLIMIT_NPROC", resource.RLIMIT_NPROC, _tasks_of_uid(os.getuid()) + int(limits.n_procs))
     if read_paths is not None and write_paths is not None and not profiling:
-        _landlock(libc, read_paths, write_paths, sandbox)
+        # /proc is readable only for this process (its pid dir, which /proc/self points to) and a few
+        # system-wide files; the parent's /proc/PID (memory, environment, fds) is out of reach.
+        own = [f"/proc/{os.getpid()}"] + [p for p in PROC_READ if os.path.exists(p)]
+        _landlock(libc, [p for p in read_paths if p != "/proc"] + own, write_paths, sandbox)
     if platform.machine() == "x86_64":
         try:
-            _install_seccomp(libc, profiling)
-            sandbox.applied.append("no_new_privs + seccomp (ptrace, process_vm_*, network sockets, bpf, "
-                                   "namespaces, mount, keyrings, userfaultfd, setsid/setpgid refused)")
+            how = _install_seccomp(libc, profiling)
+            sandbox.applied.append(f"no_new_privs + seccomp {how} (ptrace, process_vm_*, network sockets, bpf, "
+                                   "namespaces, mount, keyrings, userfaultfd, setsid refused)")
         except OSError as err:
             sandbox.skipped.append(f"seccomp: {err}")
     else:

@@ -22,7 +22,7 @@ PROFILE_BOOT = (
     "src, cfg = sys.argv[1], json.loads(sys.argv[2])\n"
     "spec = importlib.util.spec_from_file_location('_swizzlelab_sandbox', src + '/swizzlelab/harness/isolate/limits.py')\n"
     "lim = importlib.util.module_from_spec(spec); sys.modules['_swizzlelab_sandbox'] = lim; spec.loader.exec_module(lim)\n"
-    "lim.apply_sandbox(lim.Limits(**cfg['limits']), True, cfg['drop_to'], True)\n"
+    "lim.apply_sandbox(lim.Limits(**cfg['limits']), True, cfg['drop_to'], True, stage='all')\n"
     "sys.path.insert(0, src)\n"
     "from swizzlelab.harness.profile_child import main\n"
     "sys.exit(main(sys.argv[3:]))\n"

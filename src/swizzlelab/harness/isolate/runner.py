@@ -32,6 +32,7 @@ from swizzlelab.harness.correctness import CaseResult, RunCheck, case_sizes, cou
 from swizzlelab.harness.evaluate import MODES, BenchRow, Candidate, EvalReport, ProfileRow
 from swizzlelab.harness.isolate import protocol
 from swizzlelab.harness.isolate.limits import NOBODY, Limits
+from swizzlelab.harness.isolate.profiling import profile_isolated
 from swizzlelab.harness.isolate.transport import SlotSet
 from swizzlelab.harness.sysinfo import SystemInfo, system_info
 from swizzlelab.harness.timing import collect_samples, geometric_mean, summarize
@@ -924,9 +925,7 @@ def evaluate_isolated(
                 else:
                     report.benchmarks = rows
             if reason is None and mode == "profile":
-                from swizzlelab.harness.isolate.profiling import profile_isolated
-
-                rows, profile_files = profile_isolated(ev, submission, out_dir)
+                rows, profile_files = profile_isolated(ev, submission, out_dir, SRC_ROOT)
                 report.profiles = rows
                 bad = [r for r in rows if not r.check_passed]
                 if bad:

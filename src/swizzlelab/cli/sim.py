@@ -35,8 +35,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Memory analysis of a task: footprints, reuse, which programs share data, best reachable hit rate."""
         err = console(stderr=True)
-        scenario = load_scenario(task, sizes=size, target=target, occupancy=occupancy)
-        perm = scenario.permutation(_order(order, outputs, scenario)) if order else None
+        scenario = load_scenario(task, sizes=size, target=target, occupancy=occupancy, outputs=split_outputs(outputs))
+        perm = scenario.permutation(order) if order else None
         with err.status(f"tracing {scenario.label()} ..."):
             trace = scenario.trace
         with err.status(f"analysing {trace.lines.size:,} line accesses on {scenario.model.name} ..."):
@@ -69,9 +69,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Predict L2 hit rate and DRAM traffic of a task under one or more launch orders."""
         err = console(stderr=True)
-        scenario = load_scenario(task, sizes=size, target=target, occupancy=occupancy)
+        scenario = load_scenario(task, sizes=size, target=target, occupancy=occupancy, outputs=split_outputs(outputs))
         specs = list(order) or [None]
-        perms = [(spec or KERNEL_ORDER, scenario.permutation(_order(spec, outputs, scenario))) for spec in specs]
+        perms = [(spec or KERNEL_ORDER, scenario.permutation(spec)) for spec in specs]
         with err.status(f"tracing {scenario.label()} ..."):
             trace = scenario.trace
             footprint = footprint_of(trace)
@@ -102,9 +102,3 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"\norder {label}  (permutation {perm.id})")
             typer.echo(res.text())
 
-
-def _order(spec: str | None, outputs: str | None, scenario) -> object:
-    """The order to simulate: the spec with --outputs applied (formula files only), or the kernel's own."""
-    if spec is None:
-        return scenario.default_order()
-    return scenario.parse_order(spec, outputs=split_outputs(outputs))

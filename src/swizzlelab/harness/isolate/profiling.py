@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import swizzlelab
 from swizzlelab.errors import UserError
 from swizzlelab.harness.evaluate import ProfileRow
 
@@ -27,6 +28,7 @@ PROFILE_BOOT = (
     "from swizzlelab.harness.profile_child import main\n"
     "sys.exit(main(sys.argv[3:]))\n"
 )
+SRC_ROOT = str(Path(swizzlelab.__file__).resolve().parent.parent)
 MAX_REPORT_BYTES = 256 << 20
 MAX_VERDICT_BYTES = 1 << 16
 
@@ -46,7 +48,6 @@ def _child_verdict(path: Path) -> tuple[bool, str]:
 
 def profile_isolated(ev: Any, submission: Path, out_dir: Path | None) -> tuple[list[ProfileRow], list[Path]]:
     """One ncu report per benchmark case; reports over MAX_REPORT_BYTES are dropped."""
-    from swizzlelab.harness.isolate.runner import SRC_ROOT
     from swizzlelab.harness.ncu import NAMED_METRIC_IDS, run_ncu
 
     target = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="swizzlelab-ncu-"))

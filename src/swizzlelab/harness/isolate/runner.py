@@ -829,6 +829,7 @@ def evaluate_isolated(
     cpu_timing: bool = False,
     outputs: list[str] | None = None,
     triton_cache_seed: Path | None = None,
+    source: str | None = None,
 ) -> IsolatedRun:
     """Evaluate submission `code` on `task` in `mode` inside a sandboxed child process.
 
@@ -891,8 +892,8 @@ def evaluate_isolated(
         os.chmod(workdir / "slots", 0o711)
     os.chmod(workdir, 0o700)
     own = code == TASK_KERNEL_CODE
-    source = (f"task kernel {Path(loaded.path) / 'kernel.py'}" if own else name) + " (isolated: sandboxed child process)"
-    candidate = Candidate(fn=lambda data: None, source=source, order_spec=order, formula=formula,
+    label = source or (f"task kernel {Path(loaded.path) / 'kernel.py'}" if own else name)
+    candidate = Candidate(fn=lambda data: None, source=label, order_spec=order, formula=formula,
                           submission=None if own else name)
     report = EvalReport(task=loaded.name, mode=mode, candidate=candidate, system=info, command=command,
                         budget_s=budget_s)

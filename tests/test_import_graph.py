@@ -34,7 +34,7 @@ def module_name(path: Path) -> str:
 
 
 def modules() -> dict[str, Path]:
-    # tasks/*/solutions/ hold submissions (known-bad ones on purpose), not modules of the package.
+    # tasks/*/solutions/ hold submissions (the exploit suite): data run in a sandboxed child, not modules.
     return {module_name(p): p for p in PACKAGE.rglob("*.py") if "solutions" not in p.relative_to(PACKAGE).parts}
 
 

@@ -228,7 +228,7 @@ def _cli(*args: str) -> subprocess.CompletedProcess:
 def test_cli_eval_is_isolated_and_fails_an_exit_at_import():
     done = _cli("eval", "matmul", str(SOLUTIONS / "wrong" / "sys_exit_import.py"))
     assert done.returncode == 1
-    assert "Testing failed" in done.stdout and "SystemExit" in done.stdout and "isolated" in done.stdout
+    assert "Testing failed" in done.stdout and "SystemExit" in done.stdout and "Isolation: sandboxed child" in done.stdout
 
 
 def test_cli_trusted_exit_at_import_is_a_one_line_error():

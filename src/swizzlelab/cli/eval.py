@@ -43,7 +43,7 @@ def _eval_isolated(task, submission: Optional[str], mode: str, order: Optional[s
         bar = progress.add_task("", total=total)
         run = evaluate_isolated(task.path, code, mode, filename=filename, progress=lambda label: progress.update(
             bar, advance=1, description=label), budget_s=budget_s, command=command, out_dir=out, order=order,
-            outputs=outputs)
+            outputs=outputs, source=submission)
     typer.echo(run.report_text, nl=False)
     if out is not None:
         stem = f"{task.name}-{mode}"

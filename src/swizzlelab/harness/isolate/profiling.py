@@ -11,6 +11,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+import swizzlelab
 from swizzlelab.errors import UserError
 from swizzlelab.harness.evaluate import ProfileRow
 
@@ -27,6 +28,7 @@ PROFILE_BOOT = (
     "from swizzlelab.harness.profile_child import main\n"
     "sys.exit(main(sys.argv[3:]))\n"
 )
+SRC_ROOT = str(Path(swizzlelab.__file__).resolve().parent.parent)
 MAX_REPORT_BYTES = 256 << 20
 MAX_VERDICT_BYTES = 1 << 16
 
@@ -44,11 +46,8 @@ def _child_verdict(path: Path) -> tuple[bool, str]:
     return bool(data.get("passed")), f"{message} (reported by the profiled child: untrusted; correctness was judged by the isolated tests)"
 
 
-def profile_isolated(
-    ev: Any, submission: Path, out_dir: Path | None, src_root: str
-) -> tuple[list[ProfileRow], list[Path]]:
-    """One ncu report per benchmark case; reports over MAX_REPORT_BYTES are dropped. `src_root`: the folder the
-    child imports swizzlelab from (the runner's SRC_ROOT; passed in so the two modules form no circle)."""
+def profile_isolated(ev: Any, submission: Path, out_dir: Path | None) -> tuple[list[ProfileRow], list[Path]]:
+    """One ncu report per benchmark case; reports over MAX_REPORT_BYTES are dropped."""
     from swizzlelab.harness.ncu import NAMED_METRIC_IDS, run_ncu
 
     target = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="swizzlelab-ncu-"))
@@ -60,7 +59,7 @@ def profile_isolated(
     for index, case in enumerate(task.cases("benchmarks")):
         report = target / f"{task.name}-profile-case{index}.ncu-rep"
         result = ev.workdir / f"profile-{index}.json"
-        cmd = [sys.executable, "-I", "-c", PROFILE_BOOT, src_root, json.dumps(config), "--task", str(task.path),
+        cmd = [sys.executable, "-I", "-c", PROFILE_BOOT, SRC_ROOT, json.dumps(config), "--task", str(task.path),
                "--case", json.dumps(case), "--result", str(result), "--submission", str(submission)]
         if ev.order_spec:
             cmd += ["--order", ev.order_spec]

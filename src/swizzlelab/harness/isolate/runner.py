@@ -830,6 +830,7 @@ def evaluate_isolated(
     cpu_timing: bool = False,
     outputs: list[str] | None = None,
     triton_cache_seed: Path | None = None,
+    source: str | None = None,
 ) -> IsolatedRun:
     """Evaluate submission `code` on `task` in `mode` inside a sandboxed child process.
 
@@ -892,8 +893,8 @@ def evaluate_isolated(
         os.chmod(workdir / "slots", 0o711)
     os.chmod(workdir, 0o700)
     own = code == TASK_KERNEL_CODE
-    source = (f"task kernel {Path(loaded.path) / 'kernel.py'}" if own else name) + " (isolated: sandboxed child process)"
-    candidate = Candidate(fn=lambda data: None, source=source, order_spec=order, formula=formula,
+    label = source or (f"task kernel {Path(loaded.path) / 'kernel.py'}" if own else name)
+    candidate = Candidate(fn=lambda data: None, source=label, order_spec=order, formula=formula,
                           submission=None if own else name)
     report = EvalReport(task=loaded.name, mode=mode, candidate=candidate, system=info, command=command,
                         budget_s=budget_s)
@@ -925,7 +926,7 @@ def evaluate_isolated(
                 else:
                     report.benchmarks = rows
             if reason is None and mode == "profile":
-                rows, profile_files = profile_isolated(ev, submission, out_dir, SRC_ROOT)
+                rows, profile_files = profile_isolated(ev, submission, out_dir)
                 report.profiles = rows
                 bad = [r for r in rows if not r.check_passed]
                 if bad:

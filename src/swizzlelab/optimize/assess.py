@@ -89,6 +89,10 @@ def predict(problem: Problem, perm: np.ndarray, workers: int | None = None) -> d
         "dram_read_bytes": int(result.dram_read_bytes),
         "dram_write_bytes": int(result.dram_write_bytes),
         "dram_bytes": int(result.dram_read_bytes + result.dram_write_bytes),
+        # Reads leaving the L2s (to the Infinity Cache on AMD, to DRAM on NVIDIA): what an order changes most.
+        "l2_miss_read_bytes": int(result.l2_miss_read_bytes),
+        "llc_hit_rate": result.llc_hit_rate,
+        "hit_rate_counter": result.hit_rate_counter,
         "compulsory_bytes": int(result.compulsory_bytes),
         "requested_bytes": int(result.requested_bytes),
         "best_hit_rate": result.best_hit_rate,

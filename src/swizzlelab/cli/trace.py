@@ -47,8 +47,10 @@ def build_trace(task: Any, case: dict[str, Any], config: Any, traced: bool, kern
 
     data = task.generate_input(case)
     grid = task.tile_grid(case, config)
+    # The tracer records program i as tile i: launch the identity order (a kernel's own site may be another).
+    identity = task.parse_order("identity" if task.spec.grid_rank == 2 else "identity1d")
     return trace_call(
-        lambda: task.custom_kernel(data, None, config), grid, kernel_name=kernel_name, meta={"task": task.name}
+        lambda: task.custom_kernel(data, identity, config), grid, kernel_name=kernel_name, meta={"task": task.name}
     )
 
 

@@ -108,6 +108,11 @@ def coarse_candidates(grid: tuple[int, ...], n_domains: int, periods: tuple[int,
     for tm in _powers_of_two(2, min(16, rows)):
         for tn in _powers_of_two(2, min(16, cols)):
             base.append(Candidate("tiles", (("TILE_M", tm), ("TILE_N", tn))))
+    # Wave-aware orders: bands that turn around at their ends, and wave-sized blocks (a wave is a few hundred
+    # programs on today's GPUs: 8-16 rows by 8-32 columns); neighbours() tunes their parameters.
+    base += [Candidate("grouped_serpentine", (("GROUP_M", g),)) for g in (4, 8, 12, 16, 24, 32) if g <= rows]
+    base += [Candidate("wave", (("GROUP_M", gm), ("BLOCK_N", bn)))
+             for gm, bn in ((16, 16), (8, 32), (16, 8), (12, 24), (24, 12), (32, 8)) if gm <= rows and bn <= cols]
     base = _plausible_first(base)
     if n_domains > 1:
         # On multi-domain GPUs every 2-D order is also tried behind XCD chunking, interleaved so the most
@@ -121,7 +126,8 @@ def coarse_candidates(grid: tuple[int, ...], n_domains: int, periods: tuple[int,
 
 # Screening order when time is short: each family at its usual parameter first, then the rest of the ladders.
 FIRST_PICKS = ("identity", "grouped:GROUP_M=8", "tiles:TILE_M=4,TILE_N=4", "hilbert:SIDE=8", "grouped:GROUP_M=16",
-               "grouped:GROUP_M=4", "morton:SIDE=8", "column_major", "diagonal", "serpentine")
+               "wave:GROUP_M=16,BLOCK_N=16", "grouped_serpentine:GROUP_M=16", "grouped:GROUP_M=4", "morton:SIDE=8",
+               "column_major", "diagonal", "serpentine")
 
 
 def _plausible_first(cands: list[Candidate]) -> list[Candidate]:
@@ -134,7 +140,7 @@ def neighbours(cand: Candidate, grid: tuple[int, ...], n_domains: int) -> list[C
     out: list[Candidate] = []
     if cand.text:
         return out
-    limits = {"GROUP_M": grid[0] if len(grid) == 2 else 1, "TILE_M": grid[0], "TILE_N": grid[-1],
+    limits = {"GROUP_M": grid[0] if len(grid) == 2 else 1, "TILE_M": grid[0], "TILE_N": grid[-1], "BLOCK_N": grid[-1],
               "SIDE": min(grid) if len(grid) == 2 else 1, "NUM_XCDS": grid[0] // 2, "STRIDE": grid[0] // 2}
     for index, (name, value) in enumerate(cand.params):
         steps = {value - 1, value + 1, value * 2, value // 2, value - 2, value + 2}

@@ -41,7 +41,7 @@ def case_key(row: dict[str, Any]) -> str:
 
 
 def predict_rows(rows: list[dict[str, Any]], model_name: str, cvs: list[float]) -> None:
-    """Adds predictions at every cv to each row (one trace per case)."""
+    """Adds predictions at every cv in `cvs` to each row (one trace per case)."""
     by_case: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_case[case_key(row)].append(row)
@@ -102,13 +102,16 @@ def main(argv: list[str]) -> int:
     rows = [r for r in measured["rows"] if r.get("measured_l2_hit_pct") is not None]
     cvs = [float(v) for v in args.cv_grid.split(",")]
     started = time.time()
-    predict_rows(rows, args.model, cvs)
     for r in rows:
         r["set"] = fit_set(r)
     fit_rows = [r for r in rows if r["set"] == "fit"]
+    # The fit part is predicted at every cv of the grid; the held-out part only at the fitted one.
+    predict_rows(fit_rows, args.model, cvs)
     sweep = {str(cv): mae([abs(r["predictions"][str(cv)]["l2_hit_pct"] - r["measured_l2_hit_pct"]) for r in fit_rows])
              for cv in cvs}
     best_cv = min(cvs, key=lambda cv: sweep[str(cv)])
+    print(f"fit sweep (MAE L2 hit pp by step_cv): {sweep}; fitted step_cv {best_cv}", flush=True)
+    predict_rows([r for r in rows if r["set"] == "held_out"], args.model, [best_cv])
     model = get_model(args.model)
     out_rows = []
     for r in rows:

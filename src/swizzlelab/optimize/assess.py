@@ -72,14 +72,14 @@ def proof_dict(checked: Checked) -> dict[str, Any]:
     return record
 
 
-def predict(problem: Problem, perm: np.ndarray, workers: int | None = None) -> dict[str, Any]:
+def predict(problem: Problem, perm: np.ndarray, workers: int | None = None, set_fraction: float = 1.0) -> dict[str, Any]:
     """Predicted L2 figures of running the tiles in order `perm` on the target model (`workers`: threads for
-    the L2 domains, see sim.simulate)."""
+    the L2 domains, `set_fraction` < 1: an estimate from a sample of the L2 sets; see sim.simulate)."""
     from swizzlelab.sim import simulate
 
     model = problem.target.model
     result = simulate(problem.trace, perm, model, occupancy=problem.occupancy, footprint=problem.footprint,
-                      workers=workers)
+                      workers=workers, set_fraction=set_fraction)
     return {
         "kind": f"predicted (model {result.model})",
         "model": result.model,
@@ -93,6 +93,7 @@ def predict(problem: Problem, perm: np.ndarray, workers: int | None = None) -> d
         "l2_miss_read_bytes": int(result.l2_miss_read_bytes),
         "llc_hit_rate": result.llc_hit_rate,
         "hit_rate_counter": result.hit_rate_counter,
+        "set_fraction": result.set_fraction,
         "compulsory_bytes": int(result.compulsory_bytes),
         "requested_bytes": int(result.requested_bytes),
         "best_hit_rate": result.best_hit_rate,

@@ -769,8 +769,10 @@ def run_set_group(
             ahead = a + PREFETCH_AHEAD
             if ahead < a_end:
                 sh2 = np.int64(set_home[ahead])
-                part2 = (sh2 & ((np.int64(1) << pbits) - 1)) if is_write[ahead] else near
-                _prefetch(sets, (part2 * n_sets + (sh2 >> pbits)) * ways)
+                st2 = sh2 >> pbits
+                if st2 >= set_lo and st2 < set_hi:  # only sets this call owns: others are another thread's
+                    part2 = (sh2 & pmask) if is_write[ahead] else near
+                    _prefetch(sets, (part2 * n_sets + st2) * ways)
             sh = np.int64(set_home[a])
             st_in = sh >> pbits
             if st_in < set_lo or st_in >= set_hi:

@@ -2,7 +2,7 @@
 on one part (matmul 8192 and 4096) and the held-out part reported separately.
 
     python benchmarks/sim_gpu/validate.py MEASURED_JSON OUT_JSON [--cv-grid 0.3,0.4,0.5]
-MEASURED_JSON comes from benchmarks/sim_gpu/run_h100.py on the GPU host (ncu rows, measured). The fitted
+MEASURED_JSON comes from benchmarks/sim_gpu/run.py (committed rows: run_h100.py, its earlier name) on the GPU host (ncu rows, measured). The fitted
 parameter is the progress model's step-time spread (cv); it is chosen by the fit rows' mean |error| of L2 hit.
 """
 
@@ -40,30 +40,49 @@ def case_key(row: dict[str, Any]) -> str:
     return row["task"] + " " + " ".join(f"{k}={v}" for k, v in row["case"].items() if k != "seed")
 
 
-def predict_rows(rows: list[dict[str, Any]], model_name: str, cvs: list[float]) -> None:
-    """Adds predictions at every cv in `cvs` to each row (one trace per case)."""
+def _cache_key(row: dict[str, Any], cv: float) -> str:
+    return json.dumps([row["task"], row["case"], row["order"], int(row["occupancy"]), cv], sort_keys=True)
+
+
+def predict_rows(rows: list[dict[str, Any]], model_name: str, cvs: list[float], cache_path: str | None = None,
+                 workers: int | None = None) -> None:
+    """Adds predictions at every cv in `cvs` to each row (one trace per case); `cache_path` keeps them between
+    runs (written after each prediction), so a long validation can be resumed or split over processes."""
+    cache: dict[str, Any] = {}
+    if cache_path and Path(cache_path).exists():
+        cache = json.loads(Path(cache_path).read_text())
     by_case: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_case[case_key(row)].append(row)
     model = get_model(model_name)
     for key, case_rows in by_case.items():
         t0 = time.time()
-        task = load_task(case_rows[0]["task"])
-        case = case_rows[0]["case"]
-        config = task.kernel.GPU_CONFIG
-        trace = task.access_model(case, config=config)
-        footprint = footprint_of(trace)
-        grid = task.tile_grid(case, config)
-        args, consts = task.swizzle_args(case, config)
         for row in case_rows:
-            perm = to_permutation(task.parse_order(row["order"]), grid, args, consts)
-            row["predictions"] = {}
+            row.setdefault("predictions", {})
+        todo = [(row, cv) for row in case_rows for cv in cvs if _cache_key(row, cv) not in cache]
+        if todo:
+            task = load_task(case_rows[0]["task"])
+            case = case_rows[0]["case"]
+            config = task.kernel.GPU_CONFIG
+            trace = task.access_model(case, config=config)
+            footprint = footprint_of(trace)
+            grid = task.tile_grid(case, config)
+            args, consts = task.swizzle_args(case, config)
+            for row, cv in todo:
+                perm = to_permutation(task.parse_order(row["order"]), grid, args, consts)
+                res = simulate(trace, perm, model, occupancy=int(row["occupancy"]), footprint=footprint, step_cv=cv,
+                               workers=workers)
+                if cache_path and Path(cache_path).exists():  # another process may have added entries
+                    cache.update(json.loads(Path(cache_path).read_text()))
+                cache[_cache_key(row, cv)] = {"l2_hit_pct": 100 * res.l2_hit_rate,
+                                              "dram_read_bytes": int(res.dram_read_bytes)}
+                if cache_path:
+                    atomic_write_text(cache_path, json.dumps(cache))
+            del trace
+        for row in case_rows:
             for cv in cvs:
-                res = simulate(trace, perm, model, occupancy=int(row["occupancy"]), footprint=footprint, step_cv=cv)
-                row["predictions"][str(cv)] = {"l2_hit_pct": 100 * res.l2_hit_rate,
-                                               "dram_read_bytes": int(res.dram_read_bytes)}
+                row["predictions"][str(cv)] = cache[_cache_key(row, cv)]
         print(f"{key}: {len(case_rows)} orders predicted in {time.time() - t0:.0f} s", flush=True)
-        del trace
 
 
 def mae(values: list[float]) -> float | None:
@@ -97,6 +116,10 @@ def main(argv: list[str]) -> int:
     parser.add_argument("out")
     parser.add_argument("--cv-grid", default=f"{STEP_TIME_CV}")
     parser.add_argument("--model", default="h100")
+    parser.add_argument("--cache", default=None, help="JSON file of predictions kept between runs")
+    parser.add_argument("--only", choices=("fit", "held_out"), default=None,
+                        help="predict only this part at --cv-grid and stop (to fill the cache in parallel)")
+    parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args(argv)
     measured = json.loads(Path(args.measured).read_text())
     rows = [r for r in measured["rows"] if r.get("measured_l2_hit_pct") is not None]
@@ -105,13 +128,18 @@ def main(argv: list[str]) -> int:
     for r in rows:
         r["set"] = fit_set(r)
     fit_rows = [r for r in rows if r["set"] == "fit"]
+    if args.only:
+        part = [r for r in rows if r["set"] == args.only]
+        part.sort(key=lambda r: r["task"] == "matmul")  # cheap cases first
+        predict_rows(part, args.model, cvs, args.cache, args.workers)
+        return 0
     # The fit part is predicted at every cv of the grid; the held-out part only at the fitted one.
-    predict_rows(fit_rows, args.model, cvs)
+    predict_rows(fit_rows, args.model, cvs, args.cache, args.workers)
     sweep = {str(cv): mae([abs(r["predictions"][str(cv)]["l2_hit_pct"] - r["measured_l2_hit_pct"]) for r in fit_rows])
              for cv in cvs}
     best_cv = min(cvs, key=lambda cv: sweep[str(cv)])
     print(f"fit sweep (MAE L2 hit pp by step_cv): {sweep}; fitted step_cv {best_cv}", flush=True)
-    predict_rows([r for r in rows if r["set"] == "held_out"], args.model, [best_cv])
+    predict_rows([r for r in rows if r["set"] == "held_out"], args.model, [best_cv], args.cache, args.workers)
     model = get_model(args.model)
     out_rows = []
     for r in rows:

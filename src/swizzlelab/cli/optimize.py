@@ -1,6 +1,6 @@
-"""CLI sub-commands of swizzlelab.optimize (registered by swizzlelab.cli): `optimize`.
+"""CLI sub-command `optimize`: propose, prove, predict and (on a matching GPU) measure orders; write the logs.
 
-Library packages never import this module; it sits on top of them.
+The scenario (task, case, kernel, target, occupancy) comes from swizzlelab.scenario, as for every command.
 """
 
 from __future__ import annotations
@@ -10,6 +10,14 @@ import sys
 from pathlib import Path
 
 import typer
+from rich.console import Console
+
+from swizzlelab.cli.common import console, outputs_option, progress_bar, split_outputs
+from swizzlelab.hw import targets_help
+from swizzlelab.optimize.loop import JSONL, Options, describe_best, read_jsonl, run
+from swizzlelab.scenario import load_scenario
+
+DEFAULT_OUT = Path("swizzlelab-out")
 
 
 def register(app: typer.Typer) -> None:
@@ -19,11 +27,12 @@ def register(app: typer.Typer) -> None:
     def optimize_cmd(
         task: str = typer.Argument("matmul", help="task name (see `swizzlelab tasks`) or a task folder"),
         kernel: str | None = typer.Option(None, "--kernel", help="your kernel file: a @triton.jit function with a swizzle site"),
-        target: str = typer.Option("auto", "--target", help="h100 | h200 | mi300x | mi325x | mi355x | auto (the local GPU, else h100)"),
+        target: str = typer.Option("auto", "--target", help=f"{targets_help()} | auto (the local GPU, else h100)"),
         budget: int = typer.Option(20, "--budget", help="iterations after the baseline"),
         proposer: str = typer.Option("search", "--proposer", help="search | llm | both (alternating)"),
-        out: str | None = typer.Option(None, "--out", help="output folder (default ./swizzlelab-out/<task>-<target>)"),
+        out: str | None = typer.Option(None, "--out", help=f"output folder (default ./{DEFAULT_OUT}/<task>-<target>)"),
         size: list[str] = typer.Option([], "--size", help="override a size of the first benchmark case: NAME=VALUE"),
+        outputs: str | None = typer.Option(None, "--outputs", help=outputs_option()),
         remeasure: bool = typer.Option(False, "--remeasure", help="measure again what the cache already holds"),
         occupancy: int | None = typer.Option(None, "--occupancy", help="resident programs per SM/CU in the simulator (default: the kernel's measured one on NVIDIA targets, else 1)"),
         screen_s: float = typer.Option(90.0, "--screen-s", help="seconds the search may spend ranking with the simulator"),
@@ -32,65 +41,52 @@ def register(app: typer.Typer) -> None:
         workers: int | None = typer.Option(None, "--workers", help="threads that rank orders with the simulator (default: all usable CPUs)"),
     ) -> None:
         """Find a faster block order for a kernel: propose, prove, predict, measure (on the GPU), report."""
-        from rich.console import Console
-        from rich.progress import (
-            BarColumn,
-            MofNCompleteColumn,
-            Progress,
-            TextColumn,
-            TimeElapsedColumn,
-        )
-
-        from swizzlelab.optimize.loop import Options, describe_best, run
-        from swizzlelab.optimize.problem import load_problem
-        from swizzlelab.cli.sim import parse_size_options
-        from swizzlelab.tasks import load_task
-
-        console = Console()
-        loaded = load_task(task)
-        cases = loaded.cases("benchmarks") or loaded.cases("tests")
-        case = parse_size_options(size, dict(cases[0])) if cases else None
-        problem = load_problem(task, case, target=target, kernel_file=kernel, occupancy=occupancy)
-        console.print(problem.target.note, highlight=False)
-        short = (problem.target.model.aliases or (problem.target.model.name.lower(),))[0]
-        out_dir = Path(out) if out else Path("swizzlelab-out") / f"{loaded.name}-{short}"
+        out_console = console()
+        scenario = load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,
+                                 outputs=split_outputs(outputs))
+        out_console.print(scenario.target.note, highlight=False)
+        out_console.print(scenario.header(), highlight=False)
+        out_dir = Path(out) if out else DEFAULT_OUT / f"{scenario.task.name}-{scenario.target.short_name}"
         options = Options(
             out_dir=out_dir, budget=budget, proposer=proposer, remeasure=remeasure, screen_s=screen_s,
             measure_s=measure_s, use_ncu=ncu, workers=workers, command="swizzlelab " + shlex.join(sys.argv[1:]),
         )
-        with Progress(
-            TextColumn("[bold]optimize[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-            TextColumn("{task.description}"), console=console, transient=False,
-        ) as progress:
+        with progress_bar(out_console, transient=False, label="[bold]optimize[/]") as progress:
             bar = progress.add_task("baseline", total=budget + 1)
 
             def on_iteration(attempt) -> None:
-                progress.update(bar, completed=attempt.iteration + 1,
+                progress.update(bar, completed=min(attempt.iteration + 1, budget + 1),
                                 description=f"{attempt.name()}: {attempt.status} {attempt.label}")
-                progress.console.print(f"{attempt.name()}: {attempt.status}: {attempt.message}", highlight=False)
+                progress.console.print(f"{attempt.name()} ({attempt.label}): {attempt.status}: {attempt.message}",
+                                       highlight=False)
 
             def on_note(text: str) -> None:
                 progress.console.print(f"[dim]{text}[/]", highlight=False)
 
+            screening: list = []
+
+            def on_screen(done: int, total: int) -> None:
+                if not screening:
+                    screening.append(progress.add_task("ranking orders with the simulator", total=total))
+                progress.update(screening[0], completed=done, total=total)
+
             try:
-                result = run(problem, options, on_note=on_note, on_iteration=on_iteration)
+                result = run(scenario, options, on_note=on_note, on_iteration=on_iteration, on_screen=on_screen)
             except KeyboardInterrupt:
                 progress.stop()
-                _say_interrupted(console, out_dir)
+                _say_interrupted(out_console, out_dir)
                 raise typer.Exit(130) from None
-            progress.update(bar, completed=len(result.state.attempts))
-        console.print(describe_best(result.state), highlight=False)
+            progress.update(bar, completed=min(len(result.state.attempts), budget + 1))
+        out_console.print(describe_best(result.state), highlight=False)
         for name, path in result.files.items():
-            console.print(f"  {name:<12} {path}", highlight=False)
+            out_console.print(f"  {name:<12} {path}", highlight=False)
 
 
-def _say_interrupted(console: object, out_dir: Path) -> None:
+def _say_interrupted(out_console: Console, out_dir: Path) -> None:
     """What Ctrl-C kept: every iteration already appended to the JSONL log, and how to go on."""
-    from swizzlelab.optimize.loop import JSONL, read_jsonl
-
     jsonl = out_dir / JSONL
     kept = len(read_jsonl(jsonl)[1]) if jsonl.exists() else 0
-    console.print(  # type: ignore[attr-defined]
+    out_console.print(
         f"interrupted: {kept} iteration(s) (baseline included) are kept in {jsonl}; run the same command "
         "again to resume",
         highlight=False,

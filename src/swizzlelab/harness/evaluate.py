@@ -5,7 +5,6 @@ Each mode returns an EvalReport (report.py renders it as leaderboard-shaped text
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 import sys
@@ -15,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from swizzlelab.errors import NoGpuError, UserError
+from swizzlelab.harness.ncu import NAMED_METRIC_IDS, run_ncu
 from swizzlelab.harness.correctness import CaseResult, case_sizes, check_correctness, derive_seed
 from swizzlelab.harness.sysinfo import SystemInfo, system_info
 from swizzlelab.harness.timing import (
@@ -25,8 +25,13 @@ from swizzlelab.harness.timing import (
     geometric_mean,
     time_fn,
 )
+from swizzlelab.hw import resolve_target
+from swizzlelab.io import atomic_write_text, load_module, module_name_for
+from swizzlelab.scenario import load_scenario
 
 MODES = ("test", "benchmark", "ranked", "profile")
+# eval measures on the local GPU and predicts nothing: its scenarios carry the H100 model only as a placeholder.
+NO_TARGET = resolve_target("h100", gpu_name="")
 ProgressFn = Callable[[str], None]
 
 
@@ -47,6 +52,30 @@ class Candidate:
 
 
 @dataclass
+class ExtraBaseline:
+    """A further library row of a ranked case (e.g. cuDNN attention), timed interleaved with the candidate."""
+
+    name: str
+    description: str
+    timing: Timing | None = None
+    comparison: Comparison | None = None  # a = this library, b = candidate: speedup > 1 means faster than it
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.comparison
+        return {
+            "name": self.name,
+            "description": self.description,
+            "timing": self.timing.to_dict() if self.timing else None,
+            "speedup_vs_baseline": (
+                {"speedup": c.speedup, "ci95": [c.ci_low, c.ci_high], "method": c.method,
+                 "is_improvement": c.is_improvement} if c else None
+            ),
+            "error": self.error,
+        }
+
+
+@dataclass
 class BenchRow:
     """One timed case: its correctness, the candidate's timing and the library baseline's, interleaved."""
 
@@ -59,6 +88,7 @@ class BenchRow:
     order: dict[str, Any] = field(default_factory=dict)
     error: str = ""
     baseline_error: str = ""
+    extra_baselines: list[ExtraBaseline] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -75,6 +105,7 @@ class BenchRow:
             "order": self.order,
             "error": self.error,
             "baseline_error": self.baseline_error,
+            "extra_baselines": [extra.to_dict() for extra in self.extra_baselines],
         }
 
 
@@ -137,18 +168,7 @@ def load_submission(path: str | Path) -> Callable[..., Any]:
     file = Path(path)
     if not file.is_file():
         raise UserError(f"submission file {path} does not exist; give the path of a .py file defining custom_kernel(data)")
-    module_name = f"swizzlelab_submission_{abs(hash(str(file.resolve())))}"
-    spec = importlib.util.spec_from_file_location(module_name, file)
-    if spec is None or spec.loader is None:
-        raise UserError(f"submission {path} is not a Python file; give a .py file defining custom_kernel(data)")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # triton.jit and dataclasses look the module up while it executes
-    try:
-        spec.loader.exec_module(module)
-    except Exception as err:
-        sys.modules.pop(module_name, None)
-        first = f"{type(err).__name__}: {err}".splitlines()[0]
-        raise UserError(f"submission {path} failed to import: {first}") from None
+    module = load_module(file, module_name_for(file, "swizzlelab_submission"), what=f"submission {path} failed to import")
     kernel = getattr(module, "custom_kernel", None)
     if not callable(kernel):
         raise UserError(f"submission {path} defines no custom_kernel(data); add one that writes into data['out'] and returns it")
@@ -162,9 +182,13 @@ def _accepts_order(fn: Callable[..., Any]) -> bool:
         return False
 
 
-def make_candidate(task: Any, submission: str | None = None, order_spec: str | None = None) -> Candidate:
-    """Build the function under evaluation; the order is parsed (and its grid rank checked) up front."""
-    formula = task.parse_order(order_spec) if order_spec else None
+def make_candidate(
+    task: Any, submission: str | None = None, order_spec: str | None = None, outputs: list[str] | None = None
+) -> Candidate:
+    """Build the function under evaluation; the order is parsed (and fitted to the kernel's launch) up front."""
+    formula = None
+    if order_spec:
+        formula = load_scenario(task, target=NO_TARGET, config="backend").parse_order(order_spec, outputs=outputs)
     if submission is None:
         return Candidate(
             fn=lambda data: task.custom_kernel(data, formula),
@@ -183,19 +207,17 @@ def make_candidate(task: Any, submission: str | None = None, order_spec: str | N
 
 
 def order_info(task: Any, candidate: Candidate, case: dict[str, Any]) -> dict[str, Any]:
-    """Grid and permutation id of the candidate's order on one case (proves the order; raises if not a bijection)."""
+    """Grid and permutation id of the candidate's order on one case (proves the order; raises if not a bijection).
+    The grid is the one this process's backend launches (the scenario's "backend" configuration)."""
     info: dict[str, Any] = {"spec": candidate.describe_order()}
     try:
-        grid = task.tile_grid(case)
-        info["grid"] = list(grid)
-    except Exception as err:  # a submission may use other tile sizes; the grid is informational here
-        info["grid_error"] = f"{type(err).__name__}: {err}".splitlines()[0]
+        scenario = load_scenario(task, case, target=NO_TARGET, config="backend")
+    except UserError as err:  # a submission may use other tile sizes; the grid is informational here
+        info["grid_error"] = str(err)
         return info
+    info["grid"] = list(scenario.grid)
     if candidate.formula is not None:
-        from swizzlelab.swizzle import to_permutation
-
-        args, consts = task.swizzle_args(case)
-        perm = to_permutation(candidate.formula, grid, args, consts)
+        perm = scenario.permutation(candidate.formula)
         info["permutation_id"] = perm.id
         info["formula"] = candidate.formula.normalized_source().strip()
     return info
@@ -225,10 +247,30 @@ def _check_for(task: Any, data: dict[str, Any]) -> Callable[[Any], Any]:
     return lambda output: task.check(data, output)
 
 
+def time_extra_baselines(task: Any, candidate: Candidate, data: dict[str, Any], budget_s: float) -> list[ExtraBaseline]:
+    """Each of the task's extra library rows, timed interleaved with the candidate on the same inputs; a
+    library that cannot run the case (e.g. no cuDNN attention here) becomes a row with its one-line error."""
+    extras = getattr(task, "extra_baselines", None)
+    rows = []
+    for name, (description, fn) in (extras() if extras is not None else {}).items():
+        row = ExtraBaseline(name=name, description=description)
+        try:
+            fn(data)
+            row.comparison = compare_interleaved(fn, candidate.fn, data, data, budget_s)
+            row.timing = row.comparison.a
+        except NoGpuError:
+            raise
+        except Exception as err:  # the library row is informative; the candidate's row stands without it
+            row.error = f"{name} not timed: {type(err).__name__}: {err}".splitlines()[0]
+        rows.append(row)
+    return rows
+
+
 def time_case(
-    task: Any, candidate: Candidate, case: dict[str, Any], seed: int, budget_s: float
+    task: Any, candidate: Candidate, case: dict[str, Any], seed: int, budget_s: float, extra_baselines: bool = False
 ) -> BenchRow:
-    """Check the candidate on inputs of `seed`, then time it interleaved with the task's library baseline."""
+    """Check the candidate on inputs of `seed`, then time it interleaved with the task's library baseline (and,
+    with `extra_baselines`, with each further library row of the task)."""
     row = BenchRow(case=dict(case), seed=seed, check=check_correctness(task, candidate.fn, case, seed=seed),
                    order=order_info(task, candidate, case))
     if not row.check.passed:
@@ -255,6 +297,8 @@ def time_case(
         row.error = str(err)
     except Exception as err:  # a kernel that crashes only under repetition: reported, the run goes on
         row.error = f"timing failed: {type(err).__name__}: {err}".splitlines()[0]
+    if extra_baselines and not row.error:
+        row.extra_baselines = time_extra_baselines(task, candidate, data, budget_s)
     return row
 
 
@@ -262,11 +306,12 @@ def run_benchmarks(
     task: Any, candidate: Candidate, budget_s: float, salt: str | None = None, progress: ProgressFn | None = None
 ) -> list[BenchRow]:
     """Every benchmark case: correctness, then timing. With `salt`, inputs come from a seed derived from the
-    case's seed (the ranked run), so a submission tuned to the benchmark inputs gains nothing."""
+    case's seed (the ranked run), so a submission tuned to the benchmark inputs gains nothing, and the task's
+    extra library rows are timed too."""
     rows = []
     for case in task.cases("benchmarks"):
         seed = derive_seed(case["seed"], salt) if salt else int(case["seed"])
-        rows.append(time_case(task, candidate, case, seed, budget_s))
+        rows.append(time_case(task, candidate, case, seed, budget_s, extra_baselines=bool(salt)))
         _note(progress, task.case_label(case))
     return rows
 
@@ -275,8 +320,6 @@ def profile_case(
     task: Any, candidate: Candidate, case: dict[str, Any], out_dir: Path, index: int
 ) -> ProfileRow:
     """Profile one case in a child process under ncu; the child checks the profiled output."""
-    from swizzlelab.harness.ncu import NAMED_METRIC_IDS, run_ncu
-
     out_dir.mkdir(parents=True, exist_ok=True)
     report = out_dir / f"{task.name}-profile-case{index}.ncu-rep"
     with tempfile.TemporaryDirectory(prefix="swizzlelab-profile-") as tmp:
@@ -308,8 +351,6 @@ def profile(
     spec = order
     if order is not None and not isinstance(order, str):
         # The child process re-parses the order, so a Formula travels as a formula file.
-        from swizzlelab.io import atomic_write_text
-
         spec = str(atomic_write_text(target / f"order-{order.key}.py", order.normalized_source()))
     candidate = make_candidate(task, None, spec)
     return profile_case(task, candidate, case, target, 0).kernels
@@ -360,6 +401,7 @@ __all__ = [
     "MODES",
     "BenchRow",
     "Candidate",
+    "ExtraBaseline",
     "EvalReport",
     "ProfileRow",
     "case_count",
@@ -372,5 +414,6 @@ __all__ = [
     "run_benchmarks",
     "run_tests",
     "time_case",
+    "time_extra_baselines",
     "NO_GPU_MESSAGE",
 ]

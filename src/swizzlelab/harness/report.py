@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from swizzlelab.fmt import fmt_bytes
 from swizzlelab.harness.evaluate import BenchRow, EvalReport, ProfileRow
 from swizzlelab.harness.ncu import NAMED_METRICS
 from swizzlelab.harness.timing import Timing
@@ -45,14 +46,6 @@ def fmt_duration_ns(value: float) -> str:
         if value >= scale:
             return f"{value / scale:.2f} {unit}"
     return f"{value:.2f} ns"
-
-
-def fmt_bytes(value: float) -> str:
-    """Binary multiples, labelled KB / MB / GB as the leaderboard labels them (1 KB = 1024 bytes)."""
-    for unit, scale in (("GB", 1024.0**3), ("MB", 1024.0**2), ("KB", 1024.0)):
-        if value >= scale:
-            return f"{value / scale:.2f} {unit}"
-    return f"{value:.2f} B"
 
 
 def fmt_metric(value: float | None, unit: str) -> str:
@@ -105,13 +98,22 @@ def _bench_section(title: str, rows: list[BenchRow], report: EvalReport) -> list
             lines.append("  baseline (the task's library implementation):")
             lines += timing_lines(row.baseline, "    ")
         if row.comparison is not None:
-            c = row.comparison
-            verdict = "faster" if c.is_improvement else ("slower" if c.is_regression else "no significant difference")
-            lines.append(
-                f"  speedup vs baseline: {c.speedup:.3f}x, 95% CI [{c.ci_low:.3f}, {c.ci_high:.3f}] "
-                f"({verdict}; {c.method})"
-            )
+            lines.append(_speedup_line("speedup vs baseline", row.comparison))
+        for extra in row.extra_baselines:
+            if extra.error:
+                lines.append(f"  {extra.error}")
+                continue
+            lines.append(f"  baseline {extra.name} ({extra.description}):")
+            if extra.timing is not None:
+                lines += timing_lines(extra.timing, "    ")
+            if extra.comparison is not None:
+                lines.append(_speedup_line(f"speedup vs {extra.name}", extra.comparison))
     return lines
+
+
+def _speedup_line(title: str, c: Any) -> str:
+    verdict = "faster" if c.is_improvement else ("slower" if c.is_regression else "no significant difference")
+    return f"  {title}: {c.speedup:.3f}x, 95% CI [{c.ci_low:.3f}, {c.ci_high:.3f}] ({verdict}; {c.method})"
 
 
 def _profile_section(rows: list[ProfileRow], report: EvalReport) -> list[str]:

@@ -1,133 +1,46 @@
-"""Judge a proposed formula without a GPU: parse it, prove it a bijection on the real grid, predict its L2 behaviour.
-
-Also the co-residency statistics (what the first wave of programs reads together) that reasons are written from.
+"""Judge a proven order without a GPU: predict its L2 behaviour, and the co-residency statistics (what the first
+wave of programs reads together) that reasons are written from.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 from numba import njit
 
-from swizzlelab.optimize.problem import Problem
+from swizzlelab.hw import domain_programs
+from swizzlelab.optimize.records import Prediction, Wave
+from swizzlelab.scenario import Scenario
+from swizzlelab.sim import simulate
 
 
-@dataclass(frozen=True)
-class Checked:
-    """A parsed formula proven on the grid: its proof and, when a bijection, the permutation."""
-
-    formula: Any
-    proof: Any
-    perm: np.ndarray
-    permutation_id: str
-
-
-def parse_for_problem(text: str, problem: Problem) -> Any:
-    """The Formula of `text` with outputs that fit the problem's grid and kernel site (FormulaError /
-    KernelSiteError otherwise); a linear formula on a 2-D grid runs before row-major decoding."""
-    from swizzlelab.errors import FormulaError
-    from swizzlelab.swizzle import compose, family, parse_formula
-    from swizzlelab.swizzle.emit import splice_source
-
-    formula = parse_formula(text)
-    if problem.rank == 2 and formula.outputs == ("pid",):
-        formula = compose(formula, family("identity"))
-    if problem.rank == 1 and formula.outputs != ("pid",):
-        raise FormulaError(
-            f"formula yields {', '.join(formula.outputs)} but the tile grid {problem.grid} is 1-D: end it with `pid = ...`"
-        )
-    # Splicing checks the names the formula needs are defined before the kernel's site.
-    splice_source(problem.kernel.source, formula, problem.kernel.name, problem.kernel.name)
-    return formula
-
-
-def site_formula_text(problem: Problem) -> str:
-    """The kernel's own order: the text of its swizzle site, as a formula (dedented)."""
-    import textwrap
-
-    from swizzlelab.swizzle import find_site
-
-    site = find_site(problem.kernel.source, problem.kernel.name)
-    lines = problem.kernel.source.splitlines()[site.start : site.stop]
-    return textwrap.dedent("\n".join(lines)).strip() + "\n"
-
-
-def check_formula(formula: Any, problem: Problem) -> Checked:
-    """Evaluate `formula` on every program of the grid: the proof (never raises on defects) and tile order."""
-    from swizzlelab.swizzle import evaluate, permutation_id
-    from swizzlelab.swizzle.proof import prove_outputs
-
-    outputs = evaluate(formula, problem.grid, problem.args, problem.consts)
-    proof, tiles = prove_outputs(outputs, formula, problem.grid)
-    tiles = np.ascontiguousarray(tiles, dtype=np.int64)
-    return Checked(formula=formula, proof=proof, perm=tiles, permutation_id=permutation_id(problem.grid, tiles))
-
-
-def proof_dict(checked: Checked) -> dict[str, Any]:
-    record = checked.proof.to_dict()
-    record["message"] = checked.proof.message()
-    record["permutation_id"] = checked.permutation_id
-    return record
-
-
-def predict(problem: Problem, perm: np.ndarray, workers: int | None = None, set_fraction: float = 1.0) -> dict[str, Any]:
-    """Predicted L2 figures of running the tiles in order `perm` on the target model (`workers`: threads for
-    the L2 domains, `set_fraction` < 1: an estimate from a sample of the L2 sets; see sim.simulate)."""
-    from swizzlelab.sim import simulate
-
-    model = problem.target.model
-    result = simulate(problem.trace, perm, model, occupancy=problem.occupancy, footprint=problem.footprint,
+def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers: int | None = None,
+            set_fraction: float = 1.0) -> Prediction:
+    """Predicted L2 figures of running the tiles in order `perm` on the target model (`footprint`: the trace's,
+    computed once per run; `workers`: threads for the L2 sets, `set_fraction` < 1: an estimate from a sample of
+    the L2 sets; see sim.simulate)."""
+    model = scenario.model
+    result = simulate(scenario.trace, perm, model, occupancy=scenario.occupancy.programs, footprint=footprint,
                       workers=workers, set_fraction=set_fraction)
-    return {
-        "kind": f"predicted (model {result.model})",
-        "model": result.model,
-        "occupancy": result.occupancy,
-        "l2_hit_rate": result.l2_hit_rate,
-        "line_hit_rate": result.line_hit_rate,
-        "dram_read_bytes": int(result.dram_read_bytes),
-        "dram_write_bytes": int(result.dram_write_bytes),
-        "dram_bytes": int(result.dram_read_bytes + result.dram_write_bytes),
-        # Reads leaving the L2s (to the Infinity Cache on AMD, to DRAM on NVIDIA): what an order changes most.
-        "l2_miss_read_bytes": int(result.l2_miss_read_bytes),
-        "llc_hit_rate": result.llc_hit_rate,
-        "hit_rate_counter": result.hit_rate_counter,
-        "set_fraction": result.set_fraction,
-        "compulsory_bytes": int(result.compulsory_bytes),
-        "requested_bytes": int(result.requested_bytes),
-        "best_hit_rate": result.best_hit_rate,
-        "per_domain_hit_rate": [d.l2_hit_rate for d in result.per_domain],
-        "predicted_dram_ms": (
-            1e3 * (result.dram_read_bytes + result.dram_write_bytes) / model.dram_bw_bytes_per_s
-            if model.dram_bw_bytes_per_s
-            else None
-        ),
-        "sim_s": result.elapsed_s,
-    }
-
-
-@dataclass(frozen=True)
-class WaveStats:
-    """What the programs resident together at launch (the first wave of each L2 domain) read.
-
-    `sharing` = sum of each program's distinct lines / distinct lines of the wave (1.0: nothing shared);
-    `cross_domain_fraction` = share of the wave's lines read by more than one domain (fetched once per domain);
-    `rows`/`cols` = distinct tile rows / columns per domain wave (2-D grids; 0 otherwise).
-    """
-
-    wave_programs: int
-    n_domains: int
-    distinct_bytes: int  # per domain wave, mean
-    program_bytes: int  # per program, mean distinct
-    sharing: float
-    cross_domain_fraction: float
-    rows: float
-    cols: float
-    l2_bytes_per_domain: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    dram = result.dram_read_bytes + result.dram_write_bytes
+    return Prediction(
+        model=result.model,
+        occupancy=int(result.occupancy),
+        l2_hit_rate=float(result.l2_hit_rate),
+        line_hit_rate=float(result.line_hit_rate),
+        dram_read_bytes=int(result.dram_read_bytes),
+        dram_write_bytes=int(result.dram_write_bytes),
+        compulsory_bytes=int(result.compulsory_bytes),
+        requested_bytes=int(result.requested_bytes),
+        best_hit_rate=float(result.best_hit_rate),
+        per_domain_hit_rate=tuple(float(d.l2_hit_rate) for d in result.per_domain),
+        predicted_dram_ms=1e3 * dram / model.dram_bw_bytes_per_s if model.dram_bw_bytes_per_s else None,
+        sim_s=float(result.elapsed_s),
+        l2_miss_read_bytes=int(result.l2_miss_read_bytes),
+        llc_hit_rate=result.llc_hit_rate,
+        set_fraction=float(result.set_fraction),
+    )
 
 
 @njit(cache=True)
@@ -165,13 +78,11 @@ def _wave_counts(lines, step_ptr, tile_step_ptr, tiles, domain, n_domains, span)
     return per_tile, per_domain, n_multi, n_all
 
 
-def wave_stats(problem: Problem, perm: np.ndarray) -> WaveStats:
+def wave_stats(scenario: Scenario, perm: np.ndarray) -> Wave:
     """Co-residency statistics of the first wave of `perm` on the target model (from the trace)."""
-    from swizzlelab.sim import domain_programs
-
-    model = problem.target.model
-    trace = problem.trace
-    slots = model.units_per_domain * problem.occupancy
+    model = scenario.model
+    trace = scenario.trace
+    slots = model.units_per_domain * scenario.occupancy.programs
     waves = [np.asarray(p[:slots], dtype=np.int64) for p in domain_programs(perm, model) if p.size]
     tiles = np.concatenate(waves)
     domain = np.repeat(np.arange(len(waves), dtype=np.int64), [w.size for w in waves])
@@ -187,10 +98,10 @@ def wave_stats(problem: Problem, perm: np.ndarray) -> WaveStats:
     sharing = [
         per_tile[domain == d].sum() / per_domain[d] if per_domain[d] else 1.0 for d in range(len(waves))
     ]
-    rows = [np.unique(w // problem.grid[1]).size for w in waves] if problem.rank == 2 else []
-    cols = [np.unique(w % problem.grid[1]).size for w in waves] if problem.rank == 2 else []
+    rows = [np.unique(w // scenario.grid[1]).size for w in waves] if scenario.rank == 2 else []
+    cols = [np.unique(w % scenario.grid[1]).size for w in waves] if scenario.rank == 2 else []
     line_bytes = int(trace.line_bytes)
-    return WaveStats(
+    return Wave(
         wave_programs=int(slots),
         n_domains=len(waves),
         distinct_bytes=int(per_domain.mean() * line_bytes),

@@ -6,48 +6,54 @@ from __future__ import annotations
 
 import base64
 import html
+import inspect
 import io
 import json
+import textwrap
 import time
 from pathlib import Path
 from typing import Any
 
-import numpy as np
+import matplotlib
 
-from swizzlelab.io import atomic_write_text
-from swizzlelab.optimize.logtext import render_header, render_iteration
-from swizzlelab.optimize.reasons import pct
-from swizzlelab.optimize.records import EVALUATED, Attempt
-from swizzlelab.sim.simulate import fmt_bytes
+matplotlib.use("Agg")  # reports are files: never open a window
+import matplotlib.pyplot as plt  # noqa: E402
+import numpy as np  # noqa: E402
+
+from swizzlelab.fmt import fmt_bytes, grid_text, pct  # noqa: E402
+from swizzlelab.hw import launch_domains  # noqa: E402
+from swizzlelab.io import atomic_write_text  # noqa: E402
+from swizzlelab.optimize.logtext import render_header, render_iteration  # noqa: E402
+from swizzlelab.optimize.records import EVALUATED, Attempt  # noqa: E402
+from swizzlelab.optimize.state import JSONL, RunState, describe_best  # noqa: E402
+from swizzlelab.swizzle import emit_triton, find_site  # noqa: E402
 
 
-def log_text(state: Any) -> str:
-    header = render_header(state.problem, state.baseline, state.notes)
+def log_text(state: RunState) -> str:
+    header = render_header(state.scenario, state.baseline, state.notes)
     note = state.measured_note or f"measured on {state.device}"
     return header + "".join(render_iteration(a, state.baseline, note) for a in state.attempts[1:])
 
 
-def report_dict(state: Any) -> dict[str, Any]:
-    from swizzlelab.optimize.loop import describe_best
-
-    problem = state.problem
+def report_dict(state: RunState) -> dict[str, Any]:
+    scenario = state.scenario
     best = state.best()
     counts: dict[str, int] = {}
     for a in state.attempts[1:]:
         counts[a.status] = counts.get(a.status, 0) + 1
     return {
-        "task": problem.task.name,
-        "case": problem.case,
-        "grid": list(problem.grid),
-        "kernel": {"path": str(problem.kernel.path), "name": problem.kernel.name, "hash": problem.kernel.source_hash},
-        "target": {"model": problem.target.model.name, "note": problem.target.note,
-                   "source": problem.target.model.source},
-        "occupancy": problem.occupancy,
-        "occupancy_source": problem.occupancy_source,
+        "task": scenario.task.name,
+        "case": scenario.case,
+        "grid": list(scenario.grid),
+        "kernel": {"path": str(scenario.kernel.path), "name": scenario.kernel.name, "hash": scenario.kernel.source_hash},
+        "target": {"model": scenario.target.model.name, "note": scenario.target.note,
+                   "source": scenario.target.model.source},
+        "occupancy": scenario.occupancy.programs,
+        "occupancy_source": scenario.occupancy.source,
         "device": state.device or None,
         "measured": bool(state.device),
         "labels": {
-            "prediction": f"predicted (model {problem.target.model.name})",
+            "prediction": f"predicted (model {scenario.target.model.name})",
             "measurement": f"measured ({state.device})" if state.device else "nothing measured: " + state.measured_note,
         },
         "command": state.options.command,
@@ -63,17 +69,17 @@ def report_dict(state: Any) -> dict[str, Any]:
     }
 
 
-def write_progress(state: Any) -> None:
+def write_progress(state: RunState) -> None:
     """After every iteration: the text log and the JSON report (cheap; the HTML waits for the end)."""
     out = state.options.out_dir
     atomic_write_text(out / "log.txt", log_text(state))
     atomic_write_text(out / "report.json", json.dumps(report_dict(state), indent=1, default=float))
 
 
-def write_all(state: Any) -> dict[str, Path]:
+def write_all(state: RunState) -> dict[str, Path]:
     out = state.options.out_dir
     write_progress(state)
-    files = {"log": out / "log.txt", "jsonl": out / "iterations.jsonl", "report_json": out / "report.json"}
+    files = {"log": out / "log.txt", "jsonl": out / JSONL, "report_json": out / "report.json"}
     files["report_html"] = atomic_write_text(out / "report.html", render_html(state))
     best_file = write_best_kernel(state)
     if best_file is not None:
@@ -84,21 +90,14 @@ def write_all(state: Any) -> dict[str, Path]:
 # ---------------------------------------------------------------------------------------------- best kernel
 
 
-def best_kernel_source(problem: Any, formula_text: str, header: str) -> str:
+def best_kernel_source(scenario: Any, formula_text: str, header: str) -> str:
     """The kernel's module source with `formula_text` at its swizzle site (validated by the splicer)."""
-    import inspect
-
-    from swizzlelab.optimize.assess import parse_for_problem
-    from swizzlelab.swizzle import emit_triton, find_site
-
-    formula = parse_for_problem(formula_text, problem)
-    fn = getattr(problem.kernel.jit_fn, "fn", problem.kernel.jit_fn)
+    formula = scenario.formula(formula_text)
+    fn = getattr(scenario.kernel.jit_fn, "fn", scenario.kernel.jit_fn)
     fn_lines, first_line = inspect.getsourcelines(fn)
     source = "".join(fn_lines)
-    import textwrap
-
-    site = find_site(textwrap.dedent(source), problem.kernel.name)
-    module_lines = problem.kernel.module_source.splitlines()
+    site = find_site(textwrap.dedent(source), scenario.kernel.name)
+    module_lines = scenario.kernel.module_source.splitlines()
     start = first_line - 1 + site.start
     stop = first_line - 1 + site.stop
     # The site's indentation in the file (dedent removed the function's own indentation, if any).
@@ -108,34 +107,32 @@ def best_kernel_source(problem: Any, formula_text: str, header: str) -> str:
     return header + "\n".join(new_lines) + "\n"
 
 
-def write_best_kernel(state: Any) -> Path | None:
+def write_best_kernel(state: RunState) -> Path | None:
     best = state.best()
-    problem = state.problem
-    pred = best.prediction or {}
+    scenario = state.scenario
+    pred = best.prediction
     lines = [
         "# Generated by `swizzlelab optimize`: the kernel below carries the best order found at its swizzle site.",
         (
-            f"# task {problem.task.name} ({problem.sizes_label()}), grid {'x'.join(map(str, problem.grid))}, "
-            f"from {problem.kernel.path}"
+            f"# task {scenario.task.name} ({scenario.sizes_label()}), grid {grid_text(scenario.grid)}, "
+            f"from {scenario.kernel.path}"
         ),
         f"# iteration {best.iteration} ({best.label}), permutation id {best.permutation_id}",
         (
-            f"# predicted (model {problem.target.model.name}): L2 hit {pct(pred.get('l2_hit_rate'))}, DRAM read "
-            f"{fmt_bytes(pred.get('dram_read_bytes', 0))}"
+            f"# predicted (model {scenario.model.name}): L2 hit {pct(pred.l2_hit_rate if pred else None)}, DRAM "
+            f"read {fmt_bytes(pred.dram_read_bytes if pred else 0)}"
         ),
     ]
-    comparison = (best.measurement or {}).get("comparison")
-    if comparison:
-        low, high = comparison["ci95"]
+    comparison = best.comparison
+    if comparison is not None:
         lines.append(
-            f"# measured ({best.measurement['device']}): {comparison['speedup']:.3f}x [{low:.3f}, {high:.3f}] vs the "
-            "kernel's default order"
+            f"# measured ({best.measurement.device}): {comparison.ci_text()} vs the kernel's default order"
         )
     elif state.device:
         lines.append(f"# measured ({state.device}): no order beat the default with 95% confidence")
     else:
         lines.append("# nothing measured (no target GPU here): the choice rests on the simulator's prediction")
-    source = best_kernel_source(problem, best.formula, "\n".join(lines) + "\n")
+    source = best_kernel_source(scenario, best.formula, "\n".join(lines) + "\n")
     return atomic_write_text(state.options.out_dir / "best_kernel.py", source)
 
 
@@ -145,27 +142,20 @@ def write_best_kernel(state: Any) -> Path | None:
 def _png(fig: Any) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    import matplotlib.pyplot as plt
-
     plt.close(fig)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
-def _plots(state: Any) -> list[tuple[str, str]]:
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    model = state.problem.target.model.name
-    evaluated = [a for a in state.attempts if a.status == EVALUATED and a.prediction]
+def _plots(state: RunState) -> list[tuple[str, str]]:
+    model = state.scenario.model.name
+    evaluated = [a for a in state.attempts if a.status == EVALUATED and a.prediction is not None]
     its = [a.iteration for a in evaluated]
     out = []
 
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    ax.plot(its, [100 * a.prediction["l2_hit_rate"] for a in evaluated], "o-", label=f"predicted (model {model})")
-    measured = [(a.iteration, (a.measurement or {}).get("ncu") or {}) for a in evaluated]
-    measured = [(i, n["l2_hit_rate_pct"]) for i, n in measured if n.get("l2_hit_rate_pct") is not None]
+    ax.plot(its, [100 * a.prediction.l2_hit_rate for a in evaluated], "o-", label=f"predicted (model {model})")
+    measured = [(a.iteration, a.ncu.l2_hit_rate_pct) for a in evaluated
+                if a.ncu is not None and a.ncu.l2_hit_rate_pct is not None]
     if measured:
         ax.plot(*zip(*measured), "s", label=f"measured ({state.device}, ncu)")
     ax.set_xlabel("iteration (0 = kernel's own order)")
@@ -175,17 +165,17 @@ def _plots(state: Any) -> list[tuple[str, str]]:
     out.append(("L2 hit rate per iteration", _png(fig)))
 
     fig, ax = plt.subplots(figsize=(7, 3.2))
-    timed = [(a.iteration, a.measurement["comparison"]) for a in evaluated if a.measured]
+    timed = [(a.iteration, a.comparison) for a in evaluated if a.comparison is not None]
     if timed:
         ax.errorbar(
-            [i for i, _ in timed], [c["candidate_ms"] for _, c in timed],
-            yerr=[1.96 * c["candidate_sem_ms"] for _, c in timed], fmt="o", label="order (95% CI)",
+            [i for i, _ in timed], [c.candidate_ms for _, c in timed],
+            yerr=[1.96 * c.candidate_sem_ms for _, c in timed], fmt="o", label="order (95% CI)",
         )
-        ax.plot([i for i, _ in timed], [c["baseline_ms"] for _, c in timed], "x", label="default order, interleaved")
+        ax.plot([i for i, _ in timed], [c.baseline_ms for _, c in timed], "x", label="default order, interleaved")
         ax.set_ylabel(f"time ms, measured ({state.device})")
         title = "Time per iteration (measured)"
     else:
-        ax.plot(its, [a.prediction["dram_read_bytes"] / 1e6 for a in evaluated], "o-")
+        ax.plot(its, [a.prediction.dram_read_bytes / 1e6 for a in evaluated], "o-")
         ax.set_ylabel(f"DRAM read MB, predicted ({model})")
         title = f"Nothing measured ({state.measured_note}): predicted DRAM read per iteration"
     ax.set_xlabel("iteration")
@@ -194,9 +184,8 @@ def _plots(state: Any) -> list[tuple[str, str]]:
         ax.legend()
     out.append((title, _png(fig)))
 
-    pairs = [(a.prediction["l2_hit_rate"] * 100, ((a.measurement or {}).get("ncu") or {}).get("l2_hit_rate_pct"))
-             for a in evaluated]
-    pairs = [(p, m) for p, m in pairs if m is not None]
+    pairs = [(a.prediction.l2_hit_rate * 100, a.ncu.l2_hit_rate_pct) for a in evaluated
+             if a.ncu is not None and a.ncu.l2_hit_rate_pct is not None]
     if pairs:
         fig, ax = plt.subplots(figsize=(4, 4))
         ax.plot(*zip(*pairs), "o")
@@ -213,32 +202,23 @@ def _plots(state: Any) -> list[tuple[str, str]]:
     return out
 
 
-def _placement_png(state: Any) -> str:
+def _placement_png(state: RunState) -> str:
     """Two maps of the tile grid for the best order: the L2 domain (XCD) of each tile and its wave number."""
-    import matplotlib.pyplot as plt
-
-    from swizzlelab.optimize.assess import check_formula, parse_for_problem
-
-    problem = state.problem
-    model = problem.target.model
+    scenario = state.scenario
+    model = scenario.target.model
     best = state.best()
-    perm = check_formula(parse_for_problem(best.formula, problem), problem).perm
+    perm = scenario.check(scenario.formula(best.formula)).perm
     n = perm.size
     launch = np.empty(n, dtype=np.int64)
     launch[perm] = np.arange(n)  # launch index of each tile
-    if model.dispatch == "round_robin_domains":
-        domain = launch % model.n_domains
-        slot = (launch // model.n_domains) % model.units_per_domain
-        wave = launch // (model.n_units * problem.occupancy)
-        first_title = f"{'XCD' if model.vendor == 'amd' else 'domain'} of each tile"
-        first = domain
+    wave = launch // (model.n_units * scenario.occupancy.programs)
+    if model.n_domains > 1:
+        first = launch_domains(n, model)[launch]
+        first_title = f"{'XCD' if model.vendor == 'amd' else 'L2 domain'} of each tile"
     else:
         first = launch % model.n_units  # in-order dispatch: the first wave fills units in launch order
         first_title = f"{'SM' if model.vendor == 'nvidia' else 'unit'} of each tile in its wave (approx.)"
-        wave = launch // (model.n_units * problem.occupancy)
-        slot = first
-    del slot
-    shape = problem.grid if problem.rank == 2 else _square(n)
+    shape = scenario.grid if scenario.rank == 2 else _square(n)
     fig, axes = plt.subplots(1, 2, figsize=(9, 4))
     for ax, values, title in ((axes[0], first, first_title), (axes[1], wave, "wave (launch // resident slots)")):
         grid_values = np.full(shape[0] * shape[1], np.nan)
@@ -256,23 +236,18 @@ def _square(n: int) -> tuple[int, int]:
     return (int(np.ceil(n / cols)), cols)
 
 
-def render_html(state: Any) -> str:
-    from swizzlelab.optimize.loop import describe_best
-
-    problem = state.problem
+def render_html(state: RunState) -> str:
+    scenario = state.scenario
     rows = []
     for a in state.attempts:
-        pred = a.prediction or {}
-        comparison = (a.measurement or {}).get("comparison") or {}
-        ncu = (a.measurement or {}).get("ncu") or {}
+        pred, comparison, ncu = a.prediction, a.comparison, a.ncu
         rows.append(
             "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in (
                 a.iteration, a.proposer, a.label, a.status, a.permutation_id or "",
-                pct(pred.get("l2_hit_rate")) if pred else "",
-                fmt_bytes(pred["dram_read_bytes"]) if pred else "",
-                f"{comparison['speedup']:.3f}x [{comparison['ci95'][0]:.3f}, {comparison['ci95'][1]:.3f}]"
-                if comparison else "",
-                f"{ncu['l2_hit_rate_pct']:.1f}%" if ncu.get("l2_hit_rate_pct") is not None else "",
+                pct(pred.l2_hit_rate) if pred else "",
+                fmt_bytes(pred.dram_read_bytes) if pred else "",
+                comparison.ci_text() if comparison else "",
+                f"{ncu.l2_hit_rate_pct:.1f}%" if ncu is not None and ncu.l2_hit_rate_pct is not None else "",
                 a.message,
             )) + "</tr>"
         )
@@ -283,14 +258,14 @@ def render_html(state: Any) -> str:
     device = f"measured ({html.escape(state.device)})" if state.device else html.escape(
         "nothing measured: " + state.measured_note)
     return f"""<!doctype html>
-<html><head><meta charset="utf-8"><title>swizzlelab optimize {html.escape(problem.task.name)}</title>
+<html><head><meta charset="utf-8"><title>swizzlelab optimize {html.escape(scenario.task.name)}</title>
 <style>body{{font-family:sans-serif;margin:1.5em;max-width:1200px}}td,th{{border:1px solid #ccc;padding:2px 6px;
 font-size:12px;vertical-align:top}}table{{border-collapse:collapse}}pre{{background:#f5f5f5;padding:6px}}</style>
 </head><body>
-<h1>swizzlelab optimize: {html.escape(problem.task.name)}</h1>
-<p>{html.escape(problem.sizes_label())}, grid {'x'.join(map(str, problem.grid))}, kernel
-{html.escape(str(problem.kernel.path))} ({html.escape(problem.kernel.name)})<br>
-{html.escape(problem.target.note)}<br>Predictions: predicted (model {html.escape(problem.target.model.name)}).
+<h1>swizzlelab optimize: {html.escape(scenario.task.name)}</h1>
+<p>{html.escape(scenario.sizes_label())}, grid {grid_text(scenario.grid)}, kernel
+{html.escape(str(scenario.kernel.path))} ({html.escape(scenario.kernel.name)})<br>
+{html.escape(scenario.target.note)}<br>Predictions: predicted (model {html.escape(scenario.target.model.name)}).
 Measurements: {device}.</p>
 <p><b>{html.escape(describe_best(state))}</b></p>
 <h3>Best formula</h3><pre>{html.escape(state.best().formula)}</pre>

@@ -11,9 +11,11 @@ from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 from typing import Any
 
-from swizzlelab.optimize.reasons import pct, why_new_is_better
-from swizzlelab.optimize.records import Attempt, Proposal
-from swizzlelab.sim.simulate import fmt_bytes
+from swizzlelab.fmt import fmt_bytes, pct
+from swizzlelab.optimize.reasons import why_new_is_better
+from swizzlelab.optimize.records import Attempt, Prediction, Proposal, Wave
+from swizzlelab.swizzle import parse_order
+from swizzlelab.swizzle.families import FAMILIES
 
 # A 1-D order the families do not cover: the launch order reversed.
 REVERSE_1D = "pid = tl.num_programs(0) - 1 - tl.program_id(0)\n"
@@ -38,8 +40,6 @@ class Candidate:
     def formula_text(self, rank: int) -> str:
         if self.text:
             return self.text
-        from swizzlelab.swizzle import parse_order
-
         return parse_order(self.spec, rank).normalized_source()
 
     def group(self) -> str:
@@ -47,8 +47,6 @@ class Candidate:
         return ("xcd+" if self.xcd else "") + self.family
 
     def describe(self) -> str:
-        from swizzlelab.swizzle.families import FAMILIES
-
         if self.text:
             return f"{self.family}: {self.text.strip()}"
         doc = FAMILIES[self.family].doc if self.family in FAMILIES else self.family
@@ -126,7 +124,7 @@ def coarse_candidates(grid: tuple[int, ...], n_domains: int, periods: tuple[int,
 
 # Screening order when time is short: each family at its usual parameter first, then the rest of the ladders.
 FIRST_PICKS = ("identity", "grouped:GROUP_M=8", "tiles:TILE_M=4,TILE_N=4", "hilbert:SIDE=8", "grouped:GROUP_M=16",
-               "wave:GROUP_M=16,BLOCK_N=16", "grouped_serpentine:GROUP_M=16", "grouped:GROUP_M=4", "morton:SIDE=8",
+               "grouped:GROUP_M=12", "grouped_serpentine:GROUP_M=16", "grouped:GROUP_M=4", "morton:SIDE=8",
                "column_major", "diagonal", "serpentine")
 
 
@@ -164,17 +162,14 @@ class Screened:
     candidate: Candidate
     text: str
     permutation_id: str | None
-    prediction: dict[str, Any] | None
-    wave: dict[str, Any] | None = None
+    prediction: Prediction | None
+    wave: Wave | None = None
     problem: str = ""
 
 
-def score(prediction: dict[str, Any]) -> tuple[float, float]:
-    """Lower is better: predicted bytes read past the L2s plus DRAM writes, then a higher hit rate. On NVIDIA
-    the L2 misses are the DRAM reads; on AMD they go to the Infinity Cache, which can hide them from DRAM
-    while still costing fabric bandwidth, so the L2 misses rank orders there too."""
-    reads = prediction.get("l2_miss_read_bytes", prediction["dram_read_bytes"])
-    return (float(reads + prediction["dram_write_bytes"]), -float(prediction["l2_hit_rate"]))
+def score(prediction: Prediction) -> tuple[float, float]:
+    """Lower is better: predicted DRAM bytes (read + write), then a higher hit rate."""
+    return prediction.score()
 
 
 @dataclass
@@ -184,7 +179,7 @@ class SearchProposer:
 
     grid: tuple[int, ...]
     n_domains: int
-    screen: Callable[[str], tuple[str | None, dict[str, Any] | None, dict[str, Any] | None, str]]
+    screen: Callable[[str], tuple[str | None, Prediction | None, Wave | None, str]]
     vendor: str = "nvidia"
     screen_budget_s: float = 90.0
     notes: Callable[[str], None] = lambda text: None
@@ -197,8 +192,11 @@ class SearchProposer:
     periods: Callable[[], tuple[int, ...]] = lambda: ()
     # Candidates screened at once on threads (the simulator releases the GIL); rankings do not depend on it.
     workers: int = 1
+    # Follows the screening: (candidates screened, candidates in this sweep).
+    on_screen: Callable[[int, int], None] = lambda done, total: None
     screened: dict[str, Screened] = field(default_factory=dict)
     _coarse_done: bool = False
+    _coarse_distinct: int = 0
     _spent_s: float = 0.0
     _n_calls: int = 0
 
@@ -246,6 +244,7 @@ class SearchProposer:
                 finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
                 for future in finished:
                     results[running.pop(future)] = future.result()
+                self.on_screen(len(results), len(todo))
         # Stored in candidate order whatever finished first, so ties rank as in a serial sweep.
         for index in sorted(results):
             self.screened[todo[index].spec] = results[index]
@@ -276,9 +275,10 @@ class SearchProposer:
             cands = coarse_candidates(self.grid, self.n_domains, self.periods() if len(self.grid) == 1 else ())
             self._screen_all(cands)
             self._coarse_done = True
+            self._coarse_distinct = self.n_distinct()
             self.notes(
-                f"search: ranked {self.n_distinct()} distinct orders ({len(self.screened)} candidates) with the "
-                f"simulator in {self._spent_s:.1f} s"
+                f"search: first sweep ranked {self._coarse_distinct} distinct orders ({len(self.screened)} "
+                f"candidates) with the simulator in {self._spent_s:.1f} s"
             )
         # Refine around the best attempt so far and the best screened candidate not yet tried.
         ranked = self._ranked(seen)
@@ -315,19 +315,22 @@ class SearchProposer:
             f"(rank {position} of {len(ranked)} untried)"
         )
         top = ", ".join(
-            f"{s.candidate.spec} {pct(s.prediction['l2_hit_rate'])} / {fmt_bytes(s.prediction['dram_read_bytes'])}"
+            f"{s.candidate.spec} {pct(s.prediction.l2_hit_rate)} / {fmt_bytes(s.prediction.dram_read_bytes)}"
             for s in ranked[:3]
         )
+        refined = self.n_distinct() - self._coarse_distinct
+        context = self.context().strip()
         reasoning = (
-            (self.context().strip() + "\n" if self.context() else "")
-            + f"Search ranked {self.n_distinct()} distinct orders ({len(self.screened)} candidates, duplicates by "
-            f"permutation id removed) with the simulator ({pred['kind']}). Untried leaders (hit rate / DRAM "
-            f"read): {top}. Chosen by {why}."
+            (context + "\n" if context else "")
+            + f"The search's first sweep ranked {self._coarse_distinct} distinct orders with the simulator (model "
+            f"{pred.model}; duplicates by permutation id removed)"
+            + (f", and {refined} more near the leaders since" if refined > 0 else "")
+            + f". Untried leaders (hit rate / DRAM read): {top}. Chosen by {why}."
         )
         hypothesis = (
-            f"{pick.candidate.spec}: predicted hit {pct(pred['l2_hit_rate'])}, DRAM read "
-            f"{fmt_bytes(pred['dram_read_bytes'])} ({pred['kind']}) vs {best.name()} "
-            f"{pct(best.prediction['l2_hit_rate']) if best.prediction else 'n/a'}"
+            f"{pick.candidate.spec}: predicted hit {pct(pred.l2_hit_rate)}, DRAM read "
+            f"{fmt_bytes(pred.dram_read_bytes)} (model {pred.model}) vs {best.name()} "
+            f"{pct(best.prediction.l2_hit_rate) if best.prediction else 'n/a'}"
         )
         return Proposal(
             formula_text=pick.text,

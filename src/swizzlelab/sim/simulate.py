@@ -15,7 +15,8 @@ from typing import Any
 import numpy as np
 
 from swizzlelab.errors import UserError
-from swizzlelab.hw import HardwareModel, get_model
+from swizzlelab.fmt import fmt_bytes
+from swizzlelab.hw import HardwareModel, domain_programs, get_model
 from swizzlelab.sim import kernels
 
 MAX_OCCUPANCY = 64
@@ -27,7 +28,7 @@ MAX_OCCUPANCY = 64
 # 0, predicted 77% L2 hit for row-major matmul 8192^3 where ncu measured 56%). Fitted by grid search (step
 # 0.05) minimising the mean |predicted - measured| L2 hit % over the 5 orders of matmul 8192^3 fp16 measured
 # with ncu on an H100 SXM (MAE 16.7 pp at 0 -> 4.2 pp at 0.4; 0.35: 5.1, 0.45: 5.0); checked without refitting
-# on matmul 4096^3 and transpose 16384^2: benchmarks/sim_calibration.py -> sim_calibration_h100.json.
+# on matmul 4096^3 and transpose 16384^2: benchmarks/sim_calibration/run.py -> sim_calibration_h100.json.
 # Untested on other GPUs: the AMD models use the same value until measurements say otherwise.
 STEP_TIME_CV = 0.4
 STEP_TIME_SEED = 0x5EED
@@ -144,16 +145,6 @@ class SimResult:
         return "\n".join(lines)
 
 
-def fmt_bytes(n_bytes: float) -> str:
-    """Bytes in the largest unit that keeps the number >= 1 (decimal units, as ncu prints them)."""
-    value = float(n_bytes)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(value) < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
-        value /= 1000
-    return f"{value:.2f} TB"  # unreachable
-
-
 def _as_perm(perm: Any, n_tiles: int) -> np.ndarray:
     array = np.asarray(getattr(perm, "perm", perm))
     if array.ndim != 1 or array.shape[0] != n_tiles:
@@ -165,7 +156,10 @@ def _as_perm(perm: Any, n_tiles: int) -> np.ndarray:
         raise UserError("launch order must hold integer tile indices")
     array = array.astype(np.int64, copy=False)
     if n_tiles and (array.min() < 0 or array.max() >= n_tiles or np.bincount(array, minlength=n_tiles).max() != 1):
-        raise UserError("launch order is not a permutation of the tiles: check it with `swizzlelab prove`")
+        raise UserError(
+            "launch order is not a permutation of the tiles: prove the formula with "
+            "`swizzlelab check FORMULA --grid ...`, which names the tiles never run or run twice"
+        )
     return np.ascontiguousarray(array)
 
 
@@ -186,14 +180,6 @@ def _trace_arrays(trace: Any) -> tuple[np.ndarray, ...]:
     if step_ptr.size == 0 or step_ptr[-1] != lines.size or tile_step_ptr.size == 0 or tile_step_ptr[-1] != step_ptr.size - 1:
         raise UserError("access trace CSR pointers do not match its arrays: rebuild the trace")
     return arrays
-
-
-def domain_programs(perm: np.ndarray, hw: HardwareModel) -> list[np.ndarray]:
-    """Tiles each L2 domain runs, in the order its slots receive them."""
-    if hw.dispatch == "round_robin_domains":
-        # Launch index i goes to domain i mod n_domains, in increasing i within a domain.
-        return [perm[d :: hw.n_domains] for d in range(hw.n_domains)]
-    return [perm] + [perm[:0]] * (hw.n_domains - 1)
 
 
 def default_workers() -> int:

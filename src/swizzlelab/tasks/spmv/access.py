@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from swizzlelab.errors import UserError
-from swizzlelab.tasks.spmv import kernel
+from swizzlelab.tasks.spmv import kernel, reference
 from swizzlelab.trace import AccessTrace, TraceBuilder
 
 
@@ -32,8 +32,6 @@ def access_model(
     if row_ptr is None or col_idx is None:
         if seed is None:
             raise UserError("spmv access model needs the matrix: pass seed=case['seed'] (or row_ptr and col_idx)")
-        from swizzlelab.tasks.spmv import reference
-
         data = reference.generate_input(int(seed), rows=rows, cols=cols, avg_nnz=avg_nnz, communities=communities)
         row_ptr, col_idx = data["row_ptr"], data["col_idx"]
         del data  # values, x and the CSR view are not needed: free them before the trace is built
@@ -79,3 +77,11 @@ def _as_itemsize(values: Any) -> int:
     if hasattr(values, "element_size"):
         return int(values.element_size())
     return int(np.asarray(values).dtype.itemsize)
+
+
+def line_accesses(*, rows: int, cols: int, avg_nnz: float = 0, config: Any = None, **_: Any) -> int:
+    """An estimate of access_model's line accesses from the sizes alone: per row two row_ptr reads and the y
+    write; per nonzero one x gather; col_idx and values read by blocks (up to two lines each)."""
+    cfg = config or kernel.GPU_CONFIG
+    nnz = int(rows * max(avg_nnz, 0))
+    return 3 * rows + nnz + 4 * -(-nnz // cfg.block)

@@ -41,8 +41,10 @@ def _traced(task, case, config=None) -> AccessTrace:
     config = config or task.kernel.CPU_CONFIG
     data = task.generate_input(case)
     grid = task.tile_grid(case, config)
-    # the kernels' own sites are the identity order, so program i is tile i
-    return trace_call(lambda: task.custom_kernel(data, None, config), grid, kernel_name=MODELLED_LAUNCH.get(task.name))
+    # traced in the identity order (program i is tile i); matmul's own site is the grouped order
+    identity = task.parse_order("identity" if task.spec.grid_rank == 2 else "identity1d")
+    return trace_call(lambda: task.custom_kernel(data, identity, config), grid,
+                      kernel_name=MODELLED_LAUNCH.get(task.name))
 
 
 def _model(task, case, config=None, **options) -> AccessTrace:

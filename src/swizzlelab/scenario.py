@@ -273,11 +273,13 @@ class Scenario:
         return self._trace
 
     def recorded_trace(self, kernel_name: str | None = None, data: dict[str, Any] | None = None) -> AccessTrace:
-        """The kernel's accesses recorded under the Triton interpreter, in its own order (small cases only);
-        `data` defaults to the case's seeded inputs."""
+        """The kernel's accesses recorded under the Triton interpreter (small cases only); `data` defaults to the
+        case's seeded inputs. Launched in the identity order, since the recorder takes program i for tile i (a
+        kernel's own site may be another)."""
         self.require_memory(include_trace=True)
         data = self.task.generate_input(self.case) if data is None else data
-        return trace_call(lambda: self.task.custom_kernel(data, None, self.config), self.grid,
+        identity = self.task.parse_order("identity" if len(self.grid) == 2 else "identity1d")
+        return trace_call(lambda: self.task.custom_kernel(data, identity, self.config), self.grid,
                           kernel_name=kernel_name, meta={"task": self.task.name})
 
     def line_accesses(self) -> int | None:

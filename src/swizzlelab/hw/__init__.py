@@ -38,7 +38,10 @@ class HardwareModel:
     source: str
     l2_partitions: int = 1
     l2_effective_bytes_per_domain: int = 0
-    llc_bytes: int = 0  # a memory-side cache shared by all domains (AMD Infinity Cache); not simulated
+    llc_bytes: int = 0  # a memory-side cache shared by all domains (AMD Infinity Cache / MALL), fed by L2 misses
+    # Ways per L2 set (hashed set index). Not published for H100/H200 or MI300X; 16 is the usual figure for
+    # GPU L2s (measured on V100 and A100 by microbenchmarks) and the simulator's results change little above it.
+    l2_ways: int = 16
     aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:

@@ -15,12 +15,14 @@ from swizzlelab.scenario import Scenario
 from swizzlelab.sim import simulate
 
 
-def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers: int | None = None) -> Prediction:
+def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers: int | None = None,
+            set_fraction: float = 1.0) -> Prediction:
     """Predicted L2 figures of running the tiles in order `perm` on the target model (`footprint`: the trace's,
-    computed once per run; `workers`: threads for the L2 domains, see sim.simulate)."""
+    computed once per run; `workers`: threads for the L2 sets, `set_fraction` < 1: an estimate from a sample of
+    the L2 sets; see sim.simulate)."""
     model = scenario.model
     result = simulate(scenario.trace, perm, model, occupancy=scenario.occupancy.programs, footprint=footprint,
-                      workers=workers)
+                      workers=workers, set_fraction=set_fraction)
     dram = result.dram_read_bytes + result.dram_write_bytes
     return Prediction(
         model=result.model,
@@ -35,6 +37,9 @@ def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers
         per_domain_hit_rate=tuple(float(d.l2_hit_rate) for d in result.per_domain),
         predicted_dram_ms=1e3 * dram / model.dram_bw_bytes_per_s if model.dram_bw_bytes_per_s else None,
         sim_s=float(result.elapsed_s),
+        l2_miss_read_bytes=int(result.l2_miss_read_bytes),
+        llc_hit_rate=result.llc_hit_rate,
+        set_fraction=float(result.set_fraction),
     )
 
 

@@ -85,6 +85,10 @@ class Prediction:
     per_domain_hit_rate: tuple[float, ...] = ()
     predicted_dram_ms: float | None = None  # DRAM bytes at the model's peak bandwidth
     sim_s: float = 0.0
+    # Reads leaving the L2s (to the Infinity Cache on AMD, to DRAM on NVIDIA): what an order changes most.
+    l2_miss_read_bytes: int = 0
+    llc_hit_rate: float | None = None  # AMD Infinity Cache share of those reads
+    set_fraction: float = 1.0  # < 1: a screening estimate from a sample of the L2 sets
 
     @property
     def kind(self) -> str:
@@ -95,8 +99,11 @@ class Prediction:
         return self.dram_read_bytes + self.dram_write_bytes
 
     def score(self) -> tuple[float, float]:
-        """Lower is better: predicted DRAM bytes (read + write), then a higher hit rate."""
-        return (float(self.dram_bytes), -float(self.l2_hit_rate))
+        """Lower is better: predicted bytes read past the L2s plus DRAM writes, then a higher hit rate. On
+        NVIDIA the L2 misses are the DRAM reads; on AMD they go to the Infinity Cache, which can hide them from
+        DRAM while they still cost fabric bandwidth, so L2 misses rank orders there too."""
+        reads = self.l2_miss_read_bytes or self.dram_read_bytes
+        return (float(reads + self.dram_write_bytes), -float(self.l2_hit_rate))
 
     def to_dict(self) -> dict[str, Any]:
         return {**asdict(self), "kind": self.kind, "dram_bytes": self.dram_bytes}

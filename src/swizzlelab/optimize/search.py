@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
 
 from swizzlelab.fmt import fmt_bytes, pct
@@ -105,6 +105,11 @@ def coarse_candidates(grid: tuple[int, ...], n_domains: int, periods: tuple[int,
     for tm in _powers_of_two(2, min(16, rows)):
         for tn in _powers_of_two(2, min(16, cols)):
             base.append(Candidate("tiles", (("TILE_M", tm), ("TILE_N", tn))))
+    # Wave-aware orders: bands that turn around at their ends, and wave-sized blocks (a wave is a few hundred
+    # programs on today's GPUs: 8-16 rows by 8-32 columns); neighbours() tunes their parameters.
+    base += [Candidate("grouped_serpentine", (("GROUP_M", g),)) for g in (4, 8, 12, 16, 24, 32) if g <= rows]
+    base += [Candidate("wave", (("GROUP_M", gm), ("BLOCK_N", bn)))
+             for gm, bn in ((16, 16), (8, 32), (16, 8), (12, 24), (24, 12), (32, 8)) if gm <= rows and bn <= cols]
     base = _plausible_first(base)
     if n_domains > 1:
         # On multi-domain GPUs every 2-D order is also tried behind XCD chunking, interleaved so the most
@@ -118,7 +123,8 @@ def coarse_candidates(grid: tuple[int, ...], n_domains: int, periods: tuple[int,
 
 # Screening order when time is short: each family at its usual parameter first, then the rest of the ladders.
 FIRST_PICKS = ("identity", "grouped:GROUP_M=8", "tiles:TILE_M=4,TILE_N=4", "hilbert:SIDE=8", "grouped:GROUP_M=16",
-               "grouped:GROUP_M=4", "morton:SIDE=8", "column_major", "diagonal", "serpentine")
+               "grouped:GROUP_M=12", "grouped_serpentine:GROUP_M=16", "grouped:GROUP_M=4", "morton:SIDE=8",
+               "column_major", "diagonal", "serpentine")
 
 
 def _plausible_first(cands: list[Candidate]) -> list[Candidate]:
@@ -131,7 +137,7 @@ def neighbours(cand: Candidate, grid: tuple[int, ...], n_domains: int) -> list[C
     out: list[Candidate] = []
     if cand.text:
         return out
-    limits = {"GROUP_M": grid[0] if len(grid) == 2 else 1, "TILE_M": grid[0], "TILE_N": grid[-1],
+    limits = {"GROUP_M": grid[0] if len(grid) == 2 else 1, "TILE_M": grid[0], "TILE_N": grid[-1], "BLOCK_N": grid[-1],
               "SIDE": min(grid) if len(grid) == 2 else 1, "NUM_XCDS": grid[0] // 2, "STRIDE": grid[0] // 2}
     for index, (name, value) in enumerate(cand.params):
         steps = {value - 1, value + 1, value * 2, value // 2, value - 2, value + 2}
@@ -212,26 +218,42 @@ class SearchProposer:
         return Screened(cand, text, perm_id, prediction, wave, problem)
 
     def _screen_all(self, cands: list[Candidate]) -> int:
-        """Screen the candidates not seen yet, `workers` at a time, until the screening time is spent."""
+        """Screen the candidates not seen yet, up to `workers` at once, until the screening time is spent.
+
+        The budget is checked before each candidate starts (not per batch): once it is spent nothing new
+        starts, so screening ends at most one candidate's time after the budget."""
         started = time.perf_counter()
         todo = list({c.spec: c for c in cands if c.spec not in self.screened}.values())
-        done = 0
-        with ThreadPoolExecutor(max_workers=max(self.workers, 1)) as pool:
-            for first in range(0, len(todo), max(self.workers, 1)):
-                if self._spent_s + (time.perf_counter() - started) > self.screen_budget_s:
-                    self.notes(
-                        f"search: screening time ({self.screen_budget_s:.0f} s) spent after {len(self.screened)} "
-                        "candidates; raise --screen-s to rank more"
-                    )
+        width = max(self.workers, 1)
+        results: dict[int, Screened] = {}
+        running: dict[Future, int] = {}
+        next_index = 0
+        out_of_time = False
+        with ThreadPoolExecutor(max_workers=width) as pool:
+            while next_index < len(todo) or running:
+                while not out_of_time and next_index < len(todo) and len(running) < width:
+                    if self._spent_s + (time.perf_counter() - started) > self.screen_budget_s:
+                        out_of_time = True
+                        break
+                    item = self._texts([todo[next_index]])[0]
+                    running[pool.submit(self._evaluate, item)] = next_index
+                    next_index += 1
+                if not running:
                     break
-                batch = todo[first : first + max(self.workers, 1)]
-                # Stored in candidate order whatever finishes first, so ties rank as in a serial sweep.
-                for cand, item in zip(batch, pool.map(self._evaluate, self._texts(batch))):
-                    self.screened[cand.spec] = item
-                    done += 1
-                self.on_screen(done, len(todo))
+                finished, _ = wait(list(running), return_when=FIRST_COMPLETED)
+                for future in finished:
+                    results[running.pop(future)] = future.result()
+                self.on_screen(len(results), len(todo))
+        # Stored in candidate order whatever finished first, so ties rank as in a serial sweep.
+        for index in sorted(results):
+            self.screened[todo[index].spec] = results[index]
+        if out_of_time:
+            self.notes(
+                f"search: screening time ({self.screen_budget_s:.0f} s) spent after {len(self.screened)} "
+                "candidates; raise --screen-s to rank more"
+            )
         self._spent_s += time.perf_counter() - started
-        return done
+        return len(results)
 
     def _ranked(self, seen: set[str]) -> list[Screened]:
         by_id: dict[str, Screened] = {}

@@ -59,6 +59,8 @@ class RunState:
     attempts: list[Attempt] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
     predictions: dict[str, tuple[Prediction, Wave]] = field(default_factory=dict)
+    # Screening estimates from a sample of the L2 sets (large traces); never reported as an order's prediction.
+    screen_estimates: dict[str, tuple[Prediction, Wave]] = field(default_factory=dict)
     resumed_from: int = 0
     measured_note: str = ""
     device: str = ""

@@ -6,7 +6,10 @@ Pure array code: the Python layer (swizzlelab.sim.simulate) validates inputs and
 from __future__ import annotations
 
 import numpy as np
-from numba import njit
+from llvmlite import ir
+from numba import njit, types
+from numba.core import cgutils
+from numba.extending import intrinsic
 
 # Indices into a domain's statistics vector (int64).
 ST_REQ_SECTORS = 0
@@ -20,7 +23,8 @@ ST_PROGRAMS = 7
 ST_LOOKUP_SECTORS = 8  # near lookups + lookups at a far home partition (what ncu's lts__t_sectors counts)
 ST_LINE_LOOKUPS = 9
 ST_FABRIC_SECTORS = 10  # sectors that crossed to a far partition
-N_STATS = 11
+ST_TCC_HITS = 11  # line requests that hit as AMD's TCC_HIT counts them (set-partitioned simulator only)
+N_STATS = 12
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX = np.uint64(0xBF58476D1CE4E5B9)
@@ -379,6 +383,7 @@ def run_domain(
     fabric = 0
     lookups = 0
     line_lookups = 0
+    tcc_hits = 0
     while n_active > 0:
         s = heap[0]
         step = slot_step[s]
@@ -414,6 +419,8 @@ def run_domain(
                 v = node_info[4 * node + 2]
                 # A store fills whole sectors in L2 without fetching them, which ncu counts as a hit.
                 hit_sectors += popcount[m] if w else popcount[m & v]
+                if w or (m & ~v) == 0:
+                    tcc_hits += 1
                 missing = m & ~v
                 if w:
                     node_info[4 * node + 3] |= m
@@ -524,6 +531,7 @@ def run_domain(
     stats[ST_LOOKUP_SECTORS] += lookups
     stats[ST_LINE_LOOKUPS] += line_lookups
     stats[ST_FABRIC_SECTORS] += fabric
+    stats[ST_TCC_HITS] += tcc_hits
 
 
 @njit(cache=True, nogil=True)
@@ -563,3 +571,317 @@ def footprint(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, 
         out[1] += popcount[touched[node]]
         out[2] += popcount[first_read[node]]
     return out
+
+
+# ---- Set-partitioned simulator -------------------------------------------------------------------------------
+# The order in which programs' steps run does not depend on what the cache holds, so it is computed once per
+# domain (`schedule_domain`); then, with a set-associative L2 whose set index is a hash of the line alone, the
+# sets of one index across all partitions form a group that no access outside it touches (a far lookup goes to
+# the same set index at the home partition). Groups are independent LRU caches: `run_set_group` simulates the
+# accesses of the groups g with set_index % n_groups == group, in the schedule's order, on a shared set array
+# (each group writes only its own sets), so threads can run groups at once and the sums equal one serial run.
+# A set is `ways` int64 entries in MRU-to-LRU order, each line << 8 | dirty sectors << 4 | valid sectors; a
+# set's entries fill one or two host cache lines, so a lookup costs one memory access where the linked-list
+# LRU above costs four or five.
+
+ENTRY_SHIFT = 8
+PREFETCH_AHEAD = 8  # accesses: the set of access a + 8 is fetched into the host cache while a is simulated
+
+
+@intrinsic
+def _prefetch(typingctx, arr, idx):
+    """Ask the host CPU to bring arr[idx] into its cache (llvm.prefetch; no effect on results)."""
+    sig = types.void(arr, idx)
+
+    def codegen(context, builder, signature, args):
+        aryty, _ = signature.args
+        ary = context.make_array(aryty)(context, builder, args[0])
+        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
+        i8p = ir.IntType(8).as_pointer()
+        i32 = ir.IntType(32)
+        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
+        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
+        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
+        return context.get_dummy_value()
+
+    return sig, codegen
+
+
+@njit(cache=True, nogil=True)
+def schedule_domain(
+    step_ptr: np.ndarray,
+    tile_step_ptr: np.ndarray,
+    programs: np.ndarray,
+    n_slots: np.int64,
+    n_partitions: np.int64,
+    step_cv: np.float64,
+    seed: np.uint64,
+):
+    """The steps of one domain in the order `run_domain` runs them, with each step's near partition and time.
+
+    Same slots, heap, ties and step durations as `run_domain`: (steps int64[n], near int8[n], start f64[n]).
+    """
+    n_total = 0
+    for i in range(programs.shape[0]):
+        t = programs[i]
+        n_total += tile_step_ptr[t + 1] - tile_step_ptr[t]
+    out_step = np.empty(n_total, dtype=np.int64)
+    out_near = np.empty(n_total, dtype=np.int8)
+    out_time = np.empty(n_total, dtype=np.float64)
+    slot_step = np.zeros(n_slots, dtype=np.int64)
+    slot_end = np.zeros(n_slots, dtype=np.int64)
+    slot_part = np.zeros(n_slots, dtype=np.int64)
+    slot_prog = np.zeros(n_slots, dtype=np.int64)
+    slot_time = np.zeros(n_slots, dtype=np.float64)
+    heap = np.zeros(n_slots, dtype=np.int64)
+    n_programs = programs.shape[0]
+    next_program = 0
+    n_active = 0
+    for s in range(n_slots):
+        while next_program < n_programs:
+            t = programs[next_program]
+            next_program += 1
+            if tile_step_ptr[t + 1] > tile_step_ptr[t]:
+                slot_step[s] = tile_step_ptr[t]
+                slot_end[s] = tile_step_ptr[t + 1]
+                slot_prog[s] = next_program - 1
+                slot_part[s] = _bucket(next_program - 1, _UNIT_SALT, n_partitions) if n_partitions > 1 else 0
+                heap[n_active] = s
+                n_active += 1
+                break
+    k = 0
+    while n_active > 0:
+        s = heap[0]
+        step = slot_step[s]
+        out_step[k] = step
+        out_near[k] = slot_part[s]
+        out_time[k] = slot_time[s]
+        k += 1
+        slot_time[s] += step_duration(step_cv, seed, slot_prog[s], step - tile_step_ptr[programs[slot_prog[s]]])
+        step += 1
+        if step < slot_end[s]:
+            slot_step[s] = step
+            _sift_down(heap, n_active, slot_time)
+            continue
+        loaded = False
+        while next_program < n_programs:
+            t = programs[next_program]
+            next_program += 1
+            if tile_step_ptr[t + 1] > tile_step_ptr[t]:
+                slot_step[s] = tile_step_ptr[t]
+                slot_end[s] = tile_step_ptr[t + 1]
+                slot_prog[s] = next_program - 1
+                slot_part[s] = _bucket(next_program - 1, _UNIT_SALT, n_partitions) if n_partitions > 1 else 0
+                loaded = True
+                break
+        if not loaded:
+            n_active -= 1
+            heap[0] = heap[n_active]
+        _sift_down(heap, n_active, slot_time)
+    return out_step[:k], out_near[:k], out_time[:k]
+
+
+@njit(cache=True, nogil=True)
+def set_index_of(lines: np.ndarray, n_sets: np.int64, n_partitions: np.int64, pbits: np.int64, out: np.ndarray,
+                 first: np.int64, last: np.int64) -> None:
+    """out[a] = set index << pbits | home partition of lines[a], for a in first..last-1 (the hashes `run_domain`
+    uses; n_partitions <= 2 ** pbits)."""
+    for a in range(first, last):
+        line = lines[a]
+        st = _bucket(line, _SET_SALT, n_sets) if n_sets > 1 else 0
+        home = _bucket(line, _HOME_SALT, n_partitions) if n_partitions > 1 else 0
+        out[a] = (st << pbits) | home
+
+
+@njit(cache=True, inline="always")
+def _set_find(sets: np.ndarray, base: np.int64, count: np.int64, line: np.int64) -> np.int64:
+    # Ways are kept most recent first, so reuse close in time is found after a few compares.
+    for i in range(count):
+        if (sets[base + i] >> ENTRY_SHIFT) == line:
+            return i
+    return -1
+
+
+@njit(cache=True, inline="always")
+def _set_to_front(sets: np.ndarray, base: np.int64, i: np.int64, entry: np.int64) -> None:
+    for j in range(i, 0, -1):
+        sets[base + j] = sets[base + j - 1]
+    sets[base] = entry
+
+
+@njit(cache=True, nogil=True)
+def run_set_group(
+    lines: np.ndarray,
+    sector_mask: np.ndarray,
+    is_write: np.ndarray,
+    set_home: np.ndarray,
+    pbits: np.int64,
+    step_ptr: np.ndarray,
+    sched_step: np.ndarray,
+    sched_near: np.ndarray,
+    sched_time: np.ndarray,
+    n_partitions: np.int64,
+    n_sets: np.int64,
+    ways: np.int64,
+    sets: np.ndarray,
+    set_count: np.ndarray,
+    popcount: np.ndarray,
+    set_lo: np.int64,
+    set_hi: np.int64,
+    stats: np.ndarray,
+    miss_line: np.ndarray,
+    miss_mask: np.ndarray,
+    miss_time: np.ndarray,
+) -> np.int64:
+    """Simulate the sets set_lo..set_hi-1 (in every partition) of one domain; same model and counts as
+    `run_domain` with the same set count.
+
+    `set_home[a]` = set index << pbits | home partition of access a (`set_index_of`). A set is `ways` int64
+    entries, most recently used first, each line << 8 | dirty sectors << 4 | valid sectors; `set_count` holds
+    the ways in use. `sets` (n_partitions * n_sets * ways) and `set_count` must start empty for these sets.
+    Hits are counted two ways: sectors as ncu's lts__t_sector_hit_rate counts them (a store hits), and line
+    requests as AMD's TCC_HIT counts them (ST_TCC_HITS: a store hits only if its line is present, a read only
+    if every requested sector is valid; a store to an absent line is a miss that allocates without a fetch).
+    When `miss_line` is non-empty, every DRAM-bound read (line, missing sectors, step start time) is written
+    there (for a memory-side cache behind the L2s). Returns the number of such reads (the buffer holds at most
+    its length: call again with a larger one when the return value exceeds it).
+    """
+    req = 0
+    hit_sectors = 0
+    accesses = 0
+    line_hits = 0
+    dram_read = 0
+    evictions = 0
+    dram_write = 0
+    fabric = 0
+    lookups = 0
+    line_lookups = 0
+    tcc_hits = 0
+    n_miss = 0
+    cap_miss = miss_line.shape[0]
+    pmask = (np.int64(1) << pbits) - 1
+    for k in range(sched_step.shape[0]):
+        step = sched_step[k]
+        near = np.int64(sched_near[k])
+        a_end = step_ptr[step + 1]
+        for a in range(step_ptr[step], a_end):
+            # The sets are far larger than the host's L2: fetch the set of a later access ahead of time.
+            ahead = a + PREFETCH_AHEAD
+            if ahead < a_end:
+                sh2 = np.int64(set_home[ahead])
+                st2 = sh2 >> pbits
+                if st2 >= set_lo and st2 < set_hi:  # only sets this call owns: others are another thread's
+                    part2 = (sh2 & pmask) if is_write[ahead] else near
+                    _prefetch(sets, (part2 * n_sets + st2) * ways)
+            sh = np.int64(set_home[a])
+            st_in = sh >> pbits
+            if st_in < set_lo or st_in >= set_hi:
+                continue
+            home = sh & pmask
+            line = lines[a]
+            m = np.int64(sector_mask[a])
+            w = is_write[a]
+            pm = popcount[m]
+            req += pm
+            lookups += pm
+            accesses += 1
+            line_lookups += 1
+            if w and home != near:
+                # A far store passes the near partition (counted as a hit; updates a near copy, no allocation).
+                lookups += pm
+                hit_sectors += pm
+                fabric += pm
+                line_lookups += 1
+                nidx = near * n_sets + st_in
+                i = _set_find(sets, nidx * ways, set_count[nidx], line)
+                if i >= 0:
+                    line_hits += 1
+                    sets[nidx * ways + i] |= m
+            first = home if w else near
+            sidx = first * n_sets + st_in
+            base = sidx * ways
+            cnt = set_count[sidx]
+            i = _set_find(sets, base, cnt, line)
+            if i >= 0:
+                line_hits += 1
+                e = sets[base + i]
+                v = e & 15
+                hit_sectors += pm if w else popcount[m & v]
+                missing = m & ~v
+                if w or missing == 0:
+                    tcc_hits += 1
+                e = e | m
+                if w:
+                    e = e | (m << 4)
+                _set_to_front(sets, base, i, e)
+            else:
+                if cnt == ways:
+                    dram_write += popcount[(sets[base + ways - 1] >> 4) & 15]
+                    evictions += 1
+                    i = ways - 1
+                else:
+                    i = cnt
+                    set_count[sidx] = cnt + 1
+                missing = m
+                e = (line << ENTRY_SHIFT) | m
+                if w:
+                    hit_sectors += pm
+                    e = e | (m << 4)
+                _set_to_front(sets, base, i, e)
+            if missing != 0 and not w:
+                if first == home:
+                    dram_read += popcount[missing]
+                    if n_miss < cap_miss:
+                        miss_line[n_miss] = line
+                        miss_mask[n_miss] = missing
+                        miss_time[n_miss] = sched_time[k]
+                    n_miss += 1
+                else:
+                    fabric += popcount[missing]
+                    lookups += popcount[missing]
+                    line_lookups += 1
+                    hidx = home * n_sets + st_in
+                    hb = hidx * ways
+                    hcnt = set_count[hidx]
+                    j = _set_find(sets, hb, hcnt, line)
+                    if j >= 0:
+                        line_hits += 1
+                        he = sets[hb + j]
+                    else:
+                        if hcnt == ways:
+                            dram_write += popcount[(sets[hb + ways - 1] >> 4) & 15]
+                            evictions += 1
+                            j = ways - 1
+                        else:
+                            j = hcnt
+                            set_count[hidx] = hcnt + 1
+                        he = line << ENTRY_SHIFT
+                    hv = he & 15
+                    hit_sectors += popcount[missing & hv]
+                    got = missing & ~hv
+                    dram_read += popcount[got]
+                    if got != 0:
+                        if n_miss < cap_miss:
+                            miss_line[n_miss] = line
+                            miss_mask[n_miss] = got
+                            miss_time[n_miss] = sched_time[k]
+                        n_miss += 1
+                    _set_to_front(sets, hb, j, he | missing)
+    # Write back what is still dirty at the end of the kernel.
+    for p in range(n_partitions):
+        for st in range(set_lo, set_hi):
+            sidx = p * n_sets + st
+            for i in range(set_count[sidx]):
+                dram_write += popcount[(sets[sidx * ways + i] >> 4) & 15]
+    stats[ST_REQ_SECTORS] += req
+    stats[ST_HIT_SECTORS] += hit_sectors
+    stats[ST_LINE_ACCESSES] += accesses
+    stats[ST_LINE_HITS] += line_hits
+    stats[ST_DRAM_READ_SECTORS] += dram_read
+    stats[ST_DRAM_WRITE_SECTORS] += dram_write
+    stats[ST_EVICTIONS] += evictions
+    stats[ST_LOOKUP_SECTORS] += lookups
+    stats[ST_LINE_LOOKUPS] += line_lookups
+    stats[ST_FABRIC_SECTORS] += fabric
+    stats[ST_TCC_HITS] += tcc_hits
+    return n_miss

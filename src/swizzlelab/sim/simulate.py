@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import time
+import weakref
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -31,6 +32,8 @@ MAX_OCCUPANCY = 64
 # Untested on other GPUs: the AMD models use the same value until measurements say otherwise.
 STEP_TIME_CV = 0.4
 STEP_TIME_SEED = 0x5EED
+NCU_COUNTER = "ncu lts__t_sector_hit_rate (32-byte sectors; stores that fill sectors hit)"
+TCC_COUNTER = "rocprof TCC_HIT/(TCC_HIT+TCC_MISS) (line requests; a store hits only a present line)"
 
 
 @dataclass(frozen=True)
@@ -49,10 +52,15 @@ class DomainStats:
     dram_read_bytes: int
     dram_write_bytes: int
     evictions: int
+    tcc_hits: int = 0  # line requests that hit as AMD's TCC_HIT counts them
 
     @property
     def l2_hit_rate(self) -> float:
         return self.hit_sectors / self.lookup_sectors if self.lookup_sectors else 0.0
+
+    @property
+    def tcc_hit_rate(self) -> float:
+        return self.tcc_hits / self.line_accesses if self.line_accesses else 0.0
 
     @property
     def line_hit_rate(self) -> float:
@@ -82,6 +90,13 @@ class SimResult:
     n_programs: int
     per_domain: tuple[DomainStats, ...] = field(default_factory=tuple)
     elapsed_s: float = 0.0
+    # How `l2_hit_rate` is counted: the vendor profiler's own definition (docs/hit-rates.md).
+    hit_rate_counter: str = NCU_COUNTER
+    sector_hit_rate: float = 0.0  # ncu's definition on any vendor (sectors; stores hit)
+    tcc_hit_rate: float = 0.0  # AMD's TCC_HIT / (TCC_HIT + TCC_MISS) on any vendor (line requests)
+    l2_miss_read_bytes: int = 0  # bytes the L2s read from behind them (memory-side cache or DRAM)
+    llc_hit_rate: float | None = None  # memory-side cache (Infinity Cache) hit rate of those reads
+    set_fraction: float = 1.0  # share of L2 sets simulated (< 1: counts scaled up from a sample of sets)
 
     @property
     def best_hit_rate(self) -> float:
@@ -111,11 +126,13 @@ class SimResult:
     def text(self) -> str:
         tag = f"predicted (model {self.model})"
         lines = [
-            f"L2 sector hit rate   {100 * self.l2_hit_rate:6.2f} %   {tag}",
+            f"L2 hit rate          {100 * self.l2_hit_rate:6.2f} %   {tag}, as {self.hit_rate_counter}",
             f"L2 line hit rate     {100 * self.line_hit_rate:6.2f} %   {tag}",
             f"not read from DRAM   {100 * self.dram_avoided_rate:6.2f} %   {tag} (share of requested bytes)",
             f"DRAM read            {fmt_bytes(self.dram_read_bytes):>10}   {tag}",
             f"DRAM write           {fmt_bytes(self.dram_write_bytes):>10}   {tag}",
+            *([f"Infinity Cache hit   {100 * self.llc_hit_rate:6.2f} %   {tag} (of {fmt_bytes(self.l2_miss_read_bytes)} "
+               "L2 read misses; no counter reports it)"] if self.llc_hit_rate is not None else []),
             f"compulsory DRAM      {fmt_bytes(self.compulsory_bytes):>10}   from trace",
             f"requested from L2    {fmt_bytes(self.requested_bytes):>10}   from trace",
             f"best possible hit    {100 * self.best_hit_rate:6.2f} %   from trace (1 - compulsory reads/requested)",
@@ -193,27 +210,202 @@ def footprint_of(trace: Any) -> tuple[int, int, int]:
     return int(out[0]), int(out[1]), int(out[2])
 
 
+_SET_INDEX_CACHE: dict[tuple[int, int, int, int], tuple[Any, np.ndarray]] = {}
+LLC_WAYS = 16
+
+
+def partition_bits(n_partitions: int) -> int:
+    return max(int(n_partitions) - 1, 0).bit_length()
+
+
+def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers: int) -> np.ndarray:
+    """Hashed L2 set index << partition bits | home partition of every access, cached per trace array: a
+    search simulates many orders of one trace, and both hashes depend only on the line."""
+    key = (id(lines), int(lines.size), int(n_sets), int(n_partitions))
+    hit = _SET_INDEX_CACHE.get(key)
+    if hit is not None and hit[0]() is lines:
+        return hit[1]
+    pbits = partition_bits(n_partitions)
+    out = np.empty(lines.size, dtype=np.uint16 if (n_sets << pbits) <= 1 << 16 else np.int32)
+    chunks = np.linspace(0, lines.size, max(n_workers, 1) + 1).astype(np.int64)
+
+    def fill(i: int) -> None:
+        kernels.set_index_of(lines, np.int64(n_sets), np.int64(n_partitions), np.int64(pbits), out,
+                             np.int64(chunks[i]), np.int64(chunks[i + 1]))
+
+    if n_workers > 1 and lines.size > 1 << 20:
+        with ThreadPoolExecutor(max_workers=n_workers) as pool:
+            list(pool.map(fill, range(n_workers)))
+    else:
+        for i in range(max(n_workers, 1)):
+            fill(i)
+    for stale in [k for k, (ref, _) in _SET_INDEX_CACHE.items() if ref() is None]:
+        del _SET_INDEX_CACHE[stale]
+    if len(_SET_INDEX_CACHE) >= 4:
+        _SET_INDEX_CACHE.pop(next(iter(_SET_INDEX_CACHE)))
+    _SET_INDEX_CACHE[key] = (weakref.ref(lines), out)
+    return out
+
+
+def _empty_sets(n_ways: int, n_sets: int) -> tuple[np.ndarray, np.ndarray]:
+    """Entries of n_ways ways and the ways in use of n_sets sets, all empty."""
+    return np.zeros(n_ways, dtype=np.int64), np.zeros(n_sets, dtype=np.int64)
+
+
+def _run_list_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, capacity,
+                     n_sets, popcount, cv, seed, n_workers) -> list[np.ndarray]:
+    """Linked-list LRU engine (any associativity, fully associative included); domains on threads."""
+    key_space = (int(lines.max()) + 1) * n_partitions if lines.size else 0
+    direct = np.empty(key_space if key_space <= kernels.MAX_DIRECT_KEYS else 0, dtype=np.int32)
+
+    def run_one(d: int, programs: np.ndarray, direct: np.ndarray) -> np.ndarray:
+        stats = np.zeros(kernels.N_STATS, dtype=np.int64)
+        if programs.size:
+            kernels.run_domain(
+                lines, masks, writes, step_ptr, tile_step_ptr, np.ascontiguousarray(programs),
+                np.int64(n_slots), np.int64(model.units_per_domain), np.int64(n_partitions),
+                np.int64(capacity), np.int64(n_sets), popcount, stats, direct,
+                np.float64(cv), np.uint64(domain_seed_of(seed, d)),
+            )
+        return stats
+
+    n_threads = min(n_workers, sum(1 for _, programs in work if programs.size))
+    if n_threads > 1:
+        # Domains are independent caches: each thread simulates whole domains with its own key map (the
+        # numba kernel releases the GIL), so results are those of the serial loop.
+        def run_share(share: list[tuple[int, np.ndarray]]) -> list[np.ndarray]:
+            own = np.empty_like(direct)
+            return [run_one(d, programs, own) for d, programs in share]
+
+        shares = [work[i::n_threads] for i in range(n_threads)]
+        with ThreadPoolExecutor(max_workers=n_threads) as pool:
+            done = list(pool.map(run_share, shares))
+        by_domain = {d: stats for share, results in zip(shares, done) for (d, _), stats in zip(share, results)}
+        return [by_domain[d] for d, _ in work]
+    return [run_one(d, programs, direct) for d, programs in work]
+
+
+@dataclass(frozen=True)
+class LlcStats:
+    """The memory-side cache shared by all L2 domains (AMD Infinity Cache / MALL), fed by the L2s' read misses."""
+
+    read_sectors: int  # sectors the L2s missed and asked the memory side for
+    hit_sectors: int
+
+    @property
+    def hit_rate(self) -> float:
+        return self.hit_sectors / self.read_sectors if self.read_sectors else 0.0
+
+
+def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
+                     ways, popcount, cv, seed, n_workers, set_fraction=1.0) -> tuple[list[np.ndarray], LlcStats | None]:
+    """Set-partitioned engine: per domain one schedule, then ranges of sets on threads (same sums as serial)."""
+    set_home = set_index_array(lines, n_sets, n_partitions, n_workers)
+    pbits = partition_bits(n_partitions)
+    record = model.llc_bytes > 0
+    jobs = []
+    for d, programs in work:
+        if programs.size == 0:
+            continue
+        sched = kernels.schedule_domain(step_ptr, tile_step_ptr, np.ascontiguousarray(programs), np.int64(n_slots),
+                                        np.int64(n_partitions), np.float64(cv), np.uint64(domain_seed_of(seed, d)))
+        n_simulated = n_sets if set_fraction >= 1.0 else max(1, int(round(n_sets * set_fraction)))
+        n_groups = max(1, min(n_workers, n_simulated))
+        bounds = np.linspace(0, n_simulated, n_groups + 1).astype(np.int64)
+        jobs += [(d, sched, int(bounds[g]), int(bounds[g + 1])) for g in range(n_groups)]
+    # Jobs of one domain share its set arrays (each writes only its own range of sets).
+    arrays = {d: _empty_sets(n_partitions * n_sets * ways, n_partitions * n_sets) for d, _, _, _ in jobs}
+    no_record = (np.empty(0, np.int64), np.empty(0, np.uint8), np.empty(0, np.float64))
+
+    def run_job(job):
+        d, (steps, near, start), lo, hi = job
+        stats = np.zeros(kernels.N_STATS, dtype=np.int64)
+        cap = max(1 << 16, int(step_ptr.size) // 4) if record else 0
+        while True:
+            if record:
+                buf = (np.empty(cap, np.int64), np.empty(cap, np.uint8), np.empty(cap, np.float64))
+                sets = _empty_sets(n_partitions * n_sets * ways, n_partitions * n_sets)  # own arrays: a retry starts clean
+            else:
+                buf, sets = no_record, arrays[d]
+            n_miss = kernels.run_set_group(lines, masks, writes, set_home, np.int64(pbits), step_ptr, steps, near,
+                                           start, np.int64(n_partitions), np.int64(n_sets), np.int64(ways), *sets,
+                                           popcount, np.int64(lo), np.int64(hi), stats, *buf)
+            if not record or n_miss <= cap:
+                return d, stats, tuple(b[:n_miss] for b in buf) if record else None
+            cap = int(n_miss)
+            stats[:] = 0
+
+    if n_workers > 1 and len(jobs) > 1:
+        with ThreadPoolExecutor(max_workers=n_workers) as pool:
+            done = list(pool.map(run_job, jobs))
+    else:
+        done = [run_job(job) for job in jobs]
+    by_domain = {d: np.zeros(kernels.N_STATS, dtype=np.int64) for d, _ in work}
+    for d, stats, _ in done:
+        by_domain[d] += stats
+    llc = _run_llc(model, [m for _, _, m in done if m is not None], popcount) if record else None
+    if set_fraction < 1.0:
+        # A sample of the sets: scale every count to the whole cache.
+        scale = n_sets / max(1, int(round(n_sets * set_fraction)))
+        for d in by_domain:
+            by_domain[d] = np.rint(by_domain[d] * scale).astype(np.int64)
+        if llc is not None:
+            llc = LlcStats(int(round(llc.read_sectors * scale)), int(round(llc.hit_sectors * scale)))
+    return [by_domain[d] for d, _ in work], llc
+
+
+def _run_llc(model, misses, popcount) -> LlcStats:
+    """Replay the L2s' read misses, merged in simulated time, through one shared set-associative LRU."""
+    if not misses:
+        return LlcStats(0, 0)
+    line = np.concatenate([m[0] for m in misses])
+    mask = np.concatenate([m[1] for m in misses])
+    when = np.concatenate([m[2] for m in misses])
+    order = np.argsort(when, kind="stable")
+    line, mask = np.ascontiguousarray(line[order]), np.ascontiguousarray(mask[order])
+    n = line.size
+    capacity = max(model.llc_bytes // model.line_bytes, 1)
+    ways = min(LLC_WAYS, capacity)
+    n_sets = capacity // ways
+    set_home = np.empty(n, dtype=np.int32)
+    kernels.set_index_of(line, np.int64(n_sets), np.int64(1), np.int64(0), set_home, np.int64(0), np.int64(n))
+    stats = np.zeros(kernels.N_STATS, dtype=np.int64)
+    kernels.run_set_group(line, mask, np.zeros(n, dtype=np.bool_), set_home, np.int64(0),
+                          np.arange(n + 1, dtype=np.int64), np.arange(n, dtype=np.int64), np.zeros(n, np.int8),
+                          np.zeros(n, np.float64), np.int64(1), np.int64(n_sets), np.int64(ways),
+                          *_empty_sets(n_sets * ways, n_sets), popcount, np.int64(0), np.int64(n_sets), stats,
+                          np.empty(0, np.int64), np.empty(0, np.uint8), np.empty(0, np.float64))
+    return LlcStats(read_sectors=int(stats[kernels.ST_REQ_SECTORS]), hit_sectors=int(stats[kernels.ST_HIT_SECTORS]))
+
+
 def simulate(
     trace: Any,
     perm: Any,
     hw: HardwareModel | str,
     occupancy: int = 1,
-    assoc: int | None = None,
+    assoc: int | None | str = "model",
     capacity_bytes: int | None = None,
     footprint: tuple[int, int, int] | None = None,
     step_cv: float | None = None,
     seed: int = STEP_TIME_SEED,
     workers: int | None = None,
+    engine: str = "auto",
+    set_fraction: float = 1.0,
 ) -> SimResult:
     """Predict L2 hit rates and DRAM traffic of running `trace`'s tiles in the order `perm` on `hw`.
 
-    `assoc=None` is a fully associative LRU per domain; an integer makes it set-associative with a hashed set
-    index. `capacity_bytes` overrides the model's capacity per domain (split over its partitions). `footprint` may pass a
+    `assoc="model"` (default) is the model's `l2_ways`-way set-associative LRU with a hashed set index;
+    an integer gives another number of ways; `None` is a fully associative LRU per domain (the slower
+    linked-list engine: its sets cannot be split). `capacity_bytes` overrides the model's capacity per domain (split over its partitions). `footprint` may pass a
     precomputed `footprint_of(trace)` when simulating many orders of one trace. `step_cv` is the spread of a
     step's duration (default STEP_TIME_CV, the value fitted on an H100; 0 = every resident program advances
     in lockstep) and `seed` picks the durations (a step's duration depends only on seed, program and step).
     `workers` threads simulate the L2 domains of multi-domain GPUs (default: the CPUs this process may use);
-    the result does not depend on it.
+    the result does not depend on it. `engine` "auto" runs set-associative caches on the set-partitioned
+    engine (sets split over threads) and a fully associative one on the linked-list engine; "list" forces the
+    linked-list engine (identical results, slower: kept to check the fast one). `set_fraction` < 1 simulates
+    only that share of the L2 sets (the first ones; the set index is a hash, so they are a uniform sample of the
+    lines) and scales the counts up: an estimate for screening many orders quickly (1.0 = exact).
     """
     model = get_model(hw) if isinstance(hw, str) else hw
     cv = STEP_TIME_CV if step_cv is None else step_cv
@@ -229,6 +421,14 @@ def simulate(
     capacity = cap_bytes // n_partitions // model.line_bytes
     if capacity < 1:
         raise UserError(f"L2 capacity {cap_bytes} bytes holds no {model.line_bytes}-byte line per partition: give a larger one")
+    if isinstance(assoc, str):
+        if assoc != "model":
+            raise UserError(f"associativity must be 'model', an integer number of ways or None, got {assoc!r}")
+        assoc = min(model.l2_ways, capacity)
+    if not isinstance(set_fraction, (int, float)) or not 0.0 < float(set_fraction) <= 1.0:
+        raise UserError(f"set_fraction must be a number in (0, 1], got {set_fraction!r}")
+    if engine not in ("auto", "list", "sets"):
+        raise UserError(f"engine must be auto, list or sets, got {engine!r}")
     if assoc is None:
         n_sets = 1
     else:
@@ -245,38 +445,22 @@ def simulate(
         raise UserError("trace line ids must lie in 0 .. 2**38: rebuild the trace with line-aligned tensor bases")
     n_slots = model.units_per_domain * int(occupancy)
     popcount = kernels.popcount_table()
-    key_space = (int(lines.max()) + 1) * n_partitions if lines.size else 0
-    direct = np.empty(key_space if key_space <= kernels.MAX_DIRECT_KEYS else 0, dtype=np.int32)
-
-    def run_one(d: int, programs: np.ndarray, direct: np.ndarray) -> np.ndarray:
-        stats = np.zeros(kernels.N_STATS, dtype=np.int64)
-        if programs.size:
-            kernels.run_domain(
-                lines, masks, writes, step_ptr, tile_step_ptr, np.ascontiguousarray(programs),
-                np.int64(n_slots), np.int64(model.units_per_domain), np.int64(n_partitions),
-                np.int64(capacity), np.int64(n_sets), popcount, stats, direct,
-                np.float64(cv), np.uint64(domain_seed_of(seed, d)),
-            )
-        return stats
 
     started = time.perf_counter()
     work = [(d, programs) for d, programs in enumerate(domain_programs(order, model))]
-    n_threads = min(default_workers() if workers is None else max(int(workers), 1),
-                    sum(1 for _, programs in work if programs.size))
-    if n_threads > 1:
-        # Domains are independent caches: each thread simulates whole domains with its own key map (the
-        # numba kernel releases the GIL), so results are those of the serial loop.
-        def run_share(share: list[tuple[int, np.ndarray]]) -> list[np.ndarray]:
-            own = np.empty_like(direct)
-            return [run_one(d, programs, own) for d, programs in share]
-
-        shares = [work[i::n_threads] for i in range(n_threads)]
-        with ThreadPoolExecutor(max_workers=n_threads) as pool:
-            done = list(pool.map(run_share, shares))
-        by_domain = {d: stats for share, results in zip(shares, done) for (d, _), stats in zip(share, results)}
-        all_stats = [by_domain[d] for d, _ in work]
+    n_workers = default_workers() if workers is None else max(int(workers), 1)
+    use_sets = engine == "sets" or (engine == "auto" and assoc is not None) or set_fraction < 1.0
+    llc = None
+    if use_sets:
+        if assoc is None and set_fraction < 1.0:
+            raise UserError("set_fraction < 1 needs a set-associative L2 (give assoc)")
+        all_stats, llc = _run_sets_engine(
+            model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
+            capacity // n_sets, popcount, float(cv), seed, n_workers, float(set_fraction))
     else:
-        all_stats = [run_one(d, programs, direct) for d, programs in work]
+        all_stats = _run_list_engine(
+            model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, capacity, n_sets,
+            popcount, float(cv), seed, n_workers)
     per_domain = [
         DomainStats(
             domain=d,
@@ -291,6 +475,7 @@ def simulate(
             dram_read_bytes=int(stats[kernels.ST_DRAM_READ_SECTORS]) * model.sector_bytes,
             dram_write_bytes=int(stats[kernels.ST_DRAM_WRITE_SECTORS]) * model.sector_bytes,
             evictions=int(stats[kernels.ST_EVICTIONS]),
+            tcc_hits=int(stats[kernels.ST_TCC_HITS]),
         )
         for (d, programs), stats in zip(work, all_stats)
     ]
@@ -305,6 +490,15 @@ def simulate(
     line_accesses = sum(d.line_accesses for d in per_domain)
     line_lookups = sum(d.line_lookups for d in per_domain)
     line_hits = sum(d.line_hits for d in per_domain)
+    tcc_hits = sum(d.tcc_hits for d in per_domain)
+    sector_rate = hit_sectors / lookup_sectors if lookup_sectors else 0.0
+    tcc_rate = tcc_hits / line_accesses if line_accesses else 0.0
+    amd = model.vendor == "amd"
+    l2_read = sum(d.dram_read_bytes for d in per_domain)
+    dram_read = l2_read
+    if llc is not None:
+        # L2 misses the Infinity Cache serves never reach HBM.
+        dram_read = l2_read - llc.hit_sectors * model.sector_bytes
     return SimResult(
         model=model.name,
         occupancy=int(occupancy),
@@ -313,10 +507,10 @@ def simulate(
         capacity_lines_per_partition=int(capacity),
         assoc=None if assoc is None else int(assoc),
         step_cv=float(cv),
-        l2_hit_rate=hit_sectors / lookup_sectors if lookup_sectors else 0.0,
+        l2_hit_rate=tcc_rate if amd else sector_rate,
         line_hit_rate=line_hits / line_lookups if line_lookups else 0.0,
         fabric_bytes=sum(d.fabric_sectors for d in per_domain) * model.sector_bytes,
-        dram_read_bytes=sum(d.dram_read_bytes for d in per_domain),
+        dram_read_bytes=dram_read,
         dram_write_bytes=sum(d.dram_write_bytes for d in per_domain),
         compulsory_bytes=touched_sectors * model.sector_bytes,
         compulsory_read_bytes=first_read_sectors * model.sector_bytes,
@@ -325,4 +519,10 @@ def simulate(
         n_programs=int(order.size),
         per_domain=tuple(per_domain),
         elapsed_s=elapsed_s,
+        hit_rate_counter=TCC_COUNTER if amd else NCU_COUNTER,
+        sector_hit_rate=sector_rate,
+        tcc_hit_rate=tcc_rate,
+        l2_miss_read_bytes=l2_read,
+        llc_hit_rate=None if llc is None else llc.hit_rate,
+        set_fraction=float(set_fraction),
     )

@@ -353,3 +353,60 @@ def parse_order(spec: str, rank: int = 2) -> Formula:
 def family_names(kind: str | None = None) -> list[str]:
     """Family names, optionally only those of one kind ('linear' or '2d')."""
     return [name for name, f in FAMILIES.items() if kind is None or f.kind == kind]
+
+
+# ---- Wave-aware orders (added by the simulator work, issue 15) ----------------------------------------------
+# Programs resident at once (SMs x occupancy: 264 on an H100 at 2 per SM) form a wave; what the next wave can
+# reuse is what the last one left in L2. These orders walk bands of GROUP_M tile rows and turn around at the
+# end of each band (serpentine), so the first programs of a band reuse the column panels the last programs
+# of the previous band just read. Compose them with `xcd` on multi-domain GPUs.
+
+
+def _grouped_serpentine(GROUP_M: int) -> str:
+    return (
+        f"GROUP_M = {GROUP_M}\n"
+        "num_pid_in_group = GROUP_M * num_pid_n\n"
+        "group_id = pid // num_pid_in_group\n"
+        "first_pid_m = group_id * GROUP_M\n"
+        "group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)\n"
+        "pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)\n"
+        "col = (pid % num_pid_in_group) // group_size_m\n"
+        "pid_n = tl.where(group_id % 2 == 1, num_pid_n - 1 - col, col)\n"
+    )
+
+
+def _wave(GROUP_M: int, BLOCK_N: int) -> str:
+    # Bands of GROUP_M rows cut into blocks of BLOCK_N columns (a block about one wave of programs), row by
+    # row inside a block, blocks left to right, every other band right to left.
+    return (
+        f"GROUP_M = {GROUP_M}\n"
+        f"BLOCK_N = {BLOCK_N}\n"
+        "num_pid_in_band = GROUP_M * num_pid_n\n"
+        "band = pid // num_pid_in_band\n"
+        "in_band = pid % num_pid_in_band\n"
+        "band_h = tl.minimum(num_pid_m - band * GROUP_M, GROUP_M)\n"
+        "blk = in_band // (band_h * BLOCK_N)\n"
+        "in_blk = in_band % (band_h * BLOCK_N)\n"
+        "blk_w = tl.minimum(BLOCK_N, num_pid_n - blk * BLOCK_N)\n"
+        "col = blk * BLOCK_N + in_blk % blk_w\n"
+        "pid_m = band * GROUP_M + in_blk // blk_w\n"
+        "pid_n = tl.where(band % 2 == 1, num_pid_n - 1 - col, col)\n"
+    )
+
+
+FAMILIES["grouped_serpentine"] = Family(
+    "grouped_serpentine",
+    "2d",
+    "grouped (GROUP_M rows, column by column), every other group right to left so the next group starts on "
+    "the columns the last one ended on",
+    (Param("GROUP_M", 8, "rows per group"),),
+    _grouped_serpentine,
+)
+FAMILIES["wave"] = Family(
+    "wave",
+    "2d",
+    "bands of GROUP_M rows cut into GROUP_M x BLOCK_N blocks (about one wave of resident programs), row by row "
+    "inside a block, every other band right to left",
+    (Param("GROUP_M", 16, "rows per band"), Param("BLOCK_N", 16, "columns per block")),
+    _wave,
+)

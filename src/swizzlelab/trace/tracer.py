@@ -153,7 +153,9 @@ class AccessRecorder:
     def launch(self, kernel_name: str | None = None, n_programs: int | None = None) -> LaunchRecord:
         """The single recorded launch of kernel `kernel_name` (any name if None); among several, the single one
         that ran `n_programs` programs."""
-        chosen = [r for r in self.launches if kernel_name is None or r.kernel_name == kernel_name]
+        # A kernel with a swizzle spliced in is named `<name>__swz_<id>` (swizzle.apply_swizzle).
+        chosen = [r for r in self.launches if kernel_name is None or r.kernel_name == kernel_name
+                  or r.kernel_name.startswith(kernel_name + "__swz_")]
         if len(chosen) > 1 and n_programs is not None:
             sized = [r for r in chosen if len(r.programs) == n_programs]
             chosen = sized if len(sized) == 1 else chosen

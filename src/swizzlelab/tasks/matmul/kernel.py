@@ -1,6 +1,7 @@
 """Triton kernel of `matmul`: each program computes one BLOCK_M x BLOCK_N tile of C, looping over K.
 
-The tile order is set at the kernel's swizzle site (row-major by default); custom_kernel splices in others.
+The tile order is set at the kernel's swizzle site (Triton's grouped order, GROUP_M=8, as real GEMMs ship it;
+row-major is the family row_major); custom_kernel splices in others.
 """
 
 from __future__ import annotations
@@ -69,8 +70,13 @@ def matmul_kernel(
     num_pid_n = tl.cdiv(N, BLOCK_N)
     # swizzle: begin
     pid = tl.program_id(0)
-    pid_m = pid // num_pid_n
-    pid_n = pid % num_pid_n
+    GROUP_M = 8
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + pid % num_pid_in_group % group_size_m
+    pid_n = pid % num_pid_in_group // group_size_m
     # swizzle: end
     # Edge tiles wrap their rows/columns back into range instead of masking the loads (as the tutorial
     # does): the duplicated rows are computed but never stored, and the K loop stays unmasked along M/N.
@@ -112,7 +118,7 @@ def swizzle_args(
 
 
 def kernel_for(order: Any = None) -> Any:
-    """The jit kernel with `order` (a Formula) at its swizzle site; None keeps the row-major site."""
+    """The jit kernel with `order` (a Formula) at its swizzle site; None keeps the site's grouped order."""
     return apply_swizzle(matmul_kernel, order)
 
 

@@ -11,6 +11,8 @@ from pathlib import Path
 
 import typer
 
+from swizzlelab.cli import userkernel as uk_cli
+
 
 def register(app: typer.Typer) -> None:
     """Add `optimize` to the main app."""
@@ -30,6 +32,11 @@ def register(app: typer.Typer) -> None:
         measure_s: float = typer.Option(4.0, "--measure-s", help="GPU seconds per interleaved timing"),
         ncu: bool = typer.Option(True, "--ncu/--no-ncu", help="profile each measured order with Nsight Compute"),
         workers: int | None = typer.Option(None, "--workers", help="threads that rank orders with the simulator (default: all usable CPUs)"),
+        config: list[str] = typer.Option([], "--config", help=uk_cli.CONFIG_HELP),
+        autotune_config: int = typer.Option(0, "--autotune-config", help=uk_cli.AUTOTUNE_HELP),
+        launch: str | None = typer.Option(None, "--launch", help=uk_cli.LAUNCH_HELP),
+        tensor: list[str] = typer.Option([], "--tensor", help=uk_cli.TENSOR_HELP),
+        arg: list[str] = typer.Option([], "--arg", help=uk_cli.ARG_HELP),
     ) -> None:
         """Find a faster block order for a kernel: propose, prove, predict, measure (on the GPU), report."""
         from rich.console import Console
@@ -47,13 +54,28 @@ def register(app: typer.Typer) -> None:
         from swizzlelab.tasks import load_task
 
         console = Console()
-        loaded = load_task(task)
-        cases = loaded.cases("benchmarks") or loaded.cases("tests")
-        case = parse_size_options(size, dict(cases[0])) if cases else None
-        problem = load_problem(task, case, target=target, kernel_file=kernel, occupancy=occupancy)
+        if uk_cli.is_wild_file(kernel):
+            from swizzlelab.optimize.problem import load_user_problem, resolve_target
+
+            model = resolve_target(target).model
+            user_kernel = uk_cli.open_from_options(
+                kernel, model, task=None if (tensor or arg) else task,
+                config=config, autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size,
+            )
+            for line in user_kernel.describe():
+                console.print(line, highlight=False)
+            problem = load_user_problem(user_kernel, target=target, occupancy=occupancy)
+            console.print(user_kernel.trace().describe(), highlight=False)
+            run_name = f"{user_kernel.kfile.path.stem}-{user_kernel.name}"
+        else:
+            loaded = load_task(task)
+            cases = loaded.cases("benchmarks") or loaded.cases("tests")
+            case = parse_size_options(size, dict(cases[0])) if cases else None
+            problem = load_problem(task, case, target=target, kernel_file=kernel, occupancy=occupancy)
+            run_name = loaded.name
         console.print(problem.target.note, highlight=False)
         short = (problem.target.model.aliases or (problem.target.model.name.lower(),))[0]
-        out_dir = Path(out) if out else Path("swizzlelab-out") / f"{loaded.name}-{short}"
+        out_dir = Path(out) if out else Path("swizzlelab-out") / f"{run_name}-{short}"
         options = Options(
             out_dir=out_dir, budget=budget, proposer=proposer, remeasure=remeasure, screen_s=screen_s,
             measure_s=measure_s, use_ncu=ncu, workers=workers, command="swizzlelab " + shlex.join(sys.argv[1:]),

@@ -448,6 +448,13 @@ def _make_proposers(state: RunState, on_note: Callable[[str], None]) -> _Propose
             on_note(text)
 
     workers = state.options.workers or default_workers()
+    jsonl = state.options.out_dir / JSONL
+    lock = threading.Lock()
+
+    def rejected(spec: str, text: str, reason: str) -> None:
+        with lock:
+            append_line(jsonl, json.dumps({"type": "rejected", "spec": spec, "formula": text, "reason": reason}))
+
     search = SearchProposer(
         grid=state.problem.grid,
         n_domains=model.n_domains,
@@ -460,6 +467,7 @@ def _make_proposers(state: RunState, on_note: Callable[[str], None]) -> _Propose
         explore=bool(state.device),
         context=state.memory_text,
         periods=state.sharing_periods,
+        rejected=rejected,
     )
     llm = None
     if state.options.proposer in ("llm", "both"):

@@ -304,3 +304,53 @@ def default_occupancy(kernel_module: Any, model: Any) -> tuple[int, str]:
     if measured and model.vendor == "nvidia":
         return int(measured), "the kernel's, measured by ncu on an H100"
     return 1, "1: no measured occupancy for this kernel on this target (set --occupancy)"
+
+
+@dataclass(frozen=True)
+class UserTaskInfo:
+    """Stands in for a task when the kernel is the user's own file: names the run, no access model (the
+    prediction trace is the user kernel's own, traced)."""
+
+    name: str
+    has_access_model: bool = False
+
+
+def load_user_problem(user_kernel: Any, target: str = "auto", occupancy: int | None = None,
+                      gpu_name: str | None = None) -> Problem:
+    """A Problem for a kernel file as people write it (swizzlelab.userkernel): tile grid, args and the trace
+    all come from tracing that kernel through its own wrapper; its swizzle site is the one the finder took."""
+    resolved = resolve_target(target, gpu_name)
+    traced = user_kernel.trace()
+    order = traced.order
+    kernel = KernelInfo(
+        jit_fn=user_kernel.kernel.jit_fn,
+        name=user_kernel.kernel.name,
+        module=user_kernel.kfile.module,
+        path=user_kernel.kfile.path,
+        source=user_kernel.kernel.source,
+        module_source=user_kernel.kfile.module_source,
+        source_hash=user_kernel.kfile.source_hash,
+        launcher=lambda data, order_formula=None: user_kernel.launcher(order_formula, data),
+        is_user_file=True,
+    )
+    if occupancy is None:
+        occupancy, occupancy_source = 1, "1: no measured occupancy for a user kernel (set --occupancy)"
+    else:
+        occupancy_source = "given (--occupancy)"
+    if occupancy < 1:
+        raise UserError(f"--occupancy {occupancy}: give at least 1 resident program per SM/CU")
+    sizes = {k: v for k, v in user_kernel.launcher.arguments.items() if not hasattr(v, "shape")}
+    sizes.update({k: "x".join(map(str, v.shape)) for k, v in user_kernel.launcher.arguments.items() if hasattr(v, "shape")})
+    return Problem(
+        task=UserTaskInfo(f"{user_kernel.kfile.path.stem}:{user_kernel.kernel.name}"),
+        case={"seed": 0, **sizes, "config": user_kernel.choice.label()},
+        config=user_kernel.choice,
+        grid=order.grid,
+        args=dict(order.args),
+        consts=dict(order.consts),
+        kernel=kernel,
+        target=resolved,
+        occupancy=int(occupancy),
+        occupancy_source=occupancy_source,
+        _trace=traced.trace,
+    )

@@ -11,6 +11,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
+from swizzlelab.errors import UserError
 from swizzlelab.optimize.reasons import pct, why_new_is_better
 from swizzlelab.optimize.records import Attempt, Proposal
 from swizzlelab.sim.simulate import fmt_bytes
@@ -163,6 +164,9 @@ class Screened:
     problem: str = ""
 
 
+JSONL_NAME = "iterations.jsonl"  # where the loop records every rejection (type "rejected")
+
+
 def score(prediction: dict[str, Any]) -> tuple[float, float]:
     """Lower is better: predicted DRAM bytes (read + write), then a higher hit rate."""
     return (float(prediction["dram_bytes"]), -float(prediction["l2_hit_rate"]))
@@ -188,6 +192,8 @@ class SearchProposer:
     periods: Callable[[], tuple[int, ...]] = lambda: ()
     # Candidates screened at once on threads (the simulator releases the GIL); rankings do not depend on it.
     workers: int = 1
+    # Called once per candidate the screen rejected (spec, formula text, reason), so every rejection is logged.
+    rejected: Callable[[str, str, str], None] = lambda spec, text, reason: None
     screened: dict[str, Screened] = field(default_factory=dict)
     _coarse_done: bool = False
     _spent_s: float = 0.0
@@ -228,6 +234,8 @@ class SearchProposer:
                 # Stored in candidate order whatever finishes first, so ties rank as in a serial sweep.
                 for cand, item in zip(batch, pool.map(self._evaluate, self._texts(batch))):
                     self.screened[cand.spec] = item
+                    if item.prediction is None:
+                        self.rejected(cand.spec, item.text, item.problem or "no prediction")
                     done += 1
         self._spent_s += time.perf_counter() - started
         return done
@@ -240,6 +248,25 @@ class SearchProposer:
             if item.permutation_id not in by_id:  # first spec of an id wins: dedupe before ranking
                 by_id[item.permutation_id] = item
         return sorted(by_id.values(), key=lambda s: score(s.prediction))
+
+    def rejection_counts(self) -> list[tuple[str, int]]:
+        """(reason, how many candidates it rejected), most common first."""
+        counts: dict[str, int] = {}
+        for item in self.screened.values():
+            if item.prediction is None:
+                reason = item.problem or "no prediction"
+                counts[reason] = counts.get(reason, 0) + 1
+        return sorted(counts.items(), key=lambda kv: -kv[1])
+
+    def rejection_summary(self) -> str:
+        """One line: how many candidates were rejected, and why (the three commonest reasons)."""
+        counts = self.rejection_counts()
+        if not counts:
+            return ""
+        total = sum(n for _, n in counts)
+        parts = "; ".join(f"{n} x {reason}" for reason, n in counts[:3])
+        more = f"; {len(counts) - 3} other reason(s)" if len(counts) > 3 else ""
+        return f"search: {total} candidate(s) rejected before ranking: {parts}{more} (each in {JSONL_NAME})"
 
     def n_distinct(self) -> int:
         return len({s.permutation_id for s in self.screened.values() if s.prediction is not None})
@@ -255,6 +282,15 @@ class SearchProposer:
                 f"search: ranked {self.n_distinct()} distinct orders ({len(self.screened)} candidates) with the "
                 f"simulator in {self._spent_s:.1f} s"
             )
+            summary = self.rejection_summary()
+            if summary:
+                self.notes(summary)
+            if self.screened and self.n_distinct() == 0:
+                reason, count = self.rejection_counts()[0]
+                raise UserError(
+                    f"search: 0 of {len(self.screened)} candidate orders could be ranked; the most common reason "
+                    f"({count} of {len(self.screened)}): {reason}"
+                )
         # Refine around the best attempt so far and the best screened candidate not yet tried.
         ranked = self._ranked(seen)
         anchors = [s.candidate for s in ranked[:2]]

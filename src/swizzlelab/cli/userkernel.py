@@ -1,0 +1,71 @@
+"""CLI options shared by the commands that accept a kernel file as people write it (--kernel FILE[:KERNEL]):
+turn --config/--autotune-config/--launch/--tensor/--arg/--size into a swizzlelab.userkernel.UserKernel.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import typer
+
+from swizzlelab.errors import UserError
+
+CONFIG_HELP = "constexprs/launch options forced on the kernel, e.g. BLOCK_SIZE_M=128,GROUP_SIZE_M=8,num_warps=8 (default: the first autotune config, else the launch's own)"
+AUTOTUNE_HELP = "which @triton.autotune config to start from (0-based; printed)"
+LAUNCH_HELP = "the wrapper that launches the kernel: FUNCTION of the kernel file, FILE.py:FUNCTION or module:function (default: the file's one function that launches it)"
+TENSOR_HELP = "an input of the wrapper: NAME=DTYPE[DIM,...], dims numbers or --size names, e.g. a=float16[M,K]"
+ARG_HELP = "a scalar input of the wrapper: NAME=VALUE, e.g. sm_scale=0.125"
+
+
+def is_wild_file(kernel: str | None) -> bool:
+    """Whether --kernel names a file as people write it (no task-style custom_kernel/tile_grid in it)."""
+    if not kernel:
+        return False
+    path = kernel.rpartition(":")[0] if kernel.rpartition(":")[0].endswith(".py") else kernel
+    file = Path(path)
+    if not file.is_file():
+        raise UserError(f"--kernel {kernel}: no such file; give a .py file with a @triton.jit kernel")
+    text = file.read_text()
+    return not ("def custom_kernel" in text and "def tile_grid" in text)
+
+
+def parse_sizes(items: list[str]) -> dict[str, int]:
+    out: dict[str, int] = {}
+    for item in items:
+        name, sep, raw = item.partition("=")
+        if not sep or not name.strip() or not raw.strip().isdigit() or int(raw) < 1:
+            raise UserError(f"--size {item!r}: write NAME=N with N >= 1, e.g. --size M=4096")
+        out[name.strip()] = int(raw)
+    return out
+
+
+def open_from_options(
+    kernel: str, target_model: Any, *, task: str | None, config: list[str], autotune_config: int,
+    launch: str | None, tensor: list[str], arg: list[str], size: list[str], seed: int = 0,
+) -> Any:
+    """The UserKernel the options describe; inputs from --tensor/--arg (sizes from --size), else the task's
+    generate_input on its first benchmark case with --size overrides."""
+    from swizzlelab.userkernel import Inputs, open_user_kernel, parse_config_option, parse_scalar, parse_tensor_spec
+
+    overrides = parse_config_option(config)
+    if tensor or arg:
+        inputs = Inputs(tuple(parse_tensor_spec(t) for t in tensor), dict(parse_scalar(a) for a in arg),
+                        parse_sizes(size), seed)
+    elif task:
+        from swizzlelab.cli.sim import parse_size_options
+        from swizzlelab.tasks import load_task
+
+        loaded = load_task(task)
+        cases = loaded.cases("benchmarks") or loaded.cases("tests")
+        case = parse_size_options(size, dict(cases[0])) if cases else {}
+        inputs = Inputs(sizes={k: v for k, v in case.items() if k != "seed"}, seed=int(case.get("seed", seed)),
+                        task=loaded)
+    else:
+        inputs = Inputs(sizes=parse_sizes(size), seed=seed)
+    return open_user_kernel(kernel, target_model, config=overrides, autotune_index=autotune_config,
+                            launch=launch, inputs=inputs)
+
+
+def config_option() -> Any:
+    return typer.Option([], "--config", help=CONFIG_HELP)

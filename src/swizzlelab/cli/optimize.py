@@ -37,6 +37,7 @@ def register(app: typer.Typer) -> None:
         launch: str | None = typer.Option(None, "--launch", help=uk_cli.LAUNCH_HELP),
         tensor: list[str] = typer.Option([], "--tensor", help=uk_cli.TENSOR_HELP),
         arg: list[str] = typer.Option([], "--arg", help=uk_cli.ARG_HELP),
+        site: str | None = typer.Option(None, "--site", help=uk_cli.SITE_HELP),
     ) -> None:
         """Find a faster block order for a kernel: propose, prove, predict, measure (on the GPU), report."""
         from rich.console import Console
@@ -60,7 +61,7 @@ def register(app: typer.Typer) -> None:
             model = resolve_target(target).model
             user_kernel = uk_cli.open_from_options(
                 kernel, model, task=None if (tensor or arg) else task,
-                config=config, autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size,
+                config=config, autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size, site=site,
             )
             for line in user_kernel.describe():
                 console.print(line, highlight=False)

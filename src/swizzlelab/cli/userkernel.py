@@ -15,6 +15,7 @@ CONFIG_HELP = "constexprs/launch options forced on the kernel, e.g. BLOCK_SIZE_M
 AUTOTUNE_HELP = "which @triton.autotune config to start from (0-based; printed)"
 LAUNCH_HELP = "the wrapper that launches the kernel: FUNCTION of the kernel file, FILE.py:FUNCTION or module:function (default: the file's one function that launches it)"
 TENSOR_HELP = "an input of the wrapper: NAME=DTYPE[DIM,...], dims numbers or --size names, e.g. a=float16[M,K]"
+SITE_HELP = "file lines of the remap block to take as the swizzle site, A-B (default: found automatically)"
 ARG_HELP = "a scalar input of the wrapper: NAME=VALUE, e.g. sm_scale=0.125"
 
 
@@ -42,7 +43,7 @@ def parse_sizes(items: list[str]) -> dict[str, int]:
 
 def open_from_options(
     kernel: str, target_model: Any, *, task: str | None, config: list[str], autotune_config: int,
-    launch: str | None, tensor: list[str], arg: list[str], size: list[str], seed: int = 0,
+    launch: str | None, tensor: list[str], arg: list[str], size: list[str], seed: int = 0, site: str | None = None,
 ) -> Any:
     """The UserKernel the options describe; inputs from --tensor/--arg (sizes from --size), else the task's
     generate_input on its first benchmark case with --size overrides."""
@@ -64,7 +65,7 @@ def open_from_options(
     else:
         inputs = Inputs(sizes=parse_sizes(size), seed=seed)
     return open_user_kernel(kernel, target_model, config=overrides, autotune_index=autotune_config,
-                            launch=launch, inputs=inputs)
+                            launch=launch, inputs=inputs, site=site)
 
 
 def config_option() -> Any:

@@ -323,11 +323,11 @@ def load_user_problem(user_kernel: Any, target: str = "auto", occupancy: int | N
     traced = user_kernel.trace()
     order = traced.order
     kernel = KernelInfo(
-        jit_fn=user_kernel.kernel.jit_fn,
+        jit_fn=user_kernel.marked.jit_fn,
         name=user_kernel.kernel.name,
         module=user_kernel.kfile.module,
         path=user_kernel.kfile.path,
-        source=user_kernel.kernel.source,
+        source=user_kernel.marked.source,  # swizzlelab's marked copy: the file itself is untouched
         module_source=user_kernel.kfile.module_source,
         source_hash=user_kernel.kfile.source_hash,
         launcher=lambda data, order_formula=None: user_kernel.launcher(order_formula, data),
@@ -346,7 +346,9 @@ def load_user_problem(user_kernel: Any, target: str = "auto", occupancy: int | N
         case={"seed": 0, **sizes, "config": user_kernel.choice.label()},
         config=user_kernel.choice,
         grid=order.grid,
-        args=dict(order.args),
+        # names the kernel computes before its site (marked copy) are runtime values formulas may read
+        args={**dict(order.args), **{k: v for k, v in (order.defined or {}).items()
+                                     if k in user_kernel.marked.hoisted}},
         consts=dict(order.consts),
         kernel=kernel,
         target=resolved,

@@ -11,6 +11,7 @@ from swizzlelab.errors import KernelSiteError, UserError
 from swizzlelab.hw import HardwareModel
 from swizzlelab.userkernel.config import Choice, choose, parse_config_option
 from swizzlelab.userkernel.launch import Inputs, Launcher, build_arguments, parse_scalar, parse_tensor_spec, resolve_wrapper
+from swizzlelab.userkernel.marked import MarkedKernel, mark
 from swizzlelab.userkernel.load import FoundKernel, KernelFile, TuneConfig, load_kernel_file
 from swizzlelab.userkernel.shim import ShimInfo, device_shim
 from swizzlelab.userkernel.tiles import OwnOrder, SiteSpan
@@ -26,6 +27,7 @@ class UserKernel:
     site: SiteSpan
     choice: Choice
     launcher: Launcher
+    marked: MarkedKernel
     _trace: UserTrace | None = None
 
     @property
@@ -44,7 +46,7 @@ class UserKernel:
 
     def trace(self) -> UserTrace:
         if self._trace is None:
-            self._trace = trace_user_kernel(self.launcher, self.site)
+            self._trace = trace_user_kernel(self.launcher, self.marked.site, self.marked.source)
         return self._trace
 
     def describe(self) -> list[str]:
@@ -56,6 +58,9 @@ class UserKernel:
         lines.append(f"kernel {self.kernel.name}{wrapped} in {self.kfile.path}")
         loop = f", inside the loop over {self.site.loop_var}" if self.site.loop_var else ""
         lines.append(f"swizzle site: {self.site_lines()}{loop}, yielding {', '.join(self.site.outputs)}")
+        if self.marked.hoisted:
+            lines.append(f"  (its lines defining {', '.join(self.marked.hoisted)} do not depend on the program id: "
+                         "swizzlelab's copy computes them before the site, the file is untouched)")
         lines.append(self.choice.describe())
         lines.append(self.launcher.describe())
         return lines
@@ -70,8 +75,47 @@ def site_of(kernel: FoundKernel) -> SiteSpan:
     return SiteSpan(found.start, found.stop, tuple(found.outputs), loop_var)
 
 
-def pick_kernel(kfile: KernelFile, name: str | None) -> tuple[FoundKernel, SiteSpan]:
-    """The kernel named `name`, else the file's one kernel with a swizzle site."""
+def site_from_lines(kernel: FoundKernel, spec: str) -> SiteSpan:
+    """`--site A-B`: file lines A..B (inclusive) of the kernel as its swizzle site."""
+    import ast
+    import re
+
+    match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+))?\s*", spec)
+    if not match:
+        raise UserError(f"--site {spec!r}: write the file lines of the remap block as A-B, e.g. --site 58-66")
+    first_line = kernel.jit_fn.fn.__code__.co_firstlineno
+    lo, hi = int(match[1]), int(match[2] or match[1])
+    n_lines = len(kernel.source.splitlines())
+    if not first_line < lo <= hi < first_line + n_lines:
+        raise UserError(f"--site {spec}: kernel {kernel.name} spans file lines {first_line}-{first_line + n_lines - 1}")
+    start, stop = lo - first_line, hi - first_line + 1
+    block = "\n".join(kernel.source.splitlines()[start:stop])
+    import textwrap
+
+    tree = ast.parse(textwrap.dedent(block))
+    assigned = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
+    outputs = ("pid_m", "pid_n") if {"pid_m", "pid_n"} <= assigned else ("pid",) if "pid" in assigned else ()
+    if not outputs:
+        raise UserError(f"--site {spec}: those lines assign neither pid nor pid_m and pid_n")
+    reads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    loop_var = None
+    for node in ast.walk(ast.parse(kernel.source)):
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and node.target.id in reads \
+                and node.lineno <= start and (node.end_lineno or 0) >= stop:
+            loop_var = node.target.id
+    return SiteSpan(start, stop, outputs, loop_var)
+
+
+def pick_kernel(kfile: KernelFile, name: str | None, site: str | None = None) -> tuple[FoundKernel, SiteSpan]:
+    """The kernel named `name`, else the file's one kernel with a swizzle site; `site` (--site A-B) overrides."""
+    if site:
+        candidates = [kfile.kernels[name]] if name and name in kfile.kernels else list(kfile.kernels.values())
+        for kernel in candidates:
+            first = kernel.jit_fn.fn.__code__.co_firstlineno
+            lo = int(site.split("-")[0]) if site.split("-")[0].strip().isdigit() else -1
+            if first < lo < first + len(kernel.source.splitlines()):
+                return kernel, site_from_lines(kernel, site)
+        raise UserError(f"--site {site}: those lines lie in no kernel of {kfile.path.name}")
     if name:
         kernel = kfile.kernels.get(name)
         if kernel is None:
@@ -102,6 +146,7 @@ def open_user_kernel(
     autotune_index: int = 0,
     launch: str | None = None,
     inputs: Inputs | None = None,
+    site: str | None = None,
 ) -> UserKernel:
     """`spec` is FILE or FILE:KERNEL. Imports the file, picks the kernel, its site, config and launcher."""
     from swizzlelab.runtime import device
@@ -111,12 +156,14 @@ def open_user_kernel(
     if not sep or not path.endswith(".py"):
         path, kernel_name = spec, ""
     kfile = load_kernel_file(path, model)
-    kernel, site = pick_kernel(kfile, kernel_name or None)
+    kernel, found = pick_kernel(kfile, kernel_name or None, site)
+    marked = mark(kernel.source, found, kernel.jit_fn.fn.__globals__)
     choice = choose(kernel, dict(config or {}), autotune_index)
     wrapper = resolve_wrapper(kfile, launch, kernel)
     arguments = build_arguments(wrapper, inputs or Inputs(), device())
-    launcher = Launcher(kfile, kernel, wrapper, arguments, choice, model, splice=apply_swizzle)
-    return UserKernel(kfile, kernel, site, choice, launcher)
+    launcher = Launcher(kfile, kernel, wrapper, arguments, choice, model,
+                        splice=lambda _jit_fn, formula: apply_swizzle(marked.jit_fn, formula))
+    return UserKernel(kfile, kernel, found, choice, launcher, marked)
 
 
 __all__ = [

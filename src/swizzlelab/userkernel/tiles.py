@@ -43,6 +43,8 @@ class OwnOrder:
     consts: dict[str, int]
     # persistent kernels: per program, the loop indices it runs, in order
     iterations: list[np.ndarray] | None = None
+    # names the site's formula reads that the kernel computes before it, the same for every program
+    defined: dict[str, int] | None = None
 
 
 def _function(source: str) -> ast.FunctionDef:
@@ -157,4 +159,10 @@ def own_order(source: str, site: SiteSpan, launch_grid: tuple[int, int, int], ar
             "without covering each tile once: its launch grid does not match the block sizes (pass --config "
             "values the wrapper's grid follows)"
         )
-    return OwnOrder(grid, tiles.astype(np.int64), text, args, consts, iterations)
+    everything = parse_formula(text, formula.assigned_names)
+    all_values = evaluate(everything, guess, args, consts)
+    defined = {
+        name: int(v[0]) for name, v in all_values.items()
+        if name not in site.outputs and name != site.loop_var and v.size and np.all(v == v[0])
+    }
+    return OwnOrder(grid, tiles.astype(np.int64), text, args, consts, iterations, defined)

@@ -66,8 +66,10 @@ def _split_iterations(program: _Program, count: int) -> list[list[list[Any]]]:
     )
 
 
-def trace_user_kernel(launcher: Launcher, site: SiteSpan, real_tensors: frozenset[str] = frozenset()) -> UserTrace:
-    """Run the wrapper once under the recording interpreter and return the per-tile trace."""
+def trace_user_kernel(launcher: Launcher, site: SiteSpan, source: str | None = None,
+                      real_tensors: frozenset[str] = frozenset()) -> UserTrace:
+    """Run the wrapper once under the recording interpreter and return the per-tile trace; `site` lies in
+    `source` (the kernel's source by default; swizzlelab's marked copy of it)."""
     name = launcher.kernel.jit_fn.fn.__name__
     with record_accesses(True, real_tensors) as recorder:
         with launcher.forced() as proxy:
@@ -80,7 +82,7 @@ def trace_user_kernel(launcher: Launcher, site: SiteSpan, real_tensors: frozense
         )
     record = mine[0]
     args, consts = launch_values(launcher.kernel.params, launcher.kernel.constexprs, proxy.calls[0])
-    order = own_order(launcher.kernel.source, site, record.launch_grid, args, consts)
+    order = own_order(source or launcher.kernel.source, site, record.launch_grid, args, consts)
     n_tiles = int(order.perm.size)
     by_tile: list[_Program | None] = [None] * n_tiles
     if order.iterations is None:

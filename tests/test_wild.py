@@ -1,0 +1,189 @@
+"""Kernel files as people write them (tests/wild/, unmodified): imported without a GPU, autotune unwrapped,
+launched through their own wrappers, traced, and optimized with predictions from that trace."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swizzlelab.errors import UserError
+from swizzlelab.hw import get_model
+from swizzlelab.runtime import ensure_triton_backend
+
+ensure_triton_backend()
+
+WILD = Path(__file__).parent / "wild"
+H100 = get_model("h100")
+
+
+def _tutorial(m=256, n=256, k=64, config=None):
+    from swizzlelab.tasks import load_task
+    from swizzlelab.userkernel import Inputs, open_user_kernel
+
+    return open_user_kernel(
+        str(WILD / "tutorial_matmul.py"), H100, site="63-71",
+        config=config if config is not None else {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32},
+        inputs=Inputs(sizes={"m": m, "n": n, "k": k}, seed=3, task=load_task("matmul")),
+    )
+
+
+def test_files_import_on_cpu_with_driver_queries_and_autotune_unwrapped():
+    from swizzlelab.userkernel import load_kernel_file
+
+    for name in ("tutorial_matmul", "persistent_matmul", "attention_fwd", "row_sum"):
+        kfile = load_kernel_file(WILD / f"{name}.py", H100)
+        assert kfile.shim is not None and kfile.shim.backend == "cuda"
+    kfile = load_kernel_file(WILD / "tutorial_matmul.py", H100)
+    kernel = kfile.kernels["matmul_kernel"]
+    assert kernel.wrappers == ("Autotuner",)
+    # is_cuda() answered for the H100 target: the CUDA configs were taken, not the HIP ones
+    assert len(kernel.autotune_configs) == 5
+    assert kernel.autotune_configs[0].kwargs["BLOCK_SIZE_N"] == 128
+    assert "GROUP_SIZE_M" in kernel.constexprs
+    # an AMD target gets the file's HIP configs
+    amd = load_kernel_file(WILD / "tutorial_matmul.py", get_model("mi300x"))
+    assert len(amd.kernels["matmul_kernel"].autotune_configs) == 2
+    # the real driver is restored after the import
+    import triton
+
+    assert type(triton.runtime.driver._active).__name__ != "InterpreterDriver"
+
+
+def test_config_choice_and_errors():
+    from swizzlelab.userkernel import choose, load_kernel_file, parse_config_option
+
+    kernel = load_kernel_file(WILD / "tutorial_matmul.py", H100).kernels["matmul_kernel"]
+    first = choose(kernel, {})
+    assert first.values["BLOCK_SIZE_M"] == 128 and first.values["num_warps"] == 8
+    assert "autotune config 0 of 5" in first.source
+    second = choose(kernel, parse_config_option("BLOCK_SIZE_M=32,GROUP_SIZE_M=4"), autotune_index=2)
+    assert second.values["BLOCK_SIZE_M"] == 32 and second.values["GROUP_SIZE_M"] == 4
+    assert second.values["BLOCK_SIZE_N"] == 256  # from config 2
+    with pytest.raises(UserError, match="no such parameter"):
+        choose(kernel, {"BLOCK_M": 64})
+    with pytest.raises(UserError, match="NAME=VALUE"):
+        parse_config_option("BLOCK_SIZE_M")
+
+
+def test_tutorial_matmul_trace_and_own_order_from_the_kernel_itself():
+    from swizzlelab.swizzle import family, to_permutation
+
+    uk = _tutorial()
+    assert uk.site_lines() == "lines 63-71"
+    assert uk.site.outputs == ("pid_m", "pid_n")
+    assert set(uk.marked.hoisted) == {"num_pid_m", "num_pid_n", "num_pid_in_group"}
+    traced = uk.trace()
+    assert traced.order.grid == (8, 8) and traced.n_programs == 64
+    assert [t.name for t in traced.trace.tensors] == ["a_ptr", "b_ptr", "c_ptr"]
+    # the kernel's own order is grouped with GROUP_SIZE_M=8, found by evaluating its own site
+    grouped = to_permutation(family("grouped", GROUP_M=8), (8, 8))
+    assert np.array_equal(traced.order.perm, grouped.perm)
+    # each tile reads its 32 rows of A and 32 columns of B over K=64 (2 steps of 32) and stores its C tile
+    tile = 9  # pid_m=1, pid_n=1
+    lo, hi = traced.trace.tile_step_ptr[tile], traced.trace.tile_step_ptr[tile + 1]
+    assert hi - lo == 2
+    writes = traced.trace.is_write[traced.trace.step_ptr[lo]:traced.trace.step_ptr[hi]]
+    assert writes.sum() == 32 * (32 * 2 // 128 or 1)  # 32 rows of 64 bytes: one line each
+
+
+def test_tutorial_matmul_candidate_spliced_into_marked_copy_computes_the_same_product():
+    import torch
+
+    from swizzlelab.swizzle import family
+
+    uk = _tutorial(m=128, n=96, k=64)
+    own = uk.launcher(None)
+    other = uk.launcher(family("column_major"))
+    assert torch.equal(own, other)
+    a, b = uk.launcher.arguments["a"], uk.launcher.arguments["b"]
+    assert torch.allclose(own.float(), a.float() @ b.float(), atol=5e-2, rtol=1e-2)
+    # the file itself is untouched: its module still holds the autotuner
+    assert type(uk.kfile.module.matmul_kernel).__name__ == "Autotuner"
+
+
+def test_tutorial_matmul_optimized_with_predictions_from_its_trace(tmp_path):
+    from swizzlelab.optimize.loop import Options, run
+    from swizzlelab.optimize.problem import load_user_problem
+    from swizzlelab.sim import simulate
+
+    uk = _tutorial()
+    problem = load_user_problem(uk, "h100", gpu_name="")
+    result = run(problem, Options(out_dir=tmp_path, budget=3, screen_s=20, workers=1), measurer=None)
+    baseline = result.state.baseline
+    assert baseline.status == "evaluated" and "num_pid_in_group" in baseline.formula
+    direct = simulate(uk.trace().trace, uk.trace().order.perm, H100, occupancy=1)
+    assert baseline.prediction["dram_read_bytes"] == int(direct.dram_read_bytes)
+    assert baseline.prediction["l2_hit_rate"] == pytest.approx(direct.l2_hit_rate)
+    assert baseline.prediction["kind"] == "predicted (model H100-SXM)"
+    records = [json.loads(line) for line in (tmp_path / "iterations.jsonl").read_text().splitlines()]
+    evaluated = [r for r in records if r.get("type") == "iteration" and r["status"] == "evaluated"]
+    assert len(evaluated) >= 3
+
+
+def test_row_sum_site_found_and_optimized(tmp_path):
+    from swizzlelab.optimize.loop import Options, run
+    from swizzlelab.optimize.problem import load_user_problem
+    from swizzlelab.userkernel import Inputs, open_user_kernel, parse_tensor_spec
+
+    uk = open_user_kernel(str(WILD / "row_sum.py"), H100,
+                          inputs=Inputs(tensors=(parse_tensor_spec("x=float32[R,C]"),), sizes={"R": 64, "C": 300}))
+    assert uk.site_lines() == "lines 16-16" and uk.site.outputs == ("pid",)
+    assert "signature's defaults" in uk.choice.source
+    traced = uk.trace()
+    assert traced.order.grid == (16,)  # BLOCK_ROWS=4 from the signature's default
+    assert np.array_equal(traced.order.perm, np.arange(16))
+    problem = load_user_problem(uk, "h100", gpu_name="")
+    result = run(problem, Options(out_dir=tmp_path, budget=2, screen_s=10, workers=1), measurer=None)
+    # no reuse between programs: every order reads each byte of x once
+    reads = {a.prediction["dram_read_bytes"] for a in result.state.attempts if a.prediction}
+    assert len(reads) == 1
+
+
+def test_persistent_matmul_iterations_split_into_tiles():
+    from swizzlelab.swizzle import family, to_permutation
+    from swizzlelab.userkernel import Inputs, open_user_kernel
+    from swizzlelab.tasks import load_task
+
+    uk = open_user_kernel(str(WILD / "persistent_matmul.py"), H100, site="33-37",
+                          inputs=Inputs(sizes={"m": 2048, "n": 1280, "k": 64}, task=load_task("matmul")))
+    assert uk.site.loop_var == "tile_id"
+    traced = uk.trace()
+    # 16 x 10 = 160 tiles on min(132 SMs, 160) programs: 28 programs run two tiles
+    assert traced.n_programs == 132 and traced.order.grid == (16, 10)
+    assert sum(len(i) for i in traced.order.iterations) == 160
+    grouped = to_permutation(family("grouped", GROUP_M=8), (16, 10))
+    assert np.array_equal(traced.order.perm, grouped.perm)
+    steps = np.diff(traced.trace.tile_step_ptr)
+    assert (steps == 1).all()  # one K step per tile, its store in the same step
+
+
+def test_zero_ranked_is_an_error_naming_the_commonest_reason():
+    from swizzlelab.optimize.search import SearchProposer
+
+    rejected = []
+    proposer = SearchProposer(grid=(8, 8), n_domains=1, screen=lambda text: (None, None, None, "the reason X"),
+                              rejected=lambda spec, text, reason: rejected.append(reason))
+    with pytest.raises(UserError, match=r"0 of \d+ candidate orders could be ranked; the most common reason .*the reason X"):
+        proposer.propose([], None)
+    assert rejected and set(rejected) == {"the reason X"}
+
+
+def test_cli_optimize_wild_file_prints_site_and_config(tmp_path):
+    from typer.testing import CliRunner
+
+    from swizzlelab.cli.main import app
+
+    result = CliRunner().invoke(app, [
+        "optimize", "--kernel", str(WILD / "row_sum.py"), "--tensor", "x=float32[R,C]", "--size", "R=32",
+        "--size", "C=256", "--budget", "1", "--screen-s", "5", "--out", str(tmp_path / "o"),
+    ])
+    assert result.exit_code == 0, result.output
+    assert "swizzle site: lines 16-16" in result.output
+    assert "no GPU here" in result.output and "traced the kernel itself" in result.output
+    bad = CliRunner().invoke(app, ["optimize", "--kernel", str(WILD / "row_sum.py"), "--tensor", "x=float32[R]",
+                                   "--out", str(tmp_path / "p")])
+    # the CLI entry point turns this UserError into a one-line message and exit 2
+    assert isinstance(bad.exception, UserError) and "--size R=N" in str(bad.exception)

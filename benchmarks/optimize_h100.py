@@ -23,8 +23,10 @@ ensure_triton_backend()
 
 from swizzlelab.harness.sysinfo import system_info
 from swizzlelab.io import atomic_write_text
-from swizzlelab.optimize import Options, load_problem, run
-from swizzlelab.optimize.assess import check_formula, parse_for_problem, predict
+from swizzlelab.optimize import Options, run
+from swizzlelab.optimize.assess import predict
+from swizzlelab.scenario import load_scenario
+from swizzlelab.sim import footprint_of
 from swizzlelab.optimize.measure import MeasureCache, cache_key
 from swizzlelab.swizzle import family
 
@@ -105,13 +107,13 @@ def grouped8_row(problem: Any, result: Any, cache_path: Path, measurer: Any) -> 
     """Triton's grouped order: from the run when it was an iteration, else measured now (through the cache)."""
     if problem.rank != 2:
         return None
-    formula = parse_for_problem(family("grouped", GROUP_M=8).normalized_source(), problem)
-    checked = check_formula(formula, problem)
+    formula = problem.formula(family("grouped", GROUP_M=8).normalized_source())
+    checked = problem.check(formula)
     for attempt in result.state.attempts:
         if attempt.permutation_id == checked.permutation_id and attempt.prediction:
             return row_from_measurement("grouped:GROUP_M=8", checked.permutation_id, attempt.measurement,
                                         attempt.prediction)
-    prediction = predict(problem, checked.perm)
+    prediction = predict(problem, checked.perm, footprint_of(problem.trace))
     measurement = None
     if measurer is not None:
         cache = MeasureCache.open(cache_path)
@@ -125,7 +127,7 @@ def grouped8_row(problem: Any, result: Any, cache_path: Path, measurer: Any) -> 
 
 def run_task(name: str, plan: dict[str, Any], out_dir: Path, measure_s: float) -> dict[str, Any]:
     started = time.perf_counter()
-    problem = load_problem(name, plan["case"], target="h100")
+    problem = load_scenario(name, plan["case"], target="h100")
     task_out = out_dir / name
     options = Options(out_dir=task_out, budget=plan["budget"], screen_s=plan["screen_s"], measure_s=measure_s,
                       command=" ".join(sys.argv))

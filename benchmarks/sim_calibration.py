@@ -53,20 +53,15 @@ def mean_abs(values: list[float]) -> float | None:
 
 def predict_case(rows: list[dict[str, Any]], model: Any, step_cvs: dict[str, float]) -> list[dict[str, dict]]:
     """For each row of one case: {label: prediction} for each named step_cv (one trace build per case)."""
+    from swizzlelab.scenario import load_scenario
     from swizzlelab.sim import footprint_of, simulate
-    from swizzlelab.swizzle import to_permutation
-    from swizzlelab.tasks import load_task
 
-    task = load_task(rows[0]["task"])
-    case = rows[0]["case"]
-    config = task.kernel.GPU_CONFIG
-    trace = task.access_model(case, config=config)
+    scenario = load_scenario(rows[0]["task"], rows[0]["case"], target="h100")
+    trace = scenario.trace
     footprint = footprint_of(trace)
-    grid = task.tile_grid(case, config)
-    sim_args, consts = task.swizzle_args(case, config)
     out = []
     for row in rows:
-        perm = to_permutation(task.parse_order(row["order"]), grid, sim_args, consts)
+        perm = scenario.permutation(row["order"])
         if perm.id != row["permutation_id"]:
             raise SystemExit(f"{row['task']} {row['order']}: permutation {perm.id} differs from the measured "
                              f"{row['permutation_id']}: the order's formula changed since the measurement")

@@ -37,22 +37,19 @@ def cpu_name() -> str:
 
 def run_case(task, size: int, orders: list[str], targets: list[str], occupancies: list[int]) -> dict:
     from swizzlelab.hw import get_model
+    from swizzlelab.scenario import load_scenario
     from swizzlelab.sim import footprint_of, simulate
-    from swizzlelab.swizzle import to_permutation
 
-    config = task.kernel.GPU_CONFIG
-    case = {"m": size, "n": size, "k": size}
+    scenario = load_scenario(task, {"m": size, "n": size, "k": size})
     t0 = time.perf_counter()
-    trace = task.access_model(case, config=config)
+    trace = scenario.trace
     trace_s = time.perf_counter() - t0
     t0 = time.perf_counter()
     footprint = footprint_of(trace)
     footprint_s = time.perf_counter() - t0
-    grid = task.tile_grid(case, config)
-    args, consts = task.swizzle_args(case, config)
     runs = []
     for spec in orders:
-        perm = to_permutation(task.parse_order(spec), grid, args, consts)
+        perm = scenario.permutation(spec)
         for target in targets:
             for occupancy in occupancies:
                 t0 = time.perf_counter()
@@ -79,15 +76,12 @@ def run_screening(task, size: int, orders: list[str], target: str) -> dict:
     from swizzlelab.hw import get_model
     from swizzlelab.sim import footprint_of, simulate
     from swizzlelab.sim.simulate import default_workers
-    from swizzlelab.swizzle import to_permutation
+    from swizzlelab.scenario import load_scenario
 
-    config = task.kernel.GPU_CONFIG
-    case = {"m": size, "n": size, "k": size}
-    trace = task.access_model(case, config=config)
+    scenario = load_scenario(task, {"m": size, "n": size, "k": size})
+    trace = scenario.trace
     footprint = footprint_of(trace)
-    grid = task.tile_grid(case, config)
-    args, consts = task.swizzle_args(case, config)
-    perms = [to_permutation(task.parse_order(spec), grid, args, consts) for spec in orders]
+    perms = [scenario.permutation(spec) for spec in orders]
     model = get_model(target)
     threads = default_workers()
 

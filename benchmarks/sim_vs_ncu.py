@@ -202,9 +202,8 @@ def main(argv: list[str]) -> int:
 
     from swizzlelab.hw import get_model
     from swizzlelab.io import atomic_write_text
+    from swizzlelab.scenario import load_scenario
     from swizzlelab.sim import footprint_of, simulate
-    from swizzlelab.swizzle import to_permutation
-    from swizzlelab.tasks import load_task
 
     out_dir = Path(args.out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
@@ -227,19 +226,16 @@ def main(argv: list[str]) -> int:
     rows: list[dict[str, Any]] = []
     summaries = []
     for task_name, case in cases:
-        task = load_task(task_name)
-        config = task.kernel.GPU_CONFIG
+        scenario = load_scenario(task_name, case, target=model.aliases[0], gpu_name="")
         t0 = time.time()
         verdicts, kernels = measure(task_name, case, list(ORDERS), workdir, args.dry_run)
         measure_s = time.time() - t0
         t0 = time.time()
-        trace = task.access_model(case, config=config)
+        trace = scenario.trace
         footprint = footprint_of(trace)
-        grid = task.tile_grid(case, config)
-        sim_args, consts = task.swizzle_args(case, config)
         case_rows = []
         for spec, verdict, km in zip(ORDERS, verdicts, kernels):
-            perm = to_permutation(task.parse_order(spec), grid, sim_args, consts)
+            perm = scenario.permutation(spec)
             occupancy, occupancy_source = occupancy_of(km, verdict, args.occupancy)
             pred = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint)
             pred_occ1 = pred if occupancy == 1 else simulate(trace, perm, model, occupancy=1, footprint=footprint)

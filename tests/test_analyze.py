@@ -10,7 +10,7 @@ from typer.testing import CliRunner
 
 from swizzlelab.errors import UserError
 from swizzlelab.sim import analyze, index_periods
-from swizzlelab.cli.sim import parse_size_options
+from swizzlelab.scenario import apply_sizes
 from swizzlelab.tasks import load_task
 from swizzlelab.trace import TraceBuilder
 
@@ -61,10 +61,10 @@ def test_analyze_with_an_order_reports_it(matmul_trace):
 
 def test_size_options_keep_types_and_reject_unknown_names():
     case = {"seed": 1, "m": 4, "dtype": "float16"}
-    assert parse_size_options(["m=8", "dtype=float32"], case) == {"seed": 1, "m": 8, "dtype": "float32"}
+    assert apply_sizes(["m=8", "dtype=float32"], case) == {"seed": 1, "m": 8, "dtype": "float32"}
     for bad in (["m"], ["q=3"], ["m=x"], ["seed=3"]):
         with pytest.raises(UserError):
-            parse_size_options(bad, case)
+            apply_sizes(bad, case)
 
 
 def test_cli_simulate_and_analyze_json():

@@ -15,7 +15,8 @@ from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.correctness import CaseResult, RunCheck
 from swizzlelab.harness.evaluate import BenchRow, Candidate, EvalReport, ProfileRow
 from swizzlelab.harness.ncu import parse_ncu_csv
-from swizzlelab.harness.report import case_line, fmt_bytes, fmt_duration_ns, render_text, report_dict, write_reports
+from swizzlelab.fmt import fmt_bytes
+from swizzlelab.harness.report import case_line, fmt_duration_ns, render_text, report_dict, write_reports
 from swizzlelab.harness.sysinfo import SystemInfo, system_info
 from swizzlelab.harness.timing import compare_samples
 from swizzlelab.runtime import cuda_available
@@ -95,7 +96,7 @@ def test_json_carries_the_same_content(tmp_path):
 
 def test_formatters():
     assert case_line({"seed": 3, "m": 2}, seed=9) == "seed: 9; m: 2"
-    assert fmt_bytes(512 * 1024**2) == "512.00 MB" and fmt_bytes(10) == "10.00 B"
+    assert fmt_bytes(512 * 1024**2) == "512.00 MB" and fmt_bytes(10) == "10 B"
     assert fmt_duration_ns(2530) == "2.53 us" and fmt_duration_ns(1.58e6) == "1.58 ms"
 
 

@@ -13,7 +13,8 @@ import pytest
 from typer.testing import CliRunner
 
 from swizzlelab.errors import KernelSiteError, UserError
-from swizzlelab.optimize import Options, assess, load_problem, loop, read_jsonl, run
+from swizzlelab.optimize import Options, assess, loop, read_jsonl, run
+from swizzlelab.scenario import load_scenario
 from swizzlelab.optimize.measure import MeasureCache
 from swizzlelab.optimize.records import (
     DUPLICATE,
@@ -30,7 +31,7 @@ SMALL_MATMUL = {"seed": 11, "m": 1024, "n": 1024, "k": 512}  # 8 x 8 tiles of 12
 
 
 def small_problem(target: str = "mi300x", **kwargs):
-    return load_problem("matmul", dict(SMALL_MATMUL), target=target, gpu_name="", **kwargs)
+    return load_scenario("matmul", dict(SMALL_MATMUL), target=target, gpu_name="", **kwargs)
 
 
 def records(out: Path) -> list[dict]:
@@ -99,7 +100,7 @@ def test_user_kernel_file_with_site_is_used(tmp_path: Path) -> None:
 
     mine = tmp_path / "my_matmul.py"
     shutil.copy(matmul_kernel.__file__, mine)
-    problem = load_problem("matmul", dict(SMALL_MATMUL), target="h100", kernel_file=str(mine), gpu_name="")
+    problem = load_scenario("matmul", dict(SMALL_MATMUL), target="h100", kernel_file=str(mine), gpu_name="")
     assert problem.kernel.is_user_file and problem.kernel.name == "matmul_kernel"
     result = run(problem, Options(out_dir=tmp_path / "o", budget=2, screen_s=30), measurer=None)
     assert len(result.state.attempts) == 3
@@ -116,7 +117,7 @@ def test_unknown_target_and_bad_budget() -> None:
 
 
 def test_target_auto_without_gpu_says_h100() -> None:
-    problem = load_problem("matmul", dict(SMALL_MATMUL), target="auto", gpu_name="")
+    problem = load_scenario("matmul", dict(SMALL_MATMUL), target="auto", gpu_name="")
     assert problem.target.model.name == "H100-SXM"
     assert "no CUDA GPU" in problem.target.note and not problem.target.can_measure
 
@@ -128,7 +129,7 @@ def _state(tmp_path: Path, problem=None):
     state = loop.RunState(problem or small_problem(), Options(out_dir=tmp_path, budget=3))
     loop._load_or_start(state)
     cache = MeasureCache.open(tmp_path / "cache.json")
-    base = loop.evaluate(state, 0, loop.baseline_proposal(state.problem), None, cache)
+    base = loop.evaluate(state, 0, loop.baseline_proposal(state.scenario), None, cache)
     state.attempts.append(base)
     return state, cache
 
@@ -137,7 +138,7 @@ def test_non_bijective_and_unparsable_are_never_simulated(tmp_path: Path, monkey
     state, cache = _state(tmp_path)
     calls = []
     real_predict = assess.predict
-    monkeypatch.setattr(assess, "predict", lambda problem, perm: calls.append(perm) or real_predict(problem, perm))
+    monkeypatch.setattr(assess, "predict", lambda scenario, perm, *rest: calls.append(perm) or real_predict(scenario, perm, *rest))
 
     broken = Proposal("pid = tl.program_id(0)\npid_m = pid // num_pid_n\npid_n = pid % 2\n", "h", "test", "broken")
     attempt = loop.evaluate(state, 1, broken, None, cache)
@@ -209,7 +210,7 @@ def test_search_follows_the_sharing_period_of_a_1d_trace(tmp_path: Path) -> None
     # 16 row communities numbered round-robin: rows r and r + 16 gather the same x lines. On MI300X the
     # classes must also stay on one XCD, so the period order behind XCD chunking is the first proposal.
     case = {"seed": 1, "rows": 32768, "cols": 4194304, "avg_nnz": 32, "communities": 16}
-    problem = load_problem("spmv", case, target="mi300x", gpu_name="")
+    problem = load_scenario("spmv", case, target="mi300x", gpu_name="")
     result = run(problem, Options(out_dir=tmp_path, budget=1, screen_s=60), measurer=None)
     assert result.state.sharing_periods() == (16,)
     base, first = result.state.attempts
@@ -220,7 +221,7 @@ def test_search_follows_the_sharing_period_of_a_1d_trace(tmp_path: Path) -> None
 
 def test_search_on_a_1d_task(tmp_path: Path) -> None:
     case = {"seed": 1, "rows": 4096, "cols": 65536, "avg_nnz": 8, "communities": 8}
-    problem = load_problem("spmv", case, target="h100", gpu_name="")
+    problem = load_scenario("spmv", case, target="h100", gpu_name="")
     result = run(problem, Options(out_dir=tmp_path, budget=4, screen_s=30), measurer=None)
     ids = [a.permutation_id for a in result.state.attempts if a.status == EVALUATED]
     assert len(ids) == len(set(ids)) == 5
@@ -246,7 +247,7 @@ class RecordingMeasurer:
 
     def measure(self, formula) -> dict:
         self.calls += 1
-        checked = assess.check_formula(formula, self.problem)
+        checked = self.problem.check(formula)
         pred = assess.predict(self.problem, checked.perm)
         ms = 0.5 + pred["dram_bytes"] / 1e9
         base = 0.5 + loop_baseline_bytes(self.problem) / 1e9
@@ -259,7 +260,7 @@ class RecordingMeasurer:
 
 
 def loop_baseline_bytes(problem) -> int:
-    checked = assess.check_formula(assess.parse_for_problem(assess.site_formula_text(problem), problem), problem)
+    checked = problem.check(problem.default_order())
     return assess.predict(problem, checked.perm)["dram_bytes"]
 
 
@@ -317,7 +318,7 @@ def test_resume_after_interruption_loses_nothing(tmp_path: Path) -> None:
 
 def test_resume_refuses_a_different_problem(tmp_path: Path) -> None:
     run(small_problem("h100"), Options(out_dir=tmp_path, budget=1, screen_s=30), measurer=None)
-    with pytest.raises(UserError, match="different problem"):
+    with pytest.raises(UserError, match="different scenario"):
         run(small_problem("mi300x"), Options(out_dir=tmp_path, budget=1, screen_s=30), measurer=None)
 
 
@@ -416,7 +417,7 @@ def test_gpu_measurer_glue_with_harness_doubles(tmp_path: Path, monkeypatch) -> 
 
 
 def parse_for(problem, text):
-    return assess.parse_for_problem(text, problem)
+    return problem.formula(text)
 
 
 def test_keyboard_interrupt_then_rerun_continues(tmp_path: Path) -> None:
@@ -518,13 +519,14 @@ def test_screening_on_threads_ranks_as_one_thread(tmp_path: Path) -> None:
 
 def test_occupancy_defaults_to_the_kernels_measured_one_on_nvidia() -> None:
     h100 = small_problem("h100")
-    assert (h100.occupancy, h100.occupancy_source) == (2, "the kernel's, measured by ncu on an H100")
-    assert small_problem("mi300x").occupancy == 1 and "set --occupancy" in small_problem("mi300x").occupancy_source
+    assert (h100.occupancy.programs, h100.occupancy.source) == (2, "the kernel's, measured by ncu on an H100")
+    mi300x = small_problem("mi300x").occupancy
+    assert mi300x.programs == 1 and "set --occupancy" in mi300x.source
     given = small_problem("h100", occupancy=5)
-    assert (given.occupancy, given.occupancy_source) == (5, "given (--occupancy)")
-    spmv = load_problem("spmv", {"seed": 1, "rows": 64, "cols": 256, "avg_nnz": 4, "communities": 2},
+    assert (given.occupancy.programs, given.occupancy.source) == (5, "given with --occupancy")
+    spmv = load_scenario("spmv", {"seed": 1, "rows": 64, "cols": 256, "avg_nnz": 4, "communities": 2},
                         target="h100", gpu_name="")
-    assert spmv.occupancy == 32
+    assert spmv.occupancy.programs == 32
 
 
 def test_committed_h100_optimize_results_carry_what_the_issue_asks() -> None:

@@ -9,7 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from swizzlelab.optimize import Options, load_problem, run
+from swizzlelab.optimize import Options, run
+from swizzlelab.scenario import load_scenario
 from swizzlelab.optimize.llm import LlmConfig, extract_formula, sections
 from swizzlelab.optimize.records import DUPLICATE, EVALUATED, NO_FORMULA, NOT_BIJECTIVE
 from swizzlelab.swizzle import family
@@ -94,7 +95,7 @@ class ScriptedServer:
 
 @pytest.fixture
 def problem():
-    return load_problem("matmul", dict(CASE), target="h100", gpu_name="")
+    return load_scenario("matmul", dict(CASE), target="h100", gpu_name="")
 
 
 def test_loop_survives_every_kind_of_reply_and_a_dead_server(tmp_path: Path, problem) -> None:

@@ -9,6 +9,8 @@ from typer.testing import CliRunner
 from swizzlelab.errors import UserError
 from swizzlelab.trace import AccessTrace
 from swizzlelab.cli import trace as trace_cli
+from swizzlelab.scenario import pick_case
+from swizzlelab.tasks import load_task
 
 
 @pytest.fixture(scope="module")
@@ -43,6 +45,8 @@ def test_traced_trace(app, tmp_path):
 
 def test_bad_case_is_a_user_error(app):
     result = CliRunner().invoke(app, ["trace", "matmul", "--case", "bench:9"])
-    assert isinstance(result.exception, UserError) and "bench" in str(result.exception)
+    assert isinstance(result.exception, UserError) and "pick bench:0 to bench:2" in str(result.exception)
+    result = CliRunner().invoke(app, ["trace", "matmul", "--case", "test:99"])
+    assert "pick test:0 to test:3" in str(result.exception) and "tests:" not in str(result.exception)
     with pytest.raises(UserError, match="test:N or bench:N"):
-        trace_cli.parse_case_spec("first")
+        pick_case(load_task("matmul"), "first")

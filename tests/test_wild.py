@@ -106,11 +106,11 @@ def test_tutorial_matmul_candidate_spliced_into_marked_copy_computes_the_same_pr
 
 def test_tutorial_matmul_optimized_with_predictions_from_its_trace(tmp_path):
     from swizzlelab.optimize.loop import Options, run
-    from swizzlelab.optimize.problem import load_user_problem
+    from swizzlelab.scenario import scenario_from_user_kernel
     from swizzlelab.sim import simulate
 
     uk = _tutorial()
-    problem = load_user_problem(uk, "h100", gpu_name="")
+    problem = scenario_from_user_kernel(uk, "h100", gpu_name="")
     result = run(problem, Options(out_dir=tmp_path, budget=3, screen_s=20, workers=1), measurer=None)
     baseline = result.state.baseline
     assert baseline.status == "evaluated" and "num_pid_in_group" in baseline.formula
@@ -125,7 +125,7 @@ def test_tutorial_matmul_optimized_with_predictions_from_its_trace(tmp_path):
 
 def test_row_sum_site_found_and_optimized(tmp_path):
     from swizzlelab.optimize.loop import Options, run
-    from swizzlelab.optimize.problem import load_user_problem
+    from swizzlelab.scenario import scenario_from_user_kernel
     from swizzlelab.userkernel import Inputs, open_user_kernel, parse_tensor_spec
 
     uk = open_user_kernel(str(WILD / "row_sum.py"), H100,
@@ -135,7 +135,7 @@ def test_row_sum_site_found_and_optimized(tmp_path):
     traced = uk.trace()
     assert traced.order.grid == (16,)  # BLOCK_ROWS=4 from the signature's default
     assert np.array_equal(traced.order.perm, np.arange(16))
-    problem = load_user_problem(uk, "h100", gpu_name="")
+    problem = scenario_from_user_kernel(uk, "h100", gpu_name="")
     result = run(problem, Options(out_dir=tmp_path, budget=2, screen_s=10, workers=1), measurer=None)
     # no reuse between programs: every order reads each byte of x once
     reads = {a.prediction["dram_read_bytes"] for a in result.state.attempts if a.prediction}

@@ -1,13 +1,18 @@
-"""Atomic file writes: a report or database is either the old version or the new one, never half.
-
-Write to a temporary file in the same directory, fsync, then os.replace over the target.
+"""Files in and out: atomic writes (a report is either the old version or the new one, never half) and
+importing a user's Python file as a module (one loader, one-line errors).
 """
 
 from __future__ import annotations
 
+import hashlib
+import importlib.util
 import os
 import secrets
+import sys
 from pathlib import Path
+from types import ModuleType
+
+from swizzlelab.errors import UserError
 
 
 def _create_temp(target: Path) -> tuple[int, str]:
@@ -56,3 +61,32 @@ def append_line(path: str | os.PathLike[str], line: str) -> None:
         handle.write(line.rstrip("\n") + "\n")
         handle.flush()
         os.fsync(handle.fileno())
+
+
+def module_name_for(path: str | os.PathLike[str], prefix: str) -> str:
+    """A module name derived from a file's resolved path: two files never share one, the same file reuses it."""
+    digest = hashlib.sha256(str(Path(path).resolve()).encode()).hexdigest()[:12]
+    return f"{prefix}_{digest}"
+
+
+def load_module(path: str | os.PathLike[str], module_name: str, what: str, reuse: bool = False) -> ModuleType:
+    """Import the Python file `path` as `module_name`; any failure is one UserError line starting with `what`
+    (e.g. "--kernel k.py"). With `reuse`, a module already imported under that name is returned as is."""
+    file = Path(path)
+    if reuse and module_name in sys.modules:
+        return sys.modules[module_name]
+    if not file.is_file():
+        raise UserError(f"{what}: no such file")
+    spec = importlib.util.spec_from_file_location(module_name, file)
+    if spec is None or spec.loader is None:
+        raise UserError(f"{what}: cannot be imported as a Python module (give a .py file)")
+    module = importlib.util.module_from_spec(spec)
+    # triton.jit and dataclasses look the module up in sys.modules while it executes.
+    sys.modules[module_name] = module
+    try:
+        spec.loader.exec_module(module)
+    except Exception as err:  # a user's file: any import error is theirs to fix
+        sys.modules.pop(module_name, None)
+        first = f"{type(err).__name__}: {err}".splitlines()[0]
+        raise UserError(f"{what}: {first}") from None
+    return module

@@ -5,11 +5,16 @@ Must be called before `triton` is first imported, because Triton reads the varia
 
 from __future__ import annotations
 
+import ctypes
+import importlib.util
 import os
+import re
+import sys
+from pathlib import Path
 
 
 def cuda_available() -> bool:
-    """True when torch sees a CUDA device; never raises."""
+    """True when torch sees a CUDA device; never raises (imports torch: not for start-up paths)."""
     try:
         import torch
 
@@ -18,12 +23,49 @@ def cuda_available() -> bool:
         return False
 
 
+def driver_sees_gpu() -> bool:
+    """True when the CUDA driver reports at least one device; asks libcuda directly (milliseconds), not torch."""
+    try:
+        cuda = ctypes.CDLL("libcuda.so.1")
+    except OSError:
+        return False
+    count = ctypes.c_int(0)
+    try:
+        return cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
+    except (AttributeError, OSError):
+        return False
+
+
+def torch_built_with_cuda() -> bool:
+    """Whether the installed torch is a CUDA build, read from torch/version.py without importing torch."""
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.origin:
+        return False
+    try:
+        text = (Path(spec.origin).parent / "version.py").read_text()
+    except OSError:
+        return False
+    match = re.search(r"^cuda\b[^=]*=\s*(.+)$", text, re.MULTILINE)
+    return bool(match) and match.group(1).strip() not in ("None", "''", '""')
+
+
+def select_backend() -> str:
+    """Set TRITON_INTERPRET=1 when no GPU is present, before triton is imported; cheap (no torch, no triton)."""
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        return "interpreter"
+    if "torch" in sys.modules and cuda_available():
+        return "cuda"
+    if "torch" not in sys.modules and torch_built_with_cuda() and driver_sees_gpu():
+        return "cuda"
+    os.environ["TRITON_INTERPRET"] = "1"
+    return "interpreter"
+
+
 def ensure_triton_backend() -> str:
-    """Select the interpreter when no GPU is present; returns 'cuda' or 'interpreter'."""
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        if cuda_available():
-            return "cuda"
-        os.environ["TRITON_INTERPRET"] = "1"
+    """Select the backend (see select_backend) and, for the interpreter, patch it; returns 'cuda' or
+    'interpreter'. Call it right before importing triton (task kernels do); the patch imports triton."""
+    if select_backend() == "cuda":
+        return "cuda"
     from swizzlelab.interpreter_compat import fix_interpreter_scalar_index
 
     fix_interpreter_scalar_index()
@@ -33,3 +75,18 @@ def ensure_triton_backend() -> str:
 def device() -> str:
     """The torch device string kernels' tensors should live on."""
     return "cuda" if cuda_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
+
+
+def available_memory_bytes() -> int:
+    """Memory this machine can still give a process (MemAvailable on Linux, else physical memory)."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    try:
+        return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
+    except (ValueError, OSError, AttributeError):
+        return 1 << 62  # unknown: never refuse on this ground

@@ -3,6 +3,17 @@
 `swizzlelab.cli.main` builds the typer app; nothing below this package imports it.
 """
 
-from swizzlelab.cli.main import app, main
+from typing import Any
+
+from swizzlelab.cli.main import main
 
 __all__ = ["app", "main"]
+
+
+def __getattr__(name: str) -> Any:
+    # The full app is built on demand: `main()` builds only the group a command needs.
+    if name == "app":
+        from swizzlelab.cli.main import build_app
+
+        return build_app()
+    raise AttributeError(name)

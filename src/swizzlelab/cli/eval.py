@@ -1,6 +1,6 @@
-"""CLI sub-command of swizzlelab.harness: `swizzlelab eval TASK [SUBMISSION.py] --mode ... [--order] [--out]`.
+"""CLI sub-command `eval TASK [SUBMISSION.py] --mode ... [--order] [--out]`: check, time, rank or profile a kernel.
 
-Library packages never import this module; it sits on top of them.
+The harness does the work; this module turns options into a candidate and prints the report.
 """
 
 from __future__ import annotations
@@ -11,8 +11,13 @@ from pathlib import Path
 from typing import Optional
 
 import typer
-from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from swizzlelab.cli.common import console, outputs_option, split_outputs
+from swizzlelab.errors import UserError
+from swizzlelab.harness.evaluate import MODES, case_count, make_candidate, run_mode
+from swizzlelab.harness.report import render_text, write_reports
+from swizzlelab.tasks import load_task
 
 
 def register(app: typer.Typer) -> None:
@@ -28,6 +33,7 @@ def register(app: typer.Typer) -> None:
         order: Optional[str] = typer.Option(
             None, "--order", help="block order: a family spec (grouped:GROUP_M=8) or a formula .py file"
         ),
+        outputs: Optional[str] = typer.Option(None, "--outputs", help=outputs_option()),
         out: Optional[Path] = typer.Option(
             None, "--out", help="folder for <task>-<mode>.txt/.json (and .ncu-rep files in profile mode)"
         ),
@@ -36,26 +42,21 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Check, time, rank or profile a kernel on a task's cases; prints a leaderboard-shaped report."""
-        from swizzlelab.errors import UserError
-        from swizzlelab.harness.evaluate import MODES, case_count, make_candidate, run_mode
-        from swizzlelab.harness.report import render_text, write_reports
-        from swizzlelab.tasks import load_task
-
         if mode not in MODES:
             raise UserError(f"unknown --mode {mode!r}: use one of {', '.join(MODES)}")
         if budget_s <= 0:
             raise UserError(f"--budget-s must be > 0, got {budget_s}")
         loaded = load_task(task)
-        candidate = make_candidate(loaded, submission, order)
+        candidate = make_candidate(loaded, submission, order, split_outputs(outputs))
         command = "swizzlelab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
-        console = Console(stderr=True)
+        err_console = console(stderr=True)
         with Progress(
             TextColumn(f"[bold]{loaded.name}[/] {mode}"),
             BarColumn(),
             MofNCompleteColumn(),
             TimeElapsedColumn(),
             TextColumn("{task.description}"),
-            console=console,
+            console=err_console,
             transient=True,
         ) as progress:
             bar = progress.add_task("", total=case_count(loaded, mode))
@@ -67,6 +68,6 @@ def register(app: typer.Typer) -> None:
         typer.echo(render_text(report), nl=False)
         if out is not None:
             text_path, json_path = write_reports(report, out)
-            console.print(f"reports: {text_path} {json_path}", highlight=False)
+            err_console.print(f"reports: {text_path} {json_path}", highlight=False)
         if not report.success:
             raise typer.Exit(code=1)

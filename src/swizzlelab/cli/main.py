@@ -5,48 +5,67 @@ Each command group is a module of this package with a `register(app)` function; 
 
 from __future__ import annotations
 
+import importlib
 import sys
+from typing import Any
 
 import typer
 from rich.console import Console
 
-from swizzlelab.cli import eval as eval_cli
-from swizzlelab.cli import optimize as optimize_cli
-from swizzlelab.cli import sim as sim_cli
-from swizzlelab.cli import swizzle as swizzle_cli
-from swizzlelab.cli import tasks as tasks_cli
-from swizzlelab.cli import trace as trace_cli
 from swizzlelab.errors import UserError
-from swizzlelab.runtime import ensure_triton_backend
+from swizzlelab.runtime import select_backend
 
-ensure_triton_backend()
+# Before any command imports triton; cheap (no torch, no triton), so `version` and `check` start fast.
+select_backend()
 
-app = typer.Typer(
-    name="swizzlelab",
-    help="Find, prove and measure block-order swizzles for Triton GPU kernels.",
-    no_args_is_help=True,
-    add_completion=False,
-    pretty_exceptions_enable=False,
-)
-
-
-@app.callback()
-def _root() -> None:
-    """Find, prove and measure block-order swizzles for Triton GPU kernels."""
+# Command group modules of this package, and the group of each command. A run imports only the group of the
+# command it was given (start-up: `check` must not pay for numba, torch or triton that `optimize` needs).
+GROUPS = ("swizzle", "trace", "sim", "tasks", "eval", "optimize")
+COMMANDS = {
+    "version": "swizzle", "check": "swizzle", "families": "swizzle", "trace": "trace", "analyze": "sim",
+    "simulate": "sim", "tasks": "tasks", "eval": "eval", "optimize": "optimize",
+}
 
 
-for _group in (swizzle_cli, trace_cli, sim_cli, tasks_cli, eval_cli, optimize_cli):
-    _group.register(app)
+def build_app(groups: tuple[str, ...] = GROUPS) -> typer.Typer:
+    """The typer app with the commands of `groups` registered."""
+    app = typer.Typer(
+        name="swizzlelab",
+        help="Find, prove and measure block-order swizzles for Triton GPU kernels.",
+        no_args_is_help=True,
+        add_completion=False,
+        pretty_exceptions_enable=False,
+    )
+
+    @app.callback()
+    def _root() -> None:
+        """Find, prove and measure block-order swizzles for Triton GPU kernels."""
+
+    for group in groups:
+        importlib.import_module(f"swizzlelab.cli.{group}").register(app)
+    return app
+
+
+def groups_for(argv: list[str]) -> tuple[str, ...]:
+    """The groups a command line needs: its command's group, or all of them (help, unknown commands)."""
+    command = next((arg for arg in argv if not arg.startswith("-")), None)
+    return (COMMANDS[command],) if command in COMMANDS else GROUPS
+
+
+def __getattr__(name: str) -> Any:
+    # `from swizzlelab.cli.main import app` (tests, scripts): the app with every command.
+    if name == "app":
+        return build_app()
+    raise AttributeError(name)
 
 
 def main() -> None:
     """Entry point: run the app, turning a UserError into one red line and exit code 2."""
     try:
-        app()
+        build_app(groups_for(sys.argv[1:]))()
     except UserError as err:
         Console(stderr=True).print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         Console(stderr=True).print("[yellow]interrupted[/]")
         sys.exit(130)
-

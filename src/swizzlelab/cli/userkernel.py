@@ -54,12 +54,11 @@ def open_from_options(
         inputs = Inputs(tuple(parse_tensor_spec(t) for t in tensor), dict(parse_scalar(a) for a in arg),
                         parse_sizes(size), seed)
     elif task:
-        from swizzlelab.cli.sim import parse_size_options
+        from swizzlelab.scenario import apply_sizes, pick_case
         from swizzlelab.tasks import load_task
 
         loaded = load_task(task)
-        cases = loaded.cases("benchmarks") or loaded.cases("tests")
-        case = parse_size_options(size, dict(cases[0])) if cases else {}
+        case = apply_sizes(size, pick_case(loaded, None))
         inputs = Inputs(sizes={k: v for k, v in case.items() if k != "seed"}, seed=int(case.get("seed", seed)),
                         task=loaded)
     else:
@@ -68,5 +67,20 @@ def open_from_options(
                             launch=launch, inputs=inputs, site=site)
 
 
-def config_option() -> Any:
-    return typer.Option([], "--config", help=CONFIG_HELP)
+def user_scenario(out_console: Any, kernel: str, *, target: str, occupancy: int | None, task: str | None,
+                  config: list[str], autotune_config: int, launch: str | None, tensor: list[str], arg: list[str],
+                  size: list[str], site: str | None) -> Any:
+    """Open the kernel file, say what was chosen (site lines, config, launcher), trace it: its Scenario."""
+    from swizzlelab.hw import resolve_target
+    from swizzlelab.scenario import scenario_from_user_kernel
+
+    resolved = resolve_target(target)
+    user_kernel = open_from_options(
+        kernel, resolved.model, task=None if (tensor or arg) else task, config=config,
+        autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size, site=site,
+    )
+    for line in user_kernel.describe():
+        out_console.print(line, highlight=False)
+    scenario = scenario_from_user_kernel(user_kernel, resolved, occupancy)
+    out_console.print(user_kernel.trace().describe(), highlight=False)
+    return scenario

@@ -5,7 +5,6 @@ Each mode returns an EvalReport (report.py renders it as leaderboard-shaped text
 
 from __future__ import annotations
 
-import importlib.util
 import inspect
 import json
 import sys
@@ -25,8 +24,13 @@ from swizzlelab.harness.timing import (
     geometric_mean,
     time_fn,
 )
+from swizzlelab.hw import resolve_target
+from swizzlelab.io import load_module, module_name_for
+from swizzlelab.scenario import load_scenario
 
 MODES = ("test", "benchmark", "ranked", "profile")
+# eval measures on the local GPU and predicts nothing: its scenarios carry the H100 model only as a placeholder.
+NO_TARGET = resolve_target("h100", gpu_name="")
 ProgressFn = Callable[[str], None]
 
 
@@ -137,18 +141,7 @@ def load_submission(path: str | Path) -> Callable[..., Any]:
     file = Path(path)
     if not file.is_file():
         raise UserError(f"submission file {path} does not exist; give the path of a .py file defining custom_kernel(data)")
-    module_name = f"swizzlelab_submission_{abs(hash(str(file.resolve())))}"
-    spec = importlib.util.spec_from_file_location(module_name, file)
-    if spec is None or spec.loader is None:
-        raise UserError(f"submission {path} is not a Python file; give a .py file defining custom_kernel(data)")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[module_name] = module  # triton.jit and dataclasses look the module up while it executes
-    try:
-        spec.loader.exec_module(module)
-    except Exception as err:
-        sys.modules.pop(module_name, None)
-        first = f"{type(err).__name__}: {err}".splitlines()[0]
-        raise UserError(f"submission {path} failed to import: {first}") from None
+    module = load_module(file, module_name_for(file, "swizzlelab_submission"), what=f"submission {path} failed to import")
     kernel = getattr(module, "custom_kernel", None)
     if not callable(kernel):
         raise UserError(f"submission {path} defines no custom_kernel(data); add one that writes into data['out'] and returns it")
@@ -162,9 +155,13 @@ def _accepts_order(fn: Callable[..., Any]) -> bool:
         return False
 
 
-def make_candidate(task: Any, submission: str | None = None, order_spec: str | None = None) -> Candidate:
-    """Build the function under evaluation; the order is parsed (and its grid rank checked) up front."""
-    formula = task.parse_order(order_spec) if order_spec else None
+def make_candidate(
+    task: Any, submission: str | None = None, order_spec: str | None = None, outputs: list[str] | None = None
+) -> Candidate:
+    """Build the function under evaluation; the order is parsed (and fitted to the kernel's launch) up front."""
+    formula = None
+    if order_spec:
+        formula = load_scenario(task, target=NO_TARGET, config="backend").parse_order(order_spec, outputs=outputs)
     if submission is None:
         return Candidate(
             fn=lambda data: task.custom_kernel(data, formula),
@@ -183,19 +180,17 @@ def make_candidate(task: Any, submission: str | None = None, order_spec: str | N
 
 
 def order_info(task: Any, candidate: Candidate, case: dict[str, Any]) -> dict[str, Any]:
-    """Grid and permutation id of the candidate's order on one case (proves the order; raises if not a bijection)."""
+    """Grid and permutation id of the candidate's order on one case (proves the order; raises if not a bijection).
+    The grid is the one this process's backend launches (the scenario's "backend" configuration)."""
     info: dict[str, Any] = {"spec": candidate.describe_order()}
     try:
-        grid = task.tile_grid(case)
-        info["grid"] = list(grid)
-    except Exception as err:  # a submission may use other tile sizes; the grid is informational here
-        info["grid_error"] = f"{type(err).__name__}: {err}".splitlines()[0]
+        scenario = load_scenario(task, case, target=NO_TARGET, config="backend")
+    except UserError as err:  # a submission may use other tile sizes; the grid is informational here
+        info["grid_error"] = str(err)
         return info
+    info["grid"] = list(scenario.grid)
     if candidate.formula is not None:
-        from swizzlelab.swizzle import to_permutation
-
-        args, consts = task.swizzle_args(case)
-        perm = to_permutation(candidate.formula, grid, args, consts)
+        perm = scenario.permutation(candidate.formula)
         info["permutation_id"] = perm.id
         info["formula"] = candidate.formula.normalized_source().strip()
     return info

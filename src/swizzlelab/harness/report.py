@@ -9,6 +9,7 @@ import math
 from pathlib import Path
 from typing import Any
 
+from swizzlelab.fmt import fmt_bytes
 from swizzlelab.harness.evaluate import BenchRow, EvalReport, ProfileRow
 from swizzlelab.harness.ncu import NAMED_METRICS
 from swizzlelab.harness.timing import Timing
@@ -45,14 +46,6 @@ def fmt_duration_ns(value: float) -> str:
         if value >= scale:
             return f"{value / scale:.2f} {unit}"
     return f"{value:.2f} ns"
-
-
-def fmt_bytes(value: float) -> str:
-    """Binary multiples, labelled KB / MB / GB as the leaderboard labels them (1 KB = 1024 bytes)."""
-    for unit, scale in (("GB", 1024.0**3), ("MB", 1024.0**2), ("KB", 1024.0)):
-        if value >= scale:
-            return f"{value / scale:.2f} {unit}"
-    return f"{value:.2f} B"
 
 
 def fmt_metric(value: float | None, unit: str) -> str:

@@ -7,6 +7,8 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass, replace
 
+import numpy as np
+
 from swizzlelab.errors import UserError
 
 MB = 1024 * 1024
@@ -164,6 +166,31 @@ def known_names() -> list[str]:
     return [model.aliases[0] for model in MODELS]
 
 
+# What --target accepts everywhere: every model's short name, and `auto` (the local GPU, else h100).
+TARGETS: tuple[str, ...] = (*known_names(), "auto")
+
+
+def targets_help() -> str:
+    """'h100 | h200 | mi300x | mi325x | mi355x' for option help texts."""
+    return " | ".join(known_names())
+
+
+def launch_domains(n_programs: int, model: HardwareModel) -> np.ndarray:
+    """The L2 domain each launch index runs in: i mod n_domains under round-robin dispatch (AMD XCDs), else 0."""
+    launch = np.arange(int(n_programs), dtype=np.int64)
+    if model.dispatch == "round_robin_domains":
+        return launch % model.n_domains
+    return np.zeros_like(launch)
+
+
+def domain_programs(perm: np.ndarray, model: HardwareModel) -> list[np.ndarray]:
+    """Tiles each L2 domain runs, in the order its slots receive them (`perm[launch index] = tile`)."""
+    if model.dispatch == "round_robin_domains":
+        # Launch index i goes to domain i mod n_domains, in increasing i within a domain.
+        return [perm[d :: model.n_domains] for d in range(model.n_domains)]
+    return [perm] + [perm[:0]] * (model.n_domains - 1)
+
+
 def get_model(name: str) -> HardwareModel:
     """The model for a short name such as 'h100' or 'mi300x' (case-insensitive); UserError if unknown."""
     if isinstance(name, HardwareModel):
@@ -254,3 +281,64 @@ def nvidia_blocks_per_sm(n_regs: int, shared_bytes: int, num_warps: int, limits:
             "does not fit on one SM"
         )
     return blocks
+
+
+@dataclass(frozen=True)
+class Target:
+    """The hardware model predictions use, and whether this machine can measure on it."""
+
+    model: HardwareModel
+    requested: str
+    note: str  # one line saying how the target was chosen
+    local_gpu: str  # torch's name of the local CUDA GPU, "" when there is none
+    can_measure: bool
+
+    @property
+    def short_name(self) -> str:
+        return (self.model.aliases or (self.model.name.lower(),))[0]
+
+
+def local_gpu_name() -> str:
+    """The CUDA GPU kernels run on here, or '' (no GPU, or the interpreter is forced)."""
+    from swizzlelab.runtime import device
+
+    if device() != "cuda":
+        return ""
+    import torch
+
+    return str(torch.cuda.get_device_name(torch.cuda.current_device()))
+
+
+def same_gpu(model: HardwareModel, gpu_name: str) -> bool:
+    """Whether the local GPU (torch's name) is the kind `model` describes."""
+    lowered = gpu_name.lower()
+    if model.name.lower() == lowered:
+        return True
+    tokens = {model.name.lower().split("-")[0]} | {a.split("-")[0].split("_")[0] for a in model.aliases}
+    return any(token and token in lowered for token in tokens)
+
+
+def resolve_target(requested: str, gpu_name: str | None = None) -> Target:
+    """The hardware model for --target; 'auto' takes the local GPU's model, else h100 (said in `note`).
+    `gpu_name` stands for the local GPU ('' = none); None asks torch."""
+    key = str(requested).strip().lower()
+    aliases = {alias: model for model in MODELS for alias in (model.name.lower(), *model.aliases)}
+    if key != "auto" and key not in aliases:
+        raise UserError(f"--target {requested!r} is unknown: use one of {', '.join(TARGETS)}")
+    gpu = local_gpu_name() if gpu_name is None else gpu_name
+    if key == "auto":
+        if gpu:
+            model = from_torch_device()
+            note = f"target auto: the local GPU {gpu} (model {model.name})"
+        else:
+            model = H100_SXM
+            note = f"target auto: no CUDA GPU here, predicting for {model.name}"
+    else:
+        model = aliases[key]
+        note = f"target {model.name}"
+    can_measure = bool(gpu) and same_gpu(model, gpu)
+    if gpu and not can_measure:
+        note += f" (the local GPU {gpu} is not a {model.name}: predictions only, nothing measured)"
+    elif not gpu:
+        note += " (no CUDA GPU: every figure is a prediction)"
+    return Target(model=model, requested=key, note=note, local_gpu=gpu, can_measure=can_measure)

@@ -11,58 +11,9 @@ from typing import Any
 import numpy as np
 from numba import njit
 
-from swizzlelab.optimize.problem import Problem
-
-
-@dataclass(frozen=True)
-class Checked:
-    """A parsed formula proven on the grid: its proof and, when a bijection, the permutation."""
-
-    formula: Any
-    proof: Any
-    perm: np.ndarray
-    permutation_id: str
-
-
-def parse_for_problem(text: str, problem: Problem) -> Any:
-    """The Formula of `text` with outputs that fit the problem's grid and kernel site (FormulaError /
-    KernelSiteError otherwise); a linear formula on a 2-D grid runs before row-major decoding."""
-    from swizzlelab.errors import FormulaError
-    from swizzlelab.swizzle import compose, family, parse_formula
-    from swizzlelab.swizzle.emit import splice_source
-
-    formula = parse_formula(text)
-    if problem.rank == 2 and formula.outputs == ("pid",):
-        formula = compose(formula, family("identity"))
-    if problem.rank == 1 and formula.outputs != ("pid",):
-        raise FormulaError(
-            f"formula yields {', '.join(formula.outputs)} but the tile grid {problem.grid} is 1-D: end it with `pid = ...`"
-        )
-    # Splicing checks the names the formula needs are defined before the kernel's site.
-    splice_source(problem.kernel.source, formula, problem.kernel.name, problem.kernel.name)
-    return formula
-
-
-def site_formula_text(problem: Problem) -> str:
-    """The kernel's own order: the text of its swizzle site, as a formula (dedented)."""
-    import textwrap
-
-    from swizzlelab.swizzle import find_site
-
-    site = find_site(problem.kernel.source, problem.kernel.name)
-    lines = problem.kernel.source.splitlines()[site.start : site.stop]
-    return textwrap.dedent("\n".join(lines)).strip() + "\n"
-
-
-def check_formula(formula: Any, problem: Problem) -> Checked:
-    """Evaluate `formula` on every program of the grid: the proof (never raises on defects) and tile order."""
-    from swizzlelab.swizzle import evaluate, permutation_id
-    from swizzlelab.swizzle.proof import prove_outputs
-
-    outputs = evaluate(formula, problem.grid, problem.args, problem.consts)
-    proof, tiles = prove_outputs(outputs, formula, problem.grid)
-    tiles = np.ascontiguousarray(tiles, dtype=np.int64)
-    return Checked(formula=formula, proof=proof, perm=tiles, permutation_id=permutation_id(problem.grid, tiles))
+from swizzlelab.hw import domain_programs
+from swizzlelab.scenario import Checked, Scenario
+from swizzlelab.sim import simulate
 
 
 def proof_dict(checked: Checked) -> dict[str, Any]:
@@ -72,13 +23,11 @@ def proof_dict(checked: Checked) -> dict[str, Any]:
     return record
 
 
-def predict(problem: Problem, perm: np.ndarray, workers: int | None = None) -> dict[str, Any]:
-    """Predicted L2 figures of running the tiles in order `perm` on the target model (`workers`: threads for
-    the L2 domains, see sim.simulate)."""
-    from swizzlelab.sim import simulate
-
-    model = problem.target.model
-    result = simulate(problem.trace, perm, model, occupancy=problem.occupancy, footprint=problem.footprint,
+def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers: int | None = None) -> dict[str, Any]:
+    """Predicted L2 figures of running the tiles in order `perm` on the target model (`footprint`: the trace's,
+    computed once per run; `workers`: threads for the L2 domains, see sim.simulate)."""
+    model = scenario.model
+    result = simulate(scenario.trace, perm, model, occupancy=scenario.occupancy.programs, footprint=footprint,
                       workers=workers)
     return {
         "kind": f"predicted (model {result.model})",
@@ -160,13 +109,11 @@ def _wave_counts(lines, step_ptr, tile_step_ptr, tiles, domain, n_domains, span)
     return per_tile, per_domain, n_multi, n_all
 
 
-def wave_stats(problem: Problem, perm: np.ndarray) -> WaveStats:
+def wave_stats(scenario: Scenario, perm: np.ndarray) -> WaveStats:
     """Co-residency statistics of the first wave of `perm` on the target model (from the trace)."""
-    from swizzlelab.sim import domain_programs
-
-    model = problem.target.model
-    trace = problem.trace
-    slots = model.units_per_domain * problem.occupancy
+    model = scenario.model
+    trace = scenario.trace
+    slots = model.units_per_domain * scenario.occupancy.programs
     waves = [np.asarray(p[:slots], dtype=np.int64) for p in domain_programs(perm, model) if p.size]
     tiles = np.concatenate(waves)
     domain = np.repeat(np.arange(len(waves), dtype=np.int64), [w.size for w in waves])
@@ -182,8 +129,8 @@ def wave_stats(problem: Problem, perm: np.ndarray) -> WaveStats:
     sharing = [
         per_tile[domain == d].sum() / per_domain[d] if per_domain[d] else 1.0 for d in range(len(waves))
     ]
-    rows = [np.unique(w // problem.grid[1]).size for w in waves] if problem.rank == 2 else []
-    cols = [np.unique(w % problem.grid[1]).size for w in waves] if problem.rank == 2 else []
+    rows = [np.unique(w // scenario.grid[1]).size for w in waves] if scenario.rank == 2 else []
+    cols = [np.unique(w % scenario.grid[1]).size for w in waves] if scenario.rank == 2 else []
     line_bytes = int(trace.line_bytes)
     return WaveStats(
         wave_programs=int(slots),

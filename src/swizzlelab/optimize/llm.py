@@ -164,13 +164,13 @@ class LlmProposer:
             return self._context
         from swizzlelab.swizzle import implicit_names
 
-        problem = self.state.problem
-        names = sorted(set(implicit_names(problem.grid)) | set(problem.args) | set(problem.consts))
-        values = {**implicit_names(problem.grid), **problem.args, **problem.consts}
-        model = problem.target.model
+        scenario = self.state.scenario
+        names = sorted(set(implicit_names(scenario.grid)) | set(scenario.args) | set(scenario.consts))
+        values = {**implicit_names(scenario.grid), **scenario.args, **scenario.consts}
+        model = scenario.target.model
         self._context = "\n".join([
-            f"Kernel source ({problem.kernel.path}):\n```python\n{problem.kernel.source}```",
-            f"Tile grid: {problem.grid} ({problem.n_tiles} programs, launched 1-D).",
+            f"Kernel source ({scenario.kernel.path}):\n```python\n{scenario.kernel.source}```",
+            f"Tile grid: {scenario.grid} ({scenario.n_tiles} programs, launched 1-D).",
             "Names available to the formula, with their values in this run: "
             + ", ".join(f"{n}={values[n]}" for n in names),
             "Memory analysis (from the access trace; predictions by the simulator):",
@@ -188,12 +188,12 @@ class LlmProposer:
         for attempt in history:
             lines.append(
                 f"{attempt.name()} [{attempt.status}] ({attempt.label}):\n```python\n{attempt.formula.strip()}\n```\n"
-                f"-> {why_old_was_slow(attempt, baseline, best, self.state.problem.target.model.vendor)}"
+                f"-> {why_old_was_slow(attempt, baseline, best, self.state.scenario.target.model.vendor)}"
             )
         return "\n".join(lines)
 
     def messages(self, history: list[Attempt], best: Attempt) -> list[dict[str, str]]:
-        outputs = "pid_m and pid_n" if self.state.problem.rank == 2 else "pid"
+        outputs = "pid_m and pid_n" if self.state.scenario.rank == 2 else "pid"
         user = "\n\n".join([
             self._problem_context(),
             "Attempts so far (baseline = the kernel's own order):\n" + self._history_text(history),

@@ -9,7 +9,7 @@ from typing import Any
 
 from swizzlelab.optimize.reasons import UNCHANGED_PP, ci_text, pct, verdict
 from swizzlelab.optimize.records import EVALUATED, Attempt
-from swizzlelab.sim.simulate import fmt_bytes
+from swizzlelab.fmt import fmt_bytes
 
 
 def _ms(value: float) -> str:
@@ -123,12 +123,12 @@ def render_iteration(attempt: Attempt, baseline: Attempt, measured_note: str) ->
     return "\n".join(out) + "\n\n"
 
 
-def render_header(problem: Any, baseline: Attempt, notes: list[str]) -> str:
+def render_header(scenario: Any, baseline: Attempt, notes: list[str]) -> str:
     pred = baseline.prediction or {}
     lines = [
         (
-            f"swizzlelab optimize: task {problem.task.name} ({problem.sizes_label()}), grid "
-            f"{'x'.join(map(str, problem.grid))}, kernel {problem.kernel.path} ({problem.kernel.name})"
+            f"swizzlelab optimize: task {scenario.task.name} ({scenario.sizes_label()}), grid "
+            f"{'x'.join(map(str, scenario.grid))}, kernel {scenario.kernel.path} ({scenario.kernel.name})"
         ),
         (
             f"Baseline (the kernel's own order, permutation id {baseline.permutation_id}): predicted hit rate "

@@ -18,7 +18,7 @@ from swizzlelab.errors import UserError
 from swizzlelab.io import append_line, atomic_write_text
 from swizzlelab.optimize import assess
 from swizzlelab.optimize.measure import CACHE_FILE, MeasureCache, Measurer, cache_key
-from swizzlelab.optimize.problem import Problem
+from swizzlelab.scenario import Scenario
 from swizzlelab.optimize.reasons import pct, reasons_dict, why_old_was_slow
 from swizzlelab.optimize.records import (
     DUPLICATE,
@@ -29,7 +29,9 @@ from swizzlelab.optimize.records import (
     Attempt,
     Proposal,
 )
-from swizzlelab.sim.simulate import default_workers, fmt_bytes
+from swizzlelab.fmt import fmt_bytes
+from swizzlelab.sim import analyze, footprint_of
+from swizzlelab.sim.simulate import default_workers
 
 PROPOSERS = ("search", "llm", "both")
 JSONL = "iterations.jsonl"
@@ -66,7 +68,7 @@ class Options:
 class RunState:
     """What the loop knows: attempts so far (baseline first), run notes, and where files go."""
 
-    problem: Problem
+    scenario: Scenario
     options: Options
     attempts: list[Attempt] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
@@ -75,20 +77,26 @@ class RunState:
     measured_note: str = ""
     device: str = ""
     _analysis: Any = None
+    _footprint: Any = None
 
     def analysis(self) -> Any:
         """The memory analysis of the task's trace (sim.analyze), computed once per run."""
         if self._analysis is None:
-            from swizzlelab.sim import analyze
-
-            self._analysis = analyze(self.problem.trace, self.problem.target.model, occupancy=self.problem.occupancy)
+            self._analysis = analyze(self.scenario.trace, self.scenario.model,
+                                     occupancy=self.scenario.occupancy.programs)
         return self._analysis
+
+    def footprint(self) -> Any:
+        """The trace's footprint (sim.footprint_of), computed once per run and shared by every prediction."""
+        if self._footprint is None:
+            self._footprint = footprint_of(self.scenario.trace)
+        return self._footprint
 
     def memory_text(self) -> str:
         """The task's memory facts (analysis of the trace) for reasoning sections and prompts."""
         from swizzlelab.optimize.reasons import memory_summary
 
-        return memory_summary(self.problem, self.analysis())
+        return memory_summary(self.scenario, self.analysis())
 
     def sharing_periods(self) -> tuple[int, ...]:
         """Sharing periods of a 1-D trace, the tensor with the most requested bytes first."""
@@ -167,7 +175,7 @@ def _load_or_start(state: RunState) -> None:
     out = state.options.out_dir
     out.mkdir(parents=True, exist_ok=True)
     path = out / JSONL
-    identity = state.problem.identity()
+    identity = state.scenario.identity()
     if path.is_file() and path.stat().st_size > 0:
         _drop_torn_tail(path)
         header, attempts = read_jsonl(path)
@@ -176,7 +184,7 @@ def _load_or_start(state: RunState) -> None:
         if header.get("identity") != identity:
             differing = [k for k in identity if header.get("identity", {}).get(k) != identity[k]]
             raise UserError(
-                f"{out} holds a run of a different problem ({', '.join(differing)} differ): give another --out "
+                f"{out} holds a run of a different scenario ({', '.join(differing)} differ): give another --out "
                 "or delete that folder"
             )
         state.attempts = attempts
@@ -197,7 +205,7 @@ def _load_or_start(state: RunState) -> None:
 def _save_predictions(state: RunState) -> None:
     atomic_write_text(
         state.options.out_dir / PREDICTIONS,
-        json.dumps({"model": state.problem.target.model.name, "occupancy": state.problem.occupancy,
+        json.dumps({"model": state.scenario.target.model.name, "occupancy": state.scenario.occupancy.programs,
                     "by_permutation": state.predictions}, default=float),
     )
 
@@ -211,8 +219,8 @@ def _predict(
     cached = state.predictions.get(permutation_id)
     if cached is None:
         cached = {
-            "prediction": assess.predict(state.problem, perm, workers),
-            "wave": assess.wave_stats(state.problem, perm).to_dict(),
+            "prediction": assess.predict(state.scenario, perm, state.footprint(), workers),
+            "wave": assess.wave_stats(state.scenario, perm).to_dict(),
         }
         state.predictions[permutation_id] = cached
     return cached["prediction"], cached["wave"]
@@ -229,8 +237,8 @@ def screen_text(state: RunState, sim_workers: int | None = None) -> Callable[[st
     def screen(text: str) -> tuple[str | None, Any, Any, str]:
         try:
             with parse_lock:
-                formula = assess.parse_for_problem(text, state.problem)
-                checked = assess.check_formula(formula, state.problem)
+                formula = state.scenario.formula(text)
+                checked = state.scenario.check(formula)
         except UserError as err:
             return None, None, None, str(err)
         if not checked.proof.is_bijection:
@@ -244,9 +252,9 @@ def screen_text(state: RunState, sim_workers: int | None = None) -> Callable[[st
 def _measure(state: RunState, measurer: Measurer | None, cache: MeasureCache, checked: Any, baseline: bool) -> Any:
     if measurer is None:
         return None
-    problem = state.problem
-    key = cache_key(problem.kernel.source_hash, checked.permutation_id + ("|baseline" if baseline else ""),
-                    problem.target.model.name, problem.sizes)
+    scenario = state.scenario
+    key = cache_key(scenario.kernel.source_hash, checked.permutation_id + ("|baseline" if baseline else ""),
+                    scenario.model.name, scenario.sizes)
     hit = cache.get(key)
     if hit is not None and not state.options.remeasure:
         return {**hit, "cached": True}
@@ -267,7 +275,7 @@ def evaluate(
     started = time.perf_counter()
     history = list(state.attempts)
     best_measured = state.best_measured() if state.device else None
-    vendor = state.problem.target.model.vendor
+    vendor = state.scenario.target.model.vendor
     attempt = Attempt(
         iteration=iteration,
         status=EVALUATED,
@@ -285,8 +293,8 @@ def evaluate(
         attempt.status, attempt.message = NO_FORMULA, proposal.reply_problem or "empty formula"
         return _finish(attempt, started)
     try:
-        formula = assess.parse_for_problem(proposal.formula_text, state.problem)
-        checked = assess.check_formula(formula, state.problem)
+        formula = state.scenario.formula(proposal.formula_text)
+        checked = state.scenario.check(formula)
     except UserError as err:
         attempt.status, attempt.message = UNPARSABLE, str(err)
         return _finish(attempt, started)
@@ -326,8 +334,8 @@ def _finish(attempt: Attempt, started: float) -> Attempt:
     return attempt
 
 
-def baseline_proposal(problem: Problem) -> Proposal:
-    text = assess.site_formula_text(problem)
+def baseline_proposal(scenario: Scenario) -> Proposal:
+    text = scenario.kernel.site_text()
     return Proposal(
         formula_text=text,
         hypothesis="the kernel's own order (its swizzle site as written)",
@@ -352,7 +360,7 @@ class RunResult:
 
 
 def _default_measurer(state: RunState) -> Measurer | None:
-    target = state.problem.target
+    target = state.scenario.target
     if not target.can_measure:
         state.measured_note = (
             f"the local GPU {target.local_gpu} is not a {target.model.name}" if target.local_gpu
@@ -361,12 +369,12 @@ def _default_measurer(state: RunState) -> Measurer | None:
         return None
     from swizzlelab.optimize.measure import GpuMeasurer
 
-    return GpuMeasurer(state.problem, budget_s=state.options.measure_s, use_ncu=state.options.use_ncu,
+    return GpuMeasurer(state.scenario, budget_s=state.options.measure_s, use_ncu=state.options.use_ncu,
                        ncu_dir=state.options.out_dir / "ncu")
 
 
 def run(
-    problem: Problem,
+    scenario: Scenario,
     options: Options,
     measurer: Measurer | None | str = "auto",
     on_note: Callable[[str], None] = lambda text: None,
@@ -375,15 +383,15 @@ def run(
     """Run (or resume) the optimizer until `options.budget` iterations after the baseline are recorded."""
     from swizzlelab.optimize import report
 
-    state = RunState(problem, options)
+    state = RunState(scenario, options)
     _load_or_start(state)
     for note in state.notes:
         on_note(note)
-    state.notes.insert(0, problem.target.note)
+    state.notes.insert(0, scenario.target.note)
     active = _default_measurer(state) if measurer == "auto" else measurer
     state.device = getattr(active, "device", "") if active is not None else ""
-    if state.device and not problem.target.can_measure:
-        state.notes[0] = f"target {problem.target.model.name}; measured with {state.device}"
+    if state.device and not scenario.target.can_measure:
+        state.notes[0] = f"target {scenario.model.name}; measured with {state.device}"
     if active is None and not state.measured_note:
         state.measured_note = "no measurer"
     cache = MeasureCache.open(options.cache_path or options.out_dir / CACHE_FILE)
@@ -397,7 +405,7 @@ def run(
         on_iteration(attempt)
 
     if not state.attempts:
-        base = evaluate(state, 0, baseline_proposal(problem), active, cache)
+        base = evaluate(state, 0, baseline_proposal(scenario), active, cache)
         if base.status != EVALUATED:
             raise UserError(f"the kernel's own order cannot be evaluated: {base.message}")
         base.reasons_old = {}
@@ -440,7 +448,7 @@ class _Proposers:
 def _make_proposers(state: RunState, on_note: Callable[[str], None]) -> _Proposers:
     from swizzlelab.optimize.search import SearchProposer
 
-    model = state.problem.target.model
+    model = state.scenario.target.model
 
     def note(text: str) -> None:
         if text not in state.notes:
@@ -456,7 +464,7 @@ def _make_proposers(state: RunState, on_note: Callable[[str], None]) -> _Propose
             append_line(jsonl, json.dumps({"type": "rejected", "spec": spec, "formula": text, "reason": reason}))
 
     search = SearchProposer(
-        grid=state.problem.grid,
+        grid=state.scenario.grid,
         n_domains=model.n_domains,
         # Candidates run on all threads, each simulated on one (no nested thread pools).
         screen=screen_text(state, sim_workers=1 if workers > 1 else None),

@@ -76,7 +76,7 @@ def _kernel_metrics(kernels: list[Any], kernel_name: str) -> dict[str, Any]:
 class GpuMeasurer:
     """Runs the task's kernel with an order on the local CUDA GPU through the harness."""
 
-    problem: Any
+    scenario: Any
     budget_s: float = 4.0
     use_ncu: bool = True
     ncu_dir: Path | None = None
@@ -89,27 +89,27 @@ class GpuMeasurer:
         self.device = str(torch.cuda.get_device_name(torch.cuda.current_device()))
 
     def _launcher(self, formula: Any) -> Any:
-        launch = self.problem.kernel.launcher or self.problem.task.custom_kernel
+        launch = self.scenario.kernel.launcher or self.scenario.task.custom_kernel
         return lambda data: launch(data, formula)
 
     def _ncu(self, formula: Any) -> dict[str, Any] | None:
         if not self.use_ncu:
             return None
-        if self.problem.kernel.is_user_file:
+        if self.scenario.kernel.is_user_file:
             return {"error": "ncu profiles the task's own kernel file; not run for a --kernel file"}
         from swizzlelab.errors import UserError
         from swizzlelab.harness import profile
 
         try:
-            kernels = profile(self.problem.task, self.problem.case, formula, self.ncu_dir)
+            kernels = profile(self.scenario.task, self.scenario.case, formula, self.ncu_dir)
         except UserError as err:
             return {"error": str(err)}
-        return _kernel_metrics(kernels, self.problem.kernel.name)
+        return _kernel_metrics(kernels, self.scenario.kernel.name)
 
     def measure_baseline(self) -> dict[str, Any]:
         from swizzlelab.harness import time_fn
 
-        task, case = self.problem.task, self.problem.case
+        task, case = self.scenario.task, self.scenario.case
         data = task.generate_input(case)
         timing = time_fn(self._launcher(None), data, self.budget_s, check=lambda out: task.check(data, out))
         return {
@@ -123,7 +123,7 @@ class GpuMeasurer:
     def measure(self, formula: Any) -> dict[str, Any]:
         from swizzlelab.harness import check_correctness, compare_interleaved
 
-        task, case = self.problem.task, self.problem.case
+        task, case = self.scenario.task, self.scenario.case
         candidate = self._launcher(formula)
         result = check_correctness(task, candidate, case, recheck=False)
         record: dict[str, Any] = {

@@ -16,7 +16,7 @@ from swizzlelab.optimize.records import (
     UNPARSABLE,
     Attempt,
 )
-from swizzlelab.sim.simulate import fmt_bytes
+from swizzlelab.fmt import fmt_bytes
 
 UNCHANGED_PP = 0.5  # predicted hit-rate changes below this many percentage points read as "unchanged"
 
@@ -184,23 +184,23 @@ def why_new_is_better(
     return ". ".join(parts) + "."
 
 
-def memory_summary(problem: Any, analysis: Any) -> str:
+def memory_summary(scenario: Any, analysis: Any) -> str:
     """The task's memory facts from its trace (footprint, reuse, sharing statements), for reasoning sections."""
     tensors = ", ".join(
         f"{t.name} {fmt_bytes(t.touched_bytes)} touched / {fmt_bytes(t.requested_bytes)} requested "
         f"({t.requested_bytes / t.touched_bytes if t.touched_bytes else 0:.1f}x reuse)"
         for t in analysis.tensors
     )
-    model = problem.target.model
+    model = scenario.target.model
     lines = [
         (
-            f"Task {problem.task.name} ({problem.sizes_label()}), tile grid {'x'.join(map(str, problem.grid))} "
-            f"({problem.n_tiles} programs); tensors (from trace): {tensors}."
+            f"Task {scenario.task.name} ({scenario.sizes_label()}), tile grid {'x'.join(map(str, scenario.grid))} "
+            f"({scenario.n_tiles} programs); tensors (from trace): {tensors}."
         ),
         (
             f"Target {model.name}: {model.n_domains} L2 domain(s) of "
             f"{fmt_bytes(model.l2_effective_bytes_per_domain)}, {model.units_per_domain} units each, dispatch "
-            f"{model.dispatch}; {problem.occupancy} resident program(s) per unit ({problem.occupancy_source})."
+            f"{model.dispatch}; {scenario.occupancy.programs} resident program(s) per unit ({scenario.occupancy.source})."
         ),
         f"Best hit rate any order could reach: {pct(analysis.best_hit_rate)} (from trace: 1 - compulsory/requested).",
     ]

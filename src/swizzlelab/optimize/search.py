@@ -14,7 +14,7 @@ from typing import Any
 from swizzlelab.errors import UserError
 from swizzlelab.optimize.reasons import pct, why_new_is_better
 from swizzlelab.optimize.records import Attempt, Proposal
-from swizzlelab.sim.simulate import fmt_bytes
+from swizzlelab.fmt import fmt_bytes
 
 # A 1-D order the families do not cover: the launch order reversed.
 REVERSE_1D = "pid = tl.num_programs(0) - 1 - tl.program_id(0)\n"

@@ -14,7 +14,8 @@ from numba import njit
 from swizzlelab.errors import UserError
 from swizzlelab.hw import HardwareModel, get_model
 from swizzlelab.sim import kernels
-from swizzlelab.sim.simulate import SimResult, fmt_bytes, footprint_of, simulate
+from swizzlelab.fmt import fmt_bytes
+from swizzlelab.sim.simulate import SimResult, footprint_of, simulate
 
 # Dense per-line arrays (~22 bytes a line) are used up to this span of line ids; sparser ids are compacted.
 MAX_DENSE_LINES = 1 << 25

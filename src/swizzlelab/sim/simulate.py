@@ -14,7 +14,8 @@ from typing import Any
 import numpy as np
 
 from swizzlelab.errors import UserError
-from swizzlelab.hw import HardwareModel, get_model
+from swizzlelab.fmt import fmt_bytes
+from swizzlelab.hw import HardwareModel, domain_programs, get_model
 from swizzlelab.sim import kernels
 
 MAX_OCCUPANCY = 64
@@ -127,16 +128,6 @@ class SimResult:
         return "\n".join(lines)
 
 
-def fmt_bytes(n_bytes: float) -> str:
-    """Bytes in the largest unit that keeps the number >= 1 (decimal units, as ncu prints them)."""
-    value = float(n_bytes)
-    for unit in ("B", "KB", "MB", "GB", "TB"):
-        if abs(value) < 1000 or unit == "TB":
-            return f"{value:.0f} {unit}" if unit == "B" else f"{value:.2f} {unit}"
-        value /= 1000
-    return f"{value:.2f} TB"  # unreachable
-
-
 def _as_perm(perm: Any, n_tiles: int) -> np.ndarray:
     array = np.asarray(getattr(perm, "perm", perm))
     if array.ndim != 1 or array.shape[0] != n_tiles:
@@ -169,14 +160,6 @@ def _trace_arrays(trace: Any) -> tuple[np.ndarray, ...]:
     if step_ptr.size == 0 or step_ptr[-1] != lines.size or tile_step_ptr.size == 0 or tile_step_ptr[-1] != step_ptr.size - 1:
         raise UserError("access trace CSR pointers do not match its arrays: rebuild the trace")
     return arrays
-
-
-def domain_programs(perm: np.ndarray, hw: HardwareModel) -> list[np.ndarray]:
-    """Tiles each L2 domain runs, in the order its slots receive them."""
-    if hw.dispatch == "round_robin_domains":
-        # Launch index i goes to domain i mod n_domains, in increasing i within a domain.
-        return [perm[d :: hw.n_domains] for d in range(hw.n_domains)]
-    return [perm] + [perm[:0]] * (hw.n_domains - 1)
 
 
 def default_workers() -> int:

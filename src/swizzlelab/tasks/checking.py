@@ -9,7 +9,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-import torch
 import yaml
 
 from swizzlelab.errors import UserError
@@ -64,7 +63,9 @@ def _fail(message: str) -> CheckResult:
     return CheckResult(ok=False, message=message, n_bad=-1, max_abs_err=float("inf"), worst_index=None)
 
 
-def _wide(tensor: torch.Tensor) -> torch.Tensor:
+def _wide(tensor: Any) -> Any:
+    import torch  # start-up: commands that never compare tensors do not load torch
+
     # fp32 holds every fp16/bf16 value exactly and int64 every integer output; both keep the check on-device.
     return tensor.to(torch.float32) if tensor.is_floating_point() else tensor.to(torch.int64)
 
@@ -73,8 +74,10 @@ def _format(value: float | int) -> str:
     return f"{value:.6g}" if isinstance(value, float) else str(value)
 
 
-def compare(output: Any, expected: torch.Tensor, tolerance: Tolerance, name: str = "out") -> CheckResult:
+def compare(output: Any, expected: Any, tolerance: Tolerance, name: str = "out") -> CheckResult:
     """Element-wise comparison of `output` with `expected` within `tolerance`; never raises on bad output."""
+    import torch  # start-up: commands that never compare tensors do not load torch
+
     if not isinstance(output, torch.Tensor):
         return _fail(f"{name}: the kernel returned {type(output).__name__}, expected a torch.Tensor")
     if tuple(output.shape) != tuple(expected.shape):

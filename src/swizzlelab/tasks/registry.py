@@ -5,11 +5,8 @@ A task folder holds task.yml, reference.py, kernel.py and optionally access.py; 
 
 from __future__ import annotations
 
-import hashlib
 import importlib
-import importlib.util
 import math
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import ModuleType
@@ -18,6 +15,7 @@ from typing import Any
 import yaml
 
 from swizzlelab.errors import UserError
+from swizzlelab.io import load_module, module_name_for
 from swizzlelab.runtime import ensure_triton_backend
 from swizzlelab.tasks.checking import CheckResult, Tolerance, parse_tolerance
 
@@ -196,22 +194,9 @@ def _import(folder: Path, stem: str, package: str | None) -> ModuleType:
         return importlib.import_module(f"{package}.{stem}")
     # A user's folder gets a module name derived from its path, so two folders never share modules and
     # loading the same folder twice reuses the already-imported (and already-compiled) kernel.
-    digest = hashlib.sha256(str(folder).encode()).hexdigest()[:12]
-    module_name = f"swizzlelab_user_task_{digest}.{stem}"
-    if module_name in sys.modules:
-        return sys.modules[module_name]
     path = folder / f"{stem}.py"
-    module_spec = importlib.util.spec_from_file_location(module_name, path)
-    if module_spec is None or module_spec.loader is None:
-        raise UserError(f"cannot import {path}: not a Python module")
-    module = importlib.util.module_from_spec(module_spec)
-    sys.modules[module_name] = module  # dataclasses and triton look the module up while it executes
-    try:
-        module_spec.loader.exec_module(module)
-    except Exception as err:  # a user's file: report one line instead of a traceback
-        del sys.modules[module_name]
-        raise UserError(f"cannot import {path}: {type(err).__name__}: {err}".splitlines()[0]) from None
-    return module
+    package_name = module_name_for(folder, "swizzlelab_user_task")
+    return load_module(path, f"{package_name}.{stem}", what=f"cannot import {path}", reuse=True)
 
 
 def load_spec(spec_path: Path) -> TaskSpec:

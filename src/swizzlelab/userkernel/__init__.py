@@ -162,7 +162,8 @@ def open_user_kernel(
     wrapper = resolve_wrapper(kfile, launch, kernel)
     arguments = build_arguments(wrapper, inputs or Inputs(), device())
     launcher = Launcher(kfile, kernel, wrapper, arguments, choice, model,
-                        splice=lambda _jit_fn, formula: apply_swizzle(marked.jit_fn, formula))
+                        splice=lambda _jit_fn, formula: apply_swizzle(marked.jit_fn, formula),
+                        seed=(inputs or Inputs()).seed)
     return UserKernel(kfile, kernel, found, choice, launcher, marked)
 
 

@@ -195,6 +195,7 @@ class Launcher:
     choice: config_mod.Choice
     model: HardwareModel
     splice: Callable[[Any, Any], Any] = lambda jit_fn, formula: jit_fn  # (jit_fn, formula) -> jit fn
+    seed: int = 0
 
     @contextlib.contextmanager
     def forced(self, formula: Any = None) -> Iterator[_ForcedLaunch]:

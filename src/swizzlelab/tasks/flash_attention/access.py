@@ -38,3 +38,12 @@ def access_model(*, batch: int, heads: int, seq: int, head_dim: int = 128, confi
     builder.block(out, tile, n_steps - 1, (qblock * bm, qblock * bm + bm), (0, head_dim), lead=(bh,), write=True)
     meta = {"task": "flash_attention", "sizes": f"batch={batch} heads={heads} seq={seq} head_dim={head_dim}", "config": repr(cfg)}
     return builder.build(meta)
+
+
+def line_accesses(*, batch: int, heads: int, seq: int, head_dim: int = 128, config: Any = None, **_: Any) -> int:
+    """How many line accesses access_model builds (tiles x steps x 2 x BN x lines per row, plus q and out)."""
+    cfg = config or kernel.GPU_CONFIG
+    rows, cols = kernel.tile_grid(batch=batch, heads=heads, seq=seq, head_dim=head_dim, config=cfg)
+    per_row = -(-head_dim * ELEM_BYTES // 128)
+    steps = -(-seq // cfg.block_n)
+    return rows * cols * per_row * (2 * cfg.block_m + steps * 2 * cfg.block_n)

@@ -51,3 +51,13 @@ def access_model(
         "loads": "per channel (exact)" if per_channel_loads else "per row block (channel loads merged: L1 hits)",
     }
     return builder.build(meta)
+
+
+def line_accesses(*, rows: int, channels: int, config: Any = None, **_: Any) -> int:
+    """An upper bound of access_model's line accesses: every row of a band read once per channel group (a
+    row slice may straddle two lines), then the group's counts."""
+    cfg = config or kernel.GPU_CONFIG
+    n_bands, n_groups = kernel.tile_grid(rows=rows, channels=channels, config=cfg)
+    per_row = -(-cfg.block_c // 128) + 1
+    counts = cfg.block_c * -(-kernel.N_BINS * 4 // 128)
+    return rows * n_groups * per_row + n_bands * n_groups * counts

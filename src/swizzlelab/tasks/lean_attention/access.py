@@ -117,3 +117,14 @@ def access_model(
         "kernel": "lean_attention_kernel (stream-K pass; merge kernel not modelled)",
     }
     return builder.build(meta)
+
+
+def line_accesses(
+    *, batch: int, heads: int, max_ctx: int, n_programs: int, head_dim: int = 128, config: Any = None, **_: Any
+) -> int:
+    """An upper bound of access_model's line accesses (every context at max_ctx): K and V rows of every key
+    block of every head, plus per program the search and the partial stores."""
+    cfg = config or kernel.GPU_CONFIG
+    per_row = -(-head_dim * 2 // 128)
+    blocks = batch * heads * -(-max_ctx // cfg.block_n)
+    return blocks * 2 * cfg.block_n * per_row + n_programs * (64 + 2 * per_row * 4) + batch * heads * 8

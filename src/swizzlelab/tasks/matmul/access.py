@@ -69,3 +69,12 @@ def _wrapped_gather(
     tile_b = np.broadcast_to(tiles[:, None, None, None], index.shape)
     step_b = np.broadcast_to(step[None, :, None, None], index.shape)
     builder.gather(tensor, tile_b[valid], step_b[valid], index[valid])
+
+
+def line_accesses(*, m: int, n: int, k: int, config: Any = None, **_: Any) -> int:
+    """How many line accesses access_model builds (aligned rows; an estimate the scenario checks memory with)."""
+    cfg = config or kernel.GPU_CONFIG
+    rows, cols = kernel.tile_grid(m=m, n=n, config=cfg)
+    per_step = cfg.block_m * -(-cfg.block_k * ELEM_BYTES // 128) + cfg.block_k * -(-cfg.block_n * ELEM_BYTES // 128)
+    write = cfg.block_m * -(-cfg.block_n * ELEM_BYTES // 128)
+    return rows * cols * (-(-k // cfg.block_k) * per_step + write)

@@ -79,3 +79,11 @@ def _as_itemsize(values: Any) -> int:
     if hasattr(values, "element_size"):
         return int(values.element_size())
     return int(np.asarray(values).dtype.itemsize)
+
+
+def line_accesses(*, rows: int, cols: int, avg_nnz: float = 0, config: Any = None, **_: Any) -> int:
+    """An estimate of access_model's line accesses from the sizes alone: per row two row_ptr reads and the y
+    write; per nonzero one x gather; col_idx and values read by blocks (up to two lines each)."""
+    cfg = config or kernel.GPU_CONFIG
+    nnz = int(rows * max(avg_nnz, 0))
+    return 3 * rows + nnz + 4 * -(-nnz // cfg.block)

@@ -38,3 +38,12 @@ def _elem_bytes(dtype: str) -> int:
     if dtype not in ELEM_BYTES:
         raise UserError(f"transpose access model: dtype {dtype!r} unknown; use one of {', '.join(ELEM_BYTES)}")
     return ELEM_BYTES[dtype]
+
+
+def line_accesses(*, m: int, n: int, dtype: str = "float32", config: Any = None, **_: Any) -> int:
+    """How many line accesses access_model builds (aligned rows; an estimate the scenario checks memory with)."""
+    cfg = config or kernel.GPU_CONFIG
+    elem = ELEM_BYTES.get(dtype, 4)
+    rows, cols = kernel.tile_grid(m=m, n=n, config=cfg)
+    per_tile = cfg.block_m * -(-cfg.block_n * elem // 128) + cfg.block_n * -(-cfg.block_m * elem // 128)
+    return rows * cols * per_tile

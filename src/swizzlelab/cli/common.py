@@ -1,0 +1,39 @@
+"""What every command group shares: consoles that do not wrap piped output, one progress-bar layout, and
+option texts written once.
+"""
+
+from __future__ import annotations
+
+import sys
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+# Piped output is read by programs and pasted into issues: one record per line, never cut mid-sentence.
+PIPE_WIDTH = 10_000
+
+
+def console(stderr: bool = False) -> Console:
+    """A rich console; when the stream is not a terminal, lines are never wrapped."""
+    stream = sys.stderr if stderr else sys.stdout
+    if stream.isatty():
+        return Console(stderr=stderr)
+    return Console(stderr=stderr, width=PIPE_WIDTH, soft_wrap=True)
+
+
+def progress_bar(target: Console, transient: bool = True, label: str = "") -> Progress:
+    """The one progress layout: label, bar, done/total, elapsed, what is being done now."""
+    return Progress(
+        TextColumn(label or "[bold]working[/]"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+        TextColumn("{task.description}"), console=target, transient=transient,
+    )
+
+
+def outputs_option() -> str:
+    return ("names a formula file assigns for the kernel, e.g. pid_m,pid_n (default: by the grid's rank); family "
+            "specs name their own")
+
+
+def split_outputs(text: str | None) -> list[str] | None:
+    """'pid_m, pid_n' -> ['pid_m', 'pid_n']; None stays None."""
+    return [name.strip() for name in text.split(",") if name.strip()] if text else None

@@ -1,0 +1,30 @@
+"""Formatting of figures for people: bytes, rates, grids. The one place each unit is written out.
+
+Every command, log and report formats with these, so the same quantity reads the same everywhere.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+
+# Binary multiples labelled KB / MB / GB / TB, as the leaderboard reports (docs/formats/) print ncu's bytes.
+_BYTE_UNITS = (("TB", 1024.0**4), ("GB", 1024.0**3), ("MB", 1024.0**2), ("KB", 1024.0))
+
+
+def fmt_bytes(value: float) -> str:
+    """Bytes with two decimals in the largest unit that keeps the number >= 1 (1 KB = 1024 bytes)."""
+    number = float(value)
+    for unit, scale in _BYTE_UNITS:
+        if abs(number) >= scale:
+            return f"{number / scale:.2f} {unit}"
+    return f"{number:.0f} B"
+
+
+def pct(rate: float | None) -> str:
+    """A rate in 0..1 as a percentage with one decimal; 'n/a' for None."""
+    return "n/a" if rate is None else f"{100 * rate:.1f}%"
+
+
+def grid_text(grid: Iterable[int]) -> str:
+    """(64, 32) -> '64x32'."""
+    return "x".join(str(int(g)) for g in grid)

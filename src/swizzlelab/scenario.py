@@ -1,0 +1,507 @@
+"""One scenario: a task case on a target GPU, with its tile grid, swizzle names, occupancy, kernel site and trace.
+
+Every command and script builds what it works on here (`load_scenario`), so they agree for the same inputs.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import inspect
+import math
+import textwrap
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import ModuleType
+from typing import Any
+
+import numpy as np
+
+from swizzlelab.errors import FormulaError, KernelSiteError, UserError
+from swizzlelab.fmt import fmt_bytes, grid_text
+from swizzlelab.hw import HardwareModel, Target, resolve_target
+from swizzlelab.io import load_module, module_name_for
+from swizzlelab.runtime import available_memory_bytes, ensure_triton_backend
+from swizzlelab.swizzle import Formula, Permutation, compose, family, find_site, parse_formula, to_permutation
+from swizzlelab.swizzle.emit import splice_source
+from swizzlelab.swizzle.evaluate import evaluate
+from swizzlelab.swizzle.proof import Proof, permutation_id, prove_outputs
+from swizzlelab.tasks import Task, load_task
+from swizzlelab.trace import AccessTrace
+
+# Kernel launch configurations a scenario may use: the GPU one (what predictions and measurements are for), the
+# CPU interpreter's, or whichever this process's backend would pick ("backend").
+CONFIGS = {"gpu": "GPU_CONFIG", "cpu": "CPU_CONFIG", "backend": ""}
+# Task kernels launch a 1-D grid of prod(tile grid) programs (docs/ARCHITECTURE.md, "Launch").
+KERNEL_LAUNCH_RANK = 1
+# Peak memory while a formula is evaluated and proved on the grid, per program (tracemalloc on a 2048x2048 grid:
+# grouped:GROUP_M=8 73 bytes, xcd+grouped 97, hilbert:SIDE=8 216; the largest family sets the figure).
+PERM_BYTES_PER_PROGRAM = 216
+# Peak memory per line access while an analytic trace is built (matmul 8192^3: 135M accesses, 1.7 GB above
+# the process's start; benchmarks/trace_speed/trace_speed_cpu.json) plus the simulator's copy of its keys.
+TRACE_BYTES_PER_ACCESS = 24
+
+
+@dataclass(frozen=True)
+class KernelInfo:
+    """The @triton.jit function with a swizzle site, where it lives, and how to launch it."""
+
+    jit_fn: Any
+    name: str
+    module: ModuleType
+    path: Path
+    source: str  # the function's own source (decorator included), dedented
+    module_source: str
+    source_hash: str  # sha256 prefix of the module source: a measurement cache key's kernel part
+    launcher: Any  # custom_kernel(data, order) or None when the file has no launcher
+    is_user_file: bool
+
+    def site_text(self) -> str:
+        """The kernel's own order: the text of its swizzle site, dedented."""
+        site = find_site(self.source, self.name)
+        lines = self.source.splitlines()[site.start : site.stop]
+        return textwrap.dedent("\n".join(lines)).strip() + "\n"
+
+
+@dataclass(frozen=True)
+class Occupancy:
+    """Programs resident per SM/CU in the simulator, and where that figure comes from."""
+
+    programs: int
+    source: str
+
+    def text(self) -> str:
+        return f"occupancy {self.programs} program(s) per SM/CU ({self.source})"
+
+
+def default_occupancy(kernel_module: Any, model: HardwareModel) -> Occupancy:
+    """THE occupancy rule of every command: the kernel module's H100_OCCUPANCY (ncu-measured programs per SM
+    for its GPU_CONFIG) on NVIDIA targets, else 1 (which under-fills the GPU, and says so)."""
+    measured = getattr(kernel_module, "H100_OCCUPANCY", None)
+    if measured and model.vendor == "nvidia":
+        return Occupancy(int(measured), "the kernel's, measured by ncu on an H100")
+    return Occupancy(1, "no measured occupancy for this kernel on this target; set --occupancy")
+
+
+@dataclass(frozen=True)
+class Checked:
+    """A formula evaluated on every program of the grid: its proof and, when a bijection, the tile order."""
+
+    formula: Formula
+    proof: Proof
+    perm: Any  # np.ndarray int64, launch index -> tile
+    permutation_id: str
+
+
+@dataclass
+class Scenario:
+    """A task case on a concrete tile grid for one kernel, target model and occupancy; the trace on demand."""
+
+    task: Task
+    case: dict[str, Any]
+    config_name: str
+    config: Any
+    grid: tuple[int, ...]
+    args: dict[str, Any]
+    consts: dict[str, Any]
+    target: Target
+    occupancy: Occupancy
+    kernel_module: ModuleType  # the module whose tile_grid / swizzle_args gave the grid (task's or user's)
+    kernel_file: Path | None = None
+    _kernel: KernelInfo | None = field(default=None, repr=False)
+    _trace: AccessTrace | None = field(default=None, repr=False)
+
+    # -- what it is ----------------------------------------------------------------------------------------
+    @property
+    def model(self) -> HardwareModel:
+        return self.target.model
+
+    @property
+    def sizes(self) -> dict[str, Any]:
+        return {k: v for k, v in self.case.items() if k != "seed"}
+
+    @property
+    def rank(self) -> int:
+        return len(self.grid)
+
+    @property
+    def n_tiles(self) -> int:
+        return math.prod(self.grid)
+
+    def sizes_label(self) -> str:
+        return " ".join(f"{k}={v}" for k, v in self.sizes.items())
+
+    def label(self) -> str:
+        """'matmul m=4096 n=4096 k=4096 seed=11, grid 32x32'."""
+        return f"{self.task.name} {self.task.case_label(self.case)}, grid {grid_text(self.grid)}"
+
+    def header(self) -> str:
+        """One line for a command's output: task, case, grid, target and occupancy with its source."""
+        return f"task {self.label()}, target {self.model.name}, {self.occupancy.text()}"
+
+    def identity(self) -> dict[str, Any]:
+        """What makes two runs the same scenario (an optimize run resumes only into an identical one)."""
+        return {
+            "task": self.task.name,
+            "sizes": self.sizes,
+            "seed": self.case.get("seed"),
+            "grid": list(self.grid),
+            "target": self.model.name,
+            "kernel": str(self.kernel.path),
+            "kernel_hash": self.kernel.source_hash,
+            "occupancy": self.occupancy.programs,
+            "occupancy_source": self.occupancy.source,
+        }
+
+    # -- the kernel and its orders ---------------------------------------------------------------------------
+    @property
+    def kernel(self) -> KernelInfo:
+        """The jit function with the swizzle site (the user's --kernel file, else the task's kernel.py)."""
+        if self._kernel is None:
+            path = Path(self.kernel_module.__file__ or self.task.path / "kernel.py")
+            self._kernel = kernel_from_module(self.kernel_module, path, is_user_file=self.kernel_file is not None)
+        return self._kernel
+
+    def default_order(self) -> Formula:
+        """The kernel's own order: its swizzle site as a formula."""
+        return self.formula(self.kernel.site_text())
+
+    def formula(self, text: str, outputs: Sequence[str] | None = None) -> Formula:
+        """Formula text for this scenario's kernel: outputs that fit the grid and the site, a launch the kernel
+        makes (1-D), names defined before the site. A linear formula on a 2-D grid runs before row-major."""
+        formula = parse_formula(text, tuple(outputs) if outputs else None)
+        return self._fit(formula, check_site=True)
+
+    def parse_order(self, spec: str | Formula | None, outputs: Sequence[str] | None = None) -> Formula:
+        """An order: None = the kernel's own, a Formula, a family spec ('grouped:GROUP_M=8') or a formula file."""
+        if spec is None:
+            return self.default_order()
+        if isinstance(spec, Formula):
+            return self._fit(spec, check_site=False)
+        path = Path(spec)
+        if path.suffix == ".py" or path.is_file():
+            if not path.is_file():
+                raise UserError(f"order file {spec} does not exist")
+            return self._fit(parse_formula(path.read_text(), tuple(outputs) if outputs else None), check_site=False,
+                             where=str(spec))
+        if outputs:
+            raise UserError("--outputs applies to a formula file; a family spec names its own outputs")
+        return self._fit(self.task.parse_order(spec), check_site=False, where=spec)
+
+    def _fit(self, formula: Formula, check_site: bool, where: str = "formula") -> Formula:
+        if formula.launch_rank > KERNEL_LAUNCH_RANK:
+            raise FormulaError(
+                f"{where} reads tl.program_id({formula.launch_rank - 1}) but {self.task.name}'s kernel launches a "
+                f"1-D grid of {self.n_tiles} programs: write the order over tl.program_id(0) (tile = launch index)"
+            )
+        if self.rank == 2 and formula.outputs == ("pid",):
+            formula = compose(formula, family("identity"))
+        if self.rank == 1 and formula.outputs != ("pid",):
+            raise FormulaError(
+                f"{where} yields {', '.join(formula.outputs)} but the tile grid {grid_text(self.grid)} is 1-D: end "
+                "it with `pid = ...`"
+            )
+        if self.rank == 2 and set(formula.outputs) != {"pid_m", "pid_n"}:
+            raise FormulaError(
+                f"{where} yields {', '.join(formula.outputs)} but {self.task.name}'s site needs pid_m and pid_n"
+            )
+        if check_site:
+            # Splicing checks the names the formula needs are defined before the kernel's site.
+            splice_source(self.kernel.source, formula, self.kernel.name, self.kernel.name)
+        return formula
+
+    def check(self, formula: Formula) -> Checked:
+        """Evaluate `formula` on every program: the proof (never raises on defects) and the tile order."""
+        self.require_memory(include_trace=False)
+        outputs = evaluate(formula, self.grid, self.args, self.consts)
+        proof, tiles = prove_outputs(outputs, formula, self.grid)
+        tiles = np.ascontiguousarray(tiles, dtype=np.int64)
+        return Checked(formula=formula, proof=proof, perm=tiles, permutation_id=permutation_id(self.grid, tiles))
+
+    def permutation(self, order: str | Formula | None = None) -> Permutation:
+        """The proven permutation of an order on this grid; NotABijectionError (exit 1) with counts otherwise."""
+        self.require_memory(include_trace=False)
+        return to_permutation(self.parse_order(order), self.grid, self.args, self.consts)
+
+    # -- the trace -------------------------------------------------------------------------------------------
+    @property
+    def trace(self) -> AccessTrace:
+        """The analytic access trace (the task's access.py) of this case, built once."""
+        if self._trace is None:
+            if not self.task.has_access_model:
+                raise UserError(
+                    f"task {self.task.name} has no access model (access.py): predictions need one; record a trace "
+                    "with `swizzlelab trace --traced`"
+                )
+            self.require_memory(include_trace=True)
+            trace = self.task.access_model(self.case, config=self.config)
+            if tuple(trace.grid) != self.grid:
+                raise UserError(
+                    f"task {self.task.name}: access model grid {tuple(trace.grid)} differs from tile_grid {self.grid}"
+                )
+            self._trace = trace
+        return self._trace
+
+    def recorded_trace(self, kernel_name: str | None = None) -> AccessTrace:
+        """The kernel's accesses recorded under the Triton interpreter, in its own order (small cases only)."""
+        from swizzlelab.trace.tracer import trace_call
+
+        self.require_memory(include_trace=True)
+        data = self.task.generate_input(self.case)
+        return trace_call(lambda: self.task.custom_kernel(data, None, self.config), self.grid,
+                          kernel_name=kernel_name, meta={"task": self.task.name})
+
+    def line_accesses(self) -> int | None:
+        """The access model's estimate of the trace's line accesses (None when the task gives none)."""
+        estimate = getattr(self.task.access, "line_accesses", None) if self.task.access is not None else None
+        if estimate is None:
+            return None
+        cfg = self.config if self.config is not None else getattr(self.task.kernel, "GPU_CONFIG", None)
+        return int(estimate(**self.case, config=cfg))
+
+    def required_bytes(self, include_trace: bool = True) -> tuple[int, str]:
+        """(bytes, what for): the memory proving an order, and with `include_trace` building the trace, needs."""
+        need = self.n_tiles * PERM_BYTES_PER_PROGRAM
+        what = f"{self.n_tiles:,} programs"
+        accesses = self.line_accesses() if include_trace else None
+        if accesses:
+            need += accesses * TRACE_BYTES_PER_ACCESS
+            what += f", ~{accesses:,} line accesses in its trace"
+        return need, what
+
+    def require_memory(self, include_trace: bool = True) -> None:
+        """Refuse up front (one line, the bytes it would need) what would not fit in this machine's memory."""
+        need, what = self.required_bytes(include_trace)
+        available = available_memory_bytes()
+        if need > available:
+            raise UserError(
+                f"{self.task.name} {self.sizes_label()} needs about {fmt_bytes(need)} of memory ({what}); this "
+                f"machine has {fmt_bytes(available)} available: use smaller sizes"
+            )
+
+
+# ---------------------------------------------------------------------------------------------- kernels
+
+
+def _has_site(source: str, name: str) -> bool:
+    try:
+        find_site(source, name)
+    except KernelSiteError:
+        return False
+    return True
+
+
+def _jit_functions(module: ModuleType) -> list[tuple[str, Any, str]]:
+    """(name, jit fn, source) of every @triton.jit function defined in `module`."""
+    out = []
+    for name, value in vars(module).items():
+        fn = getattr(value, "fn", None)
+        if fn is None or not callable(fn) or getattr(fn, "__module__", None) != module.__name__:
+            continue
+        try:
+            source = textwrap.dedent(inspect.getsource(fn))
+        except (OSError, TypeError):
+            continue
+        out.append((name, value, source))
+    return out
+
+
+def kernel_from_module(module: ModuleType, path: Path, is_user_file: bool) -> KernelInfo:
+    """The one jit function of `module` that has a swizzle site; KernelSiteError when none (or several) do."""
+    with_site = [(n, fn, src) for n, fn, src in _jit_functions(module) if _has_site(src, n)]
+    if not with_site:
+        raise KernelSiteError(
+            f"{path}: no @triton.jit function with a swizzle site: add the line `pid = tl.program_id(0)` or wrap "
+            "the block computing pid_m/pid_n in '# swizzle: begin' / '# swizzle: end'"
+        )
+    if len(with_site) > 1:
+        raise KernelSiteError(
+            f"{path}: {len(with_site)} @triton.jit functions have a swizzle site "
+            f"({', '.join(n for n, _, _ in with_site)}): keep the site in one of them"
+        )
+    name, jit_fn, source = with_site[0]
+    module_source = path.read_text()
+    return KernelInfo(
+        jit_fn=jit_fn,
+        name=name,
+        module=module,
+        path=path,
+        source=source,
+        module_source=module_source,
+        source_hash=hashlib.sha256(module_source.encode()).hexdigest()[:16],
+        launcher=getattr(module, "custom_kernel", None),
+        is_user_file=is_user_file,
+    )
+
+
+def load_kernel_file(path: str | Path) -> KernelInfo:
+    """A user's kernel file (a @triton.jit function with a swizzle site); UserError if it cannot be imported."""
+    file = Path(path).expanduser().resolve()
+    if not file.is_file():
+        raise UserError(f"--kernel {path}: no such file; give a .py file with a @triton.jit kernel")
+    ensure_triton_backend()
+    module = load_module(file, module_name_for(file, "swizzlelab_user_kernel"), what=f"--kernel {path}")
+    return kernel_from_module(module, file, is_user_file=True)
+
+
+# ---------------------------------------------------------------------------------------------- cases
+
+
+CASE_KINDS = {"test": "tests", "tests": "tests", "bench": "benchmarks", "benchmark": "benchmarks",
+              "benchmarks": "benchmarks"}
+
+
+def pick_case(task: Task, spec: str | None) -> dict[str, Any]:
+    """'test:N' / 'bench:N' -> that case of task.yml; None -> the first benchmark case (else the first test)."""
+    if spec is None:
+        cases = task.cases("benchmarks") or task.cases("tests")
+        if not cases:
+            raise UserError(f"task {task.name} lists no benchmark or test cases in task.yml: add one")
+        return dict(cases[0])
+    kind, _, index = spec.partition(":")
+    if kind not in CASE_KINDS or not index.isdigit():
+        raise UserError(f"case {spec!r} not understood: write test:N or bench:N (N counts from 0)")
+    cases = task.cases(CASE_KINDS[kind])
+    if int(index) >= len(cases):
+        short = "test" if CASE_KINDS[kind] == "tests" else "bench"
+        raise UserError(
+            f"task {task.name} has {len(cases)} {CASE_KINDS[kind]} cases: pick {short}:0 to {short}:{len(cases) - 1}"
+        )
+    return dict(cases[int(index)])
+
+
+def apply_sizes(items: Sequence[str], case: dict[str, Any]) -> dict[str, Any]:
+    """Apply `NAME=VALUE` overrides to a case; values keep the type of the case's own value, numbers >= 1."""
+    out = dict(case)
+    for item in items:
+        if "=" not in item:
+            raise UserError(f"--size {item!r} is not NAME=VALUE: write e.g. --size m=4096")
+        name, text = (part.strip() for part in item.split("=", 1))
+        if name not in case or name == "seed":
+            known = ", ".join(k for k in case if k != "seed")
+            raise UserError(f"--size {name}: this task's sizes are {known}")
+        current = case[name]
+        try:
+            if isinstance(current, bool):
+                value: Any = text.lower() in ("1", "true", "yes")
+            elif isinstance(current, int):
+                value = int(text)
+            elif isinstance(current, float):
+                value = float(text)
+            else:
+                value = text
+        except ValueError:
+            raise UserError(f"--size {name}={text}: expected a {type(current).__name__}") from None
+        if not isinstance(value, bool) and isinstance(value, (int, float)) and value < 1:
+            raise UserError(f"--size {name}={text}: sizes must be at least 1")
+        out[name] = value
+    return out
+
+
+def _config(task: Task, module: ModuleType, name: str) -> Any:
+    key = name.strip().lower()
+    if key not in CONFIGS:
+        raise UserError(f"config {name!r} unknown: use {', '.join(CONFIGS)}")
+    if key == "backend":
+        return None
+    attr = CONFIGS[key]
+    config = getattr(module, attr, None) or getattr(task.kernel, attr, None)
+    if config is None and key == "gpu":
+        return None  # a kernel without configurations sizes its grid itself
+    if config is None:
+        raise UserError(f"task {task.name}'s kernel has no {attr}: use --config gpu")
+    return config
+
+
+def load_scenario(
+    task: str | Path | Task,
+    case: dict[str, Any] | str | None = None,
+    sizes: Sequence[str] = (),
+    target: str | Target = "h100",
+    occupancy: int | None = None,
+    kernel_file: str | Path | None = None,
+    config: str = "gpu",
+    gpu_name: str | None = None,
+) -> Scenario:
+    """The scenario every command works on. `case`: a dict, 'test:N' / 'bench:N', or None (the first benchmark);
+    `sizes`: NAME=VALUE overrides; `target`: a --target name (or a resolved Target), `gpu_name` stands for the
+    local GPU ('' = none, None = ask torch); `occupancy` None applies `default_occupancy`."""
+    loaded = task if isinstance(task, Task) else load_task(task)
+    chosen = case if isinstance(case, dict) else pick_case(loaded, case)
+    chosen = apply_sizes(sizes, dict(chosen))
+    module = loaded.kernel
+    kernel = None
+    if kernel_file:
+        kernel = load_kernel_file(kernel_file)
+        if hasattr(kernel.module, "tile_grid") and hasattr(kernel.module, "swizzle_args"):
+            module = kernel.module
+    cfg = _config(loaded, module, config)
+    sizes_only = {k: v for k, v in chosen.items() if k != "seed"}
+    try:
+        grid = tuple(int(g) for g in module.tile_grid(**sizes_only, config=cfg))
+        args, consts = module.swizzle_args(**sizes_only, config=cfg)
+    except TypeError as err:
+        raise UserError(f"task {loaded.name}: sizes {sizes_only} do not fit its kernel ({err})") from None
+    if module is loaded.kernel and len(grid) != loaded.spec.grid_rank:
+        raise UserError(f"task {loaded.name}: tile_grid returned {grid} but task.yml says grid_rank: {loaded.spec.grid_rank}")
+    if any(g < 1 for g in grid):
+        raise UserError(f"task {loaded.name} {loaded.case_label(chosen)} has an empty tile grid {grid}: raise the sizes")
+    resolved = target if isinstance(target, Target) else resolve_target(target, gpu_name)
+    if occupancy is None:
+        occ = default_occupancy(module, resolved.model)
+    else:
+        if occupancy < 1:
+            raise UserError(f"--occupancy {occupancy}: give at least 1 resident program per SM/CU")
+        occ = Occupancy(int(occupancy), "given with --occupancy")
+    return Scenario(
+        task=loaded, case=dict(chosen), config_name=config.strip().lower(), config=cfg, grid=grid, args=dict(args),
+        consts=dict(consts), target=resolved, occupancy=occ, kernel_module=module,
+        kernel_file=Path(kernel_file) if kernel_file else None, _kernel=kernel,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- user kernels
+
+
+def scenario_from_user_kernel(
+    user_kernel: Any, target: str | Target = "auto", occupancy: int | None = None, gpu_name: str | None = None
+) -> Scenario:
+    """The scenario of a kernel file as people write it (swizzlelab.userkernel): tile grid, swizzle names and the
+    trace all come from tracing that kernel through its own wrapper; the site is the one the finder took."""
+    from swizzlelab.userkernel.task import UserTask
+
+    traced = user_kernel.trace()
+    order = traced.order
+    resolved = target if isinstance(target, Target) else resolve_target(target, gpu_name)
+    if occupancy is None:
+        occ = Occupancy(1, "no measured occupancy for a user kernel; set --occupancy")
+    else:
+        if occupancy < 1:
+            raise UserError(f"--occupancy {occupancy}: give at least 1 resident program per SM/CU")
+        occ = Occupancy(int(occupancy), "given with --occupancy")
+    task = UserTask(user_kernel, rank=len(order.grid))
+    kfile = user_kernel.kfile
+    kernel = KernelInfo(
+        jit_fn=user_kernel.marked.jit_fn,
+        name=user_kernel.kernel.name,
+        module=kfile.module,
+        path=kfile.path,
+        source=user_kernel.marked.source,  # swizzlelab's marked copy: the file itself is untouched
+        module_source=kfile.module_source,
+        source_hash=kfile.source_hash,
+        launcher=task.custom_kernel,
+        is_user_file=True,
+    )
+    arguments = user_kernel.launcher.arguments
+    case: dict[str, Any] = {"seed": user_kernel.launcher.seed}
+    case.update({k: ("x".join(map(str, v.shape)) + " " + str(v.dtype).replace("torch.", "")) if hasattr(v, "shape")
+                 else v for k, v in arguments.items()})
+    case["config"] = user_kernel.choice.label()
+    # names the kernel computes before its site (in swizzlelab's marked copy) are runtime values formulas may read
+    hoisted = {k: v for k, v in (order.defined or {}).items() if k in user_kernel.marked.hoisted}
+    return Scenario(
+        task=task,  # type: ignore[arg-type]
+        case=case, config_name="user", config=user_kernel.choice, grid=tuple(order.grid),
+        args={**order.args, **hoisted}, consts=dict(order.consts), target=resolved, occupancy=occ,
+        kernel_module=kfile.module, kernel_file=kfile.path, _kernel=kernel, _trace=traced.trace,
+    )

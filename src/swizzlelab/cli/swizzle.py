@@ -6,12 +6,14 @@ Library packages never import this module; it sits on top of them.
 from __future__ import annotations
 
 import json
+import time
 from pathlib import Path
 from typing import Optional
 
 import numpy as np
 import typer
 from rich.console import Console
+from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
 from swizzlelab.errors import UserError
@@ -74,6 +76,42 @@ def domain_sharing(perm: np.ndarray, grid: tuple[int, ...], n_domains: int) -> l
     return table
 
 
+class _Progress:
+    """A rich progress bar on stderr that appears only once the work has taken SHOW_AFTER_S seconds."""
+
+    SHOW_AFTER_S = 2.0
+
+    def __init__(self, description: str):
+        self.description = description
+        self.started = time.monotonic()
+        self.bar: Progress | None = None
+        self.task: TaskID | None = None
+
+    def __enter__(self) -> "_Progress":
+        return self
+
+    def update(self, done: int, total: int) -> None:
+        if self.bar is None:
+            if time.monotonic() - self.started < self.SHOW_AFTER_S or done >= total:
+                return
+            self.bar = Progress(
+                TextColumn("{task.description}"),
+                BarColumn(),
+                TextColumn("{task.completed:,}/{task.total:,} programs"),
+                TimeRemainingColumn(),
+                console=Console(stderr=True),
+                transient=True,
+            )
+            self.bar.start()
+            self.task = self.bar.add_task(self.description, total=total)
+        assert self.task is not None
+        self.bar.update(self.task, completed=done)
+
+    def __exit__(self, *exc: object) -> None:
+        if self.bar is not None:
+            self.bar.stop()
+
+
 def register(app: typer.Typer) -> None:
     """Add this module's commands to the main app."""
 
@@ -96,38 +134,44 @@ def register(app: typer.Typer) -> None:
         show_code: bool = typer.Option(False, "--emit", help="also print the Triton code to splice in"),
     ) -> None:
         """Prove a formula is a bijection on a grid; print its defects or its canonical permutation id."""
-        from swizzlelab.swizzle import emit_triton, parse_formula, parse_order, prove, to_permutation
+        from swizzlelab.swizzle import check_order, emit_triton, parse_formula, parse_order
+        from swizzlelab.swizzle.lang import read_formula_file
 
         tile_grid = parse_grid(grid)
         args = parse_assignments(arg, "--arg")
         consts = parse_assignments(const, "--const")
+        names = tuple(o.strip() for o in outputs.split(",")) if outputs else None
         path = Path(formula)
-        if path.is_file():
-            names = tuple(o.strip() for o in outputs.split(",")) if outputs else None
-            parsed = parse_formula(path.read_text(), names)
-        elif formula.endswith(".py"):
-            raise UserError(f"formula file {formula} does not exist")
+        if path.exists() or formula.endswith(".py") or "/" in formula:
+            parsed = parse_formula(read_formula_file(path), names, rank=len(tile_grid))
         else:
+            if names:
+                raise UserError("--outputs names the outputs of a formula file; a family spec yields its own")
             parsed = parse_order(formula, len(tile_grid))
-        proof = prove(parsed, tile_grid, args, consts)
+        with _Progress(f"proving on grid {grid}") as progress:
+            result = check_order(parsed, tile_grid, args, consts, keep_perm=bool(target), progress=progress.update)
+        proof = result.proof
         record: dict[str, object] = {"formula": formula, **proof.to_dict()}
+        if result.notes:
+            record["notes"] = list(result.notes)
         sharing = None
         if proof.is_bijection:
-            permutation = to_permutation(parsed, tile_grid, args, consts)
-            record["permutation_id"] = permutation.id
+            record["permutation_id"] = result.permutation_id
             if target:
                 from swizzlelab.hw import get_model
 
                 model = get_model(target)
                 record["target"] = model.name
-                if model.n_domains > 1:
-                    sharing = domain_sharing(permutation.perm, tile_grid, model.n_domains)
+                if model.n_domains > 1 and result.perm is not None:
+                    sharing = domain_sharing(result.perm, tile_grid, model.n_domains)
                     record["domain_sharing"] = sharing
         if as_json:
             typer.echo(json.dumps(record, indent=2))
         else:
             console = Console()
             style = "green" if proof.is_bijection else "bold red"
+            for note in result.notes:
+                console.print(f"note: {note}", highlight=False, markup=False, soft_wrap=True)
             console.print(f"[{style}]{proof.message()}[/]", highlight=False, soft_wrap=True)
             if proof.is_bijection:
                 console.print(f"permutation id: [bold]{record['permutation_id']}[/]")

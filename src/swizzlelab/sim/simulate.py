@@ -139,7 +139,10 @@ def _as_perm(perm: Any, n_tiles: int) -> np.ndarray:
         raise UserError("launch order must hold integer tile indices")
     array = array.astype(np.int64, copy=False)
     if n_tiles and (array.min() < 0 or array.max() >= n_tiles or np.bincount(array, minlength=n_tiles).max() != 1):
-        raise UserError("launch order is not a permutation of the tiles: check it with `swizzlelab prove`")
+        raise UserError(
+            "launch order is not a permutation of the tiles: prove the formula with "
+            "`swizzlelab check FORMULA --grid ...`, which names the tiles never run or run twice"
+        )
     return np.ascontiguousarray(array)
 
 

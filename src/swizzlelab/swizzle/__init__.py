@@ -7,9 +7,11 @@ from swizzlelab.swizzle.emit import apply_swizzle, emit_triton, find_site, splic
 from swizzlelab.swizzle.evaluate import evaluate, implicit_names, launch_shape
 from swizzlelab.swizzle.families import FAMILIES, compose, family, family_names, parse_order
 from swizzlelab.swizzle.lang import Formula, parse_formula
-from swizzlelab.swizzle.proof import Permutation, Proof, permutation_id, prove, to_permutation
+from swizzlelab.swizzle.proof import CheckResult, Permutation, Proof, check_order, permutation_id, prove, to_permutation
 
 __all__ = [
+    "CheckResult",
+    "check_order",
     "FAMILIES",
     "Formula",
     "Permutation",

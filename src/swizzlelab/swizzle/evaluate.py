@@ -7,14 +7,14 @@ truncating `//` and `%`, overflow reported; constexpr-only arithmetic follows Py
 from __future__ import annotations
 
 import ast
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
 from math import prod
 
 import numpy as np
 
-from swizzlelab.errors import FormulaError
-from swizzlelab.swizzle.lang import Formula
+from swizzlelab.errors import FormulaError, UserError
+from swizzlelab.swizzle.lang import Formula, Statement
 
 INT32_MIN = -(2**31)
 INT32_MAX = 2**31 - 1
@@ -53,12 +53,17 @@ def implicit_names(grid: tuple[int, ...]) -> dict[str, int]:
 
 
 class _Evaluator:
-    def __init__(self, launch: tuple[int, ...], env: dict[str, Value]):
+    """Evaluates statements for the programs [start, stop) of a launch (all of them by default)."""
+
+    def __init__(self, launch: tuple[int, ...], env: dict[str, Value], start: int = 0, stop: int | None = None):
         self.launch = launch
-        self.n_programs = prod(launch)
+        self.total = prod(launch)
+        self.start = start
+        self.stop = self.total if stop is None else stop
+        self.n_programs = self.stop - self.start
         self.env = env
         self.lineno = 0
-        index = np.arange(self.n_programs, dtype=np.int64)
+        index = np.arange(self.start, self.stop, dtype=np.int64)
         self.program_ids: list[np.ndarray] = []
         stride = 1
         for size in launch:
@@ -69,19 +74,30 @@ class _Evaluator:
     def error(self, what: str) -> FormulaError:
         return FormulaError(f"formula line {self.lineno}: {what}")
 
-    def _first_program(self, mask: np.ndarray) -> int:
+    def _first_local(self, mask: np.ndarray) -> int:
         flat = np.broadcast_to(mask, (self.n_programs,)) if mask.ndim == 0 else mask
         return int(np.flatnonzero(flat)[0])
+
+    def _first_program(self, mask: np.ndarray) -> int:
+        return self.start + self._first_local(mask)
+
+    def _count(self, mask: np.ndarray) -> str:
+        """'N program(s)', counted over the whole launch when the mask is, else over this chunk."""
+        if mask.ndim == 0:
+            return f"{self.total} program(s)"
+        count = int(np.count_nonzero(mask))
+        if self.n_programs == self.total:
+            return f"{count} program(s)"
+        return f"{count} of programs {self.start}..{self.stop - 1}"
 
     def _checked(self, data: np.ndarray, is_tensor: bool, bits: int) -> Value:
         if is_tensor and bits == 32 and data.size:
             bad = (data < INT32_MIN) | (data > INT32_MAX)
             if bad.any():
-                program = self._first_program(bad)
-                value = int(np.broadcast_to(data, (self.n_programs,))[program]) if data.ndim else int(data)
+                local = self._first_local(bad)
+                value = int(np.broadcast_to(data, (self.n_programs,))[local]) if data.ndim else int(data)
                 raise self.error(
-                    f"int32 overflow: value {value} for program {program} "
-                    f"({int(np.count_nonzero(bad)) if bad.ndim else self.n_programs} program(s)); "
+                    f"int32 overflow: value {value} for program {self.start + local} ({self._count(bad)}); "
                     "Triton computes this in int32: reorder the arithmetic or make the operands int64"
                 )
         return Value(data, is_tensor, bits)
@@ -90,9 +106,8 @@ class _Evaluator:
     def _divmod(self, a: np.ndarray, b: np.ndarray, c_semantics: bool) -> tuple[np.ndarray, np.ndarray]:
         zero = b == 0
         if zero.any():
-            count = int(np.count_nonzero(zero)) if zero.ndim else self.n_programs
             raise self.error(
-                f"division by zero for {count} program(s) (first: program {self._first_program(zero)}); "
+                f"division by zero for {self._count(zero)} (first: program {self._first_program(zero)}); "
                 "guard the divisor, e.g. tl.maximum(d, 1)"
             )
         quotient = a // b
@@ -203,6 +218,50 @@ class _Evaluator:
         raise self.error(f"tl.{name}")  # pragma: no cover
 
 
+def grid_definition(stmt: Statement, grid: tuple[int, ...], env: Mapping[str, Value]) -> str | None:
+    """Whether `stmt` (re)defines a grid name such as num_pid_m from names not given: then the grid's value
+    stands, and the returned note says so (the Triton tutorial computes num_pid_m inside its remap block)."""
+    implicit = implicit_names(grid)
+    if stmt.target not in implicit:
+        return None
+    missing = sorted({n.id for n in ast.walk(stmt.expr) if isinstance(n, ast.Name)} - set(env) - {"tl"})
+    if not missing:
+        return None
+    return (
+        f"line {stmt.lineno}: {stmt.target} = {ast.unparse(stmt.expr)} reads {', '.join(missing)} (not given): "
+        f"{stmt.target} = {implicit[stmt.target]} taken from the grid"
+    )
+
+
+def run_statements(evaluator: _Evaluator, formula: Formula, grid: tuple[int, ...]) -> list[str]:
+    """Evaluate every statement into the evaluator's names; returns notes on grid names taken from the grid.
+
+    A statement that redefines num_pid_m/num_pid_n must agree with the grid; one that reads names nobody
+    gave keeps the grid's value (the grid is the tile grid those lines compute)."""
+    notes: list[str] = []
+    implicit = implicit_names(grid)
+    for stmt in formula.statements:
+        evaluator.lineno = stmt.lineno
+        note = grid_definition(stmt, grid, evaluator.env)
+        if note is not None:
+            notes.append(note)
+            continue
+        value = evaluator.eval(stmt.expr)
+        if stmt.target in implicit:
+            expected = implicit[stmt.target]
+            wrong = np.asarray(value.data) != expected
+            if wrong.any():
+                got = int(np.broadcast_to(value.data, (evaluator.n_programs,))[evaluator._first_local(wrong)])
+                axis = "rows" if stmt.target == "num_pid_m" else "columns"
+                raise evaluator.error(
+                    f"{stmt.target} = {ast.unparse(stmt.expr)} is {got} but the grid "
+                    f"{fmt_grid(grid)} has {expected} tile {axis}: give the grid the kernel launches "
+                    f"(--grid) or the sizes that produce it (--arg/--const)"
+                )
+        evaluator.env[stmt.target] = value
+    return notes
+
+
 def build_env(
     grid: tuple[int, ...],
     args: Mapping[str, int] | None,
@@ -218,23 +277,124 @@ def build_env(
     return env
 
 
+# Triton program ids and launch sizes are int32; CUDA also caps grid axes 1 and 2 at 65535 blocks.
+MAX_PROGRAMS = INT32_MAX
+MAX_AXIS_12 = 65535
+# Working set of one chunk: int64 arrays of a chunk's length, one per live name plus temporaries.
+CHUNK_BUDGET_BYTES = 256 * 2**20
+MAX_CHUNK = 1 << 20
+MIN_CHUNK = 1 << 12
+
+
+def available_memory() -> int | None:
+    """Bytes the kernel says can be allocated without swapping (MemAvailable), None where unknown."""
+    try:
+        with open("/proc/meminfo", encoding="ascii") as meminfo:
+            for line in meminfo:
+                if line.startswith("MemAvailable:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        return None
+    return None
+
+
+def fmt_gb(n_bytes: float) -> str:
+    return f"{n_bytes / 1e9:.1f} GB" if n_bytes >= 1e8 else f"{n_bytes / 1e6:.1f} MB"
+
+
+def chunk_size(formula: Formula) -> int:
+    """Programs per chunk so that one chunk's arrays stay near CHUNK_BUDGET_BYTES."""
+    arrays = len(formula.statements) + len(formula.outputs) + 8
+    return int(max(MIN_CHUNK, min(MAX_CHUNK, CHUNK_BUDGET_BYTES // (8 * arrays))))
+
+
+def chunk_bytes(formula: Formula) -> int:
+    return chunk_size(formula) * 8 * (len(formula.statements) + len(formula.outputs) + 8)
+
+
+def check_launch(formula: Formula, grid: tuple[int, ...]) -> tuple[int, ...]:
+    """The launch of `formula` on `grid`, refused up front when Triton/CUDA could not launch it."""
+    grid = tuple(int(g) for g in grid)
+    if not grid or any(g < 1 for g in grid):
+        raise FormulaError(f"grid {grid} must have 1 or 2 positive sizes, e.g. --grid 4096 or --grid 64x64")
+    launch = launch_shape(formula, grid)
+    n_programs = prod(launch)
+    if n_programs > MAX_PROGRAMS or prod(grid) > MAX_PROGRAMS:
+        raise FormulaError(
+            f"grid {fmt_grid(grid)} has {prod(grid):,} tiles: Triton program and tile ids are int32, so a launch "
+            f"holds at most {MAX_PROGRAMS:,} programs; give the grid the kernel launches"
+        )
+    if len(launch) > 1 and any(size > MAX_AXIS_12 for size in launch[1:]):
+        raise FormulaError(
+            f"grid {fmt_grid(grid)} launches {max(launch[1:]):,} programs on axis {1 + launch[1:].index(max(launch[1:]))}: "
+            f"CUDA allows at most {MAX_AXIS_12:,} on axes 1 and 2; give the grid the kernel launches"
+        )
+    return launch
+
+
+def require_memory(needed: int, what: str) -> None:
+    """Refuse up front (UserError) when `needed` bytes exceed the memory available now."""
+    available = available_memory()
+    if available is not None and needed > available:
+        raise UserError(
+            f"{what} needs about {fmt_gb(needed)} of memory but {fmt_gb(available)} is available: "
+            "use a smaller grid or free memory"
+        )
+
+
+def evaluate_chunks(
+    formula: Formula,
+    grid: tuple[int, ...],
+    args: Mapping[str, int] | None = None,
+    consts: Mapping[str, int] | None = None,
+    chunk: int | None = None,
+    notes: list[str] | None = None,
+) -> Iterator[tuple[int, dict[str, np.ndarray]]]:
+    """(first launch index, outputs of programs first..first+len-1) chunk by chunk, in launch order.
+
+    Every value is per program, so chunks give exactly the values of one whole-launch evaluation; memory
+    stays at one chunk's arrays. Grid-name notes (see run_statements) are appended to `notes`."""
+    grid = tuple(int(g) for g in grid)
+    launch = check_launch(formula, grid)
+    total = prod(launch)
+    step = chunk or chunk_size(formula)
+    for start in range(0, total, step):
+        stop = min(total, start + step)
+        evaluator = _Evaluator(launch, build_env(grid, args, consts), start, stop)
+        chunk_notes = run_statements(evaluator, formula, grid)
+        if notes is not None and start == 0:
+            notes.extend(chunk_notes)
+        yield start, {
+            name: np.broadcast_to(evaluator.env[name].data, (evaluator.n_programs,)).astype(np.int64, copy=True)
+            for name in formula.outputs
+        }
+
+
 def evaluate(
     formula: Formula,
     grid: tuple[int, ...],
     args: Mapping[str, int] | None = None,
     consts: Mapping[str, int] | None = None,
 ) -> dict[str, np.ndarray]:
-    """Per-program output values, indexed by launch index (axis 0 fastest), as int64 arrays."""
+    """Per-program output values, indexed by launch index (axis 0 fastest), as int64 arrays.
+
+    Refused up front (UserError naming the bytes) when the output arrays would not fit in memory."""
     grid = tuple(int(g) for g in grid)
-    if not grid or any(g < 1 for g in grid):
-        raise FormulaError(f"grid {grid} must have 1 or 2 positive sizes, e.g. --grid 4096 or --grid 64x64")
-    launch = launch_shape(formula, grid)
-    evaluator = _Evaluator(launch, build_env(grid, args, consts))
-    for stmt in formula.statements:
-        evaluator.lineno = stmt.lineno
-        evaluator.env[stmt.target] = evaluator.eval(stmt.expr)
-    n_programs = evaluator.n_programs
-    return {
-        name: np.broadcast_to(evaluator.env[name].data, (n_programs,)).astype(np.int64, copy=True)
-        for name in formula.outputs
-    }
+    launch = check_launch(formula, grid)
+    total = prod(launch)
+    require_memory(
+        total * 8 * len(formula.outputs) + chunk_bytes(formula),
+        f"evaluating the formula on grid {fmt_grid(grid)} ({total:,} programs)",
+    )
+    if total <= chunk_size(formula):
+        evaluator = _Evaluator(launch, build_env(grid, args, consts))
+        run_statements(evaluator, formula, grid)
+        return {
+            name: np.broadcast_to(evaluator.env[name].data, (total,)).astype(np.int64, copy=True)
+            for name in formula.outputs
+        }
+    out = {name: np.empty(total, dtype=np.int64) for name in formula.outputs}
+    for start, values in evaluate_chunks(formula, grid, args, consts):
+        for name, array in values.items():
+            out[name][start : start + array.size] = array
+    return out

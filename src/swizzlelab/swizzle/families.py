@@ -11,10 +11,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from swizzlelab.errors import FormulaError, UserError
-from swizzlelab.swizzle.lang import Formula, parse_formula, rename
+from swizzlelab.swizzle.lang import Formula, parse_formula, read_formula_file, rename
 
 HEADER = "pid = tl.program_id(0)\n"
 INTERFACE_NAMES = frozenset({"pid", "pid_m", "pid_n", "num_pid_m", "num_pid_n"})
+# What a linear (pid -> pid) order passes on when composed: its pid_m/pid_n, if any, are its own temporaries.
+LINEAR_INTERFACE_NAMES = frozenset({"pid", "num_pid_m", "num_pid_n"})
 
 
 @dataclass(frozen=True)
@@ -254,11 +256,11 @@ FAMILIES: dict[str, Family] = {
 ALIASES = {"interleave": "stride", "row_major": "identity", "hilbert_curve": "hilbert", "z_order": "morton", "zorder": "morton"}
 
 
-def _prefix_temporaries(formula: Formula, prefix: str) -> Formula:
+def _prefix_temporaries(formula: Formula, prefix: str, keep: frozenset[str] = INTERFACE_NAMES) -> Formula:
     mapping = {
         name: f"{prefix}{name.removeprefix('swz_')}"
         for name in formula.assigned_names
-        if name not in INTERFACE_NAMES
+        if name not in keep
     }
     return rename(formula, mapping) if mapping else formula
 
@@ -296,7 +298,9 @@ def compose(linear: Formula, outer: Formula) -> Formula:
     """`linear` (pid -> pid) applied first, then `outer` (pid -> ...): e.g. XCD chunking on top of grouped."""
     if linear.outputs != ("pid",):
         raise UserError("compose: the first order must be linear (yield pid), e.g. xcd")
-    first = _prefix_temporaries(linear, "swz0_")
+    # Prefixing every temporary of the first order (its pid_m/pid_n included) means nothing it assigns can
+    # survive into, or be overwritten by, the second order: only pid passes between them.
+    first = _prefix_temporaries(linear, "swz0_", LINEAR_INTERFACE_NAMES)
     second = _prefix_temporaries(outer, "swz1_")
     # Drop the second header: it would reread the launch index and undo the first remap.
     second_lines = [
@@ -321,14 +325,17 @@ def parse_order(spec: str, rank: int = 2) -> Formula:
     formula file, with outputs that fit a tile grid of `rank` dimensions."""
     spec = spec.strip()
     path = Path(spec)
-    if spec.endswith(".py") or path.is_file():
-        if not path.is_file():
-            raise UserError(f"formula file {spec} does not exist")
-        formula = parse_formula(path.read_text())
+    if spec.endswith(".py") or path.exists() or "/" in spec:
+        formula = parse_formula(read_formula_file(path), rank=rank)
     else:
-        parts = [p for p in spec.split("+") if p.strip()]
-        if not parts:
+        if not spec:
             raise UserError("empty order: give a family such as grouped:GROUP_M=8 or a formula .py file")
+        parts = spec.split("+")
+        if any(not p.strip() for p in parts):
+            raise UserError(
+                f"order {spec!r} has an empty part: join families with one '+' between them, "
+                "e.g. xcd:NUM_XCDS=8+grouped:GROUP_M=8"
+            )
         formulas = [_parse_family_spec(p) for p in parts]
         formula = formulas[-1]
         for linear in reversed(formulas[:-1]):

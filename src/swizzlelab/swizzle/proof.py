@@ -6,14 +6,14 @@ A Proof counts tiles never run, tiles run more than once and out-of-range output
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from math import prod
 
 import numpy as np
 
 from swizzlelab.errors import FormulaError, NotABijectionError
-from swizzlelab.swizzle.evaluate import evaluate, fmt_grid
+from swizzlelab.swizzle.evaluate import check_launch, chunk_bytes, evaluate_chunks, fmt_grid, require_memory
 from swizzlelab.swizzle.lang import Formula
 
 N_EXAMPLES = 5
@@ -142,6 +142,159 @@ def prove_outputs(outputs: dict[str, np.ndarray], formula: Formula, grid: tuple[
     return proof, tiles
 
 
+def permutation_id(grid: tuple[int, ...], perm: np.ndarray) -> str:
+    """Canonical 16-hex id of an order: equal ids <=> same grid and same tile for every launch index."""
+    digest = hashlib.sha256()
+    digest.update(("swz1|" + "x".join(str(int(g)) for g in grid) + "|").encode())
+    digest.update(np.ascontiguousarray(perm, dtype="<i8").tobytes())
+    return digest.hexdigest()[:16]
+
+
+SCAN_BLOCK = 1 << 22
+
+
+@dataclass(frozen=True)
+class CheckResult:
+    """A streamed check of one formula on one grid: the proof, the permutation id when it is a bijection, the
+    permutation itself when asked for, and notes (e.g. a num_pid_m taken from the grid)."""
+
+    proof: Proof
+    permutation_id: str | None
+    perm: np.ndarray | None = None
+    notes: tuple[str, ...] = field(default=())
+
+
+def _accumulate(counts: np.ndarray, scratch: np.ndarray, tiles: np.ndarray) -> None:
+    """counts[t] += occurrences of t in `tiles`, saturating at 2 (all a proof needs); `scratch` is a byte per
+    tile whose contents do not matter."""
+    if tiles.size == 0:
+        return
+    lo, hi = int(tiles.min()), int(tiles.max())
+    span = hi - lo + 1
+    if span <= 4 * tiles.size + 1024:
+        # A chunk of consecutive programs often covers a compact run of tiles: count densely.
+        seen = np.bincount(tiles - lo, minlength=span)
+        counts[lo : hi + 1] = np.minimum(counts[lo : hi + 1] + seen, 2)
+        return
+    # Scattered tiles: find tiles hit twice inside the chunk without sorting. Each program writes one byte of
+    # its chunk-local index into scratch[tile] and reads it back; a program that reads another's byte shares
+    # its tile. Two programs of one tile read back the same bytes in all three passes only if their indices
+    # agree in the low 24 bits, impossible within a chunk of at most 2**24 programs.
+    assert tiles.size <= 1 << 24
+    local = np.arange(tiles.size, dtype=np.int64)
+    shared = np.zeros(tiles.size, dtype=bool)
+    for shift in (0, 8, 16):
+        tag = ((local >> shift) & 0xFF).astype(np.uint8)
+        scratch[tiles] = tag
+        shared |= scratch[tiles] != tag
+    counts[tiles] = np.minimum(counts[tiles] + 1, 2)
+    if shared.any():
+        counts[tiles[shared]] = 2
+
+
+def _scan(counts: np.ndarray, predicate) -> tuple[int, list[int]]:
+    """How many tiles satisfy `predicate(counts)`, and the first N_EXAMPLES of them, block by block."""
+    total, first = 0, []
+    for lo in range(0, counts.size, SCAN_BLOCK):
+        hits = predicate(counts[lo : lo + SCAN_BLOCK])
+        n_hits = int(np.count_nonzero(hits))
+        total += n_hits
+        if n_hits and len(first) < N_EXAMPLES:
+            first.extend(int(lo + i) for i in np.flatnonzero(hits)[: N_EXAMPLES - len(first)])
+    return total, first
+
+
+def check_order(
+    formula: Formula,
+    grid: tuple[int, ...],
+    args: Mapping[str, int] | None = None,
+    consts: Mapping[str, int] | None = None,
+    *,
+    keep_perm: bool = False,
+    progress: Callable[[int, int], None] | None = None,
+    chunk: int | None = None,
+) -> CheckResult:
+    """Prove `formula` on `grid` chunk by chunk, exactly as `prove`, with two bytes per tile.
+
+    The permutation id is hashed as the chunks pass (the same id as `permutation_id` of the whole order);
+    `keep_perm` also keeps the order (8 bytes per program). Work that would not fit in the memory available
+    is refused before it starts, naming the bytes. `progress(done, total)` is called after every chunk."""
+    grid = tuple(int(g) for g in grid)
+    launch = check_launch(formula, grid)
+    tile_indices({name: np.zeros(0, dtype=np.int64) for name in formula.outputs}, formula, grid)
+    n_programs, n_tiles = prod(launch), prod(grid)
+    needed = 2 * n_tiles + chunk_bytes(formula) + (8 * n_programs if keep_perm else 0)
+    require_memory(needed, f"proving the formula on grid {fmt_grid(grid)} ({n_tiles:,} tiles)")
+    counts = np.zeros(n_tiles, dtype=np.uint8)
+    scratch = np.zeros(n_tiles, dtype=np.uint8)
+    perm = np.empty(n_programs, dtype=np.int64) if keep_perm else None
+    digest = hashlib.sha256()
+    digest.update(("swz1|" + "x".join(str(g) for g in grid) + "|").encode())
+    n_out_of_range, outside_examples = 0, []
+    notes: list[str] = []
+    for start, outputs in evaluate_chunks(formula, grid, args, consts, chunk, notes):
+        tiles, in_range = tile_indices(outputs, formula, grid)
+        tiles = np.ascontiguousarray(tiles, dtype="<i8")
+        digest.update(tiles.tobytes())
+        if perm is not None:
+            perm[start : start + tiles.size] = tiles
+        outside = np.flatnonzero(~in_range)
+        n_out_of_range += int(outside.size)
+        for local in outside[: max(0, N_EXAMPLES - len(outside_examples))]:
+            values = ", ".join(f"{name}={int(outputs[name][local])}" for name in formula.outputs)
+            outside_examples.append(f"program {start + int(local)} -> {values}")
+        _accumulate(counts, scratch, tiles[in_range])
+        if progress is not None:
+            progress(start + tiles.size, n_programs)
+    n_missing, missing = _scan(counts, lambda c: c == 0)
+    n_duplicated, duplicated = _scan(counts, lambda c: c > 1)
+    del counts, scratch
+    duplicate_examples = _duplicate_examples(formula, grid, args, consts, chunk, duplicated)
+    proof = Proof(
+        grid=grid,
+        n_programs=n_programs,
+        n_tiles=n_tiles,
+        n_missing=n_missing,
+        n_duplicated=n_duplicated,
+        n_out_of_range=n_out_of_range,
+        missing_examples=tuple(_tile_name(t, grid) for t in missing),
+        duplicate_examples=duplicate_examples,
+        out_of_range_examples=tuple(outside_examples),
+    )
+    return CheckResult(
+        proof=proof,
+        permutation_id=digest.hexdigest()[:16] if proof.is_bijection else None,
+        perm=perm,
+        notes=tuple(notes),
+    )
+
+
+def _duplicate_examples(
+    formula: Formula,
+    grid: tuple[int, ...],
+    args: Mapping[str, int] | None,
+    consts: Mapping[str, int] | None,
+    chunk: int | None,
+    duplicated: list[int],
+) -> tuple[str, ...]:
+    """'tile (r, c) by programs a, b, c' for the first duplicated tiles: a second pass finds the programs."""
+    if not duplicated:
+        return ()
+    targets = np.asarray(duplicated, dtype=np.int64)
+    programs: dict[int, list[int]] = {t: [] for t in duplicated}
+    for start, outputs in evaluate_chunks(formula, grid, args, consts, chunk):
+        tiles, in_range = tile_indices(outputs, formula, grid)
+        for local in np.flatnonzero(in_range & np.isin(tiles, targets)):
+            found = programs[int(tiles[local])]
+            if len(found) < 3:
+                found.append(start + int(local))
+        if all(len(found) == 3 for found in programs.values()):
+            break
+    return tuple(
+        f"{_tile_name(t, grid)} by programs {', '.join(str(p) for p in programs[t])}" for t in duplicated
+    )
+
+
 def prove(
     formula: Formula,
     grid: tuple[int, ...],
@@ -149,17 +302,7 @@ def prove(
     consts: Mapping[str, int] | None = None,
 ) -> Proof:
     """Evaluate `formula` on every program of `grid` and count its defects (never raises on defects)."""
-    grid = tuple(int(g) for g in grid)
-    proof, _ = prove_outputs(evaluate(formula, grid, args, consts), formula, grid)
-    return proof
-
-
-def permutation_id(grid: tuple[int, ...], perm: np.ndarray) -> str:
-    """Canonical 16-hex id of an order: equal ids <=> same grid and same tile for every launch index."""
-    digest = hashlib.sha256()
-    digest.update(("swz1|" + "x".join(str(int(g)) for g in grid) + "|").encode())
-    digest.update(np.ascontiguousarray(perm, dtype="<i8").tobytes())
-    return digest.hexdigest()[:16]
+    return check_order(formula, grid, args, consts).proof
 
 
 def to_permutation(
@@ -170,7 +313,8 @@ def to_permutation(
 ) -> Permutation:
     """The proven permutation of `formula` on `grid`; raises NotABijectionError with the defect counts."""
     grid = tuple(int(g) for g in grid)
-    proof, tiles = prove_outputs(evaluate(formula, grid, args, consts), formula, grid)
-    if not proof.is_bijection:
-        raise NotABijectionError(proof.message())
-    return Permutation(grid=grid, perm=tiles, id=permutation_id(grid, tiles), formula=formula)
+    result = check_order(formula, grid, args, consts, keep_perm=True)
+    if not result.proof.is_bijection:
+        raise NotABijectionError(result.proof.message())
+    assert result.perm is not None and result.permutation_id is not None
+    return Permutation(grid=grid, perm=result.perm, id=result.permutation_id, formula=formula)

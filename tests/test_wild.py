@@ -187,3 +187,59 @@ def test_cli_optimize_wild_file_prints_site_and_config(tmp_path):
                                    "--out", str(tmp_path / "p")])
     # the CLI entry point turns this UserError into a one-line message and exit 2
     assert isinstance(bad.exception, UserError) and "--size R=N" in str(bad.exception)
+
+
+def _attention(n_ctx=512, heads=4):
+    from swizzlelab.userkernel import Inputs, open_user_kernel, parse_tensor_spec
+
+    tensors = tuple(parse_tensor_spec(f"{n}=float16[Z,H,N,D]") for n in "qkv")
+    return open_user_kernel(str(WILD / "attention_fwd.py"), H100, site="44-45",
+                            inputs=Inputs(tensors=tensors, scalars={"sm_scale": 0.125},
+                                          sizes={"Z": 1, "H": heads, "N": n_ctx, "D": 64}))
+
+
+def test_attention_2d_launch_site_traced_and_optimized(tmp_path):
+    import torch
+
+    from swizzlelab.optimize.loop import Options, run
+    from swizzlelab.scenario import scenario_from_user_kernel
+    from swizzlelab.swizzle import family
+
+    uk = _attention()
+    assert uk.site.outputs == ("start_m", "off_hz") and uk.marked.launch_rank == 2
+    traced = uk.trace()
+    # launch (4 query blocks, 4 heads), axis 0 dispatched fastest: tile (start_m, off_hz) = launch (p0, p1)
+    assert traced.launch_grid == (4, 4, 1) and traced.order.grid == (4, 4)
+    assert list(traced.order.perm[:5]) == [0, 4, 8, 12, 1]
+    assert [t.name for t in traced.trace.tensors] == ["Q", "K", "V", "Out"]
+    # each program reads all of its head's K and V: 512 rows x 128 bytes each, plus its Q block
+    scenario = scenario_from_user_kernel(uk, "h100", gpu_name="")
+    own = scenario.check(scenario.default_order())
+    assert own.proof.is_bijection and np.array_equal(own.perm, traced.order.perm)
+    # an order spliced into the kernel copy computes the same output as the kernel's own
+    assert torch.equal(uk.launcher(None), uk.launcher(family("grouped", GROUP_M=2)))
+    result = run(scenario, Options(out_dir=tmp_path, budget=3, screen_s=20, workers=1), measurer=None)
+    assert result.state.baseline.status == "evaluated"
+    assert sum(a.status == "evaluated" for a in result.state.attempts) >= 3
+
+
+def test_persistent_matmul_optimized_inside_its_tile_loop(tmp_path):
+    import torch
+
+    from swizzlelab.optimize.loop import Options, run
+    from swizzlelab.scenario import scenario_from_user_kernel
+    from swizzlelab.swizzle import family
+    from swizzlelab.tasks import load_task
+    from swizzlelab.userkernel import Inputs, open_user_kernel
+
+    small = open_user_kernel(str(WILD / "persistent_matmul.py"), H100, site="33-37",
+                             inputs=Inputs(sizes={"m": 512, "n": 384, "k": 64}, task=load_task("matmul")))
+    assert "swz_launch = tile_id" in small.marked.kernel_source
+    assert torch.equal(small.launcher(None), small.launcher(family("column_major")))
+    uk = open_user_kernel(str(WILD / "persistent_matmul.py"), H100, site="33-37",
+                          inputs=Inputs(sizes={"m": 2048, "n": 1280, "k": 64}, task=load_task("matmul")))
+    scenario = scenario_from_user_kernel(uk, "h100", gpu_name="")
+    own = scenario.check(scenario.default_order())
+    assert np.array_equal(own.perm, uk.trace().order.perm)
+    result = run(scenario, Options(out_dir=tmp_path, budget=2, screen_s=20, workers=1), measurer=None)
+    assert sum(a.status == "evaluated" for a in result.state.attempts) >= 2

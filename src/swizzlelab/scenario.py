@@ -497,8 +497,13 @@ def scenario_from_user_kernel(
     case.update({k: ("x".join(map(str, v.shape)) + " " + str(v.dtype).replace("torch.", "")) if hasattr(v, "shape")
                  else v for k, v in arguments.items()})
     case["config"] = user_kernel.choice.label()
-    # names the kernel computes before its site (in swizzlelab's marked copy) are runtime values formulas may read
-    hoisted = {k: v for k, v in (order.defined or {}).items() if k in user_kernel.marked.hoisted}
+    # names the kernel computes before its site (hoisted there in swizzlelab's marked copy, or already before
+    # it) are runtime values, the same in every program, that formulas may read
+    hoisted = dict(order.defined or {})
+    if user_kernel.marked.launch_rank == 2:
+        from swizzlelab.userkernel.marked import N_AXIS0
+
+        hoisted[N_AXIS0] = int(traced.launch_grid[0])
     return Scenario(
         task=task,  # type: ignore[arg-type]
         case=case, config_name="user", config=user_kernel.choice, grid=tuple(order.grid),

@@ -46,7 +46,7 @@ class UserKernel:
 
     def trace(self) -> UserTrace:
         if self._trace is None:
-            self._trace = trace_user_kernel(self.launcher, self.marked.site, self.marked.source)
+            self._trace = trace_user_kernel(self.launcher, self.site)
         return self._trace
 
     def describe(self) -> list[str]:
@@ -92,11 +92,23 @@ def site_from_lines(kernel: FoundKernel, spec: str) -> SiteSpan:
     block = "\n".join(kernel.source.splitlines()[start:stop])
     import textwrap
 
-    tree = ast.parse(textwrap.dedent(block))
-    assigned = {t.id for n in ast.walk(tree) if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)}
-    outputs = ("pid_m", "pid_n") if {"pid_m", "pid_n"} <= assigned else ("pid",) if "pid" in assigned else ()
-    if not outputs:
-        raise UserError(f"--site {spec}: those lines assign neither pid nor pid_m and pid_n")
+    try:
+        tree = ast.parse(textwrap.dedent(block))
+    except SyntaxError:
+        raise UserError(f"--site {spec}: file lines {lo}-{hi} are not whole statements on their own") from None
+    assigned = [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
+    if {"pid_m", "pid_n"} <= set(assigned):
+        outputs: tuple[str, ...] = ("pid_m", "pid_n")
+    else:
+        # the names the block assigns that the kernel reads after it: what it hands on as tile coordinates
+        after = "\n".join(kernel.source.splitlines()[stop:])
+        used = [n for n in dict.fromkeys(assigned) if re.search(rf"\b{re.escape(n)}\b", after)]
+        outputs = ("pid",) if "pid" in used and len(used) != 2 else tuple(used)
+        if len(outputs) not in (1, 2):
+            raise UserError(
+                f"--site {spec}: the kernel reads {len(outputs)} names the block assigns ({', '.join(outputs) or 'none'}); "
+                "take the lines that compute the tile's one or two coordinates"
+            )
     reads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     loop_var = None
     for node in ast.walk(ast.parse(kernel.source)):
@@ -162,7 +174,7 @@ def open_user_kernel(
     wrapper = resolve_wrapper(kfile, launch, kernel)
     arguments = build_arguments(wrapper, inputs or Inputs(), device())
     launcher = Launcher(kfile, kernel, wrapper, arguments, choice, model,
-                        splice=lambda _jit_fn, formula: apply_swizzle(marked.jit_fn, formula),
+                        splice=lambda _jit_fn, formula: apply_swizzle(marked.jit_fn, marked.kernel_formula(formula)),
                         seed=(inputs or Inputs()).seed)
     return UserKernel(kfile, kernel, found, choice, launcher, marked)
 

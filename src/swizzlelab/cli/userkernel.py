@@ -84,3 +84,74 @@ def user_scenario(out_console: Any, kernel: str, *, target: str, occupancy: int 
     scenario = scenario_from_user_kernel(user_kernel, resolved, occupancy)
     out_console.print(user_kernel.trace().describe(), highlight=False)
     return scenario
+
+
+# Options every command that accepts a kernel file as people write it declares (typer reads them as defaults).
+KERNEL_HELP = "a kernel file as written (FILE or FILE:KERNEL): driver queries, @triton.autotune and a wrapper that launches it are fine"
+
+
+def kernel_opt() -> Any:
+    return typer.Option(None, "--kernel", help=KERNEL_HELP)
+
+
+def config_opt() -> Any:
+    return typer.Option([], "--config", help=CONFIG_HELP)
+
+
+def autotune_opt() -> Any:
+    return typer.Option(0, "--autotune-config", help=AUTOTUNE_HELP)
+
+
+def launch_opt() -> Any:
+    return typer.Option(None, "--launch", help=LAUNCH_HELP)
+
+
+def tensor_opt() -> Any:
+    return typer.Option([], "--tensor", help=TENSOR_HELP)
+
+
+def arg_opt() -> Any:
+    return typer.Option([], "--arg", help=ARG_HELP)
+
+
+def site_opt() -> Any:
+    return typer.Option(None, "--site", help=SITE_HELP)
+
+
+def eval_user_kernel(scenario: Any, order: str | None, outputs: tuple[str, ...] | None, mode: str,
+                     budget_s: float, out_console: Any) -> bool:
+    """`eval --kernel FILE --order X`: test (same output as the kernel's own order, CPU or GPU) or benchmark
+    (interleaved timing with a 95% CI, GPU only). True when it passed."""
+    from swizzlelab.errors import NoGpuError
+    from swizzlelab.runtime import device
+
+    task = scenario.task
+    formula = scenario.parse_order(order, outputs=outputs) if order else None
+    data = task.generate_input(scenario.case)
+    where = "measured (" + _gpu_name() + ")" if device() == "cuda" else "the CPU interpreter"
+    label = order or "the kernel's own order"
+    output = task.custom_kernel(data, formula)
+    verdict = task.check(data, output)
+    out_console.print(f"test: order {label} on {task.case_label(scenario.case)} ({where}): "
+                      f"{'passed' if verdict.ok else 'FAILED'}: {verdict.message}", highlight=False)
+    if not verdict.ok or mode == "test":
+        return verdict.ok
+    if mode != "benchmark":
+        raise UserError(f"--mode {mode} with --kernel: use test or benchmark")
+    if device() != "cuda":
+        raise NoGpuError("--mode benchmark needs a CUDA GPU; run --mode test on the CPU")
+    from swizzlelab.harness import compare_interleaved
+
+    comparison = compare_interleaved(lambda d: task.custom_kernel(d, None), lambda d: task.custom_kernel(d, formula),
+                                     data, budget_s=budget_s, poison=False)
+    out_console.print(
+        f"benchmark: own order {comparison.a.mean_ms:.4f} ms, {label} {comparison.b.mean_ms:.4f} ms: speedup "
+        f"{comparison.speedup:.4f}x [95% CI {comparison.ci_low:.4f}, {comparison.ci_high:.4f}] over "
+        f"{comparison.a.n} interleaved pairs, measured ({_gpu_name()})", highlight=False)
+    return True
+
+
+def _gpu_name() -> str:
+    import torch
+
+    return str(torch.cuda.get_device_name(torch.cuda.current_device()))

@@ -71,7 +71,8 @@ def site_of(kernel: FoundKernel) -> SiteSpan:
     from swizzlelab.swizzle.emit import find_site
 
     found = find_site(kernel.source, kernel.name)
-    loop_var = getattr(found, "loop_var", None)
+    # swizzle.site.Site names a persistent loop's variable `index_name` with kind "loop"
+    loop_var = getattr(found, "index_name", None) if getattr(found, "kind", "") == "loop" else None
     return SiteSpan(found.start, found.stop, tuple(found.outputs), loop_var)
 
 

@@ -144,7 +144,7 @@ def pick_kernel(kfile: KernelFile, name: str | None, site: str | None = None) ->
     if len(with_site) == 1:
         return with_site[0]
     if not with_site:
-        raise KernelSiteError(f"{kfile.path.name}: no kernel has a swizzle site ({'; '.join(reasons)[:400]})")
+        raise KernelSiteError(f"{kfile.path.name}: no @triton.jit function with a swizzle site: give its lines with --site A-B ({'; '.join(reasons)[:400]})")
     raise KernelSiteError(
         f"{kfile.path.name}: kernels {', '.join(k.name for k, _ in with_site)} all have a swizzle site: name one "
         f"with --kernel {kfile.path.name}:KERNEL"

@@ -243,3 +243,58 @@ def test_persistent_matmul_optimized_inside_its_tile_loop(tmp_path):
     assert np.array_equal(own.perm, uk.trace().order.perm)
     result = run(scenario, Options(out_dir=tmp_path, budget=2, screen_s=20, workers=1), measurer=None)
     assert sum(a.status == "evaluated" for a in result.state.attempts) >= 2
+
+
+NO_GRID_NAMES = '''
+import torch
+import triton
+import triton.language as tl
+
+
+@triton.jit
+def copy_tiles(x_ptr, y_ptr, M, N, BLOCK: tl.constexpr):
+    pid = tl.program_id(0)
+    pid_m = pid // tl.cdiv(N, BLOCK)
+    pid_n = pid % tl.cdiv(N, BLOCK)
+    rows = pid_m * BLOCK + tl.arange(0, BLOCK)
+    cols = pid_n * BLOCK + tl.arange(0, BLOCK)
+    offs = rows[:, None] * N + cols[None, :]
+    tl.store(y_ptr + offs, tl.load(x_ptr + offs))
+
+
+def copy(x):
+    y = torch.empty_like(x)
+    M, N = x.shape
+    copy_tiles[(triton.cdiv(M, 16) * triton.cdiv(N, 16),)](x, y, M, N, BLOCK=16)
+    return y
+'''
+
+
+def test_every_rejection_logged_and_zero_ranked_names_the_reason(tmp_path):
+    """A kernel that never names num_pid_m/num_pid_n: every family order needs them, so nothing can be ranked;
+    the run stops with the commonest reason and each rejection is in iterations.jsonl."""
+    from swizzlelab.optimize.loop import Options, run
+    from swizzlelab.scenario import scenario_from_user_kernel
+    from swizzlelab.userkernel import Inputs, open_user_kernel, parse_tensor_spec
+
+    path = tmp_path / "copy_tiles.py"
+    path.write_text(NO_GRID_NAMES)
+    uk = open_user_kernel(str(path), H100, site="9-11",
+                          inputs=Inputs(tensors=(parse_tensor_spec("x=float32[M,N]"),), sizes={"M": 64, "N": 64}))
+    scenario = scenario_from_user_kernel(uk, "h100", gpu_name="")
+    assert scenario.grid == (4, 4)
+    with pytest.raises(UserError, match=r"0 of \d+ candidate orders could be ranked; the most common reason .*num_pid_"):
+        run(scenario, Options(out_dir=tmp_path / "o", budget=2, screen_s=10, workers=1), measurer=None)
+    records = [json.loads(line) for line in (tmp_path / "o" / "iterations.jsonl").read_text().splitlines()]
+    rejected = [r for r in records if r.get("type") == "rejected"]
+    assert len(rejected) > 5 and all(r["reason"] and r["spec"] for r in rejected)
+    log = (tmp_path / "o" / "log.txt").read_text()
+    assert "candidate(s) rejected before ranking" in log and "0 of" in log
+
+
+def test_inputs_that_do_not_fit_are_refused_before_allocation():
+    from swizzlelab.userkernel import Inputs, open_user_kernel, parse_tensor_spec
+
+    with pytest.raises(UserError, match="GiB available: use smaller --size"):
+        open_user_kernel(str(WILD / "row_sum.py"), H100,
+                         inputs=Inputs(tensors=(parse_tensor_spec("x=float32[R,C]"),), sizes={"R": 2**20, "C": 2**20}))

@@ -415,7 +415,13 @@ def run(
     while len(state.attempts) - 1 < options.budget:
         iteration = len(state.attempts)
         proposer = proposers.pick(iteration)
-        proposal = proposer.propose(state.attempts, state.best())
+        try:
+            proposal = proposer.propose(state.attempts, state.best())
+        except UserError as err:
+            # e.g. no candidate could be ranked: the log says why (its notes hold the rejection summary)
+            state.notes.append(str(err))
+            report.write_progress(state)
+            raise
         if proposal is None:
             proposal = proposers.fallback(iteration, state)
             if proposal is None:

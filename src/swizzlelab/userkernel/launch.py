@@ -125,6 +125,7 @@ def build_arguments(wrapper: Callable[..., Any], inputs: Inputs, device: str) ->
         data = inputs.task.generate_input({"seed": inputs.seed, **inputs.sizes})
         values.update({k: v for k, v in data.items() if k != "out"})
     generator = torch.Generator(device="cpu").manual_seed(inputs.seed)
+    _refuse_too_large(inputs)
     for spec in inputs.tensors:
         shape = spec.shape(inputs.sizes)
         dtype = getattr(torch, spec.dtype)
@@ -149,6 +150,26 @@ def build_arguments(wrapper: Callable[..., Any], inputs: Inputs, device: str) ->
             f"NAME=DTYPE[DIM,...] (sizes with --size) and each scalar with --arg NAME=VALUE, or --task TASK"
         )
     return kwargs
+
+
+def _refuse_too_large(inputs: Inputs) -> None:
+    """Refuse up front inputs that (with the kernel's outputs, assumed as large again) would not fit in memory."""
+    import torch
+
+    from swizzlelab.runtime import available_memory_bytes
+
+    need = 0
+    for spec in inputs.tensors:
+        n = 1
+        for dim in spec.shape(inputs.sizes):
+            n *= dim
+        need += n * torch.empty(0, dtype=getattr(torch, spec.dtype)).element_size()
+    available = available_memory_bytes()
+    if 2 * need > available:
+        raise UserError(
+            f"the --tensor inputs take {need / 2**30:.1f} GiB (and outputs about as much); this machine has "
+            f"{available / 2**30:.1f} GiB available: use smaller --size values"
+        )
 
 
 class _ForcedLaunch:

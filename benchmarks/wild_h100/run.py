@@ -5,7 +5,11 @@
 2. on the GPU, the kernel's own order and the best found are timed interleaved (95% CI) through the same wrapper
    and profiled with ncu (L2 hit rate, DRAM read). Writes $OUT/wild_h100.json (or ./wild_h100.json).
 
-Usage: python benchmarks/wild_h100/run.py   |   child mode (under ncu): run.py --child ORDER_FILE|own M N K
+With `--predicted DIR` the prediction step is not rerun: DIR holds an earlier `swizzlelab optimize` of the same
+file at the measured sizes (tracing a 4096^3 matmul under the interpreter takes ~15 min of CPU, more than a GPU
+call may spend), and the GPU call only measures.
+
+Usage: python benchmarks/wild_h100/run.py [--predicted DIR] | child mode (under ncu): run.py --child ORDER|own M N K
 """
 
 from __future__ import annotations
@@ -51,20 +55,31 @@ def child(order_spec: str, m: int, n: int, k: int) -> int:
     return 0
 
 
-def main() -> int:
+def main(predicted: str | None = None) -> int:
     out = Path(os.environ.get("OUT", Path(__file__).parent))
     out.mkdir(parents=True, exist_ok=True)
-    opt_dir = out / "opt"
-    command = [sys.executable, "-m", "swizzlelab.cli", "optimize", "--kernel", KERNEL, "--site", SITE,
-               "--target", "h100", "--budget", "4", "--screen-s", "25", "--out", str(opt_dir)]
-    command += [f"--size={k}={v}" for k, v in TRACED.items()]
-    started = time.perf_counter()
-    env = {**os.environ, "TRITON_INTERPRET": "1"}
-    done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=150)
-    optimize_s = time.perf_counter() - started
-    print(done.stdout[-3000:], done.stderr[-2000:])
-    if done.returncode != 0:
-        raise SystemExit(f"optimize failed ({done.returncode})")
+    traced, measured = dict(TRACED), dict(MEASURED)
+    if predicted:
+        opt_dir = Path(predicted)
+        header = json.loads((opt_dir / "iterations.jsonl").read_text().splitlines()[0])
+        command_text = header.get("command", "")
+        sizes = {k: int(v) for k, v in (s.split("=") for s in command_text.split() if s.count("=") == 1 and s[0] in "mnk")}
+        traced = measured = sizes or measured
+        optimize_s = None
+        command_predict = command_text + " (run on the CPU before this GPU call; its output: " + str(predicted) + ")"
+    else:
+        opt_dir = out / "opt"
+        command = [sys.executable, "-m", "swizzlelab.cli", "optimize", "matmul", "--kernel", KERNEL, "--site", SITE,
+                   "--target", "h100", "--budget", "4", "--screen-s", "25", "--out", str(opt_dir)]
+        command += [f"--size={k}={v}" for k, v in TRACED.items()]
+        started = time.perf_counter()
+        env = {**os.environ, "TRITON_INTERPRET": "1"}
+        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=150)
+        optimize_s = time.perf_counter() - started
+        print(done.stdout[-3000:], done.stderr[-2000:])
+        if done.returncode != 0:
+            raise SystemExit(f"optimize failed ({done.returncode})")
+        command_predict = "TRITON_INTERPRET=1 swizzlelab " + " ".join(command[3:]).replace(str(ROOT) + "/", "")
     report = json.loads((opt_dir / "report.json").read_text())
     attempts = [json.loads(line) for line in (opt_dir / "iterations.jsonl").read_text().splitlines()
                 if '"iteration"' in line]
@@ -83,7 +98,7 @@ def main() -> int:
     best_formula = parse_formula(best["formula"])
     order_file = out / "best_order.py"
     order_file.write_text(best["formula"])
-    uk = open_kernel(MEASURED)
+    uk = open_kernel(measured)
     data = dict(uk.launcher.arguments)
     own_out = uk.launcher(None)
     best_out = uk.launcher(best_formula)
@@ -95,7 +110,8 @@ def main() -> int:
                                      budget_s=6.0, poison=False)
     ncu = {}
     for label, spec in (("own", "own"), ("best", str(order_file))):
-        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", spec, *map(str, MEASURED.values())]
+        cmd = [sys.executable, str(Path(__file__).resolve()), "--child", spec,
+               *(str(measured[k]) for k in ("m", "n", "k"))]
         try:
             kernels = run_ncu(cmd, list(NAMED_METRIC_IDS), profile_from_start=False, timeout_s=120)
             ncu[label] = _kernel_metrics(kernels, "matmul_kernel")
@@ -105,11 +121,13 @@ def main() -> int:
         "study": "wild_h100: tutorial-style matmul optimized with zero edits",
         "device": device,
         "kernel_file": "tests/wild/tutorial_matmul.py (unmodified)",
-        "command_predict": "TRITON_INTERPRET=1 swizzlelab " + " ".join(command[3:]).replace(str(ROOT) + "/", ""),
-        "command_measure": "python benchmarks/wild_h100/run.py",
+        "command_predict": command_predict,
+        "command_measure": "python benchmarks/wild_h100/run.py" + (f" --predicted {predicted}" if predicted else ""),
         "optimize_s": optimize_s,
-        "traced_sizes": TRACED,
-        "measured_sizes": MEASURED,
+        "traced_sizes": traced,
+        "measured_sizes": measured,
+        "prediction_separates_orders": bool(
+            best["prediction"]["dram_bytes"] != baseline["prediction"]["dram_bytes"]),
         "config": uk.choice.label() + f" ({uk.choice.source})",
         "site": uk.site_lines(),
         "own_order": {"formula": baseline["formula"], "predicted": baseline["prediction"],
@@ -134,4 +152,5 @@ def main() -> int:
 if __name__ == "__main__":
     if len(sys.argv) > 1 and sys.argv[1] == "--child":
         sys.exit(child(sys.argv[2], *map(int, sys.argv[3:6])))
-    sys.exit(main())
+    predicted_dir = sys.argv[sys.argv.index("--predicted") + 1] if "--predicted" in sys.argv else None
+    sys.exit(main(predicted_dir))

@@ -102,7 +102,7 @@ def _device_properties(model: HardwareModel) -> Any:
         multi_processor_count=model.n_units,
         total_memory=80 * 2**30,
         L2_cache_size=int(model.l2_bytes_per_domain * model.n_domains),
-        major=9 if model.vendor == "nvidia" else 9,
+        major=9,  # sm_90 (H100/H200); gfx942 (MI300) reports 9.4 through torch's ROCm build
         minor=0 if model.vendor == "nvidia" else 4,
         warp_size=_TARGETS[model.vendor][2],
     )
@@ -125,7 +125,7 @@ def device_shim(model: HardwareModel) -> Iterator[ShimInfo | None]:
     config = triton.runtime.driver
     saved_active = config._active
     saved_props = torch.cuda.get_device_properties
-    saved_count = torch.cuda.get_device_capability
+    saved_capability = torch.cuda.get_device_capability
     driver = InterpreterDriver(model)
     config.set_active(driver)
     props = _device_properties(model)
@@ -137,4 +137,4 @@ def device_shim(model: HardwareModel) -> Iterator[ShimInfo | None]:
     finally:
         config._active = saved_active
         torch.cuda.get_device_properties = saved_props  # type: ignore[assignment]
-        torch.cuda.get_device_capability = saved_count  # type: ignore[assignment]
+        torch.cuda.get_device_capability = saved_capability  # type: ignore[assignment]

@@ -114,7 +114,7 @@ def test_loop_survives_every_kind_of_reply_and_a_dead_server(tmp_path: Path, pro
     assert [a.status for a in attempts[1:5]] == [EVALUATED, NOT_BIJECTIVE, DUPLICATE, NO_FORMULA]
     assert all(a.proposer == "llm" for a in attempts[1:5])
     assert attempts[1].summary == "Group two rows of tiles."
-    assert attempts[2].prediction is None and attempts[2].proof["n_missing"] > 0
+    assert attempts[2].prediction is None and attempts[2].proof.n_missing > 0
     assert attempts[3].duplicate_of == 1
     assert "no ```python block" in attempts[4].message
     # After the server died: said once, then the search proposer carries on to the budget.

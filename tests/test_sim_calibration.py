@@ -1,9 +1,11 @@
-"""benchmarks/sim_calibration.py on a small synthetic measurement file: re-prediction, fit/held-out split, MAE."""
+"""benchmarks/sim_calibration/run.py, run as a command on a small synthetic measurement file: re-prediction,
+fit/held-out split, MAE; and the agreement rules it shares with sim_vs_ncu (swizzlelab.sim.agreement)."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -13,16 +15,13 @@ from swizzlelab.sim import simulate
 from swizzlelab.swizzle import to_permutation
 from swizzlelab.tasks import load_task
 
-SCRIPT = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_calibration.py"
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "sim_calibration" / "run.py"
 ORDERS = ("row_major", "column_major", "grouped:GROUP_M=2")
 
 
-@pytest.fixture(scope="module")
-def calibration():
-    spec = importlib.util.spec_from_file_location("sim_calibration", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+def calibrate(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 
 def measured_file(tmp_path: Path) -> Path:
@@ -48,10 +47,11 @@ def measured_file(tmp_path: Path) -> Path:
     return path
 
 
-def test_calibration_repredicts_every_row_and_splits_fit_from_held_out(calibration, tmp_path, monkeypatch):
-    monkeypatch.setattr(calibration, "FIT_SET", (("matmul", 512),))
+def test_calibration_repredicts_every_row_and_splits_fit_from_held_out(tmp_path):
     out = tmp_path / "cal.json"
-    assert calibration.main(["--measured", str(measured_file(tmp_path)), "--out", str(out), "--fit-grid", "0,0.5"]) == 0
+    done = calibrate("--measured", str(measured_file(tmp_path)), "--out", str(out), "--fit-grid", "0,0.5",
+                     "--fit-set", "matmul:512")
+    assert done.returncode == 0, done.stderr[-2000:]
     record = json.loads(out.read_text())
     rows = record["rows"]
     assert len(rows) == 2 * len(ORDERS)
@@ -86,10 +86,10 @@ def test_calibration_repredicts_every_row_and_splits_fit_from_held_out(calibrati
     assert {c["set"] for c in record["cases"]} == {"fit", "held_out"}
 
 
-def test_calibration_refuses_rows_whose_order_changed(calibration, tmp_path):
+def test_calibration_refuses_rows_whose_order_changed(tmp_path):
     path = measured_file(tmp_path)
     record = json.loads(path.read_text())
     record["rows"][0]["permutation_id"] = "0" * 16
     path.write_text(json.dumps(record))
-    with pytest.raises(SystemExit):
-        calibration.main(["--measured", str(path), "--out", str(tmp_path / "cal.json"), "--only", "matmul"])
+    done = calibrate("--measured", str(path), "--out", str(tmp_path / "cal.json"), "--only", "matmul")
+    assert done.returncode != 0 and "differs from the measured" in done.stderr

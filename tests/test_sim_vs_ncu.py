@@ -1,36 +1,30 @@
-"""CPU parts of benchmarks/sim_vs_ncu.py: ranking/error summaries, occupancy choice, and a dry run."""
+"""Agreement rules of predictions with measurements (swizzlelab.sim.agreement), the occupancy choice
+(swizzlelab.hw.measured_occupancy), and a dry run of benchmarks/sim_vs_ncu/run.py as a command."""
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import subprocess
 import sys
 from pathlib import Path
-from types import SimpleNamespace
 
 import pytest
 
+from swizzlelab.hw import measured_occupancy
+from swizzlelab.sim import agreement as script
+
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "sim_vs_ncu.py"
+SCRIPT = ROOT / "benchmarks" / "sim_vs_ncu" / "run.py"
 
 
-@pytest.fixture(scope="module")
-def script():
-    spec = importlib.util.spec_from_file_location("sim_vs_ncu", SCRIPT)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_kendall_tau_and_ranks(script):
+def test_kendall_tau_and_ranks():
     assert script.kendall_tau([1, 2, 3], [10, 20, 30]) == 1.0
     assert script.kendall_tau([1, 2, 3], [30, 20, 10]) == -1.0
     assert script.kendall_tau([1, 2, 3], [10, 30, 20]) == pytest.approx(1 / 3)
     assert script.ranks([58.0, 83.0, 70.0]) == [2, 0, 1]
 
 
-def test_summary_error_and_ranking(script):
+def test_summary_error_and_ranking():
     rows = [
         {"predicted_l2_hit_pct": 62.0, "measured_l2_hit_pct": 58.0,
          "predicted_dram_read_bytes": 4.36e9, "measured_dram_read_bytes": 4.4e9},
@@ -49,13 +43,11 @@ def test_summary_error_and_ranking(script):
     assert script.summarize(rows)["mae_pp"] is None
 
 
-def test_occupancy_prefers_ncu_then_compiled_kernel_then_given(script):
-    ncu = SimpleNamespace(values={"launch__occupancy_limit_registers": 2.0, "launch__occupancy_limit_shared_mem": 2.0,
-                                  "launch__occupancy_limit_warps": 8.0, "launch__occupancy_limit_blocks": 32.0})
+def test_occupancy_prefers_ncu_then_compiled_kernel_then_given():
     resources = {"n_regs": 168, "shared_bytes": 98304, "num_warps": 8}
-    assert script.occupancy_of(ncu, {"resources": resources}, 3) == (2, "ncu launch__occupancy_limit_*")
-    assert script.occupancy_of(None, {"resources": resources}, 3) == (1, "compiled kernel")
-    assert script.occupancy_of(None, {"resources": None}, 3) == (3, "given (--occupancy)")
+    assert measured_occupancy([2.0, 2.0, 8.0, 32.0], resources, 3) == (2, "ncu launch__occupancy_limit_*")
+    assert measured_occupancy([None, 0.0], resources, 3) == (1, "compiled kernel")
+    assert measured_occupancy([], None, 3) == (3, "given (--occupancy)")
 
 
 def test_dry_run_writes_a_record(tmp_path):

@@ -24,7 +24,7 @@ def _tutorial(m=256, n=256, k=64, config=None):
     from swizzlelab.userkernel import Inputs, open_user_kernel
 
     return open_user_kernel(
-        str(WILD / "tutorial_matmul.py"), H100, site="63-71",
+        str(WILD / "tutorial_matmul.py"), H100,
         config=config if config is not None else {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32},
         inputs=Inputs(sizes={"m": m, "n": n, "k": k}, seed=3, task=load_task("matmul")),
     )
@@ -72,7 +72,8 @@ def test_tutorial_matmul_trace_and_own_order_from_the_kernel_itself():
     from swizzlelab.swizzle import family, to_permutation
 
     uk = _tutorial()
-    assert uk.site_lines() == "lines 63-71"
+    assert uk.site_lines() == "lines 63-71" and uk.site.how == "found automatically"
+    assert "swizzle site: lines 63-71 (found automatically), yielding pid_m, pid_n" in uk.describe()
     assert uk.site.outputs == ("pid_m", "pid_n")
     assert set(uk.marked.hoisted) == {"num_pid_m", "num_pid_n", "num_pid_in_group"}
     traced = uk.trace()
@@ -115,9 +116,9 @@ def test_tutorial_matmul_optimized_with_predictions_from_its_trace(tmp_path):
     baseline = result.state.baseline
     assert baseline.status == "evaluated" and "num_pid_in_group" in baseline.formula
     direct = simulate(uk.trace().trace, uk.trace().order.perm, H100, occupancy=1)
-    assert baseline.prediction["dram_read_bytes"] == int(direct.dram_read_bytes)
-    assert baseline.prediction["l2_hit_rate"] == pytest.approx(direct.l2_hit_rate)
-    assert baseline.prediction["kind"] == "predicted (model H100-SXM)"
+    assert baseline.prediction.dram_read_bytes == int(direct.dram_read_bytes)
+    assert baseline.prediction.l2_hit_rate == pytest.approx(direct.l2_hit_rate)
+    assert baseline.prediction.kind == "predicted (model H100-SXM)"
     records = [json.loads(line) for line in (tmp_path / "iterations.jsonl").read_text().splitlines()]
     evaluated = [r for r in records if r.get("type") == "iteration" and r["status"] == "evaluated"]
     assert len(evaluated) >= 3
@@ -130,7 +131,7 @@ def test_row_sum_site_found_and_optimized(tmp_path):
 
     uk = open_user_kernel(str(WILD / "row_sum.py"), H100,
                           inputs=Inputs(tensors=(parse_tensor_spec("x=float32[R,C]"),), sizes={"R": 64, "C": 300}))
-    assert uk.site_lines() == "lines 16-16" and uk.site.outputs == ("pid",)
+    assert uk.site_lines() == "line 16" and uk.site.outputs == ("pid",)
     assert "signature's defaults" in uk.choice.source
     traced = uk.trace()
     assert traced.order.grid == (16,)  # BLOCK_ROWS=4 from the signature's default
@@ -138,7 +139,7 @@ def test_row_sum_site_found_and_optimized(tmp_path):
     problem = scenario_from_user_kernel(uk, "h100", gpu_name="")
     result = run(problem, Options(out_dir=tmp_path, budget=2, screen_s=10, workers=1), measurer=None)
     # no reuse between programs: every order reads each byte of x once
-    reads = {a.prediction["dram_read_bytes"] for a in result.state.attempts if a.prediction}
+    reads = {a.prediction.dram_read_bytes for a in result.state.attempts if a.prediction}
     assert len(reads) == 1
 
 
@@ -147,9 +148,9 @@ def test_persistent_matmul_iterations_split_into_tiles():
     from swizzlelab.userkernel import Inputs, open_user_kernel
     from swizzlelab.tasks import load_task
 
-    uk = open_user_kernel(str(WILD / "persistent_matmul.py"), H100, site="33-37",
+    uk = open_user_kernel(str(WILD / "persistent_matmul.py"), H100,
                           inputs=Inputs(sizes={"m": 2048, "n": 1280, "k": 64}, task=load_task("matmul")))
-    assert uk.site.loop_var == "tile_id"
+    assert uk.site.loop_var == "tile_id" and uk.site_lines() == "lines 33-37"
     traced = uk.trace()
     # 16 x 10 = 160 tiles on min(132 SMs, 160) programs: 28 programs run two tiles
     assert traced.n_programs == 132 and traced.order.grid == (16, 10)
@@ -181,7 +182,7 @@ def test_cli_optimize_wild_file_prints_site_and_config(tmp_path):
         "--size", "C=256", "--budget", "1", "--screen-s", "5", "--out", str(tmp_path / "o"),
     ])
     assert result.exit_code == 0, result.output
-    assert "swizzle site: lines 16-16" in result.output
+    assert "swizzle site: line 16 (found automatically)" in result.output
     assert "no GPU here" in result.output and "traced the kernel itself" in result.output
     bad = CliRunner().invoke(app, ["optimize", "--kernel", str(WILD / "row_sum.py"), "--tensor", "x=float32[R]",
                                    "--out", str(tmp_path / "p")])
@@ -193,7 +194,7 @@ def _attention(n_ctx=512, heads=4):
     from swizzlelab.userkernel import Inputs, open_user_kernel, parse_tensor_spec
 
     tensors = tuple(parse_tensor_spec(f"{n}=float16[Z,H,N,D]") for n in "qkv")
-    return open_user_kernel(str(WILD / "attention_fwd.py"), H100, site="44-45",
+    return open_user_kernel(str(WILD / "attention_fwd.py"), H100,
                             inputs=Inputs(tensors=tensors, scalars={"sm_scale": 0.125},
                                           sizes={"Z": 1, "H": heads, "N": n_ctx, "D": 64}))
 
@@ -207,6 +208,7 @@ def test_attention_2d_launch_site_traced_and_optimized(tmp_path):
 
     uk = _attention()
     assert uk.site.outputs == ("start_m", "off_hz") and uk.marked.launch_rank == 2
+    assert uk.site_lines() == "lines 44-45"
     traced = uk.trace()
     # launch (4 query blocks, 4 heads), axis 0 dispatched fastest: tile (start_m, off_hz) = launch (p0, p1)
     assert traced.launch_grid == (4, 4, 1) and traced.order.grid == (4, 4)
@@ -232,11 +234,11 @@ def test_persistent_matmul_optimized_inside_its_tile_loop(tmp_path):
     from swizzlelab.tasks import load_task
     from swizzlelab.userkernel import Inputs, open_user_kernel
 
-    small = open_user_kernel(str(WILD / "persistent_matmul.py"), H100, site="33-37",
+    small = open_user_kernel(str(WILD / "persistent_matmul.py"), H100,
                              inputs=Inputs(sizes={"m": 512, "n": 384, "k": 64}, task=load_task("matmul")))
     assert "swz_launch = tile_id" in small.marked.kernel_source
     assert torch.equal(small.launcher(None), small.launcher(family("column_major")))
-    uk = open_user_kernel(str(WILD / "persistent_matmul.py"), H100, site="33-37",
+    uk = open_user_kernel(str(WILD / "persistent_matmul.py"), H100,
                           inputs=Inputs(sizes={"m": 2048, "n": 1280, "k": 64}, task=load_task("matmul")))
     scenario = scenario_from_user_kernel(uk, "h100", gpu_name="")
     own = scenario.check(scenario.default_order())
@@ -298,3 +300,16 @@ def test_inputs_that_do_not_fit_are_refused_before_allocation():
     with pytest.raises(UserError, match="GiB available: use smaller --size"):
         open_user_kernel(str(WILD / "row_sum.py"), H100,
                          inputs=Inputs(tensors=(parse_tensor_spec("x=float32[R,C]"),), sizes={"R": 2**20, "C": 2**20}))
+
+
+def test_site_option_overrides_the_finder():
+    from swizzlelab.tasks import load_task
+    from swizzlelab.userkernel import Inputs, open_user_kernel
+
+    # only the program-id line, not the remap block: a 1-D site whose candidates run before the kernel's own remap
+    uk = open_user_kernel(str(WILD / "tutorial_matmul.py"), H100, site="63-63",
+                          config={"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32},
+                          inputs=Inputs(sizes={"m": 128, "n": 128, "k": 32}, task=load_task("matmul")))
+    assert uk.site.how == "given with --site" and uk.site.outputs == ("pid",)
+    traced = uk.trace()
+    assert traced.order.grid == (16,) and np.array_equal(traced.order.perm, np.arange(16))

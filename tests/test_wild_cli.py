@@ -12,7 +12,7 @@ from swizzlelab.errors import UserError
 
 WILD = Path(__file__).parent / "wild"
 TUTORIAL = [
-    "matmul", "--kernel", str(WILD / "tutorial_matmul.py"), "--site", "63-71", "--size", "m=96", "--size", "n=64",
+    "matmul", "--kernel", str(WILD / "tutorial_matmul.py"), "--size", "m=96", "--size", "n=64",
     "--size", "k=64", "--config", "BLOCK_SIZE_M=32,BLOCK_SIZE_N=32,BLOCK_SIZE_K=32",
 ]
 ROW_SUM = ["--kernel", str(WILD / "row_sum.py"), "--tensor", "x=float32[R,C]", "--size", "R=64", "--size", "C=256"]
@@ -33,7 +33,7 @@ def test_simulate_user_kernel_json_predictions_from_its_trace():
     record = json.loads(result.stdout[result.stdout.index("{"):])
     assert record["task"] == "tutorial_matmul:matmul_kernel" and record["grid"] == [3, 2]
     assert record["kind"] == "predicted (model H100-SXM)"
-    uk = open_user_kernel(str(WILD / "tutorial_matmul.py"), get_model("h100"), site="63-71",
+    uk = open_user_kernel(str(WILD / "tutorial_matmul.py"), get_model("h100"),
                           config={"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32},
                           inputs=Inputs(sizes={"m": 96, "n": 64, "k": 64}, task=load_task("matmul")))
     from swizzlelab.swizzle import family, to_permutation

@@ -12,6 +12,8 @@ import re
 import sys
 from pathlib import Path
 
+from swizzlelab.interpreter_compat import fix_interpreter_scalar_index
+
 
 def cuda_available() -> bool:
     """True when torch sees a CUDA device; never raises (imports torch: not for start-up paths)."""
@@ -66,8 +68,6 @@ def ensure_triton_backend() -> str:
     'interpreter'. Call it right before importing triton (task kernels do); the patch imports triton."""
     if select_backend() == "cuda":
         return "cuda"
-    from swizzlelab.interpreter_compat import fix_interpreter_scalar_index
-
     fix_interpreter_scalar_index()
     return "interpreter"
 

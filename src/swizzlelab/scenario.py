@@ -23,11 +23,13 @@ from swizzlelab.hw import HardwareModel, Target, resolve_target
 from swizzlelab.io import load_module, module_name_for
 from swizzlelab.runtime import available_memory_bytes, ensure_triton_backend
 from swizzlelab.swizzle import Formula, Permutation, compose, family, find_site, parse_formula, to_permutation
+from swizzlelab.swizzle.lang import read_formula_file
 from swizzlelab.swizzle.emit import splice_source
 from swizzlelab.swizzle.evaluate import evaluate
 from swizzlelab.swizzle.proof import Proof, permutation_id, prove_outputs
 from swizzlelab.tasks import Task, load_task
 from swizzlelab.trace import AccessTrace
+from swizzlelab.trace.tracer import trace_call
 
 # Kernel launch configurations a scenario may use: the GPU one (what predictions and measurements are for), the
 # CPU interpreter's, or whichever this process's backend would pick ("backend").
@@ -178,15 +180,13 @@ class Scenario:
             return self.default_order()
         if isinstance(spec, Formula):
             return self._fit(spec, check_site=False)
+        if not outputs:
+            return self._fit(self.task.parse_order(spec), check_site=False, where=spec)
         path = Path(spec)
-        if path.suffix == ".py" or path.is_file():
-            if not path.is_file():
-                raise UserError(f"order file {spec} does not exist")
-            return self._fit(parse_formula(path.read_text(), tuple(outputs) if outputs else None), check_site=False,
-                             where=str(spec))
-        if outputs:
-            raise UserError("--outputs applies to a formula file; a family spec names its own outputs")
-        return self._fit(self.task.parse_order(spec), check_site=False, where=spec)
+        if not path.is_file():
+            raise UserError(f"--outputs applies to a formula file and {spec} is none; a family spec names its own")
+        text = read_formula_file(path)  # one-line errors for a directory, a binary or a missing file
+        return self._fit(parse_formula(text, tuple(outputs), rank=len(self.grid)), check_site=False, where=str(spec))
 
     def _fit(self, formula: Formula, check_site: bool, where: str = "formula") -> Formula:
         if formula.launch_rank > KERNEL_LAUNCH_RANK:
@@ -244,8 +244,6 @@ class Scenario:
 
     def recorded_trace(self, kernel_name: str | None = None) -> AccessTrace:
         """The kernel's accesses recorded under the Triton interpreter, in its own order (small cases only)."""
-        from swizzlelab.trace.tracer import trace_call
-
         self.require_memory(include_trace=True)
         data = self.task.generate_input(self.case)
         return trace_call(lambda: self.task.custom_kernel(data, None, self.config), self.grid,
@@ -314,6 +312,12 @@ def kernel_from_module(module: ModuleType, path: Path, is_user_file: bool) -> Ke
             f"{path}: no @triton.jit function with a swizzle site: add the line `pid = tl.program_id(0)` or wrap "
             "the block computing pid_m/pid_n in '# swizzle: begin' / '# swizzle: end'"
         )
+    if len(with_site) > 1:
+        # Sites are also found automatically now; one marked by its author (markers or the one-line
+        # `pid = tl.program_id(0)`) picks the kernel among several.
+        explicit = [entry for entry in with_site if find_site(entry[2], entry[0]).explicit]
+        if len(explicit) == 1:
+            with_site = explicit
     if len(with_site) > 1:
         raise KernelSiteError(
             f"{path}: {len(with_site)} @triton.jit functions have a swizzle site "

@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
+from swizzlelab.tasks import list_tasks, load_task
+
 
 def _grid_text(task: Any, case: dict[str, Any], config: Any) -> str:
     grid = task.tile_grid(case, config)
@@ -51,8 +53,6 @@ def register(app: typer.Typer) -> None:
         task: Optional[str] = typer.Argument(None, help="A task name or a task folder to describe; omit to list all."),
     ) -> None:
         """List the built-in tasks, or describe one task (its cases and tile grids)."""
-        from swizzlelab.tasks import list_tasks, load_task
-
         console = Console()
         if task is not None:
             _show_task(console, load_task(task))

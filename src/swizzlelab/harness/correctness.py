@@ -11,6 +11,8 @@ from typing import Any, Callable
 
 import numpy as np
 
+from swizzlelab.runtime import device
+
 # Integer poison: a value no task output plausibly holds; for narrow integer types the dtype's extreme.
 INT_POISON = -0x5A5A5A5A
 
@@ -130,8 +132,6 @@ def _one_line(err: BaseException) -> str:
 
 
 def _synchronize() -> None:
-    from swizzlelab.runtime import device
-
     if device() == "cuda":
         import torch
 

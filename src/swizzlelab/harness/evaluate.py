@@ -14,6 +14,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from swizzlelab.errors import NoGpuError, UserError
+from swizzlelab.harness.ncu import NAMED_METRIC_IDS, run_ncu
 from swizzlelab.harness.correctness import CaseResult, case_sizes, check_correctness, derive_seed
 from swizzlelab.harness.sysinfo import SystemInfo, system_info
 from swizzlelab.harness.timing import (
@@ -25,7 +26,7 @@ from swizzlelab.harness.timing import (
     time_fn,
 )
 from swizzlelab.hw import resolve_target
-from swizzlelab.io import load_module, module_name_for
+from swizzlelab.io import atomic_write_text, load_module, module_name_for
 from swizzlelab.scenario import load_scenario
 
 MODES = ("test", "benchmark", "ranked", "profile")
@@ -270,8 +271,6 @@ def profile_case(
     task: Any, candidate: Candidate, case: dict[str, Any], out_dir: Path, index: int
 ) -> ProfileRow:
     """Profile one case in a child process under ncu; the child checks the profiled output."""
-    from swizzlelab.harness.ncu import NAMED_METRIC_IDS, run_ncu
-
     out_dir.mkdir(parents=True, exist_ok=True)
     report = out_dir / f"{task.name}-profile-case{index}.ncu-rep"
     with tempfile.TemporaryDirectory(prefix="swizzlelab-profile-") as tmp:
@@ -303,8 +302,6 @@ def profile(
     spec = order
     if order is not None and not isinstance(order, str):
         # The child process re-parses the order, so a Formula travels as a formula file.
-        from swizzlelab.io import atomic_write_text
-
         spec = str(atomic_write_text(target / f"order-{order.key}.py", order.normalized_source()))
     candidate = make_candidate(task, None, spec)
     return profile_case(task, candidate, case, target, 0).kernels

@@ -10,6 +10,8 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
+from swizzlelab.runtime import device
+
 
 @dataclass(frozen=True)
 class SystemInfo:
@@ -58,8 +60,6 @@ def _version(module: str) -> str:
 
 def system_info() -> SystemInfo:
     """Collect the SystemInfo of this process (never raises)."""
-    from swizzlelab.runtime import device
-
     gpu, cuda, l2_bytes, n_sms = "none", "none", None, None
     on_gpu = device() == "cuda"
     try:

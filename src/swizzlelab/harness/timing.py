@@ -14,6 +14,8 @@ from typing import Any, Callable
 import numpy as np
 
 from swizzlelab.errors import NoGpuError, UserError
+from swizzlelab.harness.correctness import poison_
+from swizzlelab.runtime import device
 
 NO_GPU_MESSAGE = "benchmark needs a CUDA GPU; run --mode test on the CPU"
 # Two-sided 95% normal quantile; the sample counts the stop rule reaches make t and normal agree to <1%.
@@ -279,8 +281,6 @@ def geometric_mean(values: list[float]) -> float:
 
 def require_cuda() -> Any:
     """torch, after checking that kernels run on a CUDA GPU (not the interpreter); NoGpuError otherwise."""
-    from swizzlelab.runtime import device
-
     if device() != "cuda":
         raise NoGpuError(NO_GPU_MESSAGE)
     import torch
@@ -305,8 +305,6 @@ class _L2Flusher:
 
 
 def _poison_out(data: Any) -> None:
-    from swizzlelab.harness.correctness import poison_
-
     if isinstance(data, dict) and "out" in data:
         poison_(data["out"])
 

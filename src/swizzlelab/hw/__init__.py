@@ -9,7 +9,8 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from swizzlelab.errors import UserError
+from swizzlelab.errors import NoGpuError, UserError
+from swizzlelab.runtime import device
 
 MB = 1024 * 1024
 
@@ -229,8 +230,6 @@ def generic_nvidia(name: str, n_sms: int, l2_bytes: int, dram_bw_bytes_per_s: fl
 
 def from_torch_device(index: int = 0) -> HardwareModel:
     """A model of the visible CUDA GPU; a known model (with its sources) when the name matches one."""
-    from swizzlelab.errors import NoGpuError
-
     try:
         import torch
     except ImportError as err:  # pragma: no cover - torch is a dependency
@@ -300,8 +299,6 @@ class Target:
 
 def local_gpu_name() -> str:
     """The CUDA GPU kernels run on here, or '' (no GPU, or the interpreter is forced)."""
-    from swizzlelab.runtime import device
-
     if device() != "cuda":
         return ""
     import torch
@@ -342,3 +339,15 @@ def resolve_target(requested: str, gpu_name: str | None = None) -> Target:
     elif not gpu:
         note += " (no CUDA GPU: every figure is a prediction)"
     return Target(model=model, requested=key, note=note, local_gpu=gpu, can_measure=can_measure)
+
+
+def measured_occupancy(limits: list[float | None], resources: dict | None, fallback: int) -> tuple[int, str]:
+    """(programs per SM, source): the smallest of ncu's launch__occupancy_limit_* values, else the occupancy of
+    the compiled kernel's resources (n_regs, shared_bytes, num_warps), else `fallback`."""
+    known = [v for v in limits if v is not None and v > 0]
+    if known:
+        return int(min(known)), "ncu launch__occupancy_limit_*"
+    if resources:
+        return nvidia_blocks_per_sm(resources["n_regs"], resources["shared_bytes"], resources["num_warps"]), \
+            "compiled kernel"
+    return fallback, "given (--occupancy)"

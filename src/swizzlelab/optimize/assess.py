@@ -1,77 +1,41 @@
-"""Judge a proposed formula without a GPU: parse it, prove it a bijection on the real grid, predict its L2 behaviour.
-
-Also the co-residency statistics (what the first wave of programs reads together) that reasons are written from.
+"""Judge a proven order without a GPU: predict its L2 behaviour, and the co-residency statistics (what the first
+wave of programs reads together) that reasons are written from.
 """
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass
 from typing import Any
 
 import numpy as np
 from numba import njit
 
 from swizzlelab.hw import domain_programs
-from swizzlelab.scenario import Checked, Scenario
+from swizzlelab.optimize.records import Prediction, Wave
+from swizzlelab.scenario import Scenario
 from swizzlelab.sim import simulate
 
 
-def proof_dict(checked: Checked) -> dict[str, Any]:
-    record = checked.proof.to_dict()
-    record["message"] = checked.proof.message()
-    record["permutation_id"] = checked.permutation_id
-    return record
-
-
-def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers: int | None = None) -> dict[str, Any]:
+def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers: int | None = None) -> Prediction:
     """Predicted L2 figures of running the tiles in order `perm` on the target model (`footprint`: the trace's,
     computed once per run; `workers`: threads for the L2 domains, see sim.simulate)."""
     model = scenario.model
     result = simulate(scenario.trace, perm, model, occupancy=scenario.occupancy.programs, footprint=footprint,
                       workers=workers)
-    return {
-        "kind": f"predicted (model {result.model})",
-        "model": result.model,
-        "occupancy": result.occupancy,
-        "l2_hit_rate": result.l2_hit_rate,
-        "line_hit_rate": result.line_hit_rate,
-        "dram_read_bytes": int(result.dram_read_bytes),
-        "dram_write_bytes": int(result.dram_write_bytes),
-        "dram_bytes": int(result.dram_read_bytes + result.dram_write_bytes),
-        "compulsory_bytes": int(result.compulsory_bytes),
-        "requested_bytes": int(result.requested_bytes),
-        "best_hit_rate": result.best_hit_rate,
-        "per_domain_hit_rate": [d.l2_hit_rate for d in result.per_domain],
-        "predicted_dram_ms": (
-            1e3 * (result.dram_read_bytes + result.dram_write_bytes) / model.dram_bw_bytes_per_s
-            if model.dram_bw_bytes_per_s
-            else None
-        ),
-        "sim_s": result.elapsed_s,
-    }
-
-
-@dataclass(frozen=True)
-class WaveStats:
-    """What the programs resident together at launch (the first wave of each L2 domain) read.
-
-    `sharing` = sum of each program's distinct lines / distinct lines of the wave (1.0: nothing shared);
-    `cross_domain_fraction` = share of the wave's lines read by more than one domain (fetched once per domain);
-    `rows`/`cols` = distinct tile rows / columns per domain wave (2-D grids; 0 otherwise).
-    """
-
-    wave_programs: int
-    n_domains: int
-    distinct_bytes: int  # per domain wave, mean
-    program_bytes: int  # per program, mean distinct
-    sharing: float
-    cross_domain_fraction: float
-    rows: float
-    cols: float
-    l2_bytes_per_domain: int
-
-    def to_dict(self) -> dict[str, Any]:
-        return asdict(self)
+    dram = result.dram_read_bytes + result.dram_write_bytes
+    return Prediction(
+        model=result.model,
+        occupancy=int(result.occupancy),
+        l2_hit_rate=float(result.l2_hit_rate),
+        line_hit_rate=float(result.line_hit_rate),
+        dram_read_bytes=int(result.dram_read_bytes),
+        dram_write_bytes=int(result.dram_write_bytes),
+        compulsory_bytes=int(result.compulsory_bytes),
+        requested_bytes=int(result.requested_bytes),
+        best_hit_rate=float(result.best_hit_rate),
+        per_domain_hit_rate=tuple(float(d.l2_hit_rate) for d in result.per_domain),
+        predicted_dram_ms=1e3 * dram / model.dram_bw_bytes_per_s if model.dram_bw_bytes_per_s else None,
+        sim_s=float(result.elapsed_s),
+    )
 
 
 @njit(cache=True)
@@ -109,7 +73,7 @@ def _wave_counts(lines, step_ptr, tile_step_ptr, tiles, domain, n_domains, span)
     return per_tile, per_domain, n_multi, n_all
 
 
-def wave_stats(scenario: Scenario, perm: np.ndarray) -> WaveStats:
+def wave_stats(scenario: Scenario, perm: np.ndarray) -> Wave:
     """Co-residency statistics of the first wave of `perm` on the target model (from the trace)."""
     model = scenario.model
     trace = scenario.trace
@@ -132,7 +96,7 @@ def wave_stats(scenario: Scenario, perm: np.ndarray) -> WaveStats:
     rows = [np.unique(w // scenario.grid[1]).size for w in waves] if scenario.rank == 2 else []
     cols = [np.unique(w % scenario.grid[1]).size for w in waves] if scenario.rank == 2 else []
     line_bytes = int(trace.line_bytes)
-    return WaveStats(
+    return Wave(
         wave_programs=int(slots),
         n_domains=len(waves),
         distinct_bytes=int(per_domain.mean() * line_bytes),

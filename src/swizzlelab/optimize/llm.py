@@ -15,7 +15,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from swizzlelab.optimize.reasons import why_old_was_slow
 from swizzlelab.optimize.records import EVALUATED, Attempt, Proposal
+from swizzlelab.swizzle import implicit_names
 
 SECTION_NAMES = (
     "Code optimization reasoning",
@@ -162,8 +164,6 @@ class LlmProposer:
     def _problem_context(self) -> str:
         if self._context:
             return self._context
-        from swizzlelab.swizzle import implicit_names
-
         scenario = self.state.scenario
         names = sorted(set(implicit_names(scenario.grid)) | set(scenario.args) | set(scenario.consts))
         values = {**implicit_names(scenario.grid), **scenario.args, **scenario.consts}
@@ -180,8 +180,6 @@ class LlmProposer:
         return self._context
 
     def _history_text(self, history: list[Attempt]) -> str:
-        from swizzlelab.optimize.reasons import why_old_was_slow
-
         baseline = history[0] if history else None
         best = self.state.best_measured() if self.state.device else None
         lines = []

@@ -5,21 +5,22 @@ Every iteration is appended (fsynced) to iterations.jsonl as it ends, so a rerun
 
 from __future__ import annotations
 
+import dataclasses
 import json
-import os
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from swizzlelab.errors import UserError
-from swizzlelab.io import append_line, atomic_write_text
-from swizzlelab.optimize import assess
-from swizzlelab.optimize.measure import CACHE_FILE, MeasureCache, Measurer, cache_key
-from swizzlelab.scenario import Scenario
-from swizzlelab.optimize.reasons import pct, reasons_dict, why_old_was_slow
+from swizzlelab.fmt import fmt_bytes, pct
+from swizzlelab.io import append_line
+from swizzlelab.optimize import assess, report
+from swizzlelab.optimize.llm import LlmProposer, config_from_env
+from swizzlelab.optimize.measure import CACHE_FILE, GpuMeasurer, MeasureCache, Measurer, cache_key
+from swizzlelab.optimize.reasons import reasons_dict, why_old_was_slow
 from swizzlelab.optimize.records import (
     DUPLICATE,
     EVALUATED,
@@ -27,206 +28,40 @@ from swizzlelab.optimize.records import (
     NOT_BIJECTIVE,
     UNPARSABLE,
     Attempt,
+    Measurement,
+    Prediction,
+    ProofSummary,
     Proposal,
+    Wave,
 )
-from swizzlelab.fmt import fmt_bytes
-from swizzlelab.sim import analyze, footprint_of
+from swizzlelab.optimize.search import Screened, SearchProposer
+from swizzlelab.optimize.state import (
+    JSONL,
+    PREDICTIONS,
+    PROPOSERS,
+    Options,
+    RunState,
+    describe_best,
+    load_or_start,
+    read_jsonl,
+    record_attempt,
+)
+from swizzlelab.scenario import Checked, Scenario
 from swizzlelab.sim.simulate import default_workers
-
-PROPOSERS = ("search", "llm", "both")
-JSONL = "iterations.jsonl"
-PREDICTIONS = "predictions.json"
-
-
-@dataclass
-class Options:
-    """How one run goes: budget (iterations after the baseline), proposer, where outputs go."""
-
-    out_dir: Path
-    budget: int = 20
-    proposer: str = "search"
-    remeasure: bool = False
-    screen_s: float = 90.0
-    measure_s: float = 4.0
-    use_ncu: bool = True
-    llm: Any = None  # optimize.llm.LlmConfig; None reads the environment
-    cache_path: Path | None = None  # default: OUT/measure-cache.json
-    workers: int | None = None  # threads that screen candidates with the simulator (default: usable CPUs)
-    command: str = ""
-
-    def __post_init__(self) -> None:
-        self.out_dir = Path(self.out_dir)
-        if self.budget < 1:
-            raise UserError(f"--budget {self.budget}: give at least 1 iteration")
-        if self.workers is not None and self.workers < 1:
-            raise UserError(f"--workers {self.workers}: give at least 1 thread")
-        if self.proposer not in PROPOSERS:
-            raise UserError(f"--proposer {self.proposer!r} is unknown: use one of {', '.join(PROPOSERS)}")
-
-
-@dataclass
-class RunState:
-    """What the loop knows: attempts so far (baseline first), run notes, and where files go."""
-
-    scenario: Scenario
-    options: Options
-    attempts: list[Attempt] = field(default_factory=list)
-    notes: list[str] = field(default_factory=list)
-    predictions: dict[str, dict[str, Any]] = field(default_factory=dict)
-    resumed_from: int = 0
-    measured_note: str = ""
-    device: str = ""
-    _analysis: Any = None
-    _footprint: Any = None
-
-    def analysis(self) -> Any:
-        """The memory analysis of the task's trace (sim.analyze), computed once per run."""
-        if self._analysis is None:
-            self._analysis = analyze(self.scenario.trace, self.scenario.model,
-                                     occupancy=self.scenario.occupancy.programs)
-        return self._analysis
-
-    def footprint(self) -> Any:
-        """The trace's footprint (sim.footprint_of), computed once per run and shared by every prediction."""
-        if self._footprint is None:
-            self._footprint = footprint_of(self.scenario.trace)
-        return self._footprint
-
-    def memory_text(self) -> str:
-        """The task's memory facts (analysis of the trace) for reasoning sections and prompts."""
-        from swizzlelab.optimize.reasons import memory_summary
-
-        return memory_summary(self.scenario, self.analysis())
-
-    def sharing_periods(self) -> tuple[int, ...]:
-        """Sharing periods of a 1-D trace, the tensor with the most requested bytes first."""
-        requested = {t.name: t.requested_bytes for t in self.analysis().tensors}
-        periods = sorted(self.analysis().periods, key=lambda p: -requested.get(p.tensor, 0))
-        return tuple(p.period for p in periods)
-
-    @property
-    def baseline(self) -> Attempt:
-        return self.attempts[0]
-
-    def seen(self) -> dict[str, int]:
-        """Permutation id -> first iteration that evaluated it (non-bijective ids never count as seen)."""
-        out: dict[str, int] = {}
-        for a in self.attempts:
-            if a.status == EVALUATED and a.permutation_id and a.permutation_id not in out:
-                out[a.permutation_id] = a.iteration
-        return out
-
-    def best_measured(self) -> Attempt | None:
-        """The fastest attempt whose speedup CI lies above 1.0 (None when nothing beat the baseline)."""
-        wins = [
-            a for a in self.attempts
-            if a.iteration > 0 and a.measured and a.measurement["comparison"]["ci95"][0] > 1.0
-        ]
-        return max(wins, key=lambda a: a.measurement["comparison"]["speedup"]) if wins else None
-
-    def best_predicted(self) -> Attempt:
-        from swizzlelab.optimize.search import score
-
-        evaluated = [a for a in self.attempts if a.status == EVALUATED and a.prediction]
-        return min(evaluated, key=lambda a: (score(a.prediction), a.iteration))
-
-    def best(self) -> Attempt:
-        """Measured best when this run measures (the baseline if nothing won), else the predicted best."""
-        if self.device:
-            return self.best_measured() or self.baseline
-        return self.best_predicted()
-
-
-# ---------------------------------------------------------------------------------------------- resume
-
-
-def read_jsonl(path: Path) -> tuple[dict[str, Any] | None, list[Attempt]]:
-    """The run header and the complete iteration records of a JSONL file (a torn last line is ignored)."""
-    header, attempts = None, []
-    for line in path.read_text().splitlines():
-        try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # an interrupted append leaves at most one partial line
-        if record.get("type") == "run" and header is None:
-            header = record
-        elif record.get("type") == "iteration":
-            attempts.append(Attempt.from_dict(record))
-    # Keep one record per iteration number, in order (a rerun never rewrites, but be strict).
-    by_iteration: dict[int, Attempt] = {}
-    for attempt in attempts:
-        by_iteration.setdefault(attempt.iteration, attempt)
-    ordered = [by_iteration[k] for k in sorted(by_iteration)]
-    contiguous = [a for i, a in enumerate(ordered) if a.iteration == i]
-    return header, contiguous
-
-
-def _drop_torn_tail(path: Path) -> None:
-    """Cut a partial last line (an append interrupted mid-write) so new records start on a line of their own."""
-    data = path.read_bytes()
-    if data and not data.endswith(b"\n"):
-        with open(path, "r+b") as handle:
-            handle.truncate(data.rfind(b"\n") + 1)
-            handle.flush()
-            os.fsync(handle.fileno())
-
-
-def _load_or_start(state: RunState) -> None:
-    out = state.options.out_dir
-    out.mkdir(parents=True, exist_ok=True)
-    path = out / JSONL
-    identity = state.scenario.identity()
-    if path.is_file() and path.stat().st_size > 0:
-        _drop_torn_tail(path)
-        header, attempts = read_jsonl(path)
-        if header is None:
-            raise UserError(f"{path} has no run header: it is not a swizzlelab optimize log; use another --out")
-        if header.get("identity") != identity:
-            differing = [k for k in identity if header.get("identity", {}).get(k) != identity[k]]
-            raise UserError(
-                f"{out} holds a run of a different scenario ({', '.join(differing)} differ): give another --out "
-                "or delete that folder"
-            )
-        state.attempts = attempts
-        state.resumed_from = len(attempts)
-        if attempts:
-            state.notes.append(f"resumed from {path}: {len(attempts)} iteration(s) already recorded (baseline included)")
-    else:
-        append_line(path, json.dumps({"type": "run", "identity": identity, "started": time.time(),
-                                      "command": state.options.command}))
-    pred_path = out / PREDICTIONS
-    if pred_path.is_file():
-        try:
-            state.predictions = dict(json.loads(pred_path.read_text()).get("by_permutation", {}))
-        except (OSError, ValueError):
-            state.predictions = {}
-
-
-def _save_predictions(state: RunState) -> None:
-    atomic_write_text(
-        state.options.out_dir / PREDICTIONS,
-        json.dumps({"model": state.scenario.target.model.name, "occupancy": state.scenario.occupancy.programs,
-                    "by_permutation": state.predictions}, default=float),
-    )
-
 
 # ---------------------------------------------------------------------------------------------- evaluation
 
 
-def _predict(
-    state: RunState, permutation_id: str, perm: Any, workers: int | None = None
-) -> tuple[dict[str, Any], dict[str, Any]]:
+def _predict(state: RunState, permutation_id: str, perm: Any, workers: int | None = None) -> tuple[Prediction, Wave]:
     cached = state.predictions.get(permutation_id)
     if cached is None:
-        cached = {
-            "prediction": assess.predict(state.scenario, perm, state.footprint(), workers),
-            "wave": assess.wave_stats(state.scenario, perm).to_dict(),
-        }
+        cached = (assess.predict(state.scenario, perm, state.footprint(), workers),
+                  assess.wave_stats(state.scenario, perm))
         state.predictions[permutation_id] = cached
-    return cached["prediction"], cached["wave"]
+    return cached
 
 
-def screen_text(state: RunState, sim_workers: int | None = None) -> Callable[[str], tuple[str | None, Any, Any, str]]:
+def screen_text(state: RunState, sim_workers: int | None = None) -> Callable[[str], Screened]:
     """The search proposer's cheap evaluator: parse, prove, predict (cached by permutation id). Safe to call
     from several threads: at worst two threads predict the same permutation once each."""
 
@@ -234,7 +69,7 @@ def screen_text(state: RunState, sim_workers: int | None = None) -> Callable[[st
     # parsing and proving take turns, only the simulation runs on several threads.
     parse_lock = threading.Lock()
 
-    def screen(text: str) -> tuple[str | None, Any, Any, str]:
+    def screen(text: str) -> tuple[str | None, Prediction | None, Wave | None, str]:
         try:
             with parse_lock:
                 formula = state.scenario.formula(text)
@@ -249,7 +84,9 @@ def screen_text(state: RunState, sim_workers: int | None = None) -> Callable[[st
     return screen
 
 
-def _measure(state: RunState, measurer: Measurer | None, cache: MeasureCache, checked: Any, baseline: bool) -> Any:
+def _measure(
+    state: RunState, measurer: Measurer | None, cache: MeasureCache, checked: Checked, baseline: bool
+) -> Measurement | None:
     if measurer is None:
         return None
     scenario = state.scenario
@@ -257,13 +94,11 @@ def _measure(state: RunState, measurer: Measurer | None, cache: MeasureCache, ch
                     scenario.model.name, scenario.sizes)
     hit = cache.get(key)
     if hit is not None and not state.options.remeasure:
-        return {**hit, "cached": True}
+        return dataclasses.replace(hit, cached=True)
     try:
         result = measurer.measure_baseline() if baseline else measurer.measure(checked.formula)
     except UserError as err:
-        result = {"device": measurer.device, "kind": f"measured ({measurer.device})", "comparison": None,
-                  "error": f"measurement failed: {err}"}
-    result = {**result, "cached": False}
+        result = Measurement(device=measurer.device, error=f"measurement failed: {err}")
     cache.put(key, result)
     return result
 
@@ -275,7 +110,7 @@ def evaluate(
     started = time.perf_counter()
     history = list(state.attempts)
     best_measured = state.best_measured() if state.device else None
-    vendor = state.scenario.target.model.vendor
+    vendor = state.scenario.model.vendor
     attempt = Attempt(
         iteration=iteration,
         status=EVALUATED,
@@ -299,7 +134,7 @@ def evaluate(
         attempt.status, attempt.message = UNPARSABLE, str(err)
         return _finish(attempt, started)
     attempt.formula = formula.source if iteration else proposal.formula_text
-    attempt.proof = assess.proof_dict(checked)
+    attempt.proof = ProofSummary.of(checked.proof, checked.permutation_id)
     attempt.permutation_id = checked.permutation_id
     if not checked.proof.is_bijection:
         attempt.status, attempt.message = NOT_BIJECTIVE, checked.proof.message()
@@ -311,21 +146,19 @@ def evaluate(
         return _finish(attempt, started)
     attempt.prediction, attempt.wave = _predict(state, checked.permutation_id, checked.perm)
     attempt.measurement = _measure(state, measurer, cache, checked, baseline=iteration == 0)
+    pred = attempt.prediction
     attempt.message = (
-        f"{checked.proof.message()}; predicted hit {pct(attempt.prediction['l2_hit_rate'])}, DRAM read "
-        f"{fmt_bytes(attempt.prediction['dram_read_bytes'])} ({attempt.prediction['kind']})"
+        f"{checked.proof.message()}; predicted hit {pct(pred.l2_hit_rate)}, DRAM read "
+        f"{fmt_bytes(pred.dram_read_bytes)} (model {pred.model})"
     )
-    comparison = (attempt.measurement or {}).get("comparison")
-    if comparison:
-        from swizzlelab.optimize.reasons import ci_text, verdict
-
-        attempt.message += (
-            f"; {ci_text(comparison)} measured ({attempt.measurement['device']}): {verdict(comparison)}"
-        )
-    elif attempt.measurement and attempt.measurement.get("correctness", {}).get("passed") is False:
-        attempt.message += f"; WRONG OUTPUT on {attempt.measurement['device']}: {attempt.measurement['correctness']['message']}"
-    elif attempt.measurement and attempt.measurement.get("error"):
-        attempt.message += f"; {attempt.measurement['error']}"
+    measurement = attempt.measurement
+    if measurement is not None and measurement.comparison is not None:
+        comparison = measurement.comparison
+        attempt.message += f"; {comparison.ci_text()} measured ({measurement.device}): {comparison.verdict()}"
+    elif measurement is not None and measurement.passed is False:
+        attempt.message += f"; WRONG OUTPUT on {measurement.device}: {measurement.check_message}"
+    elif measurement is not None and measurement.error:
+        attempt.message += f"; {measurement.error}"
     return _finish(attempt, started)
 
 
@@ -335,9 +168,8 @@ def _finish(attempt: Attempt, started: float) -> Attempt:
 
 
 def baseline_proposal(scenario: Scenario) -> Proposal:
-    text = scenario.kernel.site_text()
     return Proposal(
-        formula_text=text,
+        formula_text=scenario.kernel.site_text(),
         hypothesis="the kernel's own order (its swizzle site as written)",
         proposer="baseline",
         label="kernel default site",
@@ -367,8 +199,6 @@ def _default_measurer(state: RunState) -> Measurer | None:
             else "no CUDA GPU on this machine"
         )
         return None
-    from swizzlelab.optimize.measure import GpuMeasurer
-
     return GpuMeasurer(state.scenario, budget_s=state.options.measure_s, use_ncu=state.options.use_ncu,
                        ncu_dir=state.options.out_dir / "ncu")
 
@@ -379,12 +209,12 @@ def run(
     measurer: Measurer | None | str = "auto",
     on_note: Callable[[str], None] = lambda text: None,
     on_iteration: Callable[[Attempt], None] = lambda attempt: None,
+    on_screen: Callable[[int, int], None] = lambda done, total: None,
 ) -> RunResult:
-    """Run (or resume) the optimizer until `options.budget` iterations after the baseline are recorded."""
-    from swizzlelab.optimize import report
-
+    """Run (or resume) the optimizer until `options.budget` iterations after the baseline are recorded.
+    `on_screen(done, total)` follows the search's ranking of candidates with the simulator."""
     state = RunState(scenario, options)
-    _load_or_start(state)
+    load_or_start(state)
     for note in state.notes:
         on_note(note)
     state.notes.insert(0, scenario.target.note)
@@ -394,40 +224,38 @@ def run(
         state.notes[0] = f"target {scenario.model.name}; measured with {state.device}"
     if active is None and not state.measured_note:
         state.measured_note = "no measurer"
+    proposers = _make_proposers(state, on_note, on_screen)
     cache = MeasureCache.open(options.cache_path or options.out_dir / CACHE_FILE)
-    jsonl = options.out_dir / JSONL
 
     def record(attempt: Attempt) -> None:
-        state.attempts.append(attempt)
-        append_line(jsonl, json.dumps(attempt.to_dict(), default=float))
-        _save_predictions(state)
+        record_attempt(state, attempt)
         report.write_progress(state)
         on_iteration(attempt)
 
-    if not state.attempts:
+    if not any(a.iteration == 0 for a in state.attempts):
         base = evaluate(state, 0, baseline_proposal(scenario), active, cache)
         if base.status != EVALUATED:
             raise UserError(f"the kernel's own order cannot be evaluated: {base.message}")
         base.reasons_old = {}
         record(base)
+        state.attempts.sort(key=lambda a: a.iteration)  # a resumed log may have lost only its baseline record
 
-    proposers = _make_proposers(state, on_note)
     while len(state.attempts) - 1 < options.budget:
-        iteration = len(state.attempts)
+        iteration = state.next_iteration()
         proposer = proposers.pick(iteration)
         try:
             proposal = proposer.propose(state.attempts, state.best())
+            if proposal is None and proposer is not proposers.search:
+                proposal = proposers.search.propose(state.attempts, state.best())
         except UserError as err:
             # e.g. no candidate could be ranked: the log says why (its notes hold the rejection summary)
             state.notes.append(str(err))
             report.write_progress(state)
             raise
         if proposal is None:
-            proposal = proposers.fallback(iteration, state)
-            if proposal is None:
-                on_note("search: every enumerated order has been tried; stopping before the budget")
-                state.notes.append("search ran out of untried orders before the budget")
-                break
+            on_note("search: every enumerated order has been tried; stopping before the budget")
+            state.notes.append("search ran out of untried orders before the budget")
+            break
         record(evaluate(state, iteration, proposal, active, cache))
     files = report.write_all(state)
     return RunResult(state, files)
@@ -435,26 +263,22 @@ def run(
 
 @dataclass
 class _Proposers:
-    """Which proposer acts at each iteration (`both` alternates llm and search; llm falls back to search)."""
+    """Which proposer acts at each iteration (`both` alternates llm and search)."""
 
     mode: str
-    search: Any
-    llm: Any
+    search: SearchProposer
+    llm: LlmProposer | None
 
     def pick(self, iteration: int) -> Any:
         if self.llm is not None and self.llm.available and (self.mode == "llm" or iteration % 2 == 1):
             return self.llm
         return self.search
 
-    def fallback(self, iteration: int, state: RunState) -> Proposal | None:
-        """When the llm had nothing (it became unavailable this turn) the search proposes instead."""
-        return self.search.propose(state.attempts, state.best())
 
-
-def _make_proposers(state: RunState, on_note: Callable[[str], None]) -> _Proposers:
-    from swizzlelab.optimize.search import SearchProposer
-
-    model = state.scenario.target.model
+def _make_proposers(
+    state: RunState, on_note: Callable[[str], None], on_screen: Callable[[int, int], None]
+) -> _Proposers:
+    model = state.scenario.model
 
     def note(text: str) -> None:
         if text not in state.notes:
@@ -482,36 +306,15 @@ def _make_proposers(state: RunState, on_note: Callable[[str], None]) -> _Propose
         context=state.memory_text,
         periods=state.sharing_periods,
         rejected=rejected,
+        on_screen=on_screen,
     )
     llm = None
     if state.options.proposer in ("llm", "both"):
-        from swizzlelab.optimize.llm import LlmProposer, config_from_env
-
-        config = state.options.llm or config_from_env()
-        llm = LlmProposer(config=config, state=state, notes=note)
+        llm = LlmProposer(config=state.options.llm or config_from_env(), state=state, notes=note)
     return _Proposers(state.options.proposer, search, llm)
 
 
-def describe_best(state: RunState) -> str:
-    """One line on the best order, labelled measured or predicted."""
-    best = state.best()
-    if best.iteration == 0:
-        if state.device:
-            return f"no order beat the kernel's default with 95% confidence, measured ({state.device})"
-        return "the kernel's own order is the best predicted"
-    pred = best.prediction or {}
-    text = (
-        f"best: iteration {best.iteration} {best.label} (permutation {best.permutation_id}): predicted hit "
-        f"{pct(pred.get('l2_hit_rate'))} vs {pct(state.baseline.prediction['l2_hit_rate'])}, DRAM read "
-        f"{fmt_bytes(pred.get('dram_read_bytes', 0))} vs {fmt_bytes(state.baseline.prediction['dram_read_bytes'])} "
-        f"({pred.get('kind', '')})"
-    )
-    comparison = (best.measurement or {}).get("comparison")
-    if comparison:
-        from swizzlelab.optimize.reasons import ci_text
-
-        text += f"; {ci_text(comparison)} measured ({best.measurement['device']})"
-    return text
-
-
-__all__ = ["Options", "RunResult", "RunState", "describe_best", "evaluate", "read_jsonl", "run", "why_old_was_slow"]
+__all__ = [
+    "JSONL", "PREDICTIONS", "PROPOSERS", "Options", "RunResult", "RunState", "describe_best", "evaluate",
+    "read_jsonl", "run", "screen_text", "why_old_was_slow",
+]

@@ -9,7 +9,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from swizzlelab.errors import UserError
+from swizzlelab import harness
 from swizzlelab.io import atomic_write_text
+from swizzlelab.optimize.records import BaselineTiming, Measurement, NcuFigures, Speedup
 
 CACHE_FILE = "measure-cache.json"
 
@@ -19,9 +22,9 @@ class Measurer(Protocol):
 
     device: str
 
-    def measure_baseline(self) -> dict[str, Any]: ...
+    def measure_baseline(self) -> Measurement: ...
 
-    def measure(self, formula: Any) -> dict[str, Any]: ...
+    def measure(self, formula: Any) -> Measurement: ...
 
 
 def cache_key(kernel_hash: str, permutation_id: str, target: str, sizes: dict[str, Any]) -> str:
@@ -47,29 +50,35 @@ class MeasureCache:
                 entries = {}  # a damaged cache only costs re-measuring
         return cls(file, entries)
 
-    def get(self, key: str) -> dict[str, Any] | None:
-        return self.entries.get(key)
+    def get(self, key: str) -> Measurement | None:
+        record = self.entries.get(key)
+        if record is None:
+            return None
+        try:
+            return Measurement.from_dict(record)
+        except (TypeError, KeyError, ValueError):
+            return None  # an entry of an older layout: measured again
 
-    def put(self, key: str, value: dict[str, Any]) -> None:
-        self.entries[key] = value
-        atomic_write_text(self.path, json.dumps({"version": 1, "entries": self.entries}, indent=1, default=str))
+    def put(self, key: str, value: Measurement) -> None:
+        self.entries[key] = value.to_dict()
+        atomic_write_text(self.path, json.dumps({"version": 2, "entries": self.entries}, indent=1, default=str))
 
 
-def _kernel_metrics(kernels: list[Any], kernel_name: str) -> dict[str, Any]:
+def _kernel_metrics(kernels: list[Any], kernel_name: str) -> NcuFigures:
     """L2 hit rate of the longest profiled launch of the optimized kernel, DRAM bytes summed over its launches."""
     mine = [k for k in kernels if kernel_name in k.kernel_name] or list(kernels)
     if not mine:
-        return {"error": "ncu profiled no kernel"}
+        return NcuFigures(error="ncu profiled no kernel")
     named = [k.named() for k in mine]
     longest = max(named, key=lambda n: n.get("Duration") or 0.0)
-    return {
-        "l2_hit_rate_pct": longest.get("L2_Cache_Hit_Rate"),
-        "dram_read_bytes": sum(n.get("DRAM_Read") or 0.0 for n in named),
-        "dram_write_bytes": sum(n.get("DRAM_Write") or 0.0 for n in named),
-        "duration_ns": sum(n.get("Duration") or 0.0 for n in named),
-        "kernels": [k.kernel_name for k in mine],
-        "source": "ncu (lts__t_sector_hit_rate.pct, dram__bytes_read.sum)",
-    }
+    return NcuFigures(
+        l2_hit_rate_pct=longest.get("L2_Cache_Hit_Rate"),
+        dram_read_bytes=sum(n.get("DRAM_Read") or 0.0 for n in named),
+        dram_write_bytes=sum(n.get("DRAM_Write") or 0.0 for n in named),
+        duration_ns=sum(n.get("Duration") or 0.0 for n in named),
+        kernels=tuple(k.kernel_name for k in mine),
+        source="ncu (lts__t_sector_hit_rate.pct, dram__bytes_read.sum)",
+    )
 
 
 @dataclass
@@ -83,60 +92,42 @@ class GpuMeasurer:
     device: str = ""
 
     def __post_init__(self) -> None:
-        from swizzlelab.harness.timing import require_cuda
-
-        torch = require_cuda()
+        torch = harness.timing.require_cuda()
         self.device = str(torch.cuda.get_device_name(torch.cuda.current_device()))
 
     def _launcher(self, formula: Any) -> Any:
         launch = self.scenario.kernel.launcher or self.scenario.task.custom_kernel
         return lambda data: launch(data, formula)
 
-    def _ncu(self, formula: Any) -> dict[str, Any] | None:
+    def _ncu(self, formula: Any) -> NcuFigures | None:
         if not self.use_ncu:
             return None
         if self.scenario.kernel.is_user_file:
-            return {"error": "ncu profiles the task's own kernel file; not run for a --kernel file"}
-        from swizzlelab.errors import UserError
-        from swizzlelab.harness import profile
-
+            return NcuFigures(error="ncu profiles the task's own kernel file; not run for a --kernel file")
         try:
-            kernels = profile(self.scenario.task, self.scenario.case, formula, self.ncu_dir)
+            kernels = harness.profile(self.scenario.task, self.scenario.case, formula, self.ncu_dir)
         except UserError as err:
-            return {"error": str(err)}
+            return NcuFigures(error=str(err))
         return _kernel_metrics(kernels, self.scenario.kernel.name)
 
-    def measure_baseline(self) -> dict[str, Any]:
-        from swizzlelab.harness import time_fn
-
+    def measure_baseline(self) -> Measurement:
         task, case = self.scenario.task, self.scenario.case
         data = task.generate_input(case)
-        timing = time_fn(self._launcher(None), data, self.budget_s, check=lambda out: task.check(data, out))
-        return {
-            "device": self.device,
-            "kind": f"measured ({self.device})",
-            "timing": timing.to_dict(with_samples=False),
-            "comparison": None,
-            "ncu": self._ncu(None),
-        }
+        timing = harness.time_fn(self._launcher(None), data, self.budget_s, check=lambda out: task.check(data, out))
+        return Measurement(
+            device=self.device,
+            timing=BaselineTiming(mean_ms=timing.mean_ms, sem_ms=timing.sem_ms, n=timing.n, device=self.device),
+            ncu=self._ncu(None),
+        )
 
-    def measure(self, formula: Any) -> dict[str, Any]:
-        from swizzlelab.harness import check_correctness, compare_interleaved
-
+    def measure(self, formula: Any) -> Measurement:
         task, case = self.scenario.task, self.scenario.case
         candidate = self._launcher(formula)
-        result = check_correctness(task, candidate, case, recheck=False)
-        record: dict[str, Any] = {
-            "device": self.device,
-            "kind": f"measured ({self.device})",
-            "correctness": {"passed": result.passed, "message": result.message},
-            "comparison": None,
-            "ncu": None,
-        }
+        result = harness.check_correctness(task, candidate, case, recheck=False)
         if not result.passed:
-            return record
+            return Measurement(device=self.device, passed=False, check_message=result.message)
         data = task.generate_input(case)
-        comparison = compare_interleaved(
+        comparison = harness.compare_interleaved(
             self._launcher(None),
             candidate,
             data,
@@ -144,16 +135,5 @@ class GpuMeasurer:
             check_a=lambda out: task.check(data, out),
             check_b=lambda out: task.check(data, out),
         )
-        record["comparison"] = {
-            "speedup": comparison.speedup,
-            "ci95": [comparison.ci_low, comparison.ci_high],
-            "baseline_ms": comparison.a.mean_ms,
-            "candidate_ms": comparison.b.mean_ms,
-            "baseline_sem_ms": comparison.a.sem_ms,
-            "candidate_sem_ms": comparison.b.sem_ms,
-            "n_pairs": comparison.a.n,
-            "method": comparison.method,
-            "is_improvement": comparison.is_improvement,
-        }
-        record["ncu"] = self._ncu(formula)
-        return record
+        return Measurement(device=self.device, passed=True, check_message=result.message,
+                           comparison=Speedup.of(comparison), ncu=self._ncu(formula))

@@ -12,9 +12,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swizzlelab.errors import UserError
-from swizzlelab.optimize.reasons import pct, why_new_is_better
-from swizzlelab.optimize.records import Attempt, Proposal
-from swizzlelab.fmt import fmt_bytes
+from swizzlelab.optimize.state import JSONL
+from swizzlelab.fmt import fmt_bytes, pct
+from swizzlelab.optimize.reasons import why_new_is_better
+from swizzlelab.optimize.records import Attempt, Prediction, Proposal, Wave
+from swizzlelab.swizzle import parse_order
+from swizzlelab.swizzle.families import FAMILIES
 
 # A 1-D order the families do not cover: the launch order reversed.
 REVERSE_1D = "pid = tl.num_programs(0) - 1 - tl.program_id(0)\n"
@@ -39,8 +42,6 @@ class Candidate:
     def formula_text(self, rank: int) -> str:
         if self.text:
             return self.text
-        from swizzlelab.swizzle import parse_order
-
         return parse_order(self.spec, rank).normalized_source()
 
     def group(self) -> str:
@@ -48,8 +49,6 @@ class Candidate:
         return ("xcd+" if self.xcd else "") + self.family
 
     def describe(self) -> str:
-        from swizzlelab.swizzle.families import FAMILIES
-
         if self.text:
             return f"{self.family}: {self.text.strip()}"
         doc = FAMILIES[self.family].doc if self.family in FAMILIES else self.family
@@ -159,17 +158,14 @@ class Screened:
     candidate: Candidate
     text: str
     permutation_id: str | None
-    prediction: dict[str, Any] | None
-    wave: dict[str, Any] | None = None
+    prediction: Prediction | None
+    wave: Wave | None = None
     problem: str = ""
 
 
-JSONL_NAME = "iterations.jsonl"  # where the loop records every rejection (type "rejected")
-
-
-def score(prediction: dict[str, Any]) -> tuple[float, float]:
+def score(prediction: Prediction) -> tuple[float, float]:
     """Lower is better: predicted DRAM bytes (read + write), then a higher hit rate."""
-    return (float(prediction["dram_bytes"]), -float(prediction["l2_hit_rate"]))
+    return prediction.score()
 
 
 @dataclass
@@ -179,7 +175,7 @@ class SearchProposer:
 
     grid: tuple[int, ...]
     n_domains: int
-    screen: Callable[[str], tuple[str | None, dict[str, Any] | None, dict[str, Any] | None, str]]
+    screen: Callable[[str], tuple[str | None, Prediction | None, Wave | None, str]]
     vendor: str = "nvidia"
     screen_budget_s: float = 90.0
     notes: Callable[[str], None] = lambda text: None
@@ -194,8 +190,11 @@ class SearchProposer:
     workers: int = 1
     # Called once per candidate the screen rejected (spec, formula text, reason), so every rejection is logged.
     rejected: Callable[[str, str, str], None] = lambda spec, text, reason: None
+    # Follows the screening: (candidates screened, candidates in this sweep).
+    on_screen: Callable[[int, int], None] = lambda done, total: None
     screened: dict[str, Screened] = field(default_factory=dict)
     _coarse_done: bool = False
+    _coarse_distinct: int = 0
     _spent_s: float = 0.0
     _n_calls: int = 0
 
@@ -237,6 +236,7 @@ class SearchProposer:
                     if item.prediction is None:
                         self.rejected(cand.spec, item.text, item.problem or "no prediction")
                     done += 1
+                self.on_screen(done, len(todo))
         self._spent_s += time.perf_counter() - started
         return done
 
@@ -266,7 +266,7 @@ class SearchProposer:
         total = sum(n for _, n in counts)
         parts = "; ".join(f"{n} x {reason}" for reason, n in counts[:3])
         more = f"; {len(counts) - 3} other reason(s)" if len(counts) > 3 else ""
-        return f"search: {total} candidate(s) rejected before ranking: {parts}{more} (each in {JSONL_NAME})"
+        return f"search: {total} candidate(s) rejected before ranking: {parts}{more} (each in {JSONL})"
 
     def n_distinct(self) -> int:
         return len({s.permutation_id for s in self.screened.values() if s.prediction is not None})
@@ -278,9 +278,10 @@ class SearchProposer:
             cands = coarse_candidates(self.grid, self.n_domains, self.periods() if len(self.grid) == 1 else ())
             self._screen_all(cands)
             self._coarse_done = True
+            self._coarse_distinct = self.n_distinct()
             self.notes(
-                f"search: ranked {self.n_distinct()} distinct orders ({len(self.screened)} candidates) with the "
-                f"simulator in {self._spent_s:.1f} s"
+                f"search: first sweep ranked {self._coarse_distinct} distinct orders ({len(self.screened)} "
+                f"candidates) with the simulator in {self._spent_s:.1f} s"
             )
             summary = self.rejection_summary()
             if summary:
@@ -326,19 +327,22 @@ class SearchProposer:
             f"(rank {position} of {len(ranked)} untried)"
         )
         top = ", ".join(
-            f"{s.candidate.spec} {pct(s.prediction['l2_hit_rate'])} / {fmt_bytes(s.prediction['dram_read_bytes'])}"
+            f"{s.candidate.spec} {pct(s.prediction.l2_hit_rate)} / {fmt_bytes(s.prediction.dram_read_bytes)}"
             for s in ranked[:3]
         )
+        refined = self.n_distinct() - self._coarse_distinct
+        context = self.context().strip()
         reasoning = (
-            (self.context().strip() + "\n" if self.context() else "")
-            + f"Search ranked {self.n_distinct()} distinct orders ({len(self.screened)} candidates, duplicates by "
-            f"permutation id removed) with the simulator ({pred['kind']}). Untried leaders (hit rate / DRAM "
-            f"read): {top}. Chosen by {why}."
+            (context + "\n" if context else "")
+            + f"The search's first sweep ranked {self._coarse_distinct} distinct orders with the simulator (model "
+            f"{pred.model}; duplicates by permutation id removed)"
+            + (f", and {refined} more near the leaders since" if refined > 0 else "")
+            + f". Untried leaders (hit rate / DRAM read): {top}. Chosen by {why}."
         )
         hypothesis = (
-            f"{pick.candidate.spec}: predicted hit {pct(pred['l2_hit_rate'])}, DRAM read "
-            f"{fmt_bytes(pred['dram_read_bytes'])} ({pred['kind']}) vs {best.name()} "
-            f"{pct(best.prediction['l2_hit_rate']) if best.prediction else 'n/a'}"
+            f"{pick.candidate.spec}: predicted hit {pct(pred.l2_hit_rate)}, DRAM read "
+            f"{fmt_bytes(pred.dram_read_bytes)} (model {pred.model}) vs {best.name()} "
+            f"{pct(best.prediction.l2_hit_rate) if best.prediction else 'n/a'}"
         )
         return Proposal(
             formula_text=pick.text,

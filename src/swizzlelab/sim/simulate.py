@@ -27,7 +27,7 @@ MAX_OCCUPANCY = 64
 # 0, predicted 77% L2 hit for row-major matmul 8192^3 where ncu measured 56%). Fitted by grid search (step
 # 0.05) minimising the mean |predicted - measured| L2 hit % over the 5 orders of matmul 8192^3 fp16 measured
 # with ncu on an H100 SXM (MAE 16.7 pp at 0 -> 4.2 pp at 0.4; 0.35: 5.1, 0.45: 5.0); checked without refitting
-# on matmul 4096^3 and transpose 16384^2: benchmarks/sim_calibration.py -> sim_calibration_h100.json.
+# on matmul 4096^3 and transpose 16384^2: benchmarks/sim_calibration/run.py -> sim_calibration_h100.json.
 # Untested on other GPUs: the AMD models use the same value until measurements say otherwise.
 STEP_TIME_CV = 0.4
 STEP_TIME_SEED = 0x5EED

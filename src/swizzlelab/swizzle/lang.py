@@ -318,6 +318,11 @@ def _statements(tree: ast.Module) -> list[Statement]:
     return statements
 
 
+def parse_statements(text: str) -> list[Statement]:
+    """The formula statements of `text` (FormulaError/SyntaxError when it is not in the language)."""
+    return _statements(ast.parse(text))
+
+
 def _tuple_assignment(stmt: ast.Assign, target: ast.Tuple) -> list[Statement]:
     """`a, b = x, y` as two assignments, when no right-hand side reads a name the line assigns."""
     if not all(isinstance(t, ast.Name) for t in target.elts):

@@ -17,6 +17,7 @@ import yaml
 from swizzlelab.errors import UserError
 from swizzlelab.io import load_module, module_name_for
 from swizzlelab.runtime import ensure_triton_backend
+from swizzlelab.swizzle import parse_order
 from swizzlelab.tasks.checking import CheckResult, Tolerance, parse_tolerance
 
 BUILTIN_DIR = Path(__file__).resolve().parent
@@ -115,8 +116,6 @@ class Task:
 
     def parse_order(self, spec: str) -> Any:
         """A Formula from an order spec ('grouped:GROUP_M=8', 'xcd:NUM_XCDS=8', a .py file) for this grid."""
-        from swizzlelab.swizzle import parse_order
-
         return parse_order(spec, self.spec.grid_rank)
 
     # -- access model --------------------------------------------------------------------------------------

@@ -11,6 +11,7 @@ import numba
 import numpy as np
 
 from swizzlelab.errors import UserError
+from swizzlelab.fmt import fmt_bytes
 from swizzlelab.trace.trace import AccessTrace, TensorInfo
 
 _KIND_BLOCK = 0
@@ -316,7 +317,7 @@ class TraceBuilder:
         n_access = int(op_offsets[-1])
         if n_access > max_accesses:
             raise UserError(
-                f"this access model has {n_access:,} line accesses (~{n_access * 10 / 2**30:.0f} GiB), over the "
+                f"this access model has {n_access:,} line accesses (~{fmt_bytes(n_access * 10)}), over the "
                 f"limit of {max_accesses:,}: use a smaller case or larger blocks (the GPU config)"
             )
         lines = np.empty(n_access, dtype=np.int64)

@@ -15,6 +15,7 @@ from typing import Any
 import numpy as np
 
 from swizzlelab.errors import UserError
+from swizzlelab.runtime import ensure_triton_backend
 from swizzlelab.trace.trace import AccessTrace, TensorInfo
 
 LINE_BYTES = 128
@@ -244,8 +245,6 @@ def record_accesses(skip_arithmetic: bool = True, real_tensors: frozenset[str] |
     so that tracing costs about the address arithmetic only; loads of integer tensors, and of tensors named
     in `real_tensors`, stay real because addresses (spmv's column indices, row pointers) depend on them.
     """
-    from swizzlelab.runtime import ensure_triton_backend
-
     ensure_triton_backend()
     try:
         from triton.runtime import interpreter as interp
@@ -320,8 +319,6 @@ def record_accesses(skip_arithmetic: bool = True, real_tensors: frozenset[str] |
 
 
 def _require_interpreter(kernel: Any) -> None:
-    from swizzlelab.runtime import ensure_triton_backend
-
     ensure_triton_backend()
     from triton.runtime.interpreter import InterpretedFunction
 

@@ -57,7 +57,8 @@ class UserKernel:
         wrapped = f" (unwrapped from {' > '.join(self.kernel.wrappers)})" if self.kernel.wrappers else ""
         lines.append(f"kernel {self.kernel.name}{wrapped} in {self.kfile.path}")
         loop = f", inside the loop over {self.site.loop_var}" if self.site.loop_var else ""
-        lines.append(f"swizzle site: {self.site_lines()}{loop}, yielding {', '.join(self.site.outputs)}")
+        how = f" ({self.site.how})" if self.site.how else ""
+        lines.append(f"swizzle site: {self.site_lines()}{how}{loop}, yielding {', '.join(self.site.outputs)}")
         if self.marked.hoisted:
             lines.append(f"  (its lines defining {', '.join(self.marked.hoisted)} do not depend on the program id: "
                          "swizzlelab's copy computes them before the site, the file is untouched)")
@@ -72,8 +73,10 @@ def site_of(kernel: FoundKernel) -> SiteSpan:
 
     found = find_site(kernel.source, kernel.name)
     # swizzle.site.Site names a persistent loop's variable `index_name` with kind "loop"
-    loop_var = getattr(found, "index_name", None) if getattr(found, "kind", "") == "loop" else None
-    return SiteSpan(found.start, found.stop, tuple(found.outputs), loop_var)
+    kind = getattr(found, "kind", "")
+    loop_var = getattr(found, "index_name", None) if kind == "loop" else None
+    how = "between the swizzle markers" if kind == "markers" else "found automatically"
+    return SiteSpan(found.start, found.stop, tuple(found.outputs), loop_var, how)
 
 
 def site_from_lines(kernel: FoundKernel, spec: str) -> SiteSpan:
@@ -116,7 +119,7 @@ def site_from_lines(kernel: FoundKernel, spec: str) -> SiteSpan:
         if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and node.target.id in reads \
                 and node.lineno <= start and (node.end_lineno or 0) >= stop:
             loop_var = node.target.id
-    return SiteSpan(start, stop, outputs, loop_var)
+    return SiteSpan(start, stop, outputs, loop_var, "given with --site")
 
 
 def pick_kernel(kfile: KernelFile, name: str | None, site: str | None = None) -> tuple[FoundKernel, SiteSpan]:

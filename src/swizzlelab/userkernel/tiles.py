@@ -26,10 +26,12 @@ class SiteSpan:
     stop: int
     outputs: tuple[str, ...]
     loop_var: str | None = None  # set when the site sits in a `for <loop_var> in range(...)` over tiles
+    how: str = ""  # "found automatically", "between the swizzle markers", "given with --site"
 
     def lines_label(self, first_line: int) -> str:
         """'lines A-B' in the file's numbering, given the file line of the source's first line."""
-        return f"lines {first_line + self.start}-{first_line + self.stop - 1}"
+        lo, hi = first_line + self.start, first_line + self.stop - 1
+        return f"line {lo}" if hi <= lo else f"lines {lo}-{hi}"
 
 
 @dataclass(frozen=True)

@@ -10,7 +10,7 @@ from typing import Any
 import numpy as np
 
 from swizzlelab.errors import UserError
-from swizzlelab.tasks.spmv import kernel
+from swizzlelab.tasks.spmv import kernel, reference
 from swizzlelab.trace import AccessTrace, TraceBuilder
 
 
@@ -32,8 +32,6 @@ def access_model(
     if row_ptr is None or col_idx is None:
         if seed is None:
             raise UserError("spmv access model needs the matrix: pass seed=case['seed'] (or row_ptr and col_idx)")
-        from swizzlelab.tasks.spmv import reference
-
         data = reference.generate_input(int(seed), rows=rows, cols=cols, avg_nnz=avg_nnz, communities=communities)
         row_ptr, col_idx = data["row_ptr"], data["col_idx"]
         del data  # values, x and the CSR view are not needed: free them before the trace is built

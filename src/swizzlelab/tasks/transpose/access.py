@@ -9,6 +9,7 @@ from typing import Any
 
 import numpy as np
 
+from swizzlelab.errors import UserError
 from swizzlelab.tasks.transpose import kernel
 from swizzlelab.trace import AccessTrace, TraceBuilder
 
@@ -33,8 +34,6 @@ def access_model(*, m: int, n: int, dtype: str = "float32", config: Any = None, 
 
 
 def _elem_bytes(dtype: str) -> int:
-    from swizzlelab.errors import UserError
-
     if dtype not in ELEM_BYTES:
         raise UserError(f"transpose access model: dtype {dtype!r} unknown; use one of {', '.join(ELEM_BYTES)}")
     return ELEM_BYTES[dtype]

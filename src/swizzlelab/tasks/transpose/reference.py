@@ -9,6 +9,7 @@ from typing import Any
 
 import torch
 
+from swizzlelab.errors import UserError
 from swizzlelab.runtime import device
 from swizzlelab.tasks.checking import CheckResult, compare, tolerance_for
 
@@ -17,8 +18,6 @@ DTYPES = {"float16": torch.float16, "float32": torch.float32}
 
 def torch_dtype(name: str) -> torch.dtype:
     """The torch dtype for a case's dtype name; UserError for names this task does not support."""
-    from swizzlelab.errors import UserError
-
     if name not in DTYPES:
         raise UserError(f"transpose: dtype {name!r} is not supported; use one of {', '.join(DTYPES)}")
     return DTYPES[name]

@@ -1,6 +1,6 @@
 """Speed of the L2 simulator (line accesses per second) and end-to-end trace + simulate time for matmul.
 
-Usage: python benchmarks/sim_speed.py [OUT_JSON] [--big]   (default OUT_JSON: benchmarks/sim_speed_cpu.json)
+Usage: python benchmarks/sim_speed/run.py [OUT_JSON] [--big]   (default OUT_JSON: benchmarks/sim_speed/sim_speed_cpu.json)
 --big adds matmul 8192^3 (135M line accesses, ~12 GB peak memory) and prints it next to reference figures
 measured by others on an H100 (row-major ~58% L2 hit, ~4.4 GB DRAM read; grouped GROUP_M=8 ~83%, ~1.55 GB).
 """
@@ -132,8 +132,8 @@ def main(argv: list[str]) -> int:
         screening.append(run_screening(task, 8192, screen_orders, "h100"))
     rates = [r["line_accesses_per_s"] for c in cases for r in c["runs"]]
     record = {
-        "script": "benchmarks/sim_speed.py",
-        "command": " ".join(["python", "benchmarks/sim_speed.py", *argv]),
+        "script": "benchmarks/sim_speed/run.py",
+        "command": " ".join(["python", "benchmarks/sim_speed/run.py", *argv]),
         "device": f"{cpu_name()}, {os.cpu_count()} cores (CPU only; the simulator runs on the host)",
         "note": "all hit rates and bytes are predictions of the simulator; times are measured on this CPU",
         "warmup_compile_s": warmup_s,

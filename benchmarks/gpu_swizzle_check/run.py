@@ -1,7 +1,7 @@
 """GPU check of the swizzle language: every family, spliced into a real kernel and compiled for the GPU,
 runs exactly the permutation the numpy evaluator predicts, on grids that are not multiples of 8.
 
-Run on a CUDA machine: PYTHONPATH=src:tests python benchmarks/gpu_swizzle_check.py OUTDIR
+Run on a CUDA machine: PYTHONPATH=src python benchmarks/gpu_swizzle_check/run.py OUTDIR
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import torch
 
-from swizzle_kernels import write_tile_1d, write_tile_2d
+from swizzlelab.harness.probe import write_tile_1d, write_tile_2d
 from swizzlelab.io import atomic_write_text
 from swizzlelab.swizzle import FAMILIES, apply_swizzle, parse_order, to_permutation
 
@@ -51,7 +51,7 @@ def main() -> None:
             rows.append(run_case(spec, 2, grid))
     record = {
         "check": "emitted Triton swizzle == numpy permutation, compiled for the GPU",
-        "command": "PYTHONPATH=src:tests python benchmarks/gpu_swizzle_check.py OUTDIR",
+        "command": "PYTHONPATH=src python benchmarks/gpu_swizzle_check/run.py OUTDIR",
         "device": torch.cuda.get_device_name(0),
         "torch": torch.__version__,
         "triton": __import__("triton").__version__,

@@ -1,12 +1,12 @@
 #!/usr/bin/env bash
-# GPU run of the harness: three back-to-back timing runs of matmul 8192^3 (benchmarks/eval_stability.py), then
+# GPU run of the harness: three back-to-back timing runs of matmul 8192^3 (benchmarks/eval_stability/run.py), then
 # `eval --mode ranked` and `eval --mode profile` at full size for every built-in task.
-# Usage: benchmarks/eval_all.sh OUTDIR [BUDGET_S]   (BUDGET_S: timing budget per benchmark case, default 2)
+# Usage: benchmarks/eval_h100/run.sh OUTDIR [BUDGET_S]   (BUDGET_S: timing budget per benchmark case, default 2)
 # Writes OUTDIR/<task>-<mode>.{txt,json,command,log}, <task>-profile-case<i>.ncu-rep, eval_stability.json and
 # eval_all.json (device, command, script, per-run exit code and wall time), and prints a summary table.
 set -uo pipefail
 cd "$(dirname "$0")/.."
-OUT=${1:?usage: benchmarks/eval_all.sh OUTDIR [BUDGET_S]}
+OUT=${1:?usage: benchmarks/eval_h100/run.sh OUTDIR [BUDGET_S]}
 BUDGET=${2:-2}
 PY=${PYTHON:-python}
 mkdir -p "$OUT"
@@ -21,7 +21,7 @@ limit_for() { local left; left=$(remaining); echo $(( left < 150 ? left : 150 ))
 
 # Stability first (about 30 s), so it is never the part that is skipped.
 rm -f "$OUT/eval_stability.json"  # never summarise a stale file from an earlier run
-stab_cmd=("$PY" benchmarks/eval_stability.py "$OUT" --runs 3 --budget-s 4)
+stab_cmd=("$PY" benchmarks/eval_stability/run.py "$OUT" --runs 3 --budget-s 4)
 printf '%q ' "${stab_cmd[@]}" > "$OUT/eval_stability.command"; echo >> "$OUT/eval_stability.command"
 timeout 120 "${stab_cmd[@]}" 2>&1 | tee "$OUT/eval_stability.log"
 
@@ -46,7 +46,7 @@ for task in $TASKS; do
     echo "$task $mode: exit $rc (${wall_s} s)"
   done
 done
-OUT="$OUT" COMMAND="benchmarks/eval_all.sh $*" $PY - <<'EOF'
+OUT="$OUT" COMMAND="benchmarks/eval_h100/run.sh $*" $PY - <<'EOF'
 """Summary: one row per task and mode from the JSON reports, written to OUTDIR/eval_all.json."""
 import json, os
 from pathlib import Path
@@ -70,7 +70,7 @@ for line in (out / "eval_all.runs.tsv").read_text().splitlines():
     rows.append(row)
 stability = out / "eval_stability.json"
 summary = {
-    "script": str(Path("benchmarks/eval_all.sh").resolve()),
+    "script": str(Path("benchmarks/eval_h100/run.sh").resolve()),
     "command": os.environ["COMMAND"],
     "device": info.gpu,
     "label": info.measured_label(),

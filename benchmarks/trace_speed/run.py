@@ -1,7 +1,7 @@
 """How fast swizzlelab.trace builds analytic access models and traces kernels under the interpreter (CPU).
 
 Each case runs in a fresh subprocess so that its peak RSS is its own. Writes JSON and prints a table.
-Usage: python benchmarks/trace_speed.py [--out benchmarks/trace_speed_cpu.json] [--all]
+Usage: python benchmarks/trace_speed/run.py [--out benchmarks/trace_speed/trace_speed_cpu.json] [--all]
 """
 
 from __future__ import annotations
@@ -15,6 +15,8 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+
+from swizzlelab.io import atomic_write_text
 
 # (label, task, case sizes, config name): GPU_CONFIG = the configuration the benchmarks run with
 MODEL_CASES = [
@@ -121,13 +123,10 @@ def main() -> None:
         "what": "swizzlelab.trace build/trace speed, measured on the CPU (no GPU involved)",
         "device": f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
-        "script": "benchmarks/trace_speed.py",
+        "script": "benchmarks/trace_speed/run.py",
         "python": platform.python_version(),
         "results": results,
     }
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "src"))
-    from swizzlelab.io import atomic_write_text
-
     atomic_write_text(args.out, json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")
 

@@ -1,10 +1,11 @@
 """GPU run of `swizzlelab optimize` on an H100: per task, the best order found vs the kernel's default order vs
 Triton's grouped order (GROUP_M=8), each with time +- 95% CI, ncu L2 hit rate and DRAM read bytes.
 
-Run on the H100:  python benchmarks/optimize_h100.py OUTDIR          (about 7-9 minutes)
-CPU smoke test:   python benchmarks/optimize_h100.py OUTDIR --smoke  (tiny sizes, predictions only)
-Writes OUTDIR/optimize_h100.json (copy it to benchmarks/optimize_h100.json) and OUTDIR/<task>/ (the optimize
-outputs: log.txt, iterations.jsonl, report.json/html, best_kernel.py), and prints a table.
+Run on the H100:  python benchmarks/optimize_h100/run.py OUTDIR          (about 7-9 minutes)
+CPU smoke test:   python benchmarks/optimize_h100/run.py OUTDIR --smoke  (tiny sizes, predictions only)
+Writes OUTDIR/optimize_h100.json (copy it to benchmarks/optimize_h100/optimize_h100.json) and OUTDIR/<task>/ (the optimize
+outputs: log.txt, iterations.jsonl, report.json/html, best_kernel.py.txt), and prints a table.
+The generated kernel is kept as best_kernel.py.txt: a copy of a task's kernel.py, not a module of the repository.
 """
 
 from __future__ import annotations
@@ -25,9 +26,9 @@ from swizzlelab.harness.sysinfo import system_info
 from swizzlelab.io import atomic_write_text
 from swizzlelab.optimize import Options, run
 from swizzlelab.optimize.assess import predict
+from swizzlelab.optimize.measure import MeasureCache, cache_key
 from swizzlelab.scenario import load_scenario
 from swizzlelab.sim import footprint_of
-from swizzlelab.optimize.measure import MeasureCache, cache_key
 from swizzlelab.swizzle import family
 
 # Per task: the case (None = first benchmark case), GPU iterations after the baseline, and simulator seconds.
@@ -56,10 +57,10 @@ def _ci_ms(mean_ms: float, sem_ms: float) -> list[float]:
 
 
 def row_from_baseline(attempt: Any) -> dict[str, Any]:
-    m = attempt.measurement or {}
+    m = attempt.measurement.to_dict() if attempt.measurement else {}
     timing = m.get("timing") or {}
     ncu = m.get("ncu") or {}
-    pred = attempt.prediction or {}
+    pred = attempt.prediction.to_dict() if attempt.prediction else {}
     return {
         "order": "default (kernel's own site)",
         "permutation_id": attempt.permutation_id,
@@ -77,12 +78,11 @@ def row_from_baseline(attempt: Any) -> dict[str, Any]:
     }
 
 
-def row_from_measurement(label: str, permutation_id: str, measurement: dict[str, Any] | None,
-                         prediction: dict[str, Any] | None) -> dict[str, Any]:
-    m = measurement or {}
+def row_from_measurement(label: str, permutation_id: str, measurement: Any, prediction: Any) -> dict[str, Any]:
+    m = measurement.to_dict() if measurement else {}
     comparison = m.get("comparison") or {}
     ncu = m.get("ncu") or {}
-    pred = prediction or {}
+    pred = prediction.to_dict() if prediction else {}
     return {
         "order": label,
         "permutation_id": permutation_id,
@@ -94,7 +94,7 @@ def row_from_measurement(label: str, permutation_id: str, measurement: dict[str,
         "l2_hit_rate_pct": ncu.get("l2_hit_rate_pct"),
         "dram_read_bytes": ncu.get("dram_read_bytes"),
         "ncu_error": ncu.get("error"),
-        "correctness": m.get("correctness"),
+        "correctness": {"passed": m.get("passed"), "message": m.get("check_message")} if m else None,
         "error": m.get("error"),
         "predicted_l2_hit_rate_pct": 100 * pred["l2_hit_rate"] if pred else None,
         "predicted_dram_read_bytes": pred.get("dram_read_bytes"),
@@ -134,6 +134,9 @@ def run_task(name: str, plan: dict[str, Any], out_dir: Path, measure_s: float) -
     result = run(problem, options, on_note=lambda text: print(f"  [{name}] {text}", flush=True),
                  on_iteration=lambda a: print(f"  [{name}] {a.name()}: {a.status}: {a.message}", flush=True))
     state = result.state
+    generated = task_out / "best_kernel.py"
+    if generated.exists():
+        generated.replace(task_out / "best_kernel.py.txt")
     measurer = None
     if problem.target.can_measure:
         from swizzlelab.optimize.measure import GpuMeasurer
@@ -161,7 +164,7 @@ def run_task(name: str, plan: dict[str, Any], out_dir: Path, measure_s: float) -
         "statuses": [a.status for a in state.attempts],
         "rows": rows,
         "grouped8_note": grouped8_note,
-        "command": "python " + " ".join(["benchmarks/optimize_h100.py"] + sys.argv[1:]),
+        "command": "python " + " ".join(["benchmarks/optimize_h100/run.py"] + sys.argv[1:]),
         "notes": state.notes,
         "outputs": str(task_out),
         "wall_s": time.perf_counter() - started,
@@ -206,8 +209,8 @@ def main(argv: list[str] | None = None) -> int:
         print(f"== {name}", flush=True)
         results[name] = run_task(name, plans[name], out_dir, args.measure_s)
     report: dict[str, Any] = {
-        "script": "benchmarks/optimize_h100.py",
-        "command": "python " + " ".join(["benchmarks/optimize_h100.py"] + (argv if argv is not None else sys.argv[1:])),
+        "script": "benchmarks/optimize_h100/run.py",
+        "command": "python " + " ".join(["benchmarks/optimize_h100/run.py"] + (argv if argv is not None else sys.argv[1:])),
         "device": info.gpu if info.is_gpu else f"none (CPU: {info.cpu}; predictions only)",
         "system": info.to_dict(),
         "labels": {

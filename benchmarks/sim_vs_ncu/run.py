@@ -5,9 +5,9 @@ cudaProfilerStart/Stop range, `ncu` profiles those launches (cold L2: ncu's defa
 kernels are matched to orders by launch order, and the simulator predicts the same launches.
 
 GPU run (the lead, on the H100; ~4-6 minutes):
-    python benchmarks/sim_vs_ncu.py benchmarks/ --device-tag h100
+    python benchmarks/sim_vs_ncu/run.py benchmarks/ --device-tag h100
 CPU check of everything but ncu (tiny sizes under the Triton interpreter, ~20 s):
-    python benchmarks/sim_vs_ncu.py /tmp/simcheck --dry-run
+    python benchmarks/sim_vs_ncu/run.py /tmp/simcheck --dry-run
 """
 
 from __future__ import annotations
@@ -28,6 +28,9 @@ from swizzlelab.runtime import ensure_triton_backend
 
 ensure_triton_backend()
 
+from swizzlelab.hw import measured_occupancy  # noqa: E402
+from swizzlelab.sim.agreement import RANK_TOL_PP, kendall_tau, pair_agreement, ranks, summarize  # noqa: E402,F401
+
 ORDERS = ("row_major", "column_major", "grouped:GROUP_M=8", "hilbert:SIDE=8", "diagonal")
 GPU_CASES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("matmul", {"seed": 11, "m": 4096, "n": 4096, "k": 4096}),
@@ -39,7 +42,6 @@ DRY_CASES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("matmul", {"seed": 1, "m": 64, "n": 48, "k": 32}),
     ("transpose", {"seed": 1, "m": 64, "n": 48, "dtype": "float32"}),
 )
-RANK_TOL_PP = 1.0  # orders closer than this (L2 hit %) count as tied when comparing rankings
 CORE_METRICS = ("lts__t_sector_hit_rate.pct", "dram__bytes_read.sum", "dram__bytes_write.sum")
 METRICS = (
     "lts__t_sector_hit_rate.pct",
@@ -108,42 +110,6 @@ def run_child(task_name: str, case: dict[str, Any], orders: list[str], result_pa
 
 
 # ---- parent --------------------------------------------------------------------------------------------------
-def ranks(values: list[float]) -> list[int]:
-    """Rank of each value, 0 = largest (ties share order of appearance)."""
-    order = sorted(range(len(values)), key=lambda i: -values[i])
-    out = [0] * len(values)
-    for rank, i in enumerate(order):
-        out[i] = rank
-    return out
-
-
-def pair_agreement(predicted: list[float], measured: list[float], tol: float) -> tuple[int, int]:
-    """(concordant, discordant) order pairs among those that differ by more than `tol` in both lists."""
-    concordant = discordant = 0
-    for i in range(len(predicted)):
-        for j in range(i + 1, len(predicted)):
-            dp, dm = predicted[i] - predicted[j], measured[i] - measured[j]
-            if abs(dp) > tol and abs(dm) > tol:
-                if (dp > 0) == (dm > 0):
-                    concordant += 1
-                else:
-                    discordant += 1
-    return concordant, discordant
-
-
-def kendall_tau(a: list[float], b: list[float]) -> float:
-    """Kendall's tau-a between two score lists (1 = same ranking, -1 = reversed)."""
-    n = len(a)
-    pairs = 0
-    score = 0
-    for i in range(n):
-        for j in range(i + 1, n):
-            pairs += 1
-            product = (a[i] - a[j]) * (b[i] - b[j])
-            score += (product > 0) - (product < 0)
-    return score / pairs if pairs else 1.0
-
-
 def measure(task_name: str, case: dict[str, Any], orders: list[str], workdir: Path, dry_run: bool) -> tuple[list[dict], list[Any]]:
     """(child verdicts per order, ncu KernelMetrics per order or Nones) for one case."""
     result_path = workdir / f"child_{task_name}_{case['seed']}.json"
@@ -172,17 +138,9 @@ def measure(task_name: str, case: dict[str, Any], orders: list[str], workdir: Pa
 
 def occupancy_of(kernel_metrics: Any, verdict: dict, fallback: int) -> tuple[int, str]:
     """Resident programs per SM: ncu's launch limits, else the compiled kernel's resources, else `fallback`."""
-    if kernel_metrics is not None:
-        limits = [kernel_metrics.values.get(m) for m in METRICS if m.startswith("launch__occupancy_limit")]
-        limits = [v for v in limits if v is not None and v > 0]
-        if limits:
-            return int(min(limits)), "ncu launch__occupancy_limit_*"
-    res = verdict.get("resources")
-    if res:
-        from swizzlelab.hw import nvidia_blocks_per_sm
-
-        return nvidia_blocks_per_sm(res["n_regs"], res["shared_bytes"], res["num_warps"]), "compiled kernel"
-    return fallback, "given (--occupancy)"
+    limits = ([kernel_metrics.values.get(m) for m in METRICS if m.startswith("launch__occupancy_limit")]
+              if kernel_metrics is not None else [])
+    return measured_occupancy(limits, verdict.get("resources"), fallback)
 
 
 def main(argv: list[str]) -> int:
@@ -285,8 +243,8 @@ def main(argv: list[str]) -> int:
     errors_one = [abs(r["predicted_one_partition_l2_hit_pct"] - r["measured_l2_hit_pct"]) for r in rows
                   if r["measured_l2_hit_pct"] is not None]
     record = {
-        "script": "benchmarks/sim_vs_ncu.py",
-        "command": " ".join([Path(sys.executable).name, "benchmarks/sim_vs_ncu.py", *argv]),
+        "script": "benchmarks/sim_vs_ncu/run.py",
+        "command": " ".join([Path(sys.executable).name, "benchmarks/sim_vs_ncu/run.py", *argv]),
         "device": device_name,
         "model": model.name,
         "model_source": model.source,
@@ -307,30 +265,6 @@ def main(argv: list[str]) -> int:
     print(f"\nmean |predicted - measured| L2 hit: {'n/a (dry run)' if mae is None else f'{mae:.2f} pp'}; "
           f"rankings match ncu in every case: {record['rankings_match']}; wrote {path}")
     return 0
-
-
-def summarize(case_rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Error and ranking agreement of one case's orders."""
-    measured = [r["measured_l2_hit_pct"] for r in case_rows]
-    if any(v is None for v in measured):
-        return {"mae_pp": None, "ranking_matches": None, "ranks_identical": None, "kendall_tau_hit": None,
-                "kendall_tau_dram": None}
-    predicted = [r["predicted_l2_hit_pct"] for r in case_rows]
-    pred_read = [-float(r["predicted_dram_read_bytes"]) for r in case_rows]
-    meas_read = [-float(r["measured_dram_read_bytes"] or 0) for r in case_rows]
-    concordant, discordant = pair_agreement(predicted, measured, RANK_TOL_PP)
-    return {
-        "mae_pp": sum(abs(p - m) for p, m in zip(predicted, measured)) / len(case_rows),
-        # Exact ranks are meaningless among near-ties (e.g. transpose, where no order reuses a line), so the
-        # ranking "matches" when every pair of orders that differs by > RANK_TOL_PP in both is ordered alike.
-        "ranking_matches": (discordant == 0) if concordant + discordant else None,
-        "ranks_identical": ranks(predicted) == ranks(measured),
-        "pairs_concordant": concordant,
-        "pairs_discordant": discordant,
-        "kendall_tau_hit": kendall_tau(predicted, measured),
-        "kendall_tau_dram": kendall_tau(pred_read, meas_read),
-        "dram_read_ratio_mean": sum(p / m for p, m in zip(pred_read, meas_read) if m) / len(case_rows),
-    }
 
 
 def _fmt(value: Any, scale: float = 1.0, digits: int = 1) -> str:

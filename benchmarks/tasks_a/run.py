@@ -1,7 +1,7 @@
 """GPU benchmark of the transpose, matmul, histogram and spmv tasks: correctness at benchmark size, kernel time
 per block order (CUDA events, L2 flushed and output poisoned before each run) and the torch baseline.
 
-Run on a CUDA machine:  python benchmarks/tasks_a.py OUTDIR [--budget-s 1] [--tasks matmul,spmv]
+Run on a CUDA machine:  python benchmarks/tasks_a/run.py OUTDIR [--budget-s 1] [--tasks matmul,spmv]
 On the CPU (interpreter) `--cases tests` checks every order on the small test cases and times nothing.
 Writes OUTDIR/tasks_a.json (system info, command, script, every figure labelled) and prints a table.
 """
@@ -128,7 +128,7 @@ def main() -> None:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
     report = {
-        "script": "benchmarks/tasks_a.py",
+        "script": "benchmarks/tasks_a/run.py",
         "command": " ".join(["python"] + sys.argv),
         "system": info.to_dict(),
         "label": info.measured_label(),

@@ -1,7 +1,7 @@
 """GPU benchmark of the flash_attention and lean_attention tasks: correctness at benchmark size, kernel time per
 block order, torch SDPA baselines, an interleaved A/B with a 95% CI, and (--sweep) a launch-config sweep.
 
-Run on a CUDA machine:  python benchmarks/attention_tasks.py OUTDIR [--sweep] [--budget-s 2]
+Run on a CUDA machine:  python benchmarks/attention_tasks/run.py OUTDIR [--sweep] [--budget-s 2]
 On the CPU (interpreter) `--cases tests` checks every order on the small test cases and times nothing.
 Writes OUTDIR/attention_tasks.json (device, command, script, every figure labelled) and prints a table.
 """
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = [run_case(task, case, on_gpu, args.budget_s, args.sweep and on_gpu) for case in task.cases(args.cases)]
         results.append({"task": name, "cases": cases})
     payload = {
-        "script": "benchmarks/attention_tasks.py",
+        "script": "benchmarks/attention_tasks/run.py",
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "device": info.gpu if on_gpu else f"CPU ({info.cpu}), Triton interpreter: correctness only, nothing timed",
         "label": label,

@@ -1,20 +1,19 @@
 """Calibration of the L2 simulator against ncu measurements already taken: re-predict every measured row.
 
-Reads a sim_vs_ncu_<tag>.json (benchmarks/sim_vs_ncu.py on a GPU), rebuilds each case's trace from the task's
+Reads a sim_vs_ncu_<tag>.json (benchmarks/sim_vs_ncu/run.py on a GPU), rebuilds each case's trace from the task's
 analytic access model, simulates every order at the occupancy ncu measured with the current simulator, and
 writes old predicted / new predicted / measured side by side, with the mean absolute error on the fit set
 (the rows the progress model's one parameter, STEP_TIME_CV, was fitted on) and on the held-out rows, and the
 ranking agreement per case. CPU only (~3-5 minutes with the matmul 8192^3 case; ~12 GB peak memory).
 
-    python benchmarks/sim_calibration.py                     # -> benchmarks/sim_calibration_h100.json
-    python benchmarks/sim_calibration.py --fit-grid 0.3,0.4,0.5   # also sweep STEP_TIME_CV on the fit set
-    python benchmarks/sim_calibration.py --only transpose --out /tmp/cal.json
+    python benchmarks/sim_calibration/run.py                     # -> benchmarks/sim_calibration/sim_calibration_h100.json
+    python benchmarks/sim_calibration/run.py --fit-grid 0.3,0.4,0.5   # also sweep STEP_TIME_CV on the fit set
+    python benchmarks/sim_calibration/run.py --only transpose --out /tmp/cal.json
 """
 
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import platform
 import sys
@@ -26,25 +25,19 @@ from swizzlelab.runtime import ensure_triton_backend
 
 ensure_triton_backend()
 
+from swizzlelab.sim.agreement import ranking_agreement  # noqa: E402
+
 HERE = Path(__file__).resolve().parent
-FIT_SET = (("matmul", 8192),)  # (task, m) of the cases the parameter was fitted on; every other row is held out
-
-
-def load_sim_vs_ncu() -> Any:
-    """benchmarks/sim_vs_ncu.py as a module (for its ranking rule: one rule for both reports)."""
-    spec = importlib.util.spec_from_file_location("sim_vs_ncu", HERE / "sim_vs_ncu.py")
-    module = importlib.util.module_from_spec(spec)
-    assert spec.loader is not None
-    spec.loader.exec_module(module)
-    return module
+# (task, m) of the cases the parameter was fitted on; every other row is held out (--fit-set overrides it).
+FIT_SET = (("matmul", 8192),)
 
 
 def case_key(row: dict[str, Any]) -> str:
     return json.dumps({"task": row["task"], **row["case"]}, sort_keys=True)
 
 
-def in_fit_set(row: dict[str, Any]) -> bool:
-    return any(row["task"] == task and row["case"].get("m") == m for task, m in FIT_SET)
+def in_fit_set(row: dict[str, Any], fit_set: tuple[tuple[str, int], ...]) -> bool:
+    return any(row["task"] == task and row["case"].get("m") == m for task, m in fit_set)
 
 
 def mean_abs(values: list[float]) -> float | None:
@@ -81,30 +74,25 @@ def predict_case(rows: list[dict[str, Any]], model: Any, step_cvs: dict[str, flo
     return out
 
 
-def ranking(sim_vs_ncu: Any, predicted: list[float], measured: list[float]) -> dict[str, Any]:
-    concordant, discordant = sim_vs_ncu.pair_agreement(predicted, measured, sim_vs_ncu.RANK_TOL_PP)
-    return {
-        "ranking_matches": (discordant == 0) if concordant + discordant else None,
-        "pairs_concordant": concordant,
-        "pairs_discordant": discordant,
-        "kendall_tau_hit": sim_vs_ncu.kendall_tau(predicted, measured),
-    }
-
-
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--measured", default=str(HERE / "sim_vs_ncu_h100.json"), help="a sim_vs_ncu_<tag>.json")
+    parser.add_argument("--measured", default=str(HERE.parent / "sim_vs_ncu" / "sim_vs_ncu_h100.json"),
+                        help="a sim_vs_ncu_<tag>.json")
+    parser.add_argument("--fit-set", default="", help="TASK:M,... cases the parameter is fitted on (default: "
+                        + ",".join(f"{t}:{m}" for t, m in FIT_SET) + ")")
     parser.add_argument("--out", default=str(HERE / "sim_calibration_h100.json"))
     parser.add_argument("--fit-grid", default="", help="comma list of STEP_TIME_CV values to sweep on the fit set")
     parser.add_argument("--only", default=None, help="comma list of task names (default: all rows)")
     args = parser.parse_args(argv)
+    fit_set = FIT_SET
+    if args.fit_set:
+        fit_set = tuple((t, int(m)) for t, _, m in (item.partition(":") for item in args.fit_set.split(",")))
 
     from swizzlelab.hw import get_model
     from swizzlelab.io import atomic_write_text
     from swizzlelab.sim import simulate as simulate_module  # noqa: F401 - the package, for its constant
     from swizzlelab.sim.simulate import STEP_TIME_CV
 
-    sim_vs_ncu = load_sim_vs_ncu()
     measured_record = json.loads(Path(args.measured).read_text())
     rows = [r for r in measured_record["rows"] if r.get("measured_l2_hit_pct") is not None]
     if args.only:
@@ -123,7 +111,7 @@ def main(argv: list[str]) -> int:
     for key, case_rows in cases.items():
         t0 = time.time()
         step_cvs = {"new": STEP_TIME_CV, "lockstep": 0.0}
-        fit = in_fit_set(case_rows[0])
+        fit = in_fit_set(case_rows[0], fit_set)
         if fit:
             step_cvs.update({f"cv={cv:g}": cv for cv in grid_cvs})
         preds = predict_case(case_rows, model, step_cvs)
@@ -162,8 +150,8 @@ def main(argv: list[str]) -> int:
             "task": case_rows[0]["task"], "case": case_rows[0]["case"], "set": "fit" if fit else "held_out",
             "old_mae_pp": mean_abs([r["old_error_pp"] for r in mine]),
             "new_mae_pp": mean_abs([r["new_error_pp"] for r in mine]),
-            "old_ranking": ranking(sim_vs_ncu, [r["old_predicted_l2_hit_pct"] for r in mine], measured),
-            "new_ranking": ranking(sim_vs_ncu, [r["new_predicted_l2_hit_pct"] for r in mine], measured),
+            "old_ranking": ranking_agreement([r["old_predicted_l2_hit_pct"] for r in mine], measured),
+            "new_ranking": ranking_agreement([r["new_predicted_l2_hit_pct"] for r in mine], measured),
             "seconds": time.time() - t0,
         })
         print_case(case_summaries[-1], mine, model.name, measured_record.get("device", "?"))
@@ -172,7 +160,7 @@ def main(argv: list[str]) -> int:
         return mean_abs([r[field] for r in out_rows if name is None or r["set"] == name])
 
     summary = {
-        "fit_set": [f"{task} m={m}" for task, m in FIT_SET],
+        "fit_set": [f"{task} m={m}" for task, m in fit_set],
         "step_time_cv": STEP_TIME_CV,
         "old_mae_pp": {"fit": set_mae("fit", "old_error_pp"), "held_out": set_mae("held_out", "old_error_pp"),
                        "all": set_mae(None, "old_error_pp")},
@@ -183,8 +171,8 @@ def main(argv: list[str]) -> int:
         "fit_sweep_mae_pp": {f"{cv:g}": mean_abs(errors) for cv, errors in sweep.items()},
     }
     record = {
-        "script": "benchmarks/sim_calibration.py",
-        "command": " ".join([Path(sys.executable).name, "benchmarks/sim_calibration.py", *argv]),
+        "script": "benchmarks/sim_calibration/run.py",
+        "command": " ".join([Path(sys.executable).name, "benchmarks/sim_calibration/run.py", *argv]),
         "host": f"{platform.processor() or platform.machine()} (CPU; predictions only)",
         "measured_file": str(Path(args.measured).name),
         "measured_device": measured_record.get("device"),

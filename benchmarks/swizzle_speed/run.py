@@ -1,6 +1,6 @@
 """Benchmark: evaluate + prove + identify formulas on a 1,000,000-program grid (target: < 1 s each on CI's CPU).
 
-Run: python benchmarks/swizzle_speed.py [--out benchmarks/swizzle_speed_cpu.json]
+Run: python benchmarks/swizzle_speed/run.py [--out benchmarks/swizzle_speed/swizzle_speed_cpu.json]
 """
 
 from __future__ import annotations
@@ -35,7 +35,7 @@ def best_of(repeats: int, spec: str, grid: tuple[int, ...]) -> float:
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--out", default="benchmarks/swizzle_speed_cpu.json")
+    parser.add_argument("--out", default="benchmarks/swizzle_speed/swizzle_speed_cpu.json")
     parser.add_argument("--repeats", type=int, default=3)
     options = parser.parse_args()
     rows = []
@@ -45,7 +45,7 @@ def main() -> None:
         print(f"{label:36s} {seconds * 1000:8.1f} ms (measured, CPU, best of {options.repeats})")
     record = {
         "benchmark": "evaluate + prove + permutation id, 1,000,000 programs",
-        "command": "python benchmarks/swizzle_speed.py",
+        "command": "python benchmarks/swizzle_speed/run.py",
         "device": f"CPU: {platform.processor() or platform.machine()}, {os.cpu_count()} cores",
         "rows": rows,
     }

@@ -1,0 +1,74 @@
+"""Checks of the committed results under benchmarks/ (data, not code): each study's JSON still says what its
+claims rest on. Run: python benchmarks/check_results.py   (exit 1 and one line per failed check)
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent
+
+
+def optimize_h100() -> list[str]:
+    """The H100 optimize study: measured rows on an H100, iteration logs that match, a gain outside noise."""
+    problems = []
+    report = json.loads((ROOT / "optimize_h100" / "optimize_h100.json").read_text())
+    if not report["device"].startswith("NVIDIA H100"):
+        problems.append(f"device is {report['device']!r}, not an H100")
+    if set(report["tasks"]) != {"matmul", "transpose", "spmv", "lean_attention"}:
+        problems.append(f"tasks are {sorted(report['tasks'])}")
+    row_major, grouped8, best = (report[f"{k}_dram_read_bytes"] for k in ("row_major", "grouped8", "best"))
+    if not (best <= grouped8 and row_major / best >= 3.0):
+        problems.append(f"matmul DRAM reads row-major {row_major}, grouped-8 {grouped8}, best {best}")
+    for name, task in report["tasks"].items():
+        for key in ("default", "best"):
+            row = task["rows"][key]
+            if not (row["time_ms"] and row["time_ms"] > 0 and row["measured"].startswith("measured (NVIDIA H100")):
+                problems.append(f"{name} {key}: not a measured H100 time")
+            if row["l2_hit_rate_pct"] is None or not row["dram_read_bytes"]:
+                problems.append(f"{name} {key}: no ncu figures")
+        if (task["rows"]["grouped8"] is None) != (task["grouped8_note"] is not None):
+            problems.append(f"{name}: grouped-8 row and note disagree")
+        records = (ROOT / "optimize_h100" / name / "iterations.jsonl").read_text().splitlines()
+        iterations = [r for r in map(json.loads, records) if r["type"] == "iteration"]
+        if len(iterations) != task["iterations"] + 1:  # the baseline is iteration 0
+            problems.append(f"{name}: {len(iterations)} iteration records for {task['iterations']} iterations")
+        if not all(r["permutation_id"] for r in iterations):
+            problems.append(f"{name}: an iteration without a permutation id")
+        if (ROOT / "optimize_h100" / name / "best_kernel.py").exists():
+            problems.append(f"{name}: a generated best_kernel.py in the tree (keep it as best_kernel.py.txt)")
+    gains = [t["rows"]["best"]["speedup_ci95"] for t in report["tasks"].values() if t["rows"]["best"]["speedup_ci95"]]
+    if not any(low > 1.0 for low, _ in gains):
+        problems.append("no task has a measured gain outside noise")
+    return problems
+
+
+def every_study_names_its_device_and_command() -> list[str]:
+    """Each study folder has a run script, and each of its JSON results says device and command."""
+    problems = []
+    for folder in sorted(p for p in ROOT.iterdir() if p.is_dir()):
+        if not any((folder / name).is_file() for name in ("run.py", "run.sh")):
+            problems.append(f"{folder.name}: no run.py / run.sh")
+        for path in sorted(folder.glob("*.json")):
+            record = json.loads(path.read_text())
+            if isinstance(record, dict) and not {"device", "system", "measured_device"} & set(record):
+                problems.append(f"{path.relative_to(ROOT)}: no device")
+    return problems
+
+
+CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, every_study_names_its_device_and_command)
+
+
+def main() -> int:
+    failed = [f"{check.__name__}: {problem}" for check in CHECKS for problem in check()]
+    for line in failed:
+        print(line)
+    print(f"{len(CHECKS)} checks, {len(failed)} problem(s)")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,241 @@
+"""What an optimize run knows and keeps: its options, the attempts so far, notes, and the iterations.jsonl log it
+resumes from (a torn or corrupt line is reported and skipped; every valid record is kept, none duplicated).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from swizzlelab.errors import UserError
+from swizzlelab.fmt import fmt_bytes, pct
+from swizzlelab.io import append_line, atomic_write_text
+from swizzlelab.optimize.reasons import memory_summary
+from swizzlelab.optimize.records import EVALUATED, Attempt, Prediction, Wave
+from swizzlelab.scenario import Scenario
+from swizzlelab.sim import Analysis, analyze, footprint_of
+
+PROPOSERS = ("search", "llm", "both")
+JSONL = "iterations.jsonl"
+PREDICTIONS = "predictions.json"
+
+
+@dataclass
+class Options:
+    """How one run goes: budget (iterations after the baseline), proposer, where outputs go."""
+
+    out_dir: Path
+    budget: int = 20
+    proposer: str = "search"
+    remeasure: bool = False
+    screen_s: float = 90.0
+    measure_s: float = 4.0
+    use_ncu: bool = True
+    llm: Any = None  # optimize.llm.LlmConfig; None reads the environment
+    cache_path: Path | None = None  # default: OUT/measure-cache.json
+    workers: int | None = None  # threads that screen candidates with the simulator (default: usable CPUs)
+    command: str = ""
+
+    def __post_init__(self) -> None:
+        self.out_dir = Path(self.out_dir)
+        if self.budget < 1:
+            raise UserError(f"--budget {self.budget}: give at least 1 iteration")
+        if self.workers is not None and self.workers < 1:
+            raise UserError(f"--workers {self.workers}: give at least 1 thread")
+        if self.proposer not in PROPOSERS:
+            raise UserError(f"--proposer {self.proposer!r} is unknown: use one of {', '.join(PROPOSERS)}")
+
+
+@dataclass
+class RunState:
+    """What the loop knows: attempts so far (baseline first), run notes, and where files go."""
+
+    scenario: Scenario
+    options: Options
+    attempts: list[Attempt] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    predictions: dict[str, tuple[Prediction, Wave]] = field(default_factory=dict)
+    resumed_from: int = 0
+    measured_note: str = ""
+    device: str = ""
+    _analysis: Analysis | None = None
+    _footprint: Any = None
+
+    def analysis(self) -> Analysis:
+        """The memory analysis of the task's trace (sim.analyze), computed once per run."""
+        if self._analysis is None:
+            self._analysis = analyze(self.scenario.trace, self.scenario.model,
+                                     occupancy=self.scenario.occupancy.programs)
+        return self._analysis
+
+    def footprint(self) -> Any:
+        """The trace's footprint (sim.footprint_of), computed once per run and shared by every prediction."""
+        if self._footprint is None:
+            self._footprint = footprint_of(self.scenario.trace)
+        return self._footprint
+
+    def memory_text(self) -> str:
+        """The task's memory facts (analysis of the trace) for reasoning sections and prompts."""
+        return memory_summary(self.scenario, self.analysis())
+
+    def sharing_periods(self) -> tuple[int, ...]:
+        """Sharing periods of a 1-D trace, the tensor with the most requested bytes first."""
+        requested = {t.name: t.requested_bytes for t in self.analysis().tensors}
+        periods = sorted(self.analysis().periods, key=lambda p: -requested.get(p.tensor, 0))
+        return tuple(p.period for p in periods)
+
+    @property
+    def baseline(self) -> Attempt:
+        return self.attempts[0]
+
+    def next_iteration(self) -> int:
+        """The number the next attempt gets (after the highest recorded, even when a record was lost)."""
+        return max((a.iteration for a in self.attempts), default=-1) + 1
+
+    def seen(self) -> dict[str, int]:
+        """Permutation id -> first iteration that evaluated it (non-bijective ids never count as seen)."""
+        out: dict[str, int] = {}
+        for a in self.attempts:
+            if a.status == EVALUATED and a.permutation_id and a.permutation_id not in out:
+                out[a.permutation_id] = a.iteration
+        return out
+
+    def best_measured(self) -> Attempt | None:
+        """The fastest attempt whose speedup CI lies above 1.0 (None when nothing beat the baseline)."""
+        wins = [a for a in self.attempts if a.iteration > 0 and a.comparison and a.comparison.ci95[0] > 1.0]
+        return max(wins, key=lambda a: a.comparison.speedup) if wins else None
+
+    def best_predicted(self) -> Attempt:
+        evaluated = [a for a in self.attempts if a.status == EVALUATED and a.prediction is not None]
+        return min(evaluated, key=lambda a: (a.prediction.score(), a.iteration))
+
+    def best(self) -> Attempt:
+        """Measured best when this run measures (the baseline if nothing won), else the predicted best."""
+        if self.device:
+            return self.best_measured() or self.baseline
+        return self.best_predicted()
+
+
+def describe_best(state: RunState) -> str:
+    """One line on the best order, labelled measured or predicted."""
+    best = state.best()
+    if best.iteration == 0:
+        if state.device:
+            return f"no order beat the kernel's default with 95% confidence, measured ({state.device})"
+        return "the kernel's own order is the best predicted"
+    pred, base = best.prediction, state.baseline.prediction
+    text = f"best: iteration {best.iteration} {best.label} (permutation {best.permutation_id})"
+    if pred is not None and base is not None:
+        text += (
+            f": predicted hit {pct(pred.l2_hit_rate)} vs {pct(base.l2_hit_rate)}, DRAM read "
+            f"{fmt_bytes(pred.dram_read_bytes)} vs {fmt_bytes(base.dram_read_bytes)} (model {pred.model})"
+        )
+    if best.comparison is not None and best.measurement is not None:
+        text += f"; {best.comparison.ci_text()} measured ({best.measurement.device})"
+    return text
+
+
+# ---------------------------------------------------------------------------------------------- the log
+
+
+def read_jsonl(path: Path, warnings: list[str] | None = None) -> tuple[dict[str, Any] | None, list[Attempt]]:
+    """The run header and every valid iteration record of a JSONL file, in iteration order. A line that is
+    not a record (torn or corrupted) is skipped and, with `warnings`, named there; the first record of an
+    iteration number wins, so nothing is counted twice."""
+    header, by_iteration = None, {}
+    for number, line in enumerate(path.read_text(errors="replace").splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+            if not isinstance(record, dict):
+                raise ValueError("not an object")
+            if record.get("type") == "run":
+                header = header or record
+            elif record.get("type") == "iteration":
+                attempt = Attempt.from_dict(record)
+                by_iteration.setdefault(attempt.iteration, attempt)
+            else:
+                raise ValueError("no record type")
+        except (ValueError, TypeError, KeyError) as err:
+            if warnings is not None:
+                warnings.append(f"{path} line {number} is not a valid record ({type(err).__name__}); skipped")
+    return header, [by_iteration[k] for k in sorted(by_iteration)]
+
+
+def _drop_torn_tail(path: Path) -> None:
+    """Cut a partial last line (an append interrupted mid-write) so new records start on a line of their own."""
+    data = path.read_bytes()
+    if data and not data.endswith(b"\n"):
+        with open(path, "r+b") as handle:
+            handle.truncate(data.rfind(b"\n") + 1)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
+def load_or_start(state: RunState) -> None:
+    """Resume from OUT/iterations.jsonl when it holds this scenario's run, else start a new log."""
+    out = state.options.out_dir
+    if out.exists() and not out.is_dir():
+        raise UserError(f"--out {out} is a file: give a folder (it will hold log.txt, iterations.jsonl, reports)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        probe = out / f".swizzlelab-write-test-{os.getpid()}"
+        probe.write_bytes(b"")
+        probe.unlink()
+    except OSError as err:
+        raise UserError(f"--out {out}: cannot write there ({err.strerror or err}); give a writable folder") from None
+    path = out / JSONL
+    identity = state.scenario.identity()
+    if path.is_file() and path.stat().st_size > 0:
+        _drop_torn_tail(path)
+        warnings: list[str] = []
+        header, attempts = read_jsonl(path, warnings)
+        if header is None:
+            raise UserError(f"{path} has no run header: it is not a swizzlelab optimize log; use another --out")
+        if header.get("identity") != identity:
+            differing = [k for k in identity if header.get("identity", {}).get(k) != identity[k]]
+            raise UserError(
+                f"{out} holds a run of a different scenario ({', '.join(differing)} differ): give another --out "
+                "or delete that folder"
+            )
+        state.attempts = attempts
+        state.resumed_from = len(attempts)
+        state.notes.extend(warnings)
+        if attempts:
+            state.notes.append(
+                f"resumed from {path}: {len(attempts)} iteration(s) already recorded (baseline included)")
+    else:
+        append_line(path, json.dumps({"type": "run", "identity": identity, "started": time.time(),
+                                      "command": state.options.command}))
+    pred_path = out / PREDICTIONS
+    if pred_path.is_file():
+        try:
+            stored = json.loads(pred_path.read_text()).get("by_permutation", {})
+            state.predictions = {
+                key: (Prediction.from_dict(value["prediction"]), Wave.from_dict(value["wave"]))
+                for key, value in stored.items()
+            }
+        except (OSError, ValueError, TypeError, KeyError):
+            state.predictions = {}  # a damaged cache only costs re-simulating
+
+
+def save_predictions(state: RunState) -> None:
+    by_permutation = {key: {"prediction": pred.to_dict(), "wave": wave.to_dict()}
+                      for key, (pred, wave) in state.predictions.items()}
+    atomic_write_text(
+        state.options.out_dir / PREDICTIONS,
+        json.dumps({"model": state.scenario.model.name, "occupancy": state.scenario.occupancy.programs,
+                    "by_permutation": by_permutation}, default=float),
+    )
+
+
+def record_attempt(state: RunState, attempt: Attempt) -> None:
+    """Keep `attempt` in memory and append it (fsynced) to the JSONL log."""
+    state.attempts.append(attempt)
+    append_line(state.options.out_dir / JSONL, json.dumps(attempt.to_dict(), default=float))
+    save_predictions(state)

@@ -23,6 +23,8 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 KERNEL = str(ROOT / "tests" / "wild" / "tutorial_matmul.py")
+# The committed result was run with the site given as lines; swizzlelab's finder now takes the same lines on its
+# own (tests/test_wild.py asserts it), so `--site` may be dropped.
 SITE = "63-71"
 TRACED = {"m": 2048, "n": 2048, "k": 512}  # traced under the interpreter (CPU): small enough to trace in ~30 s
 MEASURED = {"m": 8192, "n": 8192, "k": 8192}  # measured on the GPU

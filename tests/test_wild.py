@@ -313,3 +313,21 @@ def test_site_option_overrides_the_finder():
     assert uk.site.how == "given with --site" and uk.site.outputs == ("pid",)
     traced = uk.trace()
     assert traced.order.grid == (16,) and np.array_equal(traced.order.perm, np.arange(16))
+
+
+def test_harness_correctness_of_orders_on_a_user_kernel():
+    """What the GPU measurer runs before timing an order: the harness's check, with the user kernel standing in
+    for a task; an order that computes one tile only leaves the rest unwritten and fails."""
+    from swizzlelab.harness.correctness import check_correctness
+    from swizzlelab.scenario import scenario_from_user_kernel
+    from swizzlelab.swizzle import family, parse_formula
+
+    uk = _tutorial(m=96, n=64, k=64)
+    scenario = scenario_from_user_kernel(uk, "h100", gpu_name="")
+    task = scenario.task
+    good = check_correctness(task, lambda data: task.custom_kernel(data, family("column_major")), scenario.case,
+                             recheck=False)
+    assert good.passed, good.runs[0].message
+    one_tile = parse_formula("pid = tl.program_id(0)\npid_m = pid * 0\npid_n = pid * 0\n")
+    bad = check_correctness(task, lambda data: task.custom_kernel(data, one_tile), scenario.case, recheck=False)
+    assert not bad.passed and "differ from the kernel's own order" in bad.runs[0].message

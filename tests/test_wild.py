@@ -122,6 +122,8 @@ def test_tutorial_matmul_optimized_with_predictions_from_its_trace(tmp_path):
     records = [json.loads(line) for line in (tmp_path / "iterations.jsonl").read_text().splitlines()]
     evaluated = [r for r in records if r.get("type") == "iteration" and r["status"] == "evaluated"]
     assert len(evaluated) >= 3
+    log = (tmp_path / "log.txt").read_text()
+    assert "swizzle site: lines 63-71 (found automatically)" in log and "traced the kernel itself" in log
 
 
 def test_row_sum_site_found_and_optimized(tmp_path):

@@ -110,6 +110,8 @@ class Scenario:
     occupancy: Occupancy
     kernel_module: ModuleType  # the module whose tile_grid / swizzle_args gave the grid (task's or user's)
     kernel_file: Path | None = None
+    # lines saying what was chosen for a user's kernel file (site lines, config, launcher, trace); logged by optimize
+    about: tuple[str, ...] = ()
     _kernel: KernelInfo | None = field(default=None, repr=False)
     _trace: AccessTrace | None = field(default=None, repr=False)
 
@@ -513,4 +515,5 @@ def scenario_from_user_kernel(
         case=case, config_name="user", config=user_kernel.choice, grid=tuple(order.grid),
         args={**order.args, **hoisted}, consts=dict(order.consts), target=resolved, occupancy=occ,
         kernel_module=kfile.module, kernel_file=kfile.path, _kernel=kernel, _trace=traced.trace,
+        about=(*user_kernel.describe(), traced.describe()),
     )

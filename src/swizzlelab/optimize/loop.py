@@ -217,7 +217,7 @@ def run(
     load_or_start(state)
     for note in state.notes:
         on_note(note)
-    state.notes.insert(0, scenario.target.note)
+    state.notes[0:0] = [scenario.target.note, *scenario.about]
     active = _default_measurer(state) if measurer == "auto" else measurer
     state.device = getattr(active, "device", "") if active is not None else ""
     if state.device and not scenario.target.can_measure:

@@ -4,11 +4,17 @@ launch it through the user's own wrapper, find its swizzle site and trace it to 
 
 from __future__ import annotations
 
+import ast
+import re
+import textwrap
 from dataclasses import dataclass
 from typing import Any
 
 from swizzlelab.errors import KernelSiteError, UserError
 from swizzlelab.hw import HardwareModel
+from swizzlelab.runtime import device
+from swizzlelab.swizzle import apply_swizzle
+from swizzlelab.swizzle.emit import find_site
 from swizzlelab.userkernel.config import Choice, choose, parse_config_option
 from swizzlelab.userkernel.launch import Inputs, Launcher, build_arguments, parse_scalar, parse_tensor_spec, resolve_wrapper
 from swizzlelab.userkernel.marked import MarkedKernel, mark
@@ -69,8 +75,6 @@ class UserKernel:
 
 def site_of(kernel: FoundKernel) -> SiteSpan:
     """The kernel's swizzle site (swizzle.emit's finder) as a SiteSpan."""
-    from swizzlelab.swizzle.emit import find_site
-
     found = find_site(kernel.source, kernel.name)
     # swizzle.site.Site names a persistent loop's variable `index_name` with kind "loop"
     kind = getattr(found, "kind", "")
@@ -81,9 +85,6 @@ def site_of(kernel: FoundKernel) -> SiteSpan:
 
 def site_from_lines(kernel: FoundKernel, spec: str) -> SiteSpan:
     """`--site A-B`: file lines A..B (inclusive) of the kernel as its swizzle site."""
-    import ast
-    import re
-
     match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+))?\s*", spec)
     if not match:
         raise UserError(f"--site {spec!r}: write the file lines of the remap block as A-B, e.g. --site 58-66")
@@ -94,8 +95,6 @@ def site_from_lines(kernel: FoundKernel, spec: str) -> SiteSpan:
         raise UserError(f"--site {spec}: kernel {kernel.name} spans file lines {first_line}-{first_line + n_lines - 1}")
     start, stop = lo - first_line, hi - first_line + 1
     block = "\n".join(kernel.source.splitlines()[start:stop])
-    import textwrap
-
     try:
         tree = ast.parse(textwrap.dedent(block))
     except SyntaxError:
@@ -165,9 +164,6 @@ def open_user_kernel(
     site: str | None = None,
 ) -> UserKernel:
     """`spec` is FILE or FILE:KERNEL. Imports the file, picks the kernel, its site, config and launcher."""
-    from swizzlelab.runtime import device
-    from swizzlelab.swizzle import apply_swizzle
-
     path, sep, kernel_name = spec.rpartition(":")
     if not sep or not path.endswith(".py"):
         path, kernel_name = spec, ""

@@ -5,6 +5,8 @@
 from __future__ import annotations
 
 import contextlib
+import importlib
+import importlib.util
 import inspect
 import re
 from collections.abc import Callable, Iterator
@@ -88,9 +90,6 @@ def resolve_wrapper(kfile: KernelFile, spec: str | None, kernel: FoundKernel) ->
                 names = ", ".join(kfile.functions) or "none"
                 raise UserError(f"--launch {spec}: {kfile.path.name} has no function {func_name!r} (functions: {names})")
             return fn
-        import importlib
-        import importlib.util
-
         try:
             if module_part.endswith(".py"):
                 mod_spec = importlib.util.spec_from_file_location(f"swizzlelab_launch_{abs(hash(module_part))}", module_part)

@@ -7,7 +7,6 @@ from __future__ import annotations
 import ast
 import textwrap
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 

@@ -1,4 +1,5 @@
 # XCD chunking with a correct tail: each XCD gets a contiguous run of logical block ids.
+# Run: swizzlelab check examples/xcd_chunked.py --grid 1003 --target mi300x
 pid = tl.program_id(0)
 num_xcds = 8
 num_blocks = tl.num_programs(0)

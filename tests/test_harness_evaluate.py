@@ -96,3 +96,56 @@ def test_failing_baseline_still_times_the_candidate(cpu_timer, monkeypatch):
     rows = run_benchmarks(task, Candidate(fn=affine(0), source="test"), budget_s=0.1)
     assert all(row.candidate is not None and row.baseline is None for row in rows)
     assert rows[0].baseline_error == "baseline not timed: RuntimeError: no kernel image for this case"
+
+
+class ExtraBaselineTask(BenchAffineTask):
+    """BenchAffineTask with two further library rows: one that runs, one that cannot run the case."""
+
+    def __init__(self):
+        super().__init__()
+        self.extra_calls = 0
+
+    def extra_baselines(self):
+        def library(data):
+            self.extra_calls += 1
+            return 2.0 * data["x"] + 1.0
+
+        def missing(data):
+            raise RuntimeError("no cuDNN attention on this machine")
+
+        return {"fastlib": ("a faster library", library), "missing": ("absent library", missing)}
+
+
+def test_ranked_times_the_extra_library_rows(cpu_timer):
+    task = ExtraBaselineTask()
+    rows = run_benchmarks(task, Candidate(fn=affine(0), source="test"), budget_s=0.1, salt="ranked")
+    for row in rows:
+        fast, missing = row.extra_baselines
+        assert fast.name == "fastlib" and fast.timing is not None and fast.timing.n == 6
+        assert fast.comparison.b.n == 6 and fast.comparison.speedup > 0 and not fast.error
+        assert missing.timing is None
+        assert missing.error == "missing not timed: RuntimeError: no cuDNN attention on this machine"
+        as_dict = row.to_dict()["extra_baselines"]
+        assert as_dict[0]["timing"]["n"] == 6 and as_dict[0]["speedup_vs_baseline"]["ci95"][0] > 0
+        assert as_dict[1]["error"].startswith("missing not timed")
+    assert task.extra_calls >= 2 * 6
+
+
+def test_benchmark_mode_skips_the_extra_library_rows(cpu_timer):
+    task = ExtraBaselineTask()
+    rows = run_benchmarks(task, Candidate(fn=affine(0), source="test"), budget_s=0.1)
+    assert all(row.extra_baselines == [] for row in rows) and task.extra_calls == 0
+
+
+def test_wrong_kernel_gets_no_extra_library_rows(cpu_timer):
+    task = ExtraBaselineTask()
+    rows = run_benchmarks(task, Candidate(fn=affine(1), source="test"), budget_s=0.1, salt="ranked")
+    assert all(row.extra_baselines == [] for row in rows) and task.extra_calls == 0
+
+
+def test_flash_attention_declares_the_cudnn_row():
+    from swizzlelab.tasks import load_task
+
+    extras = load_task("flash_attention").extra_baselines()
+    assert list(extras) == ["cudnn"] and "cuDNN" in extras["cudnn"][0]
+    assert load_task("matmul").extra_baselines() == {}

@@ -13,7 +13,7 @@ from typer.testing import CliRunner
 from swizzlelab.cli import app
 from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.correctness import CaseResult, RunCheck
-from swizzlelab.harness.evaluate import BenchRow, Candidate, EvalReport, ProfileRow
+from swizzlelab.harness.evaluate import BenchRow, Candidate, EvalReport, ExtraBaseline, ProfileRow
 from swizzlelab.harness.ncu import parse_ncu_csv
 from swizzlelab.fmt import fmt_bytes
 from swizzlelab.harness.report import case_line, fmt_duration_ns, render_text, report_dict, write_reports
@@ -140,3 +140,23 @@ def test_gpu_modes_say_they_need_a_gpu(mode):
 def test_bad_input_is_one_user_error(args, fragment):
     result = CliRunner().invoke(app, args)
     assert isinstance(result.exception, UserError) and fragment in str(result.exception)
+
+
+def test_ranked_text_and_json_carry_the_extra_library_rows():
+    rng = np.random.default_rng(1)
+    report = _report("ranked")
+    extra = compare_samples(rng.normal(0.9, 0.01, 100), rng.normal(1.0, 0.01, 100), "sem", device=GPU.gpu)
+    report.ranked[0].extra_baselines = [
+        ExtraBaseline(name="cudnn", description="SDPA, cuDNN backend", timing=extra.a, comparison=extra),
+        ExtraBaseline(name="other", description="x", error="other not timed: RuntimeError: absent"),
+    ]
+    lines = render_text(report).splitlines()
+    at = lines.index("  baseline cudnn (SDPA, cuDNN backend):")
+    assert lines[at + 1].startswith("    ⌚ 0.89") and "measured (NVIDIA H100 80GB HBM3)" in lines[at + 3]
+    assert lines[at + 4].startswith("  speedup vs cudnn: 0.90") and "(slower;" in lines[at + 4]
+    assert "  other not timed: RuntimeError: absent" in lines
+    # The library row comes after the task baseline's own lines: the leaderboard part keeps its shape.
+    assert lines.index("  baseline (the task's library implementation):") < at
+    extras = report_dict(report)["ranked"]["cases"][0]["extra_baselines"]
+    assert extras[0]["name"] == "cudnn" and extras[0]["speedup_vs_baseline"]["is_improvement"] is False
+    assert extras[1]["timing"] is None and extras[1]["error"].startswith("other not timed")

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 
+from swizzlelab.errors import UserError
 from swizzlelab.optimize import Options, run
 from swizzlelab.scenario import load_scenario
 from swizzlelab.optimize.llm import LlmConfig, extract_formula, sections
@@ -136,13 +137,26 @@ def test_loop_survives_every_kind_of_reply_and_a_dead_server(tmp_path: Path, pro
     assert len(ids) == len(set(ids))
 
 
-def test_unconfigured_endpoint_falls_back_to_search_once(tmp_path: Path, problem) -> None:
-    notes: list[str] = []
-    config = LlmConfig(base_url="", model="none")
-    result = run(problem, Options(out_dir=tmp_path, budget=3, proposer="both", llm=config, screen_s=30),
-                 measurer=None, on_note=notes.append)
-    assert [a.proposer for a in result.state.attempts[1:]] == ["search"] * 3
-    assert sum("SWIZZLELAB_LLM_BASE_URL" in n for n in notes) == 1
+def test_no_endpoint_is_a_one_line_error_naming_the_setting(tmp_path: Path, problem, monkeypatch) -> None:
+    for name in ("OPENAI_BASE_URL", "SWIZZLELAB_LLM_BASE_URL"):
+        monkeypatch.delenv(name, raising=False)
+    for proposer in ("llm", "both"):
+        with pytest.raises(UserError, match="set OPENAI_BASE_URL") as info:
+            run(problem, Options(out_dir=tmp_path / proposer, budget=2, proposer=proposer, screen_s=30), measurer=None)
+        assert "\n" not in str(info.value)
+
+
+def test_endpoint_and_key_come_from_the_openai_variables(tmp_path: Path, problem, monkeypatch) -> None:
+    server = ScriptedServer([REPLY_GOOD])
+    monkeypatch.setenv("OPENAI_BASE_URL", server.url)
+    monkeypatch.setenv("OPENAI_API_KEY", "env-key-7")
+    monkeypatch.setenv("SWIZZLELAB_LLM_MODEL", "scripted")
+    try:
+        result = run(problem, Options(out_dir=tmp_path, budget=1, proposer="llm", screen_s=30), measurer=None)
+    finally:
+        server.stop()
+    assert server.requests[0]["auth"] == "Bearer env-key-7" and server.requests[0]["body"]["model"] == "scripted"
+    assert result.state.attempts[1].proposer == "llm" and result.state.attempts[1].status == EVALUATED
 
 
 def test_both_alternates_llm_and_search(tmp_path: Path, problem) -> None:

@@ -226,3 +226,9 @@ def test_formula_with_its_own_output_name_is_renamed_to_the_sites():
     formula = parse_formula("pid = tl.program_id(0)\nnew_pid = (pid * 5) % 16\n", ("new_pid",))
     order = _run_add(apply_swizzle(K.add_order, formula))
     assert np.array_equal(order, to_permutation(formula, (16,)).perm)
+
+
+def test_the_kernels_own_order_splices_back_unchanged():
+    for kernel, run in ((K.persistent_matmul_order, _run_persistent), (K.grouped_matmul_order, _run_grouped)):
+        own = parse_formula(kernel_site(kernel).formula_text())
+        assert np.array_equal(run(apply_swizzle(kernel, own)), run(kernel))

@@ -23,9 +23,9 @@ from swizzlelab.hw import HardwareModel, Target, resolve_target
 from swizzlelab.io import load_module, module_name_for
 from swizzlelab.runtime import available_memory_bytes, ensure_triton_backend
 from swizzlelab.swizzle import Formula, Permutation, compose, family, find_site, parse_formula, to_permutation
-from swizzlelab.swizzle.lang import read_formula_file
 from swizzlelab.swizzle.emit import splice_source
-from swizzlelab.swizzle.evaluate import evaluate
+from swizzlelab.swizzle.evaluate import evaluate, implicit_names
+from swizzlelab.swizzle.lang import read_formula_file
 from swizzlelab.swizzle.proof import Proof, permutation_id, prove_outputs
 from swizzlelab.tasks import Task, load_task
 from swizzlelab.trace import AccessTrace
@@ -110,6 +110,7 @@ class Scenario:
     occupancy: Occupancy
     kernel_module: ModuleType  # the module whose tile_grid / swizzle_args gave the grid (task's or user's)
     kernel_file: Path | None = None
+    outputs: tuple[str, ...] | None = None  # names formula files assign for the site (--outputs); None: by rank
     # lines saying what was chosen for a user's kernel file (site lines, config, launcher, trace); logged by optimize
     about: tuple[str, ...] = ()
     _kernel: KernelInfo | None = field(default=None, repr=False)
@@ -173,7 +174,8 @@ class Scenario:
     def formula(self, text: str, outputs: Sequence[str] | None = None) -> Formula:
         """Formula text for this scenario's kernel: outputs that fit the grid and the site, a launch the kernel
         makes (1-D), names defined before the site. A linear formula on a 2-D grid runs before row-major."""
-        formula = parse_formula(text, tuple(outputs) if outputs else None)
+        names = tuple(outputs) if outputs else self.outputs
+        formula = parse_formula(text, names, rank=self.rank)
         return self._fit(formula, check_site=True)
 
     def parse_order(self, spec: str | Formula | None, outputs: Sequence[str] | None = None) -> Formula:
@@ -182,13 +184,14 @@ class Scenario:
             return self.default_order()
         if isinstance(spec, Formula):
             return self._fit(spec, check_site=False)
+        outputs = tuple(outputs) if outputs else self.outputs
         if not outputs:
             return self._fit(self.task.parse_order(spec), check_site=False, where=spec)
         path = Path(spec)
         if not path.is_file():
             raise UserError(f"--outputs applies to a formula file and {spec} is none; a family spec names its own")
         text = read_formula_file(path)  # one-line errors for a directory, a binary or a missing file
-        return self._fit(parse_formula(text, tuple(outputs), rank=len(self.grid)), check_site=False, where=str(spec))
+        return self._fit(parse_formula(text, tuple(outputs), rank=self.rank), check_site=False, where=str(spec))
 
     def _fit(self, formula: Formula, check_site: bool, where: str = "formula") -> Formula:
         if formula.launch_rank > KERNEL_LAUNCH_RANK:
@@ -196,21 +199,48 @@ class Scenario:
                 f"{where} reads tl.program_id({formula.launch_rank - 1}) but {self.task.name}'s kernel launches a "
                 f"1-D grid of {self.n_tiles} programs: write the order over tl.program_id(0) (tile = launch index)"
             )
-        if self.rank == 2 and formula.outputs == ("pid",):
-            formula = compose(formula, family("identity"))
-        if self.rank == 1 and formula.outputs != ("pid",):
-            raise FormulaError(
-                f"{where} yields {', '.join(formula.outputs)} but the tile grid {grid_text(self.grid)} is 1-D: end "
-                "it with `pid = ...`"
-            )
-        if self.rank == 2 and set(formula.outputs) != {"pid_m", "pid_n"}:
-            raise FormulaError(
-                f"{where} yields {', '.join(formula.outputs)} but {self.task.name}'s site needs pid_m and pid_n"
-            )
+        formula = self._site_outputs(formula, where)
+        self._check_names(formula, where)
         if check_site:
             # Splicing checks the names the formula needs are defined before the kernel's site.
             splice_source(self.kernel.source, formula, self.kernel.name, self.kernel.name)
         return formula
+
+    def _site_outputs(self, formula: Formula, where: str) -> Formula:
+        """The formula with the outputs the kernel's site assigns: pid (1-D) or pid_m, pid_n (2-D). A linear
+        formula on a 2-D grid runs before row-major decoding; a formula's own output names (--outputs) are
+        assigned to the site's names at its end, and the log says so through the formula text."""
+        site = ("pid",) if self.rank == 1 else ("pid_m", "pid_n")
+        if formula.outputs == site:
+            return formula
+        if self.rank == 2 and len(formula.outputs) == 1:
+            linear = formula
+            if formula.outputs != ("pid",):
+                linear = parse_formula(formula.normalized_source() + f"pid = {formula.outputs[0]}\n", ("pid",))
+            return compose(linear, family("identity"))
+        if len(formula.outputs) != len(site):
+            raise FormulaError(
+                f"{where} yields {', '.join(formula.outputs)} but the tile grid {grid_text(self.grid)} is "
+                f"{self.rank}-D: {self.task.name}'s site needs {' and '.join(site)}"
+            )
+        # Own names: copied into the site's names last (through temporaries, so one may read the other).
+        temps = [f"swz_out_{i}" for i in range(len(site))]
+        tail = "".join(f"{t} = {o}\n" for t, o in zip(temps, formula.outputs))
+        tail += "".join(f"{name} = {t}\n" for name, t in zip(site, temps))
+        return parse_formula(formula.normalized_source() + tail, site)
+
+    def available_names(self) -> set[str]:
+        """Names a formula may read at this kernel's site besides tl.*: the grid sizes and the kernel's args."""
+        return set(implicit_names(self.grid)) | set(self.args) | set(self.consts)
+
+    def _check_names(self, formula: Formula, where: str) -> None:
+        unknown = sorted(set(formula.free_names) - self.available_names())
+        if unknown:
+            known = ", ".join(sorted(self.available_names()))
+            raise FormulaError(
+                f"{where} reads {', '.join(unknown)}, which {self.task.name}'s kernel does not define at its swizzle "
+                f"site: it may read {known} (sizes come from the case; change them with --size)"
+            )
 
     def check(self, formula: Formula) -> Checked:
         """Evaluate `formula` on every program: the proof (never raises on defects) and the tile order."""
@@ -428,6 +458,7 @@ def load_scenario(
     kernel_file: str | Path | None = None,
     config: str = "gpu",
     gpu_name: str | None = None,
+    outputs: Sequence[str] | None = None,
 ) -> Scenario:
     """The scenario every command works on. `case`: a dict, 'test:N' / 'bench:N', or None (the first benchmark);
     `sizes`: NAME=VALUE overrides; `target`: a --target name (or a resolved Target), `gpu_name` stands for the
@@ -463,6 +494,7 @@ def load_scenario(
         task=loaded, case=dict(chosen), config_name=config.strip().lower(), config=cfg, grid=grid, args=dict(args),
         consts=dict(consts), target=resolved, occupancy=occ, kernel_module=module,
         kernel_file=Path(kernel_file) if kernel_file else None, _kernel=kernel,
+        outputs=tuple(outputs) if outputs else None,
     )
 
 

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from swizzlelab.cli import userkernel as uk_cli
-from swizzlelab.cli.common import console, progress_bar
+from swizzlelab.cli.common import console, outputs_option, progress_bar, split_outputs
 from swizzlelab.hw import targets_help
 from swizzlelab.optimize.loop import JSONL, Options, describe_best, read_jsonl, run
 from swizzlelab.scenario import load_scenario
@@ -33,6 +33,7 @@ def register(app: typer.Typer) -> None:
         proposer: str = typer.Option("search", "--proposer", help="search | llm | both (alternating)"),
         out: str | None = typer.Option(None, "--out", help=f"output folder (default ./{DEFAULT_OUT}/<task>-<target>)"),
         size: list[str] = typer.Option([], "--size", help="override a size of the first benchmark case: NAME=VALUE"),
+        outputs: str | None = typer.Option(None, "--outputs", help=outputs_option()),
         remeasure: bool = typer.Option(False, "--remeasure", help="measure again what the cache already holds"),
         occupancy: int | None = typer.Option(None, "--occupancy", help="resident programs per SM/CU in the simulator (default: the kernel's measured one on NVIDIA targets, else 1)"),
         screen_s: float = typer.Option(90.0, "--screen-s", help="seconds the search may spend ranking with the simulator"),
@@ -54,7 +55,8 @@ def register(app: typer.Typer) -> None:
                 autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size, site=site,
             )
         else:
-            scenario = load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel)
+            scenario = load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,
+                                     outputs=split_outputs(outputs))
         out_console.print(scenario.target.note, highlight=False)
         out_console.print(scenario.header(), highlight=False)
         run_name = scenario.task.name.replace(":", "-")
@@ -75,8 +77,15 @@ def register(app: typer.Typer) -> None:
             def on_note(text: str) -> None:
                 progress.console.print(f"[dim]{text}[/]", highlight=False)
 
+            screening: list = []
+
+            def on_screen(done: int, total: int) -> None:
+                if not screening:
+                    screening.append(progress.add_task("ranking orders with the simulator", total=total))
+                progress.update(screening[0], completed=done, total=total)
+
             try:
-                result = run(scenario, options, on_note=on_note, on_iteration=on_iteration)
+                result = run(scenario, options, on_note=on_note, on_iteration=on_iteration, on_screen=on_screen)
             except KeyboardInterrupt:
                 progress.stop()
                 _say_interrupted(out_console, out_dir)

@@ -12,6 +12,7 @@ import typer
 
 from swizzlelab.cli import userkernel as uk_cli
 from swizzlelab.cli.common import console, outputs_option, progress_bar, split_outputs
+from swizzlelab.errors import UserError
 from swizzlelab.hw import targets_help
 from swizzlelab.scenario import load_scenario
 from swizzlelab.sim import analyze, footprint_of, simulate
@@ -43,8 +44,9 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Memory analysis of a task: footprints, reuse, which programs share data, best reachable hit rate."""
         err = console(stderr=True)
-        scenario = _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site)
-        perm = scenario.permutation(_order(order, outputs, scenario)) if order else None
+        scenario = _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site,
+                             outputs)
+        perm = scenario.permutation(order) if order else None
         with err.status(f"tracing {scenario.label()} ..."):
             trace = scenario.trace
         with err.status(f"analysing {trace.lines.size:,} line accesses on {scenario.model.name} ..."):
@@ -84,9 +86,10 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Predict L2 hit rate and DRAM traffic of a task under one or more launch orders."""
         err = console(stderr=True)
-        scenario = _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site)
+        scenario = _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site,
+                             outputs)
         specs = list(order) or [None]
-        perms = [(spec or KERNEL_ORDER, scenario.permutation(_order(spec, outputs, scenario))) for spec in specs]
+        perms = [(spec or KERNEL_ORDER, scenario.permutation(spec)) for spec in specs]
         with err.status(f"tracing {scenario.label()} ..."):
             trace = scenario.trace
             footprint = footprint_of(trace)
@@ -118,21 +121,14 @@ def register(app: typer.Typer) -> None:
             typer.echo(res.text())
 
 
-def _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site):
+
+def _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site, outputs):
     """The task's scenario, or with --kernel a kernel file as people write it (traced through its wrapper)."""
     if uk_cli.is_wild_file(kernel):
         return uk_cli.user_scenario(console(stderr=True), kernel, target=target, occupancy=occupancy, task=task,
                                     config=config, autotune_config=autotune_config, launch=launch, tensor=tensor,
                                     arg=arg, size=size, site=site)
     if task is None:
-        from swizzlelab.errors import UserError
-
         raise UserError("name a task (see `swizzlelab tasks`) or give --kernel FILE")
-    return load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel)
-
-
-def _order(spec: str | None, outputs: str | None, scenario) -> object:
-    """The order to simulate: the spec with --outputs applied (formula files only), or the kernel's own."""
-    if spec is None:
-        return scenario.default_order()
-    return scenario.parse_order(spec, outputs=split_outputs(outputs))
+    return load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,
+                         outputs=split_outputs(outputs))

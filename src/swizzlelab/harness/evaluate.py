@@ -52,6 +52,30 @@ class Candidate:
 
 
 @dataclass
+class ExtraBaseline:
+    """A further library row of a ranked case (e.g. cuDNN attention), timed interleaved with the candidate."""
+
+    name: str
+    description: str
+    timing: Timing | None = None
+    comparison: Comparison | None = None  # a = this library, b = candidate: speedup > 1 means faster than it
+    error: str = ""
+
+    def to_dict(self) -> dict[str, Any]:
+        c = self.comparison
+        return {
+            "name": self.name,
+            "description": self.description,
+            "timing": self.timing.to_dict() if self.timing else None,
+            "speedup_vs_baseline": (
+                {"speedup": c.speedup, "ci95": [c.ci_low, c.ci_high], "method": c.method,
+                 "is_improvement": c.is_improvement} if c else None
+            ),
+            "error": self.error,
+        }
+
+
+@dataclass
 class BenchRow:
     """One timed case: its correctness, the candidate's timing and the library baseline's, interleaved."""
 
@@ -64,6 +88,7 @@ class BenchRow:
     order: dict[str, Any] = field(default_factory=dict)
     error: str = ""
     baseline_error: str = ""
+    extra_baselines: list[ExtraBaseline] = field(default_factory=list)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -80,6 +105,7 @@ class BenchRow:
             "order": self.order,
             "error": self.error,
             "baseline_error": self.baseline_error,
+            "extra_baselines": [extra.to_dict() for extra in self.extra_baselines],
         }
 
 
@@ -221,10 +247,30 @@ def _check_for(task: Any, data: dict[str, Any]) -> Callable[[Any], Any]:
     return lambda output: task.check(data, output)
 
 
+def time_extra_baselines(task: Any, candidate: Candidate, data: dict[str, Any], budget_s: float) -> list[ExtraBaseline]:
+    """Each of the task's extra library rows, timed interleaved with the candidate on the same inputs; a
+    library that cannot run the case (e.g. no cuDNN attention here) becomes a row with its one-line error."""
+    extras = getattr(task, "extra_baselines", None)
+    rows = []
+    for name, (description, fn) in (extras() if extras is not None else {}).items():
+        row = ExtraBaseline(name=name, description=description)
+        try:
+            fn(data)
+            row.comparison = compare_interleaved(fn, candidate.fn, data, data, budget_s)
+            row.timing = row.comparison.a
+        except NoGpuError:
+            raise
+        except Exception as err:  # the library row is informative; the candidate's row stands without it
+            row.error = f"{name} not timed: {type(err).__name__}: {err}".splitlines()[0]
+        rows.append(row)
+    return rows
+
+
 def time_case(
-    task: Any, candidate: Candidate, case: dict[str, Any], seed: int, budget_s: float
+    task: Any, candidate: Candidate, case: dict[str, Any], seed: int, budget_s: float, extra_baselines: bool = False
 ) -> BenchRow:
-    """Check the candidate on inputs of `seed`, then time it interleaved with the task's library baseline."""
+    """Check the candidate on inputs of `seed`, then time it interleaved with the task's library baseline (and,
+    with `extra_baselines`, with each further library row of the task)."""
     row = BenchRow(case=dict(case), seed=seed, check=check_correctness(task, candidate.fn, case, seed=seed),
                    order=order_info(task, candidate, case))
     if not row.check.passed:
@@ -251,6 +297,8 @@ def time_case(
         row.error = str(err)
     except Exception as err:  # a kernel that crashes only under repetition: reported, the run goes on
         row.error = f"timing failed: {type(err).__name__}: {err}".splitlines()[0]
+    if extra_baselines and not row.error:
+        row.extra_baselines = time_extra_baselines(task, candidate, data, budget_s)
     return row
 
 
@@ -258,11 +306,12 @@ def run_benchmarks(
     task: Any, candidate: Candidate, budget_s: float, salt: str | None = None, progress: ProgressFn | None = None
 ) -> list[BenchRow]:
     """Every benchmark case: correctness, then timing. With `salt`, inputs come from a seed derived from the
-    case's seed (the ranked run), so a submission tuned to the benchmark inputs gains nothing."""
+    case's seed (the ranked run), so a submission tuned to the benchmark inputs gains nothing, and the task's
+    extra library rows are timed too."""
     rows = []
     for case in task.cases("benchmarks"):
         seed = derive_seed(case["seed"], salt) if salt else int(case["seed"])
-        rows.append(time_case(task, candidate, case, seed, budget_s))
+        rows.append(time_case(task, candidate, case, seed, budget_s, extra_baselines=bool(salt)))
         _note(progress, task.case_label(case))
     return rows
 
@@ -352,6 +401,7 @@ __all__ = [
     "MODES",
     "BenchRow",
     "Candidate",
+    "ExtraBaseline",
     "EvalReport",
     "ProfileRow",
     "case_count",
@@ -364,5 +414,6 @@ __all__ = [
     "run_benchmarks",
     "run_tests",
     "time_case",
+    "time_extra_baselines",
     "NO_GPU_MESSAGE",
 ]

@@ -98,13 +98,22 @@ def _bench_section(title: str, rows: list[BenchRow], report: EvalReport) -> list
             lines.append("  baseline (the task's library implementation):")
             lines += timing_lines(row.baseline, "    ")
         if row.comparison is not None:
-            c = row.comparison
-            verdict = "faster" if c.is_improvement else ("slower" if c.is_regression else "no significant difference")
-            lines.append(
-                f"  speedup vs baseline: {c.speedup:.3f}x, 95% CI [{c.ci_low:.3f}, {c.ci_high:.3f}] "
-                f"({verdict}; {c.method})"
-            )
+            lines.append(_speedup_line("speedup vs baseline", row.comparison))
+        for extra in row.extra_baselines:
+            if extra.error:
+                lines.append(f"  {extra.error}")
+                continue
+            lines.append(f"  baseline {extra.name} ({extra.description}):")
+            if extra.timing is not None:
+                lines += timing_lines(extra.timing, "    ")
+            if extra.comparison is not None:
+                lines.append(_speedup_line(f"speedup vs {extra.name}", extra.comparison))
     return lines
+
+
+def _speedup_line(title: str, c: Any) -> str:
+    verdict = "faster" if c.is_improvement else ("slower" if c.is_regression else "no significant difference")
+    return f"  {title}: {c.speedup:.3f}x, 95% CI [{c.ci_low:.3f}, {c.ci_high:.3f}] ({verdict}; {c.method})"
 
 
 def _profile_section(rows: list[ProfileRow], report: EvalReport) -> list[str]:

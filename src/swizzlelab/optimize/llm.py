@@ -1,4 +1,4 @@
-"""The LLM proposer: an OpenAI-compatible chat endpoint asked for a swizzle formula, through urllib only.
+"""The LLM proposer: an OpenAI-compatible chat endpoint (through the openai SDK) asked for a swizzle formula.
 
 The prompt holds the kernel source, the memory analysis, the hardware model and the history with its reasons;
 the formula is taken from a ```python block or a "Swizzling formula:" section of the reply.
@@ -9,12 +9,11 @@ from __future__ import annotations
 import json
 import os
 import re
-import urllib.error
-import urllib.request
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from swizzlelab.errors import UserError
 from swizzlelab.optimize.reasons import why_old_was_slow
 from swizzlelab.optimize.records import EVALUATED, Attempt, Proposal
 from swizzlelab.swizzle import implicit_names
@@ -44,50 +43,75 @@ class LlmConfig:
     temperature: float = 0.2
 
 
+# The settings, in the order they are read: the OpenAI SDK's own variables first, as every client honours them.
+BASE_URL_VARS = ("OPENAI_BASE_URL", "SWIZZLELAB_LLM_BASE_URL")
+API_KEY_VARS = ("OPENAI_API_KEY", "SWIZZLELAB_LLM_API_KEY")
+MODEL_VAR = "SWIZZLELAB_LLM_MODEL"
+
+
+def _first_set(names: tuple[str, ...]) -> str:
+    return next((os.environ[n].strip() for n in names if os.environ.get(n, "").strip()), "")
+
+
 def config_from_env() -> LlmConfig:
-    """SWIZZLELAB_LLM_BASE_URL, SWIZZLELAB_LLM_MODEL, SWIZZLELAB_LLM_API_KEY (base URL empty: not configured)."""
+    """OPENAI_BASE_URL (or SWIZZLELAB_LLM_BASE_URL), OPENAI_API_KEY (or SWIZZLELAB_LLM_API_KEY) and
+    SWIZZLELAB_LLM_MODEL (default 'default', which local servers such as vLLM/llama.cpp map to their model)."""
     return LlmConfig(
-        base_url=os.environ.get("SWIZZLELAB_LLM_BASE_URL", "").strip(),
-        model=os.environ.get("SWIZZLELAB_LLM_MODEL", "").strip() or "default",
-        api_key=os.environ.get("SWIZZLELAB_LLM_API_KEY", "").strip(),
+        base_url=_first_set(BASE_URL_VARS),
+        model=os.environ.get(MODEL_VAR, "").strip() or "default",
+        api_key=_first_set(API_KEY_VARS),
     )
+
+
+def require_endpoint(config: LlmConfig) -> None:
+    """One-line UserError when --proposer llm/both has no endpoint to ask (never a silent fallback)."""
+    if not config.base_url:
+        raise UserError(
+            "--proposer llm needs an OpenAI-compatible endpoint: set OPENAI_BASE_URL (e.g. "
+            "http://127.0.0.1:8000/v1) and, if it asks for one, OPENAI_API_KEY; or use --proposer search"
+        )
 
 
 class EndpointDown(Exception):
     """The endpoint could not be reached or answered with something that is not a chat completion."""
 
 
-def chat(config: LlmConfig, messages: list[dict[str, str]]) -> tuple[str, int]:
+def _client(config: LlmConfig) -> Any:
+    # openai is the optional extra `llm`: imported only when an LLM proposer is asked for.
+    try:
+        from openai import OpenAI
+    except ImportError:
+        raise UserError("--proposer llm needs the openai package: pip install 'swizzlelab[llm]'") from None
+    # A key is required by the SDK even for servers that ignore it.
+    return OpenAI(base_url=config.base_url, api_key=config.api_key or "unused", timeout=config.timeout_s,
+                  max_retries=0)
+
+
+def chat(config: LlmConfig, messages: list[dict[str, str]], client: Any = None) -> tuple[str, int]:
     """(reply text, tokens used) of one chat completion; EndpointDown on any transport or format failure."""
-    url = config.base_url.rstrip("/")
-    if not url.endswith("/chat/completions"):
-        url += "/chat/completions"
-    body = json.dumps({
-        "model": config.model,
-        "messages": messages,
-        "max_tokens": config.max_tokens_reply,
-        "temperature": config.temperature,
-    }).encode()
-    headers = {"Content-Type": "application/json"}
-    if config.api_key:
-        headers["Authorization"] = f"Bearer {config.api_key}"
-    request = urllib.request.Request(url, data=body, headers=headers, method="POST")
+    import openai
+
+    client = client or _client(config)
     try:
-        with urllib.request.urlopen(request, timeout=config.timeout_s) as response:
-            payload = json.loads(response.read().decode("utf-8", "replace"))
-    except urllib.error.HTTPError as err:
-        raise EndpointDown(f"{url} answered HTTP {err.code} {err.reason}") from None
-    except (TimeoutError, urllib.error.URLError, ConnectionError, OSError) as err:
-        reason = getattr(err, "reason", err)
-        raise EndpointDown(f"{url} is unreachable ({reason})") from None
-    except ValueError:
-        raise EndpointDown(f"{url} did not answer with JSON") from None
+        response = client.chat.completions.create(
+            model=config.model, messages=messages, max_tokens=config.max_tokens_reply,
+            temperature=config.temperature,
+        )
+    except openai.APIStatusError as err:
+        raise EndpointDown(f"{config.base_url} answered HTTP {err.status_code}") from None
+    except openai.APITimeoutError:
+        raise EndpointDown(f"{config.base_url} did not answer within {config.timeout_s:.0f} s") from None
+    except openai.APIConnectionError as err:
+        raise EndpointDown(f"{config.base_url} is unreachable ({err.__cause__ or err})") from None
+    except openai.APIError as err:
+        raise EndpointDown(f"{config.base_url} answered with something that is not a chat completion ({err})") from None
     try:
-        text = payload["choices"][0]["message"]["content"] or ""
-    except (KeyError, IndexError, TypeError):
-        raise EndpointDown(f"{url} answered without choices[0].message.content") from None
-    usage = payload.get("usage") or {}
-    tokens = int(usage.get("total_tokens") or (len(json.dumps(messages)) + len(text)) // 4)
+        text = response.choices[0].message.content or ""
+    except (AttributeError, IndexError, TypeError):
+        raise EndpointDown(f"{config.base_url} answered without choices[0].message.content") from None
+    usage = getattr(response, "usage", None)
+    total = getattr(usage, "total_tokens", None) if usage is not None else None
+    tokens = int(total or (len(json.dumps(messages)) + len(text)) // 4)
     return str(text), tokens
 
 
@@ -152,9 +176,11 @@ class LlmProposer:
     calls: int = 0
     _context: str = field(default="", repr=False)
 
+    _client: Any = field(default=None, repr=False)
+
     def __post_init__(self) -> None:
-        if not self.config.base_url:
-            self._disable("llm: SWIZZLELAB_LLM_BASE_URL is not set; continuing with the search proposer")
+        require_endpoint(self.config)
+        self._client = _client(self.config)
 
     def _disable(self, message: str) -> None:
         if self.available:
@@ -213,7 +239,7 @@ class LlmProposer:
             )
             return None
         try:
-            reply, tokens = chat(self.config, self.messages(history, best))
+            reply, tokens = chat(self.config, self.messages(history, best), self._client)
         except EndpointDown as err:
             self._disable(f"llm: {err}; continuing with the search proposer")
             return None

@@ -137,13 +137,50 @@ def _at_site(formula: Formula, site: Site, kernel_name: str) -> Formula:
     return parse_formula("\n".join(lines) + "\n", formula.outputs)
 
 
+def _without_kernel_lines(formula: Formula, source: str, site: Site) -> Formula:
+    """Drop formula lines the kernel already runs before its site (`num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)`
+    repeated from Site.formula_text) and self-assignments (`tile_id = tile_id`): the kernel's own order then
+    splices back unchanged."""
+    func = next(node for node in ast.walk(ast.parse(source)) if isinstance(node, ast.FunctionDef))
+    before: dict[str, str] = {}
+    for node in ast.walk(func):
+        if (
+            isinstance(node, ast.Assign)
+            and node.lineno <= site.start
+            and len(node.targets) == 1
+            and isinstance(node.targets[0], ast.Name)
+        ):
+            before[node.targets[0].id] = ast.unparse(node.value)
+    kernel_forms = {name: _normalised(text) for name, text in before.items()}
+    keep = []
+    for stmt in formula.statements:
+        text = ast.unparse(stmt.expr)
+        if text == stmt.target and stmt.target not in formula.outputs:
+            continue
+        if kernel_forms.get(stmt.target) == text and stmt.target not in formula.outputs:
+            continue
+        keep.append(stmt)
+    if len(keep) == len(formula.statements) or not keep:
+        return formula
+    return parse_formula("".join(f"{s.target} = {ast.unparse(s.expr)}\n" for s in keep), formula.outputs)
+
+
+def _normalised(expression: str) -> str | None:
+    """The expression as a formula normalises it (min -> tl.minimum), None when it is not in the language."""
+    try:
+        statements = parse_statements(f"_ = {expression}\n")
+    except (FormulaError, SyntaxError):
+        return None
+    return ast.unparse(statements[0].expr) if statements else None
+
+
 def splice_source(source: str, formula: Formula, kernel_name: str, new_name: str) -> str:
     """The kernel source with the formula in place of its site, renamed to `new_name`, without decorators.
 
     Lines of the site that do not depend on the launch index (e.g. `num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)` in
     the Triton tutorial's remap block) are kept ahead of the formula."""
     site = find_site(source, kernel_name)
-    formula = _at_site(formula, site, kernel_name)
+    formula = _without_kernel_lines(_at_site(formula, site, kernel_name), source, site)
     defined, _ = _names_before_site(source, site)
     read_after = _names_read_after(source, site)
     kept = list(site.kept)

@@ -90,6 +90,11 @@ class Task:
         """The library implementation (torch) of the same computation, for 'baseline' report rows."""
         return self.reference.baseline(data)
 
+    def extra_baselines(self) -> dict[str, tuple[str, Any]]:
+        """Further library rows a ranked run times (reference.py's EXTRA_BASELINES: name -> (description, fn)),
+        e.g. flash_attention's SDPA cuDNN backend, the fastest library kernel on Hopper."""
+        return dict(getattr(self.reference, "EXTRA_BASELINES", {}) or {})
+
     # -- kernel --------------------------------------------------------------------------------------------
     def custom_kernel(self, data: dict[str, Any], order: Any = None, config: Any = None) -> Any:
         """Run the Triton kernel with `order` (a Formula, None = the kernel's own site) into data['out']."""

@@ -69,3 +69,15 @@ def baseline(data: dict[str, Any]) -> torch.Tensor:
     SDPA has no `out=`, so this returns its own tensor rather than paying for a copy into data["out"].
     """
     return torch.nn.functional.scaled_dot_product_attention(data["q"], data["k"], data["v"], scale=data["sm_scale"])
+
+
+def baseline_cudnn(data: dict[str, Any]) -> torch.Tensor:
+    """SDPA restricted to its cuDNN backend (fails where cuDNN attention is unavailable, e.g. on the CPU)."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    with sdpa_kernel([SDPBackend.CUDNN_ATTENTION]):
+        return torch.nn.functional.scaled_dot_product_attention(data["q"], data["k"], data["v"], scale=data["sm_scale"])
+
+
+# Library rows a ranked run times besides `baseline`: where a submission stands against the fastest library.
+EXTRA_BASELINES = {"cudnn": ("SDPA, cuDNN backend", baseline_cudnn)}

@@ -1,0 +1,339 @@
+"""Leader-speed kernels on one GPU: times the step variants of histogram and flash attention (and profiles some
+with ncu), or times the leader rows (our submissions, the task kernels, the library baselines) from one run.
+
+Usage (from the repository root, on a CUDA machine with ncu):
+  python benchmarks/leader_h100/run.py steps --out DIR [--only NAME,...] [--profile NAME,...]  # -> DIR/steps.json
+  python benchmarks/leader_h100/run.py final --out DIR                                          # -> DIR/leader_h100.json
+  python benchmarks/leader_h100/run.py child --variant NAME --result FILE   (one profiled run, used under ncu)
+Every time is the harness's (swizzlelab.harness.timing.time_fn: CUDA events, L2 flushed and the output poisoned
+before each repetition, warm-up first, SEM stop rule) on inputs from the ranked seed of the task's benchmark
+case; every timed variant's last output is checked against the task's reference.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib.util
+import json
+import math
+import platform
+import subprocess
+import sys
+import time
+from pathlib import Path
+from typing import Any, Callable
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "src"))
+
+from swizzlelab.runtime import ensure_triton_backend  # noqa: E402
+
+ensure_triton_backend()
+
+import torch  # noqa: E402
+
+from swizzlelab.harness.correctness import case_sizes, derive_seed  # noqa: E402
+from swizzlelab.harness.timing import t_quantile_975, time_fn  # noqa: E402
+from swizzlelab.io import atomic_write_text  # noqa: E402
+from swizzlelab.tasks import load_task  # noqa: E402
+from swizzlelab.tasks.checking import compare, tolerance_for  # noqa: E402
+
+HIST_SUB = ROOT / "examples/leaderboard/histogram/submission.py"
+FLASH_SUB = ROOT / "examples/leaderboard/flash_attention/submission.py"
+
+# Besides the leaderboard's 13 lines: achieved occupancy, tensor-pipe activity, shared-memory atomic bank
+# conflicts and the warp stall reasons (warps stalled per issued instruction, by reason).
+STALL_REASONS = ("long_scoreboard", "short_scoreboard", "mio_throttle", "lg_throttle", "barrier",
+                 "math_pipe_throttle", "wait", "gmma", "not_selected", "selected", "dispatch_stall", "no_instruction")
+EXTRA_METRICS = (
+    "sm__warps_active.avg.pct_of_peak_sustained_active",
+    "sm__pipe_tensor_op_hmma_type_hmma_hgmma_qgmma_cycles_active.avg.pct_of_peak_sustained_active",
+    "l1tex__data_bank_conflicts_pipe_lsu_mem_shared_op_atom.sum",
+    "smsp__inst_executed.sum",
+) + tuple(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS)
+
+
+def load_module(path: Path) -> Any:
+    """Import a submission file as a module (the evaluator imports it the same way)."""
+    name = f"leader_{path.parent.name}"
+    spec = importlib.util.spec_from_file_location(name, path)
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[name] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+# ---------------------------------------------------------------- variants
+
+
+def histogram_variants() -> dict[str, Callable[[dict[str, Any]], Any]]:
+    """Step variants of histogram: the task kernel, tl.histogram (Triton), the CUDA shared-atomic kernel."""
+    task = load_task("histogram")
+    sub = load_module(HIST_SUB)
+    cuda = sub.CudaConfig
+    out: dict[str, Callable[[dict[str, Any]], Any]] = {"hist.task_kernel": lambda d: task.custom_kernel(d)}
+    for bc, br, rpp, warps in ((4, 1024, 8192, 8), (16, 256, 8192, 8)):
+        out[f"hist.triton_keys_c{bc}_r{br}"] = (
+            lambda d, bc=bc, br=br, rpp=rpp, w=warps: sub.histogram_triton(d["x"], d["out"], rpp, br, bc, w))
+    for unroll in (4, 8, 16, 32):
+        out[f"hist.cuda_u{unroll}_b33"] = lambda d, u=unroll: sub.histogram_cuda(d["x"], d["out"], cuda(unroll=u))
+    out["hist.cuda_u16_b33_atomicflush"] = lambda d: sub.histogram_cuda(d["x"], d["out"], cuda(16, 33, True))
+    out["hist.cuda_u16_b66"] = lambda d: sub.histogram_cuda(d["x"], d["out"], cuda(16, 66))
+    out["hist.cuda_u16_b132"] = lambda d: sub.histogram_cuda(d["x"], d["out"], cuda(16, 132))
+    out["hist.submission"] = sub.custom_kernel
+    return out
+
+
+def flash_variants() -> dict[str, Callable[[dict[str, Any]], Any]]:
+    """Step variants of flash attention: the task kernel, pointer vs TMA loads, tile sizes, stages, warp spec."""
+    task = load_task("flash_attention")
+    sub = load_module(FLASH_SUB)
+    cfg = sub.FlashConfig
+    out: dict[str, Callable[[dict[str, Any]], Any]] = {"fa.task_kernel": lambda d: task.custom_kernel(d)}
+    grid = [
+        ("ptr_m128_n64_s3", cfg(128, 64, 8, 3, False, False)),
+        ("ptr_m128_n128_s2", cfg(128, 128, 8, 2, False, False)),
+        ("desc_m128_n64_s3", cfg(128, 64, 8, 3, True, False)),
+        ("desc_m128_n64_s4", cfg(128, 64, 8, 4, True, False)),
+        ("desc_m128_n128_s2", cfg(128, 128, 8, 2, True, False)),
+        ("desc_m128_n128_s3", cfg(128, 128, 8, 3, True, False)),
+        ("desc_m128_n64_s3_ws", cfg(128, 64, 8, 3, True, True)),
+        ("desc_m128_n128_s2_ws", cfg(128, 128, 8, 2, True, True)),
+        ("desc_m64_n128_w4_s3", cfg(64, 128, 4, 3, True, False)),
+        ("desc_m256_n64_w16_s2", cfg(256, 64, 16, 2, True, False)),
+        ("desc_m256_n128_w16_s2", cfg(256, 128, 16, 2, True, False)),
+        # Step 2 (steps_2.json): QK prefetch, a 128-register cap for two programs per SM, smaller tiles.
+        ("desc_m128_n64_s3_pf", cfg(128, 64, 8, 3, True, False, True)),
+        ("desc_m128_n64_s2_r128", cfg(128, 64, 8, 2, True, False, False, 128)),
+        ("desc_m128_n64_s2_pf_r128", cfg(128, 64, 8, 2, True, False, True, 128)),
+        ("desc_m128_n128_s3_pf", cfg(128, 128, 8, 3, True, False, True)),
+        ("desc_m128_n128_s2_pf", cfg(128, 128, 8, 2, True, False, True)),
+        ("desc_m64_n64_w4_s2", cfg(64, 64, 4, 2, True, False)),
+        ("desc_m64_n64_w4_s3_pf", cfg(64, 64, 4, 3, True, False, True)),
+    ]
+    for name, c in grid:
+        out[f"fa.{name}"] = (lambda d, c=c: sub.flash_attention(d["q"], d["k"], d["v"], d["out"], d["sm_scale"], c))
+    out["fa.submission"] = sub.custom_kernel
+    return out
+
+
+def library_baselines() -> dict[str, Callable[[dict[str, Any]], Any]]:
+    """Library rows: torch.bincount for histogram (the task's baseline), SDPA backends for attention."""
+    from torch.nn.attention import SDPBackend, sdpa_kernel
+
+    hist, flash = load_task("histogram"), load_task("flash_attention")
+
+    def sdpa(backend: Any) -> Callable[[dict[str, Any]], Any]:
+        def run(d: dict[str, Any]) -> Any:
+            with sdpa_kernel([backend]):
+                return torch.nn.functional.scaled_dot_product_attention(d["q"], d["k"], d["v"], scale=d["sm_scale"])
+        return run
+
+    return {
+        "hist.baseline_torch": hist.baseline,
+        "fa.baseline_cudnn": sdpa(SDPBackend.CUDNN_ATTENTION),
+        "fa.baseline_flash": sdpa(SDPBackend.FLASH_ATTENTION),
+    }
+
+
+def all_variants() -> dict[str, Callable[[dict[str, Any]], Any]]:
+    return {**histogram_variants(), **flash_variants(), **library_baselines()}
+
+
+def task_of(name: str) -> str:
+    return "histogram" if name.startswith("hist.") else "flash_attention"
+
+
+# ---------------------------------------------------------------- inputs and timing
+
+
+class Inputs:
+    """Ranked-seed inputs of each task's benchmark case, made once, with the reference output made once."""
+
+    def __init__(self) -> None:
+        self.cache: dict[str, tuple[dict[str, Any], dict[str, Any], Any]] = {}
+
+    def get(self, task_name: str) -> tuple[dict[str, Any], dict[str, Any], Any]:
+        if task_name not in self.cache:
+            self.cache.clear()  # one task's inputs at a time (flash attention's are 2 GiB)
+            torch.cuda.empty_cache()
+            task = load_task(task_name)
+            case = task.cases("benchmarks")[0]
+            seed = derive_seed(case["seed"], "ranked")
+            data = task.generate_input({"seed": seed, **case_sizes(case)})
+            ref = task.reference.ref_kernel(data)
+            if task_name == "flash_attention":
+                ref = ref.to(torch.float16)
+            self.cache[task_name] = ({"seed": seed, **case_sizes(case)}, data, ref)
+        return self.cache[task_name]
+
+
+def checker(task_name: str, ref: Any) -> Callable[[Any], Any]:
+    tol = tolerance_for(str(load_task(task_name).path / "reference.py"))
+    return lambda output: compare(output, ref, tol)
+
+
+def time_variant(name: str, fn: Callable[[dict[str, Any]], Any], inputs: Inputs, budget_s: float) -> dict[str, Any]:
+    """Check, then time one variant; a variant that fails to compile or is wrong becomes a row with `error`."""
+    task_name = task_of(name)
+    case, data, ref = inputs.get(task_name)
+    row: dict[str, Any] = {"name": name, "task": task_name, "case": case}
+    started = time.perf_counter()
+    try:
+        timing = time_fn(fn, data, budget_s, check=checker(task_name, ref))
+    except Exception as err:  # one broken variant must not end the sweep
+        row["error"] = f"{type(err).__name__}: {err}".splitlines()[0][:400]
+        print(f"{name:42s} ERROR {row['error']}", flush=True)
+        return row
+    ci = t_quantile_975(timing.n - 1) * timing.sem_ms if timing.n > 1 else math.inf
+    row.update(mean_ms=timing.mean_ms, ci95_ms=ci, std_ms=timing.std_ms, best_ms=timing.best_ms, n=timing.n,
+               sem_ms=timing.sem_ms, stopped_by=timing.stopped_by, device=timing.device,
+               check=timing.check_after, wall_s=time.perf_counter() - started)
+    print(f"{name:42s} {timing.mean_ms:9.4f} ms +- {ci:.4f} (n={timing.n})", flush=True)
+    return row
+
+
+def profile_variant(name: str, out_dir: Path) -> dict[str, Any]:
+    """Run one variant once under ncu in a child process (the harness's run_ncu) and keep every metric."""
+    from swizzlelab.harness.ncu import NAMED_METRIC_IDS, NAMED_METRICS, run_ncu
+
+    import tempfile
+
+    result = Path(tempfile.mkdtemp(prefix="leader-child-")) / f"child-{name}.json"
+    cmd = [sys.executable, str(Path(__file__).resolve()), "child", "--variant", name, "--result", str(result)]
+    try:
+        kernels = run_ncu(cmd, list(NAMED_METRIC_IDS) + list(EXTRA_METRICS), profile_from_start=False,
+                          timeout_s=300)
+    except Exception as err:
+        return {"name": name, "error": f"{type(err).__name__}: {err}".splitlines()[0][:400]}
+    verdict = json.loads(result.read_text()) if result.exists() else {"passed": False, "message": "no child result"}
+    rows = []
+    for k in kernels:
+        named = k.named()
+        extra = {m: k.values.get(m) for m in EXTRA_METRICS}
+        launch = {m: v for m, v in k.values.items() if m.startswith("launch__") and m in (
+            "launch__registers_per_thread", "launch__occupancy_limit_shared_mem", "launch__occupancy_limit_registers",
+            "launch__occupancy_limit_warps", "launch__shared_mem_per_block", "launch__grid_size",
+            "launch__block_size", "launch__waves_per_multiprocessor")}
+        rows.append({"kernel": k.kernel_name[:120], "named": named, "extra": extra, "launch": launch})
+        print(f"  ncu {name}: {k.kernel_name[:50]} duration {named['Duration']} ns, DRAM {named['DRAM_Throughput']}%, "
+              f"SM busy {named['SM_Busy']}%, occupancy {extra[EXTRA_METRICS[0]]}%", flush=True)
+    _ = NAMED_METRICS
+    return {"name": name, "check": verdict, "kernels": rows}
+
+
+def child(name: str, result: str) -> int:
+    """One warm run, then one run between cudaProfilerStart/Stop; writes the output check."""
+    fn = all_variants()[name]
+    inputs = Inputs()
+    _, data, ref = inputs.get(task_of(name))
+    for _ in range(2):
+        fn(data)
+    data["out"].fill_(-1 if data["out"].dtype == torch.int32 else float("nan"))
+    torch.cuda.synchronize()
+    torch.cuda.profiler.start()
+    output = fn(data)
+    torch.cuda.synchronize()
+    torch.cuda.profiler.stop()
+    verdict = checker(task_of(name), ref)(output)
+    atomic_write_text(result, json.dumps({"passed": bool(verdict.ok), "message": verdict.message}))
+    return 0
+
+
+def environment(argv: list[str]) -> dict[str, Any]:
+    props = torch.cuda.get_device_properties(0)
+    return {
+        "device": torch.cuda.get_device_name(0),
+        "sm_count": props.multi_processor_count,
+        "l2_bytes": getattr(props, "L2_cache_size", None),
+        "torch": torch.__version__,
+        "triton": __import__("triton").__version__,
+        "cudnn": torch.backends.cudnn.version(),
+        "python": platform.python_version(),
+        "command": "python benchmarks/leader_h100/run.py " + " ".join(argv),
+        "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
+        "label": f"measured ({torch.cuda.get_device_name(0)})",
+        "timing": "swizzlelab.harness.timing.time_fn: CUDA events, L2 flush + output poison before each repetition, "
+                  "SEM stop rule; ci95_ms = t(0.975, n-1) x sem",
+    }
+
+
+def steps(args: argparse.Namespace, argv: list[str]) -> int:
+    variants = all_variants()
+    names = [n for n in variants if not args.only or any(n.startswith(p) for p in args.only.split(","))]
+    inputs = Inputs()
+    # Group by task so each task's inputs are made once.
+    names.sort(key=lambda n: task_of(n))
+    out_dir = Path(args.out)
+    doc: dict[str, Any] = {**environment(argv), "kind": "steps", "rows": [], "profiles": []}
+
+    def save() -> None:  # after every row: a run cut short by its time limit keeps what it measured
+        atomic_write_text(out_dir / args.name, json.dumps(doc, indent=2, default=str) + "\n")
+
+    for n in names:
+        doc["rows"].append(time_variant(n, variants[n], inputs, args.budget_s))
+        save()
+    inputs.cache.clear()
+    torch.cuda.empty_cache()
+    for n in args.profile.split(",") if args.profile else []:
+        doc["profiles"].append(profile_variant(n, out_dir))
+        save()
+    return 0
+
+
+# The leader rows: (task, kind, variant name, submission path).
+FINAL_ROWS = (
+    ("histogram", "ours", "hist.submission", "examples/leaderboard/histogram/submission.py"),
+    ("histogram", "task_kernel", "hist.task_kernel", "src/swizzlelab/tasks/histogram/kernel.py"),
+    ("histogram", "baseline:torch", "hist.baseline_torch", "src/swizzlelab/tasks/histogram/reference.py"),
+    ("flash_attention", "ours", "fa.submission", "examples/leaderboard/flash_attention/submission.py"),
+    ("flash_attention", "task_kernel", "fa.task_kernel", "src/swizzlelab/tasks/flash_attention/kernel.py"),
+    ("flash_attention", "baseline:cudnn", "fa.baseline_cudnn", "src/swizzlelab/tasks/flash_attention/reference.py"),
+    ("flash_attention", "baseline:torch", "fa.baseline_flash", "src/swizzlelab/tasks/flash_attention/reference.py"),
+)
+
+
+def final(args: argparse.Namespace, argv: list[str]) -> int:
+    variants = all_variants()
+    inputs = Inputs()
+    rows = []
+    for task_name, kind, name, path in FINAL_ROWS:
+        row = time_variant(name, variants[name], inputs, args.budget_s)
+        rows.append({"task": task_name, "kind": kind, "mean_ms": row.get("mean_ms"), "ci95_ms": row.get("ci95_ms"),
+                     "submission": path, "variant": name, **{k: v for k, v in row.items() if k not in (
+                         "task", "mean_ms", "ci95_ms", "name")}})
+    flash_sub = sys.modules.get("leader_flash_attention")
+    autotune = list(getattr(flash_sub, "AUTOTUNE_LOG", []))
+    doc = {**environment(argv), "kind": "final", "rows": rows, "flash_attention_autotune": autotune}
+    atomic_write_text(Path(args.out) / args.name, json.dumps(doc, indent=2, default=str) + "\n")
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(prog="benchmarks/leader_h100/run.py")
+    sub = parser.add_subparsers(dest="cmd", required=True)
+    p_steps = sub.add_parser("steps")
+    p_steps.add_argument("--out", required=True)
+    p_steps.add_argument("--name", default="steps.json")
+    p_steps.add_argument("--only", default="")
+    p_steps.add_argument("--profile", default="")
+    p_steps.add_argument("--budget-s", type=float, default=1.0)
+    p_final = sub.add_parser("final")
+    p_final.add_argument("--out", required=True)
+    p_final.add_argument("--name", default="leader_h100.json")
+    p_final.add_argument("--budget-s", type=float, default=2.0)
+    p_child = sub.add_parser("child")
+    p_child.add_argument("--variant", required=True)
+    p_child.add_argument("--result", required=True)
+    args = parser.parse_args(argv)
+    if args.cmd == "child":
+        return child(args.variant, args.result)
+    if not torch.cuda.is_available():
+        print("run.py needs a CUDA GPU", file=sys.stderr)
+        return 2
+    return steps(args, argv) if args.cmd == "steps" else final(args, argv)
+
+
+if __name__ == "__main__":
+    _ = subprocess
+    sys.exit(main(sys.argv[1:]))

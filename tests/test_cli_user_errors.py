@@ -1,0 +1,165 @@
+"""What a new user meets on the command line: bad input is exit code 2 and one line (never a traceback or a
+misleading hint), short commands start without torch/triton, piped output is one record per line."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swizzlelab.cli.main import main
+from swizzlelab.optimize import Options, read_jsonl, run
+from swizzlelab.scenario import load_scenario
+
+ROOT = Path(__file__).resolve().parents[1]
+SMALL_MATMUL = ["--size", "m=256", "--size", "n=256", "--size", "k=64"]
+
+
+def cli(argv: list[str], monkeypatch, capsys) -> tuple[int, str, str]:
+    """Run the console entry point in this process: (exit code, stdout, stderr)."""
+    monkeypatch.setattr(sys, "argv", ["swizzlelab", *argv])
+    with pytest.raises(SystemExit) as info:
+        main()
+    captured = capsys.readouterr()
+    return int(info.value.code or 0), captured.out, captured.err
+
+
+def one_error_line(code: int, err: str) -> str:
+    lines = [line for line in err.splitlines() if line.strip()]
+    assert code == 2, err
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err
+    return lines[0]
+
+
+def test_optimize_out_that_cannot_be_written(monkeypatch, capsys) -> None:
+    line = one_error_line(*cli(["optimize", "matmul", *SMALL_MATMUL, "--target", "h100", "--budget", "1",
+                                "--out", "/proc/swizzlelab-x"], monkeypatch, capsys)[::2])
+    assert "--out /proc/swizzlelab-x" in line and "writable folder" in line
+
+
+def test_optimize_out_that_is_a_file(tmp_path: Path, monkeypatch, capsys) -> None:
+    existing = tmp_path / "notes.txt"
+    existing.write_text("mine\n")
+    line = one_error_line(*cli(["optimize", "matmul", *SMALL_MATMUL, "--target", "h100", "--budget", "1",
+                                "--out", str(existing)], monkeypatch, capsys)[::2])
+    assert "is a file" in line and existing.read_text() == "mine\n"
+
+
+def test_zero_size_names_the_size_not_the_grid(monkeypatch, capsys) -> None:
+    line = one_error_line(*cli(["simulate", "matmul", "--size", "m=0"], monkeypatch, capsys)[::2])
+    assert "--size m=0" in line and "--grid" not in line
+
+
+def test_case_out_of_range_suggests_the_spelling_it_accepts(monkeypatch, capsys) -> None:
+    line = one_error_line(*cli(["trace", "matmul", "--case", "test:99"], monkeypatch, capsys)[::2])
+    assert "test:0 to test:3" in line and "tests:" not in line
+
+
+def test_a_scenario_too_big_for_memory_is_refused_up_front(monkeypatch, capsys) -> None:
+    line = one_error_line(*cli(["simulate", "matmul", "--size", "m=1000000", "--size", "n=1000000"],
+                               monkeypatch, capsys)[::2])
+    assert re.search(r"needs about [\d.]+ (GB|TB) of memory", line) and "available" in line
+
+
+def test_a_second_launch_axis_is_refused_for_a_1d_launch(tmp_path: Path, monkeypatch, capsys) -> None:
+    formula = tmp_path / "two_d.py"
+    formula.write_text("pid_m = tl.program_id(0)\npid_n = tl.program_id(1)\n")
+    line = one_error_line(*cli(["simulate", "matmul", *SMALL_MATMUL, "--order", str(formula)], monkeypatch,
+                               capsys)[::2])
+    assert "tl.program_id(1)" in line and "1-D grid" in line
+
+
+@pytest.mark.parametrize("command", ["simulate", "eval"])
+def test_unknown_names_are_explained_without_options_the_command_lacks(command, tmp_path: Path, monkeypatch,
+                                                                        capsys) -> None:
+    formula = tmp_path / "uses_m.py"
+    formula.write_text("pid = tl.program_id(0)\npid = (pid + GROUP) % tl.num_programs(0)\n")
+    line = one_error_line(*cli([command, "spmv", "--order", str(formula)], monkeypatch, capsys)[::2])
+    assert "GROUP" in line and "--arg" not in line and "--const" not in line
+
+
+def test_simulate_defaults_to_the_kernels_own_order_and_names_occupancy(monkeypatch, capsys) -> None:
+    code, out, _ = cli(["simulate", "matmul", *SMALL_MATMUL, "--target", "h100"], monkeypatch, capsys)
+    assert code == 0
+    assert "order the kernel's own order" in out
+    assert "occupancy 2 program(s) per SM/CU (the kernel's, measured by ncu on an H100)" in out
+
+
+def test_the_same_occupancy_rule_in_simulate_analyze_and_optimize(monkeypatch, capsys) -> None:
+    _, simulated, _ = cli(["simulate", "matmul", *SMALL_MATMUL, "--target", "h100", "--json"], monkeypatch, capsys)
+    record = json.loads(simulated)
+    _, analyzed, _ = cli(["analyze", "matmul", *SMALL_MATMUL, "--target", "h100"], monkeypatch, capsys)
+    scenario = load_scenario("matmul", sizes=SMALL_MATMUL[1::2], target="h100", gpu_name="")
+    assert record["occupancy"] == scenario.occupancy.programs == 2
+    assert record["occupancy_source"] == scenario.occupancy.source
+    assert scenario.occupancy.text() in analyzed
+
+
+def test_simulate_takes_outputs_like_check(tmp_path: Path, monkeypatch, capsys) -> None:
+    formula = tmp_path / "own_names.py"
+    formula.write_text("pid = tl.program_id(0)\nnew_pid = tl.num_programs(0) - 1 - pid\n")
+    code, out, err = cli(["simulate", "spmv", "--size", "rows=4096", "--order", str(formula), "--outputs",
+                          "new_pid", "--json"], monkeypatch, capsys)
+    assert code == 0, err
+    assert json.loads(out)["orders"][0]["order"] == str(formula)
+
+
+def test_short_commands_do_not_import_torch_or_triton() -> None:
+    probe = (
+        "import sys\nfrom swizzlelab.cli.main import main\n"
+        "sys.argv = ['swizzlelab'] + sys.argv[1:]\n"
+        "try:\n    main()\nexcept SystemExit:\n    pass\n"
+        "print('LOADED=' + ','.join(m for m in ('torch', 'triton') if m in sys.modules))\n"
+    )
+    for argv in (["version"], ["families"], ["check", "examples/xcd_chunked.py", "--grid", "1003"]):
+        done = subprocess.run([sys.executable, "-c", probe, *argv], cwd=ROOT, capture_output=True, text=True,
+                              timeout=120)
+        assert done.returncode == 0, done.stderr
+        assert done.stdout.strip().splitlines()[-1] == "LOADED=", (argv, done.stdout[-300:])
+
+
+def test_optimize_resumed_with_a_smaller_budget_and_piped_output(tmp_path: Path) -> None:
+    out = tmp_path / "run"
+    command = [sys.executable, "-m", "swizzlelab.cli", "optimize", "matmul", *SMALL_MATMUL, "--target", "h100",
+               "--screen-s", "20", "--out", str(out)]
+    first = subprocess.run(command + ["--budget", "3"], capture_output=True, text=True, timeout=600)
+    assert first.returncode == 0, first.stderr[-2000:]
+    # Piped: every iteration line is one line that names its order.
+    lines = [ln for ln in first.stdout.splitlines() if re.match(r"iteration \d+ \(", ln)]
+    assert len(lines) == 3 and all(": evaluated:" in ln or ": duplicate:" in ln for ln in lines), first.stdout
+    assert any("predicted hit" in ln and "(model H100-SXM)" in ln for ln in lines)
+    again = subprocess.run(command + ["--budget", "1"], capture_output=True, text=True, timeout=600)
+    assert again.returncode == 0, again.stderr[-2000:]
+    for done, total in re.findall(r"\b(\d+)/(\d+)\b", again.stdout + again.stderr):
+        assert int(done) <= int(total), again.stdout
+    _, attempts = read_jsonl(out / "iterations.jsonl")
+    assert [a.iteration for a in attempts] == [0, 1, 2, 3]
+
+
+def test_a_corrupt_line_in_the_middle_of_the_log_loses_nothing_else(tmp_path: Path) -> None:
+    scenario = load_scenario("matmul", sizes=["m=256", "n=256", "k=64"], target="h100", gpu_name="")
+    run(scenario, Options(out_dir=tmp_path, budget=3, screen_s=20), measurer=None)
+    path = tmp_path / "iterations.jsonl"
+    lines = path.read_text().splitlines()
+    assert len(lines) == 5  # header, baseline, 3 iterations
+    kept = {json.loads(line)["iteration"]: json.loads(line) for line in lines[1:] if '"iteration": 1,' not in line}
+    lines[2] = lines[2][: len(lines[2]) // 2] + "#corrupted#"  # iteration 1, in the middle of the file
+    path.write_text("\n".join(lines) + "\n")
+
+    notes: list[str] = []
+    result = run(scenario, Options(out_dir=tmp_path, budget=4, screen_s=20), measurer=None, on_note=notes.append)
+    assert any("line 3 is not a valid record" in note for note in notes)
+    warnings: list[str] = []
+    _, attempts = read_jsonl(path, warnings)
+    assert len(warnings) == 1
+    numbers = [a.iteration for a in attempts]
+    assert numbers == sorted(set(numbers)) and numbers[:3] == [0, 2, 3]  # nothing re-run, nothing twice
+    for attempt in attempts:
+        if attempt.iteration in kept:
+            assert json.loads(json.dumps(attempt.to_dict())) == kept[attempt.iteration]
+    assert len(result.state.attempts) - 1 == 4

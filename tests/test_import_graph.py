@@ -17,6 +17,7 @@ LAYERS = (
     ("swizzlelab.swizzle",),
     ("swizzlelab.trace",),
     ("swizzlelab.tasks",),
+    ("swizzlelab.userkernel",),
     ("swizzlelab.scenario",),
     ("swizzlelab.sim",),
     ("swizzlelab.harness",),

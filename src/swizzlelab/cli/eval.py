@@ -20,6 +20,7 @@ from swizzlelab.harness.evaluate import MODES, case_count, make_candidate, run_m
 from swizzlelab.harness.isolate import TASK_KERNEL_CODE, evaluate_isolated
 from swizzlelab.harness.report import render_text, write_reports
 from swizzlelab.io import atomic_write_text
+from swizzlelab.cli import userkernel as uk_cli
 from swizzlelab.tasks import load_task
 
 
@@ -59,7 +60,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("eval")
     def eval_command(
-        task: str = typer.Argument(..., help="A task name (see `swizzlelab tasks`) or a task folder."),
+        task: Optional[str] = typer.Argument(None, help="A task name (see `swizzlelab tasks`) or a task folder; with --kernel, the task whose generate_input makes the wrapper's inputs."),
         submission: Optional[str] = typer.Argument(
             None, help="A .py file defining custom_kernel(data); omit to evaluate the task's own kernel."
         ),
@@ -74,6 +75,14 @@ def register(app: typer.Typer) -> None:
         budget_s: float = typer.Option(
             3.0, "--budget-s", help="timing budget per benchmark case, seconds (stops earlier at 0.1% sem)"
         ),
+        kernel: Optional[str] = uk_cli.kernel_opt(),
+        config: list[str] = uk_cli.config_opt(),
+        autotune_config: int = uk_cli.autotune_opt(),
+        launch: Optional[str] = uk_cli.launch_opt(),
+        tensor: list[str] = uk_cli.tensor_opt(),
+        arg: list[str] = uk_cli.arg_opt(),
+        site: Optional[str] = uk_cli.site_opt(),
+        size: list[str] = typer.Option([], "--size", help="with --kernel: sizes NAME=N of the wrapper's inputs"),
         trusted: bool = typer.Option(
             False, "--trusted",
             help="run the kernel inside this process (fast, for your own kernels); default: an isolated sandboxed "
@@ -81,6 +90,17 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Check, time, rank or profile a kernel on a task's cases; prints a leaderboard-shaped report."""
+        if kernel and uk_cli.is_wild_file(kernel):
+            out_console = console(stderr=True)
+            scenario = uk_cli.user_scenario(
+                out_console, kernel, target="auto", occupancy=None, task=task, config=config,
+                autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size, site=site,
+            )
+            if not uk_cli.eval_user_kernel(scenario, order, split_outputs(outputs), mode, budget_s, console()):
+                raise typer.Exit(code=1)
+            return
+        if task is None:
+            raise UserError("name a task (see `swizzlelab tasks`), or give --kernel FILE")
         if mode not in MODES:
             raise UserError(f"unknown --mode {mode!r}: use one of {', '.join(MODES)}")
         if budget_s <= 0:

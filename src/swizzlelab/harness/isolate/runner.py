@@ -75,7 +75,7 @@ GAP_ABS_MS_CPU = 20.0
 # Work left on another stream after the end mark: counted when the device-wide synchronize after the end mark
 # takes longer than this beyond the empty call's.
 TAIL_SLACK_MS = 0.02
-N_CALIBRATION = 15
+N_CALIBRATION = 20
 
 
 @dataclass
@@ -444,6 +444,7 @@ class _Evaluation:
         self.transport_note = ""
         self.cpu_timing = False
         self._flush_buffer: Any = None
+        self._probe_buffer: Any = None
         self.prepared: dict[int, tuple[int, dict[str, Any], SlotSet, tuple[float, float]]] = {}
         self.next_id = 0
 
@@ -478,7 +479,7 @@ class _Evaluation:
                 seed = self.bench_seed(case, bench_salt)
                 data0 = self.task.generate_input({"seed": seed, **case_sizes(case)})
                 slots = self.bind(data0)
-                self.prepared[index] = (seed, data0, slots, self._calibrate(slots, data0))
+                self.prepared[index] = (seed, data0, slots, self._calibrate(slots, data0, case, seed))
         load: dict[str, Any] = {"op": "load", "path": str(submission)}
         if self.formula is not None:
             load["order"] = {"source": self.formula.normalized_source(), "outputs": list(self.formula.outputs)}
@@ -491,20 +492,41 @@ class _Evaluation:
             return secret_seed(self.secret, case["seed"], salt)
         return derive_seed(case["seed"], salt) if salt else int(case["seed"])
 
-    def _calibrate(self, slots: SlotSet, data: dict[str, Any]) -> tuple[float, float]:
-        """Parent wall time minus the child's figure on trusted empty calls through the case's own buffers:
-        the overhead an honest call shows; a submission's calls may not exceed it by much."""
+    def _calibrate(self, slots: SlotSet, data: dict[str, Any], case: dict[str, Any], seed: int) -> tuple[float, float]:
+        """Parent wall time minus the child's figure on trusted empty calls through the case's own buffers,
+        made under the timed loop's conditions: fresh inputs before each call, and after half of them the
+        parent's reference work (as a check does), so the only difference left is the submission's."""
         gaps, tails = [], []
-        for _ in range(N_CALIBRATION):
+        sizes = case_sizes(case)
+        for index in range(N_CALIBRATION):
+            if index:
+                data = self.task.generate_input({"seed": secret_seed(self.secret, seed, f"cal{index}"), **sizes})
             slots.load(data)
             poison_(slots.out)
             self._settle()
-            reply, wall = self.ask({"op": "null", "id": slots.id})
+            start = time.perf_counter()
+            reply, _ = self.ask({"op": "null", "id": slots.id})
+            self._probe()
+            wall = time.perf_counter() - start
             if not reply.get("ok"):
                 raise ChildFailed(_one_line(reply.get("error", "calibration failed")))
             gaps.append(wall * 1e3 - float(reply["t_ms"]))
             tails.append(float(reply["tail_ms"]))
+            if self.rng.random() < CHECK_FRACTION:
+                self.task.ref_kernel(data)
+                self._probe()
         return float(np.median(gaps)), float(np.median(tails))
+
+    def _probe(self) -> None:
+        """A tiny kernel of the parent's, waited for: it cannot finish while work the child left on the GPU
+        still runs (contexts take turns), so the parent's wall clock of a call covers that work too."""
+        if self.on_gpu:
+            import torch
+
+            if self._probe_buffer is None:
+                self._probe_buffer = torch.zeros(1, dtype=torch.int32, device="cuda")
+            self._probe_buffer.add_(1)
+            torch.cuda.synchronize()
 
     # -- one call ------------------------------------------------------------------------------------------
     def bind(self, data: dict[str, Any]) -> SlotSet:
@@ -542,10 +564,15 @@ class _Evaluation:
             torch.cuda.synchronize()
 
     def call(self, slots: SlotSet, data: dict[str, Any], timed: bool) -> tuple[dict[str, Any], float]:
+        """One call on fresh inputs; the wall time runs from the request until the parent's own probe kernel
+        after the answer has finished, so GPU work the child left running is inside it."""
         slots.load(data)
         poison_(slots.out)
         self._settle()
-        reply, wall = self.ask({"op": "call", "id": slots.id, "timed": timed})
+        start = time.perf_counter()
+        reply, _ = self.ask({"op": "call", "id": slots.id, "timed": timed})
+        self._probe()
+        wall = time.perf_counter() - start
         if not self.first_call_done:
             self.first_call_done = True
             self.run_deadline = time.monotonic() + self.limits.run_s

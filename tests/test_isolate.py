@@ -25,10 +25,10 @@ SOLUTIONS = ROOT / "src" / "swizzlelab" / "tasks" / "matmul" / "solutions"
 SMALL_TASK = ROOT / "tests" / "data" / "matmul_small"
 HEADER = re.compile(r"^# (exploit|honest): (?P<what>.+?) \| gpu: (?P<gpu>\w+) \| cpu: (?P<cpu>\w+)(?P<slow> \| slow)?$")
 CPU_LIMITS = Limits(compile_s=90, run_s=60, host_mem_bytes=3 << 30)
-# Run in every CI build: what issue 11 asks the CPU to reject, plus the sandbox proofs; the rest are `slow`.
-FAST = {"patched_checker", "early_exit_fake_output", "sys_exit_import", "non_bijective_order", "raises",
-        "write_into_inputs", "env_secret_snoop", "reads_reference_disk", "network_attempt", "triton_kernel",
-        "torch_matmul"}
+# Run in every CI build (with the dedicated tests below, which cover the patched checker and the early exit
+# with a fake report): what issue 11 asks the CPU to reject, a sandbox proof and an honest kernel; the rest of
+# the suite runs under `-m slow` (each run is a fresh child importing torch: seconds each on a small box).
+FAST = {"sys_exit_import", "non_bijective_order", "env_secret_snoop", "triton_kernel"}
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox uses Linux facilities")
 

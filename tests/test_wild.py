@@ -345,3 +345,24 @@ def test_harness_correctness_of_orders_on_a_user_kernel():
     one_tile = parse_formula("pid = tl.program_id(0)\npid_m = pid * 0\npid_n = pid * 0\n")
     bad = check_correctness(task, lambda data: task.custom_kernel(data, one_tile), scenario.case, recheck=False)
     assert not bad.passed and "differ from the kernel's own order" in bad.runs[0].message
+
+
+def test_launch_option_names_the_wrapper():
+    from swizzlelab.userkernel import Inputs, load_kernel_file, parse_tensor_spec, resolve_wrapper
+
+    kfile = load_kernel_file(WILD / "row_sum.py", H100)
+    kernel = kfile.kernels["row_sum_kernel"]
+    assert resolve_wrapper(kfile, None, kernel).__name__ == "row_sum"  # the one function that launches it
+    assert resolve_wrapper(kfile, "row_sum", kernel).__name__ == "row_sum"
+    assert resolve_wrapper(kfile, f"{WILD / 'row_sum.py'}:row_sum", kernel).__name__ == "row_sum"
+    with pytest.raises(UserError, match="has no function 'rowsum'"):
+        resolve_wrapper(kfile, "rowsum", kernel)
+    from swizzlelab.userkernel import build_arguments
+
+    with pytest.raises(UserError, match=r"row_sum\(x\) needs x: give each tensor with --tensor"):
+        build_arguments(resolve_wrapper(kfile, None, kernel), Inputs(), "cpu")
+    args = build_arguments(resolve_wrapper(kfile, None, kernel),
+                           Inputs(tensors=(parse_tensor_spec("x=float32[R,C]"),), sizes={"R": 3, "C": 5}, seed=7), "cpu")
+    again = build_arguments(resolve_wrapper(kfile, None, kernel),
+                            Inputs(tensors=(parse_tensor_spec("x=float32[R,C]"),), sizes={"R": 3, "C": 5}, seed=7), "cpu")
+    assert tuple(args["x"].shape) == (3, 5) and bool((args["x"] == again["x"]).all()) and float(args["x"].abs().sum()) > 0

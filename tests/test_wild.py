@@ -192,6 +192,16 @@ def test_cli_optimize_wild_file_prints_site_and_config(tmp_path):
     assert isinstance(bad.exception, UserError) and "--size R=N" in str(bad.exception)
 
 
+def _assert_predicted_from_trace(baseline, traced):
+    """The baseline's prediction is the simulator run on the trace of the user's kernel in its own order."""
+    from swizzlelab.sim import simulate
+
+    direct = simulate(traced.trace, traced.order.perm, H100, occupancy=1)
+    assert baseline.prediction.dram_read_bytes == int(direct.dram_read_bytes)
+    assert baseline.prediction.l2_hit_rate == pytest.approx(direct.l2_hit_rate)
+    assert baseline.prediction.kind == "predicted (model H100-SXM)"
+
+
 def _attention(n_ctx=512, heads=4):
     from swizzlelab.userkernel import Inputs, open_user_kernel, parse_tensor_spec
 
@@ -225,6 +235,7 @@ def test_attention_2d_launch_site_traced_and_optimized(tmp_path):
     result = run(scenario, Options(out_dir=tmp_path, budget=3, screen_s=20, workers=1), measurer=None)
     assert result.state.baseline.status == "evaluated"
     assert sum(a.status == "evaluated" for a in result.state.attempts) >= 3
+    _assert_predicted_from_trace(result.state.baseline, traced)
 
 
 def test_persistent_matmul_optimized_inside_its_tile_loop(tmp_path):
@@ -247,6 +258,7 @@ def test_persistent_matmul_optimized_inside_its_tile_loop(tmp_path):
     assert np.array_equal(own.perm, uk.trace().order.perm)
     result = run(scenario, Options(out_dir=tmp_path, budget=2, screen_s=20, workers=1), measurer=None)
     assert sum(a.status == "evaluated" for a in result.state.attempts) >= 2
+    _assert_predicted_from_trace(result.state.baseline, uk.trace())
 
 
 NO_GRID_NAMES = '''
@@ -333,3 +345,24 @@ def test_harness_correctness_of_orders_on_a_user_kernel():
     one_tile = parse_formula("pid = tl.program_id(0)\npid_m = pid * 0\npid_n = pid * 0\n")
     bad = check_correctness(task, lambda data: task.custom_kernel(data, one_tile), scenario.case, recheck=False)
     assert not bad.passed and "differ from the kernel's own order" in bad.runs[0].message
+
+
+def test_launch_option_names_the_wrapper():
+    from swizzlelab.userkernel import Inputs, load_kernel_file, parse_tensor_spec, resolve_wrapper
+
+    kfile = load_kernel_file(WILD / "row_sum.py", H100)
+    kernel = kfile.kernels["row_sum_kernel"]
+    assert resolve_wrapper(kfile, None, kernel).__name__ == "row_sum"  # the one function that launches it
+    assert resolve_wrapper(kfile, "row_sum", kernel).__name__ == "row_sum"
+    assert resolve_wrapper(kfile, f"{WILD / 'row_sum.py'}:row_sum", kernel).__name__ == "row_sum"
+    with pytest.raises(UserError, match="has no function 'rowsum'"):
+        resolve_wrapper(kfile, "rowsum", kernel)
+    from swizzlelab.userkernel import build_arguments
+
+    with pytest.raises(UserError, match=r"row_sum\(x\) needs x: give each tensor with --tensor"):
+        build_arguments(resolve_wrapper(kfile, None, kernel), Inputs(), "cpu")
+    args = build_arguments(resolve_wrapper(kfile, None, kernel),
+                           Inputs(tensors=(parse_tensor_spec("x=float32[R,C]"),), sizes={"R": 3, "C": 5}, seed=7), "cpu")
+    again = build_arguments(resolve_wrapper(kfile, None, kernel),
+                            Inputs(tensors=(parse_tensor_spec("x=float32[R,C]"),), sizes={"R": 3, "C": 5}, seed=7), "cpu")
+    assert tuple(args["x"].shape) == (3, 5) and bool((args["x"] == again["x"]).all()) and float(args["x"].abs().sum()) > 0

@@ -182,5 +182,5 @@ def open_user_kernel(
 __all__ = [
     "Choice", "FoundKernel", "Inputs", "KernelFile", "Launcher", "OwnOrder", "ShimInfo", "SiteSpan", "TuneConfig",
     "UserKernel", "UserTrace", "choose", "device_shim", "load_kernel_file", "open_user_kernel", "parse_config_option",
-    "parse_scalar", "parse_tensor_spec", "pick_kernel", "site_of", "trace_user_kernel",
+    "build_arguments", "parse_scalar", "parse_tensor_spec", "pick_kernel", "resolve_wrapper", "site_of", "trace_user_kernel",
 ]

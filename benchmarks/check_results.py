@@ -46,6 +46,32 @@ def optimize_h100() -> list[str]:
     return problems
 
 
+def wild_h100() -> list[str]:
+    """The wild-kernel study: the unmodified tutorial-style matmul, own order vs best found, measured on an H100
+    with a CI and ncu figures, the best order's output identical to the own order's."""
+    problems = []
+    report = json.loads((ROOT / "wild_h100" / "wild_h100.json").read_text())
+    if not report["device"].startswith("NVIDIA H100"):
+        problems.append(f"device is {report['device']!r}, not an H100")
+    if "unmodified" not in report["kernel_file"] or not report["command_predict"] or not report["command_measure"]:
+        problems.append("the kernel file is not said to be unmodified, or a command is missing")
+    for key in ("own_order", "best_found"):
+        row = report[key]
+        if not (row["measured_ms"] > 0 and row["measured_ncu"].get("l2_hit_rate_pct") and row["measured_ncu"].get("dram_read_bytes")):
+            problems.append(f"{key}: no measured time or ncu figures")
+        if not row["predicted"].get("model"):
+            problems.append(f"{key}: no prediction")
+    low, high = report["speedup"]["ci95"]
+    if not (low <= report["speedup"]["value"] <= high) or not report["speedup"]["kind"].startswith("measured (NVIDIA H100"):
+        problems.append("speedup CI does not hold the speedup, or it is not an H100 measurement")
+    if not report["output_identical_to_own_order"]:
+        problems.append("the best order's output differs from the kernel's own")
+    records = [json.loads(line) for line in (ROOT / "wild_h100" / "opt" / "iterations.jsonl").read_text().splitlines()]
+    if report["best_found"]["iteration"] not in {r.get("iteration") for r in records if r.get("type") == "iteration"}:
+        problems.append("the best order is not an iteration of the committed optimize log")
+    return problems
+
+
 def every_study_names_its_device_and_command() -> list[str]:
     """Each study folder has a run script, and each of its JSON results says device and command."""
     problems = []
@@ -59,7 +85,7 @@ def every_study_names_its_device_and_command() -> list[str]:
     return problems
 
 
-CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, every_study_names_its_device_and_command)
+CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, every_study_names_its_device_and_command)
 
 
 def main() -> int:

@@ -17,6 +17,7 @@ LAYERS = (
     ("swizzlelab.swizzle",),
     ("swizzlelab.trace",),
     ("swizzlelab.tasks",),
+    ("swizzlelab.userkernel",),
     ("swizzlelab.scenario",),
     ("swizzlelab.sim",),
     ("swizzlelab.harness",),
@@ -34,7 +35,8 @@ def module_name(path: Path) -> str:
 
 
 def modules() -> dict[str, Path]:
-    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
+    # tasks/*/solutions/ hold submissions (the exploit suite): data run in a sandboxed child, not modules.
+    return {module_name(p): p for p in PACKAGE.rglob("*.py") if "solutions" not in p.relative_to(PACKAGE).parts}
 
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:

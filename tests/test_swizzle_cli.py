@@ -31,16 +31,16 @@ def test_correct_formula_passes_with_id_and_domain_table():
     assert [row["contiguous_runs"] for row in record["domain_sharing"]] == [1] * 8
 
 
-def test_two_d_launch_formula_with_args():
+def test_formula_with_kernel_args_and_constexprs():
     result = _check(
-        str(EXAMPLES / "transpose_mi300x.py"), "--grid", "100x100", "--arg", "M=6400", "--arg", "N=6400",
-        "--const", "BLOCK_SIZE_M=64", "--const", "BLOCK_SIZE_N=64",
+        str(EXAMPLES / "transpose_mi300x.py"), "--grid", "64x64", "--arg", "m=4096", "--arg", "n=4096",
+        "--const", "BLOCK_M=64", "--const", "BLOCK_N=64",
     )
-    assert result.returncode == 0 and "bijection on grid 100x100" in result.stdout
+    assert result.returncode == 0 and "bijection on grid 64x64" in result.stdout
     # the same formula is not a bijection when the tile count is not a multiple of 8
     bad = _check(
-        str(EXAMPLES / "transpose_mi300x.py"), "--grid", "99x99", "--arg", "M=6336", "--arg", "N=6336",
-        "--const", "BLOCK_SIZE_M=64", "--const", "BLOCK_SIZE_N=64",
+        str(EXAMPLES / "transpose_mi300x.py"), "--grid", "63x63", "--arg", "m=4032", "--arg", "n=4032",
+        "--const", "BLOCK_M=64", "--const", "BLOCK_N=64",
     )
     assert bad.returncode == 1 and "never run" in bad.stdout
 

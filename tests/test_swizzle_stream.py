@@ -98,8 +98,8 @@ def test_errors_name_the_global_program_in_chunks():
 
 
 def test_work_that_does_not_fit_is_refused_up_front(monkeypatch):
-    monkeypatch.setattr(evaluate_module, "available_memory", lambda: 10 * 2**20)
-    with pytest.raises(UserError, match=r"needs about .* of memory but 10\.5 MB is available"):
+    monkeypatch.setattr(evaluate_module, "available_memory_bytes", lambda: 10 * 2**20)
+    with pytest.raises(UserError, match=r"needs about .* of memory but 10\.00 MB is available"):
         check_order(family("grouped"), (3000, 3000))
     with pytest.raises(UserError, match="needs about"):
         evaluate(family("grouped"), (3000, 3000))

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# GPU run of the harness: three back-to-back timing runs of matmul 8192^3 (benchmarks/eval_stability/run.py), then
+# GPU run of the harness: three back-to-back timing runs of matmul 8192^3 (benchmarks/eval_h100/stability.py), then
 # `eval --mode ranked` and `eval --mode profile` at full size for every built-in task.
 # Usage: benchmarks/eval_h100/run.sh OUTDIR [BUDGET_S]   (BUDGET_S: timing budget per benchmark case, default 2)
 # Writes OUTDIR/<task>-<mode>.{txt,json,command,log}, <task>-profile-case<i>.ncu-rep, eval_stability.json and
@@ -21,7 +21,7 @@ limit_for() { local left; left=$(remaining); echo $(( left < 150 ? left : 150 ))
 
 # Stability first (about 30 s), so it is never the part that is skipped.
 rm -f "$OUT/eval_stability.json"  # never summarise a stale file from an earlier run
-stab_cmd=("$PY" benchmarks/eval_stability/run.py "$OUT" --runs 3 --budget-s 4)
+stab_cmd=("$PY" benchmarks/eval_h100/stability.py "$OUT" --runs 3 --budget-s 4)
 printf '%q ' "${stab_cmd[@]}" > "$OUT/eval_stability.command"; echo >> "$OUT/eval_stability.command"
 timeout 120 "${stab_cmd[@]}" 2>&1 | tee "$OUT/eval_stability.log"
 

@@ -90,7 +90,6 @@ def main(argv: list[str]) -> int:
 
     from swizzlelab.hw import get_model
     from swizzlelab.io import atomic_write_text
-    from swizzlelab.sim import simulate as simulate_module  # noqa: F401 - the package, for its constant
     from swizzlelab.sim.simulate import STEP_TIME_CV
 
     measured_record = json.loads(Path(args.measured).read_text())

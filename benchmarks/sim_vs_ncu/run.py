@@ -29,7 +29,7 @@ from swizzlelab.runtime import ensure_triton_backend
 ensure_triton_backend()
 
 from swizzlelab.hw import measured_occupancy  # noqa: E402
-from swizzlelab.sim.agreement import RANK_TOL_PP, kendall_tau, pair_agreement, ranks, summarize  # noqa: E402,F401
+from swizzlelab.sim.agreement import RANK_TOL_PP, summarize  # noqa: E402
 
 ORDERS = ("row_major", "column_major", "grouped:GROUP_M=8", "hilbert:SIDE=8", "diagonal")
 GPU_CASES: tuple[tuple[str, dict[str, Any]], ...] = (

@@ -43,31 +43,27 @@ TRACE_CASES = [
 
 def run_one(kind: str, task_name: str, case: dict, config_name: str) -> dict:
     """Build (kind=model) or trace (kind=trace) one case; returns timings, sizes and this process's peak RSS."""
-    from swizzlelab.runtime import ensure_triton_backend
+    from swizzlelab.scenario import load_scenario
 
-    ensure_triton_backend()
-    from swizzlelab.tasks.registry import load_task
-    from swizzlelab.trace import trace_call
-
-    task = load_task(task_name)
-    config = getattr(task.kernel, config_name)
+    config = {"GPU_CONFIG": "gpu", "CPU_CONFIG": "cpu"}[config_name]
+    scenario = load_scenario(task_name, case, config=config, target="h100", gpu_name="")
     if kind == "model":
-        task.access_model({"seed": 0, **_tiny(task_name)}, config=config)  # numba compile/cache load, not timed
+        # numba compile/cache load, not timed
+        _ = load_scenario(task_name, {"seed": 0, **_tiny(task_name)}, config=config, target="h100", gpu_name="").trace
         start = time.perf_counter()
-        trace = task.access_model(case, config=config)
+        trace = scenario.trace
         elapsed_s = time.perf_counter() - start
     else:
-        data = task.generate_input(case)
-        grid = task.tile_grid(case, config)
+        data = scenario.task.generate_input(scenario.case)
         start = time.perf_counter()
-        trace = trace_call(lambda: task.custom_kernel(data, None, config), grid)
+        trace = scenario.recorded_trace(data=data)
         elapsed_s = time.perf_counter() - start
     array_bytes = sum(getattr(trace, n).nbytes for n in ("lines", "sector_mask", "is_write", "step_ptr", "tile_step_ptr"))
     return {
         "kind": kind,
         "task": task_name,
         "case": case,
-        "config": f"{config_name} {config!r}",
+        "config": f"{config_name} {scenario.config!r}",
         "grid": list(trace.grid),
         "n_tiles": trace.n_tiles,
         "n_steps": trace.n_steps,

@@ -85,8 +85,8 @@ def load_module(path: str | os.PathLike[str], module_name: str, what: str, reuse
     sys.modules[module_name] = module
     try:
         spec.loader.exec_module(module)
-    except Exception as err:  # a user's file: any import error is theirs to fix
+    except (Exception, SystemExit) as err:  # a user's file: any import error is theirs; sys.exit() never exits 0
         sys.modules.pop(module_name, None)
-        first = f"{type(err).__name__}: {err}".splitlines()[0]
+        first = (f"{type(err).__name__}: {err}".splitlines() or [type(err).__name__])[0]
         raise UserError(f"{what}: {first}") from None
     return module

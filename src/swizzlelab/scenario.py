@@ -111,6 +111,8 @@ class Scenario:
     kernel_module: ModuleType  # the module whose tile_grid / swizzle_args gave the grid (task's or user's)
     kernel_file: Path | None = None
     outputs: tuple[str, ...] | None = None  # names formula files assign for the site (--outputs); None: by rank
+    # lines saying what was chosen for a user's kernel file (site lines, config, launcher, trace); logged by optimize
+    about: tuple[str, ...] = ()
     _kernel: KernelInfo | None = field(default=None, repr=False)
     _trace: AccessTrace | None = field(default=None, repr=False)
 
@@ -272,11 +274,12 @@ class Scenario:
             self._trace = trace
         return self._trace
 
-    def recorded_trace(self, kernel_name: str | None = None) -> AccessTrace:
-        """The kernel's accesses recorded under the Triton interpreter (small cases only). Launched in the
-        identity order, since the recorder takes program i for tile i (a kernel's own site may be another)."""
+    def recorded_trace(self, kernel_name: str | None = None, data: dict[str, Any] | None = None) -> AccessTrace:
+        """The kernel's accesses recorded under the Triton interpreter (small cases only); `data` defaults to the
+        case's seeded inputs. Launched in the identity order, since the recorder takes program i for tile i (a
+        kernel's own site may be another)."""
         self.require_memory(include_trace=True)
-        data = self.task.generate_input(self.case)
+        data = self.task.generate_input(self.case) if data is None else data
         identity = self.task.parse_order("identity" if len(self.grid) == 2 else "identity1d")
         return trace_call(lambda: self.task.custom_kernel(data, identity, self.config), self.grid,
                           kernel_name=kernel_name, meta={"task": self.task.name})
@@ -495,4 +498,57 @@ def load_scenario(
         consts=dict(consts), target=resolved, occupancy=occ, kernel_module=module,
         kernel_file=Path(kernel_file) if kernel_file else None, _kernel=kernel,
         outputs=tuple(outputs) if outputs else None,
+    )
+
+
+# ---------------------------------------------------------------------------------------------- user kernels
+
+
+def scenario_from_user_kernel(
+    user_kernel: Any, target: str | Target = "auto", occupancy: int | None = None, gpu_name: str | None = None
+) -> Scenario:
+    """The scenario of a kernel file as people write it (swizzlelab.userkernel): tile grid, swizzle names and the
+    trace all come from tracing that kernel through its own wrapper; the site is the one the finder took."""
+    from swizzlelab.userkernel.task import UserTask
+
+    traced = user_kernel.trace()
+    order = traced.order
+    resolved = target if isinstance(target, Target) else resolve_target(target, gpu_name)
+    if occupancy is None:
+        occ = Occupancy(1, "no measured occupancy for a user kernel; set --occupancy")
+    else:
+        if occupancy < 1:
+            raise UserError(f"--occupancy {occupancy}: give at least 1 resident program per SM/CU")
+        occ = Occupancy(int(occupancy), "given with --occupancy")
+    task = UserTask(user_kernel, rank=len(order.grid))
+    kfile = user_kernel.kfile
+    kernel = KernelInfo(
+        jit_fn=user_kernel.marked.jit_fn,
+        name=user_kernel.kernel.name,
+        module=kfile.module,
+        path=kfile.path,
+        source=user_kernel.marked.source,  # swizzlelab's marked copy: the file itself is untouched
+        module_source=kfile.module_source,
+        source_hash=kfile.source_hash,
+        launcher=task.custom_kernel,
+        is_user_file=True,
+    )
+    arguments = user_kernel.launcher.arguments
+    case: dict[str, Any] = {"seed": user_kernel.launcher.seed}
+    case.update({k: ("x".join(map(str, v.shape)) + " " + str(v.dtype).replace("torch.", "")) if hasattr(v, "shape")
+                 else v for k, v in arguments.items()})
+    case["config"] = user_kernel.choice.label()
+    # names the kernel computes before its site (hoisted there in swizzlelab's marked copy, or already before
+    # it) are runtime values, the same in every program, that formulas may read
+    hoisted = dict(order.defined or {})
+    if user_kernel.marked.launch_rank == 2:
+        from swizzlelab.userkernel.marked import N_AXIS0
+
+        hoisted[N_AXIS0] = int(traced.launch_grid[0])
+    return Scenario(
+        task=task,  # type: ignore[arg-type]
+        case=case, config_name="user", config=user_kernel.choice, grid=tuple(order.grid),
+        args={**order.args, **hoisted}, consts=dict(order.consts), target=resolved, occupancy=occ,
+        kernel_module=kfile.module, kernel_file=kfile.path, _kernel=kernel, _trace=traced.trace,
+        about=(*user_kernel.describe(), traced.describe()),
     )

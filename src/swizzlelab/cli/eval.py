@@ -5,6 +5,7 @@ The harness does the work; this module turns options into a candidate and prints
 
 from __future__ import annotations
 
+import json
 import shlex
 import sys
 from pathlib import Path
@@ -13,11 +14,45 @@ from typing import Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from swizzlelab.cli.common import console, outputs_option, split_outputs
+from swizzlelab.cli.common import console, outputs_option, progress_bar, split_outputs
 from swizzlelab.errors import UserError
 from swizzlelab.harness.evaluate import MODES, case_count, make_candidate, run_mode
+from swizzlelab.harness.isolate import TASK_KERNEL_CODE, evaluate_isolated
 from swizzlelab.harness.report import render_text, write_reports
+from swizzlelab.io import atomic_write_text
+from swizzlelab.cli import userkernel as uk_cli
 from swizzlelab.tasks import load_task
+
+
+def _eval_isolated(task, submission: Optional[str], mode: str, order: Optional[str], outputs: Optional[list[str]],
+                   out: Optional[Path], budget_s: float, command: str) -> None:
+    """The default path: the submission (or the task's kernel) runs in a sandboxed child; exit 1 unless passed."""
+    if submission is None:
+        code, filename = TASK_KERNEL_CODE, "task_kernel.py"
+    else:
+        path = Path(submission)
+        if not path.is_file():
+            raise UserError(f"submission file {submission} does not exist; give the path of a .py file defining custom_kernel(data)")
+        try:
+            code = path.read_text()
+        except UnicodeDecodeError:
+            raise UserError(f"submission {submission} is not UTF-8 text; give a .py file defining custom_kernel(data)") from None
+        filename = path.name if path.name.endswith(".py") else "submission.py"
+    err_console = console(stderr=True)
+    total = case_count(task, mode) + (len(task.cases("tests")) if mode == "profile" else 0)
+    with progress_bar(err_console, label=f"[bold]{task.name}[/] {mode} (isolated)") as progress:
+        bar = progress.add_task("", total=total)
+        run = evaluate_isolated(task.path, code, mode, filename=filename, progress=lambda label: progress.update(
+            bar, advance=1, description=label), budget_s=budget_s, command=command, out_dir=out, order=order,
+            outputs=outputs, source=submission)
+    typer.echo(run.report_text, nl=False)
+    if out is not None:
+        stem = f"{task.name}-{mode}"
+        text_path = atomic_write_text(out / f"{stem}.txt", run.report_text)
+        json_path = atomic_write_text(out / f"{stem}.json", json.dumps(run.report, indent=2) + "\n")
+        err_console.print(f"reports: {text_path} {json_path}", highlight=False)
+    if not run.passed:
+        raise typer.Exit(code=1)
 
 
 def register(app: typer.Typer) -> None:
@@ -25,7 +60,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("eval")
     def eval_command(
-        task: str = typer.Argument(..., help="A task name (see `swizzlelab tasks`) or a task folder."),
+        task: Optional[str] = typer.Argument(None, help="A task name (see `swizzlelab tasks`) or a task folder; with --kernel, the task whose generate_input makes the wrapper's inputs."),
         submission: Optional[str] = typer.Argument(
             None, help="A .py file defining custom_kernel(data); omit to evaluate the task's own kernel."
         ),
@@ -40,15 +75,43 @@ def register(app: typer.Typer) -> None:
         budget_s: float = typer.Option(
             3.0, "--budget-s", help="timing budget per benchmark case, seconds (stops earlier at 0.1% sem)"
         ),
+        kernel: Optional[str] = uk_cli.kernel_opt(),
+        config: list[str] = uk_cli.config_opt(),
+        autotune_config: int = uk_cli.autotune_opt(),
+        launch: Optional[str] = uk_cli.launch_opt(),
+        tensor: list[str] = uk_cli.tensor_opt(),
+        arg: list[str] = uk_cli.arg_opt(),
+        site: Optional[str] = uk_cli.site_opt(),
+        size: list[str] = typer.Option([], "--size", help="with --kernel: sizes NAME=N of the wrapper's inputs"),
+        trusted: bool = typer.Option(
+            False, "--trusted",
+            help="run the kernel inside this process (fast, for your own kernels); default: an isolated sandboxed "
+                 "child whose outputs and clock this process checks",
+        ),
     ) -> None:
         """Check, time, rank or profile a kernel on a task's cases; prints a leaderboard-shaped report."""
+        if kernel and uk_cli.is_wild_file(kernel):
+            out_console = console(stderr=True)
+            scenario = uk_cli.user_scenario(
+                out_console, kernel, target="auto", occupancy=None, task=task, config=config,
+                autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size, site=site,
+            )
+            if not uk_cli.eval_user_kernel(scenario, order, split_outputs(outputs), mode, budget_s, console()):
+                raise typer.Exit(code=1)
+            return
+        if task is None:
+            raise UserError("name a task (see `swizzlelab tasks`), or give --kernel FILE")
         if mode not in MODES:
             raise UserError(f"unknown --mode {mode!r}: use one of {', '.join(MODES)}")
         if budget_s <= 0:
             raise UserError(f"--budget-s must be > 0, got {budget_s}")
         loaded = load_task(task)
-        candidate = make_candidate(loaded, submission, order, split_outputs(outputs))
         command = "swizzlelab " + " ".join(shlex.quote(a) for a in sys.argv[1:])
+        if not trusted:
+            _eval_isolated(loaded, submission, mode, order, split_outputs(outputs), out, budget_s, command)
+            return
+        candidate = make_candidate(loaded, submission, order, split_outputs(outputs))
+        candidate.source += " (trusted: run inside the evaluating process, not isolated)"
         err_console = console(stderr=True)
         with Progress(
             TextColumn(f"[bold]{loaded.name}[/] {mode}"),

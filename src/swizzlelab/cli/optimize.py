@@ -12,6 +12,7 @@ from pathlib import Path
 import typer
 from rich.console import Console
 
+from swizzlelab.cli import userkernel as uk_cli
 from swizzlelab.cli.common import console, outputs_option, progress_bar, split_outputs
 from swizzlelab.hw import targets_help
 from swizzlelab.optimize.loop import JSONL, Options, describe_best, read_jsonl, run
@@ -39,14 +40,27 @@ def register(app: typer.Typer) -> None:
         measure_s: float = typer.Option(4.0, "--measure-s", help="GPU seconds per interleaved timing"),
         ncu: bool = typer.Option(True, "--ncu/--no-ncu", help="profile each measured order with Nsight Compute"),
         workers: int | None = typer.Option(None, "--workers", help="threads that rank orders with the simulator (default: all usable CPUs)"),
+        config: list[str] = typer.Option([], "--config", help=uk_cli.CONFIG_HELP),
+        autotune_config: int = typer.Option(0, "--autotune-config", help=uk_cli.AUTOTUNE_HELP),
+        launch: str | None = typer.Option(None, "--launch", help=uk_cli.LAUNCH_HELP),
+        tensor: list[str] = typer.Option([], "--tensor", help=uk_cli.TENSOR_HELP),
+        arg: list[str] = typer.Option([], "--arg", help=uk_cli.ARG_HELP),
+        site: str | None = typer.Option(None, "--site", help=uk_cli.SITE_HELP),
     ) -> None:
         """Find a faster block order for a kernel: propose, prove, predict, measure (on the GPU), report."""
         out_console = console()
-        scenario = load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,
-                                 outputs=split_outputs(outputs))
+        if uk_cli.is_wild_file(kernel):
+            scenario = uk_cli.user_scenario(
+                out_console, kernel, target=target, occupancy=occupancy, task=task, config=config,
+                autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size, site=site,
+            )
+        else:
+            scenario = load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,
+                                     outputs=split_outputs(outputs))
         out_console.print(scenario.target.note, highlight=False)
         out_console.print(scenario.header(), highlight=False)
-        out_dir = Path(out) if out else DEFAULT_OUT / f"{scenario.task.name}-{scenario.target.short_name}"
+        run_name = scenario.task.name.replace(":", "-")
+        out_dir = Path(out) if out else DEFAULT_OUT / f"{run_name}-{scenario.target.short_name}"
         options = Options(
             out_dir=out_dir, budget=budget, proposer=proposer, remeasure=remeasure, screen_s=screen_s,
             measure_s=measure_s, use_ncu=ncu, workers=workers, command="swizzlelab " + shlex.join(sys.argv[1:]),

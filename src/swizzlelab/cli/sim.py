@@ -10,7 +10,9 @@ from typing import Optional
 
 import typer
 
+from swizzlelab.cli import userkernel as uk_cli
 from swizzlelab.cli.common import console, outputs_option, progress_bar, split_outputs
+from swizzlelab.errors import UserError
 from swizzlelab.hw import targets_help
 from swizzlelab.scenario import load_scenario
 from swizzlelab.sim import analyze, footprint_of, simulate
@@ -23,7 +25,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("analyze")
     def analyze_cmd(
-        task: str = typer.Argument(..., help="task name (see `swizzlelab tasks`) or a task folder"),
+        task: Optional[str] = typer.Argument(None, help="task name (see `swizzlelab tasks`) or a task folder; with --kernel, the task whose generate_input makes the wrapper's inputs"),
         size: list[str] = typer.Option([], "--size", help="override a size of the first benchmark case: NAME=VALUE"),
         target: str = typer.Option("h100", "--target", help=f"hardware model: {targets_help()}"),
         occupancy: Optional[int] = typer.Option(
@@ -32,10 +34,18 @@ def register(app: typer.Typer) -> None:
         order: Optional[str] = typer.Option(None, "--order", help="also predict this order (FAMILY:PARAMS or .py)"),
         outputs: Optional[str] = typer.Option(None, "--outputs", help=outputs_option()),
         as_json: bool = typer.Option(False, "--json", help="print a JSON record instead of text"),
+        kernel: Optional[str] = uk_cli.kernel_opt(),
+        config: list[str] = uk_cli.config_opt(),
+        autotune_config: int = uk_cli.autotune_opt(),
+        launch: Optional[str] = uk_cli.launch_opt(),
+        tensor: list[str] = uk_cli.tensor_opt(),
+        arg: list[str] = uk_cli.arg_opt(),
+        site: Optional[str] = uk_cli.site_opt(),
     ) -> None:
         """Memory analysis of a task: footprints, reuse, which programs share data, best reachable hit rate."""
         err = console(stderr=True)
-        scenario = load_scenario(task, sizes=size, target=target, occupancy=occupancy, outputs=split_outputs(outputs))
+        scenario = _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site,
+                             outputs)
         perm = scenario.permutation(order) if order else None
         with err.status(f"tracing {scenario.label()} ..."):
             trace = scenario.trace
@@ -52,7 +62,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("simulate")
     def simulate_cmd(
-        task: str = typer.Argument(..., help="task name (see `swizzlelab tasks`) or a task folder"),
+        task: Optional[str] = typer.Argument(None, help="task name (see `swizzlelab tasks`) or a task folder; with --kernel, the task whose generate_input makes the wrapper's inputs"),
         order: list[str] = typer.Option(
             [], "--order", help="FAMILY:PARAMS or a formula .py; repeat to compare (default: the kernel's own order)"),
         target: str = typer.Option("h100", "--target", help=f"hardware model: {targets_help()}"),
@@ -66,10 +76,18 @@ def register(app: typer.Typer) -> None:
             None, "--step-cv", help="spread of a program step's duration, 0..1 (default: the value fitted on an "
             "H100; 0 = resident programs in lockstep)"),
         as_json: bool = typer.Option(False, "--json", help="print a JSON record instead of text"),
+        kernel: Optional[str] = uk_cli.kernel_opt(),
+        config: list[str] = uk_cli.config_opt(),
+        autotune_config: int = uk_cli.autotune_opt(),
+        launch: Optional[str] = uk_cli.launch_opt(),
+        tensor: list[str] = uk_cli.tensor_opt(),
+        arg: list[str] = uk_cli.arg_opt(),
+        site: Optional[str] = uk_cli.site_opt(),
     ) -> None:
         """Predict L2 hit rate and DRAM traffic of a task under one or more launch orders."""
         err = console(stderr=True)
-        scenario = load_scenario(task, sizes=size, target=target, occupancy=occupancy, outputs=split_outputs(outputs))
+        scenario = _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site,
+                             outputs)
         specs = list(order) or [None]
         perms = [(spec or KERNEL_ORDER, scenario.permutation(spec)) for spec in specs]
         with err.status(f"tracing {scenario.label()} ..."):
@@ -102,3 +120,15 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"\norder {label}  (permutation {perm.id})")
             typer.echo(res.text())
 
+
+
+def _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site, outputs):
+    """The task's scenario, or with --kernel a kernel file as people write it (traced through its wrapper)."""
+    if uk_cli.is_wild_file(kernel):
+        return uk_cli.user_scenario(console(stderr=True), kernel, target=target, occupancy=occupancy, task=task,
+                                    config=config, autotune_config=autotune_config, launch=launch, tensor=tensor,
+                                    arg=arg, size=size, site=site)
+    if task is None:
+        raise UserError("name a task (see `swizzlelab tasks`) or give --kernel FILE")
+    return load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,
+                         outputs=split_outputs(outputs))

@@ -16,6 +16,7 @@ from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
 from rich.table import Table
 
+from swizzlelab.cli import userkernel as uk_cli
 from swizzlelab.errors import UserError
 
 
@@ -125,21 +126,42 @@ def register(app: typer.Typer) -> None:
     @app.command("check")
     def check(
         formula: str = typer.Argument(..., help="formula .py file, or a family spec such as grouped:GROUP_M=8"),
-        grid: str = typer.Option(..., "--grid", help="tile grid: 4096 (1-D) or 64x64 (2-D)"),
+        grid: Optional[str] = typer.Option(None, "--grid", help="tile grid: 4096 (1-D) or 64x64 (2-D); with --kernel, the traced kernel's"),
         arg: Optional[list[str]] = typer.Option(None, "--arg", help="runtime kernel argument NAME=VALUE"),
         const: Optional[list[str]] = typer.Option(None, "--const", help="constexpr NAME=VALUE"),
         outputs: Optional[str] = typer.Option(None, "--outputs", help="names the kernel uses, e.g. pid_m,pid_n"),
         target: Optional[str] = typer.Option(None, "--target", help="hardware model, e.g. mi300x, for L2-domain sharing"),
         as_json: bool = typer.Option(False, "--json", help="print a JSON record instead of text"),
         show_code: bool = typer.Option(False, "--emit", help="also print the Triton code to splice in"),
+        kernel: Optional[str] = uk_cli.kernel_opt(),
+        config: list[str] = uk_cli.config_opt(),
+        autotune_config: int = uk_cli.autotune_opt(),
+        launch: Optional[str] = uk_cli.launch_opt(),
+        tensor: list[str] = uk_cli.tensor_opt(),
+        site: Optional[str] = uk_cli.site_opt(),
+        size: list[str] = typer.Option([], "--size", help="with --kernel: sizes of the wrapper's inputs NAME=N"),
+        task: Optional[str] = typer.Option(None, "--task", help="with --kernel: the task whose generate_input makes the wrapper's inputs"),
     ) -> None:
         """Prove a formula is a bijection on a grid; print its defects or its canonical permutation id."""
         from swizzlelab.swizzle import check_order, emit_triton, parse_formula, parse_order
         from swizzlelab.swizzle.lang import read_formula_file
 
-        tile_grid = parse_grid(grid)
-        args = parse_assignments(arg, "--arg")
-        consts = parse_assignments(const, "--const")
+        if kernel:
+            # a kernel file as people write it: grid, runtime values and constexprs from tracing its launch
+
+            scenario = uk_cli.user_scenario(
+                Console(stderr=True), kernel, target=target or "h100", occupancy=None, task=task, config=config,
+                autotune_config=autotune_config, launch=launch, tensor=tensor, arg=[a for a in (arg or []) if "=" in a],
+                size=size, site=site,
+            )
+            grid = "x".join(map(str, scenario.grid))
+            tile_grid, args, consts = scenario.grid, dict(scenario.args), dict(scenario.consts)
+        elif grid is None:
+            raise UserError("give the tile grid with --grid (e.g. --grid 64x64), or --kernel FILE to take it from a kernel")
+        else:
+            tile_grid = parse_grid(grid)
+            args = parse_assignments(arg, "--arg")
+            consts = parse_assignments(const, "--const")
         names = tuple(o.strip() for o in outputs.split(",")) if outputs else None
         path = Path(formula)
         if path.exists() or formula.endswith(".py") or "/" in formula:

@@ -6,6 +6,7 @@ Every iteration is appended (fsynced) to iterations.jsonl as it ends, so a rerun
 from __future__ import annotations
 
 import dataclasses
+import json
 import threading
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ from typing import Any
 
 from swizzlelab.errors import UserError
 from swizzlelab.fmt import fmt_bytes, pct
+from swizzlelab.io import append_line
 from swizzlelab.optimize import assess, report
 from swizzlelab.optimize.llm import LlmProposer, config_from_env
 from swizzlelab.optimize.measure import CACHE_FILE, GpuMeasurer, MeasureCache, Measurer, cache_key
@@ -229,7 +231,7 @@ def run(
     load_or_start(state)
     for note in state.notes:
         on_note(note)
-    state.notes.insert(0, scenario.target.note)
+    state.notes[0:0] = [scenario.target.note, *scenario.about]
     active = _default_measurer(state) if measurer == "auto" else measurer
     state.device = getattr(active, "device", "") if active is not None else ""
     if state.device and not scenario.target.can_measure:
@@ -255,9 +257,15 @@ def run(
     while len(state.attempts) - 1 < options.budget:
         iteration = state.next_iteration()
         proposer = proposers.pick(iteration)
-        proposal = proposer.propose(state.attempts, state.best())
-        if proposal is None and proposer is not proposers.search:
-            proposal = proposers.search.propose(state.attempts, state.best())
+        try:
+            proposal = proposer.propose(state.attempts, state.best())
+            if proposal is None and proposer is not proposers.search:
+                proposal = proposers.search.propose(state.attempts, state.best())
+        except UserError as err:
+            # e.g. no candidate could be ranked: the log says why (its notes hold the rejection summary)
+            state.notes.append(str(err))
+            report.write_progress(state)
+            raise
         if proposal is None:
             on_note("search: every enumerated order has been tried; stopping before the budget")
             state.notes.append("search ran out of untried orders before the budget")
@@ -292,6 +300,13 @@ def _make_proposers(
             on_note(text)
 
     workers = state.options.workers or default_workers()
+    jsonl = state.options.out_dir / JSONL
+    lock = threading.Lock()
+
+    def rejected(spec: str, text: str, reason: str) -> None:
+        with lock:
+            append_line(jsonl, json.dumps({"type": "rejected", "spec": spec, "formula": text, "reason": reason}))
+
     search = SearchProposer(
         grid=state.scenario.grid,
         n_domains=model.n_domains,
@@ -304,6 +319,7 @@ def _make_proposers(
         explore=bool(state.device),
         context=state.memory_text,
         periods=state.sharing_periods,
+        rejected=rejected,
         on_screen=on_screen,
     )
     llm = None

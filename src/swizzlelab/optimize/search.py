@@ -9,8 +9,9 @@ import time
 from collections.abc import Callable
 from concurrent.futures import FIRST_COMPLETED, Future, ThreadPoolExecutor, wait
 from dataclasses import dataclass, field
-from typing import Any
 
+from swizzlelab.errors import UserError
+from swizzlelab.optimize.state import JSONL
 from swizzlelab.fmt import fmt_bytes, pct
 from swizzlelab.optimize.reasons import why_new_is_better
 from swizzlelab.optimize.records import Attempt, Prediction, Proposal, Wave
@@ -192,6 +193,8 @@ class SearchProposer:
     periods: Callable[[], tuple[int, ...]] = lambda: ()
     # Candidates screened at once on threads (the simulator releases the GIL); rankings do not depend on it.
     workers: int = 1
+    # Called once per candidate the screen rejected (spec, formula text, reason), so every rejection is logged.
+    rejected: Callable[[str, str, str], None] = lambda spec, text, reason: None
     # Follows the screening: (candidates screened, candidates in this sweep).
     on_screen: Callable[[int, int], None] = lambda done, total: None
     screened: dict[str, Screened] = field(default_factory=dict)
@@ -247,7 +250,10 @@ class SearchProposer:
                 self.on_screen(len(results), len(todo))
         # Stored in candidate order whatever finished first, so ties rank as in a serial sweep.
         for index in sorted(results):
-            self.screened[todo[index].spec] = results[index]
+            item = results[index]
+            self.screened[todo[index].spec] = item
+            if item.prediction is None:
+                self.rejected(todo[index].spec, item.text, item.problem or "no prediction")
         if out_of_time:
             self.notes(
                 f"search: screening time ({self.screen_budget_s:.0f} s) spent after {len(self.screened)} "
@@ -265,6 +271,25 @@ class SearchProposer:
                 by_id[item.permutation_id] = item
         return sorted(by_id.values(), key=lambda s: score(s.prediction))
 
+    def rejection_counts(self) -> list[tuple[str, int]]:
+        """(reason, how many candidates it rejected), most common first."""
+        counts: dict[str, int] = {}
+        for item in self.screened.values():
+            if item.prediction is None:
+                reason = item.problem or "no prediction"
+                counts[reason] = counts.get(reason, 0) + 1
+        return sorted(counts.items(), key=lambda kv: -kv[1])
+
+    def rejection_summary(self) -> str:
+        """One line: how many candidates were rejected, and why (the three commonest reasons)."""
+        counts = self.rejection_counts()
+        if not counts:
+            return ""
+        total = sum(n for _, n in counts)
+        parts = "; ".join(f"{n} x {reason}" for reason, n in counts[:3])
+        more = f"; {len(counts) - 3} other reason(s)" if len(counts) > 3 else ""
+        return f"search: {total} candidate(s) rejected before ranking: {parts}{more} (each in {JSONL})"
+
     def n_distinct(self) -> int:
         return len({s.permutation_id for s in self.screened.values() if s.prediction is not None})
 
@@ -280,6 +305,15 @@ class SearchProposer:
                 f"search: first sweep ranked {self._coarse_distinct} distinct orders ({len(self.screened)} "
                 f"candidates) with the simulator in {self._spent_s:.1f} s"
             )
+            summary = self.rejection_summary()
+            if summary:
+                self.notes(summary)
+            if self.screened and self.n_distinct() == 0:
+                reason, count = self.rejection_counts()[0]
+                raise UserError(
+                    f"search: 0 of {len(self.screened)} candidate orders could be ranked; the most common reason "
+                    f"({count} of {len(self.screened)}): {reason}"
+                )
         # Refine around the best attempt so far and the best screened candidate not yet tried.
         ranked = self._ranked(seen)
         anchors = [s.candidate for s in ranked[:2]]

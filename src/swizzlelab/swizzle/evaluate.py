@@ -14,6 +14,8 @@ from math import prod
 import numpy as np
 
 from swizzlelab.errors import FormulaError, UserError
+from swizzlelab.fmt import fmt_bytes, grid_text
+from swizzlelab.runtime import available_memory_bytes
 from swizzlelab.swizzle.lang import Formula, Statement
 
 INT32_MIN = -(2**31)
@@ -41,8 +43,8 @@ def launch_shape(formula: Formula, grid: tuple[int, ...]) -> tuple[int, ...]:
     return tuple(grid)
 
 
-def fmt_grid(grid: tuple[int, ...]) -> str:
-    return "x".join(str(g) for g in grid)
+# The grid as people write it ('64x64'); one formatter for the whole package.
+fmt_grid = grid_text
 
 
 def implicit_names(grid: tuple[int, ...]) -> dict[str, int]:
@@ -286,22 +288,6 @@ MAX_CHUNK = 1 << 20
 MIN_CHUNK = 1 << 12
 
 
-def available_memory() -> int | None:
-    """Bytes the kernel says can be allocated without swapping (MemAvailable), None where unknown."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as meminfo:
-            for line in meminfo:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        return None
-    return None
-
-
-def fmt_gb(n_bytes: float) -> str:
-    return f"{n_bytes / 1e9:.1f} GB" if n_bytes >= 1e8 else f"{n_bytes / 1e6:.1f} MB"
-
-
 def chunk_size(formula: Formula) -> int:
     """Programs per chunk so that one chunk's arrays stay near CHUNK_BUDGET_BYTES."""
     arrays = len(formula.statements) + len(formula.outputs) + 8
@@ -334,10 +320,10 @@ def check_launch(formula: Formula, grid: tuple[int, ...]) -> tuple[int, ...]:
 
 def require_memory(needed: int, what: str) -> None:
     """Refuse up front (UserError) when `needed` bytes exceed the memory available now."""
-    available = available_memory()
-    if available is not None and needed > available:
+    available = available_memory_bytes()
+    if needed > available:
         raise UserError(
-            f"{what} needs about {fmt_gb(needed)} of memory but {fmt_gb(available)} is available: "
+            f"{what} needs about {fmt_bytes(needed)} of memory but {fmt_bytes(available)} is available: "
             "use a smaller grid or free memory"
         )
 

@@ -1,7 +1,7 @@
 """Timing stability of the harness: N back-to-back `time_fn` runs of one task case (default matmul 8192^3),
 reporting each run's mean, std/mean and sem, and the spread of the run means (target: within 0.5%).
 
-Usage: python benchmarks/eval_stability/run.py OUTDIR [--task matmul] [--case m=8192,n=8192,k=8192] [--runs 3]
+Usage: python benchmarks/eval_h100/stability.py OUTDIR [--task matmul] [--case m=8192,n=8192,k=8192] [--runs 3]
        [--budget-s 4]. Writes OUTDIR/eval_stability.json; needs a CUDA GPU (on the CPU it says so in one line).
 """
 

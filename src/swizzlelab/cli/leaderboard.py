@@ -1,0 +1,179 @@
+"""CLI of leaderboard administration: `swizzlelab user add NAME`, `swizzlelab leaderboard create|show|list`.
+
+Each works on the database directly (--db) or through a running server (--server, admin token for writes).
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import os
+from typing import Any, Optional
+
+import typer
+from rich.console import Console
+from rich.table import Table
+
+from swizzlelab.errors import UserError
+from swizzlelab.leaderboard.client import Client
+from swizzlelab.leaderboard.settings import settings_from_env
+from swizzlelab.cli.submit import resolve_server
+
+user_app = typer.Typer(help="Leaderboard users and their API tokens.", no_args_is_help=True)
+board_app = typer.Typer(help="Leaderboards: create one, list them, show a ranking.", no_args_is_help=True)
+
+
+def _db_option() -> Any:
+    return typer.Option(None, "--db", help="work on this database directly (a SQLite path or postgresql+psycopg://...)")
+
+
+def _server_option() -> Any:
+    return typer.Option(None, "--server", help="work through this server instead (default $SWIZZLELAB_SERVER)")
+
+
+def _admin_token_option() -> Any:
+    return typer.Option(None, "--token", help="admin token for --server (default $SWIZZLELAB_ADMIN_TOKEN)")
+
+
+def _open(db: Optional[str]):  # type: ignore[no-untyped-def]
+    from swizzlelab.leaderboard.db import open_database
+
+    return open_database(db or settings_from_env().db_url)
+
+
+def _admin_client(server: Optional[str], token: Optional[str]) -> Client:
+    token = token or os.environ.get("SWIZZLELAB_ADMIN_TOKEN")
+    if not token:
+        raise UserError("--server needs an admin token: pass --token or set SWIZZLELAB_ADMIN_TOKEN")
+    return Client(resolve_server(server), token)
+
+
+def _parse_deadline(text: Optional[str]) -> Optional[dt.datetime]:
+    if text is None:
+        return None
+    try:
+        value = dt.datetime.fromisoformat(text)
+    except ValueError:
+        raise UserError(f"--deadline {text!r} is not an ISO date, e.g. 2026-12-31 or 2026-12-31T18:00+00:00") from None
+    return value if value.tzinfo else value.replace(tzinfo=dt.timezone.utc)
+
+
+def _ranking_table(board: dict[str, Any], rows: list[dict[str, Any]]) -> Table:
+    deadline = f" · deadline {board['deadline']}" if board.get("deadline") else ""
+    table = Table(title=f"{board['task']} · {board['gpu_type']}{deadline} · score = {board['ranking_rule']} "
+                        f"of ranked benchmark means (measured)")
+    for name in ("rank", "user", "time (ms)", "submitted (UTC)", "file", "measured on", "submission"):
+        table.add_column(name, justify="right" if name in ("rank", "time (ms)", "submission") else "left")
+    for row in rows:
+        table.add_row(str(row["rank"]), row["user"], f"{row['score_ms']:.4f}", row["submitted_at"][:19].replace("T", " "),
+                      row["filename"], row["gpu"], str(row["submission_id"]))
+    return table
+
+
+@user_app.command("add")
+def user_add(
+    name: str = typer.Argument(...),
+    admin: bool = typer.Option(False, "--admin", help="the user may call admin routes"),
+    db: Optional[str] = _db_option(),
+    server: Optional[str] = _server_option(),
+    token: Optional[str] = _admin_token_option(),
+) -> None:
+    """Create a user; prints its new token as the last word (shown once: the database keeps only its hash)."""
+    if server:
+        made = _admin_client(server, token).post("/api/users", {"name": name, "admin": admin})
+        typer.echo(f"created user {made['name']}{' (admin)' if made['admin'] else ''}; token: {made['token']}")
+        return
+    from swizzlelab.leaderboard.auth import create_user
+
+    database = _open(db)
+    try:
+        with database.write() as session:
+            user, new = create_user(session, name, admin)
+            label = f"{user.name}{' (admin)' if user.is_admin else ''}"
+    finally:
+        database.dispose()
+    typer.echo(f"created user {label}; token: {new}")
+
+
+@board_app.command("create")
+def leaderboard_create(
+    task: str = typer.Argument(...),
+    gpu: str = typer.Option("H100", "--gpu"),
+    deadline: Optional[str] = typer.Option(None, "--deadline", help="ISO date/time (UTC unless a zone is given)"),
+    hidden: bool = typer.Option(False, "--hidden", help="not listed publicly"),
+    db: Optional[str] = _db_option(),
+    server: Optional[str] = _server_option(),
+    token: Optional[str] = _admin_token_option(),
+) -> None:
+    """Create a leaderboard for TASK on one GPU type (with a fresh secret seed)."""
+    when = _parse_deadline(deadline)
+    if server:
+        view = _admin_client(server, token).post("/api/leaderboards", {
+            "task": task, "gpu_type": gpu, "deadline": when.isoformat() if when else None, "visible": not hidden})
+    else:
+        from swizzlelab.leaderboard import service
+
+        database = _open(db)
+        try:
+            with database.write() as session:
+                view = service.leaderboard_view(service.create_leaderboard(session, task, gpu, when, not hidden))
+        finally:
+            database.dispose()
+    typer.echo(f"created leaderboard {view['name']}" + (f", deadline {view['deadline']}" if view["deadline"] else ""))
+
+
+@board_app.command("show")
+def leaderboard_show(
+    task: str = typer.Argument(...),
+    gpu: str = typer.Option("H100", "--gpu"),
+    db: Optional[str] = _db_option(),
+    server: Optional[str] = _server_option(),
+) -> None:
+    """The ranked table: each user's best passed ranked run, by time."""
+    if db is None and (server or os.environ.get("SWIZZLELAB_SERVER")):
+        data = Client(resolve_server(server)).get(f"/api/leaderboards/{task}/{gpu}/ranking")
+        board, rows = data["leaderboard"], data["ranking"]
+    else:
+        from swizzlelab.leaderboard import service
+        from swizzlelab.leaderboard.ranking import ranking
+
+        database = _open(db)
+        try:
+            with database.read() as session:
+                found = service.find_leaderboard(session, task, gpu)
+                board, rows = service.leaderboard_view(found), [r.to_dict() for r in ranking(session, found)]
+        finally:
+            database.dispose()
+    console = Console()
+    if not rows:
+        console.print(f"{board['name']}: no ranked runs yet", highlight=False)
+        return
+    console.print(_ranking_table(board, rows))
+
+
+@board_app.command("list")
+def leaderboard_list(db: Optional[str] = _db_option(), server: Optional[str] = _server_option()) -> None:
+    """Every visible leaderboard."""
+    if db is None and (server or os.environ.get("SWIZZLELAB_SERVER")):
+        boards = Client(resolve_server(server)).get("/api/leaderboards")
+    else:
+        from sqlalchemy import select
+
+        from swizzlelab.leaderboard import service
+        from swizzlelab.leaderboard.db import Leaderboard
+
+        database = _open(db)
+        try:
+            with database.read() as session:
+                boards = [service.leaderboard_view(b) for b in
+                          session.scalars(select(Leaderboard).order_by(Leaderboard.name)).all()]
+        finally:
+            database.dispose()
+    for board in boards:
+        typer.echo(f"{board['name']}\t{'open' if board['open'] else 'closed'}"
+                   + (f"\tdeadline {board['deadline']}" if board["deadline"] else ""))
+
+
+def register(app: typer.Typer) -> None:
+    """Add the `user` and `leaderboard` groups to the main app."""
+    app.add_typer(user_app, name="user")
+    app.add_typer(board_app, name="leaderboard")

@@ -1,0 +1,208 @@
+"""CLI of the leaderboard service: `swizzlelab serve` (API server plus local or Ray workers) and `swizzlelab worker`.
+
+Library packages never import this module; it sits on top of swizzlelab.leaderboard.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+from typing import Optional
+
+import typer
+from rich.console import Console
+
+from swizzlelab.errors import UserError
+from swizzlelab.io import atomic_write_text
+from swizzlelab.leaderboard.settings import DEFAULT_DATA_DIR, Settings, default_db_url, parse_gpu_types, settings_from_env
+
+PR_SET_PDEATHSIG = 1
+
+
+def _die_with_parent() -> None:
+    # A worker started by `serve` ends when serve ends, even if serve is killed with SIGKILL.
+    try:
+        ctypes.CDLL("libc.so.6", use_errno=True).prctl(PR_SET_PDEATHSIG, signal.SIGTERM)
+    except OSError:
+        pass
+
+
+def admin_token_for(data_dir: Path, given: str | None) -> tuple[str, Path | None]:
+    """The admin token: given (option or SWIZZLELAB_ADMIN_TOKEN), else the one kept in DATA_DIR/admin-token,
+    made on first start (mode 0600)."""
+    if given:
+        return given, None
+    path = data_dir / "admin-token"
+    if path.is_file():
+        token = path.read_text().strip()
+        if token:
+            return token, path
+    token = "slb_admin_" + secrets.token_urlsafe(32)
+    old = os.umask(0o077)
+    try:
+        atomic_write_text(path, token + "\n")
+    finally:
+        os.umask(old)
+    path.chmod(0o600)
+    return token, path
+
+
+def _worker_count(spec: str) -> tuple[int, list[str]]:
+    """(count, GPU names) for --workers auto|N|0; auto = one per visible GPU, or one CPU worker without a GPU."""
+    from swizzlelab.leaderboard.worker import visible_gpu_names
+
+    gpus = visible_gpu_names()
+    if spec == "auto":
+        return max(1, len(gpus)), gpus
+    if not spec.isdigit():
+        raise UserError(f"--workers {spec!r} is not auto or a number")
+    return int(spec), gpus
+
+
+def _settings(db: Optional[str], data_dir: Optional[Path], gpu_types: Optional[str], **more: object) -> Settings:
+    overrides: dict[str, object] = dict(more)
+    if data_dir is not None:
+        overrides["data_dir"] = data_dir
+        overrides["db_url"] = default_db_url(data_dir)
+    if db is not None:
+        overrides["db_url"] = db
+    if gpu_types is not None:
+        overrides["gpu_types"] = parse_gpu_types(gpu_types)
+    return settings_from_env(**overrides)
+
+
+def register(app: typer.Typer) -> None:
+    """Add `serve` and `worker` to the main app."""
+
+    @app.command("serve")
+    def serve_command(
+        host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (0.0.0.0 exposes it)"),
+        port: int = typer.Option(8000, "--port"),
+        db: Optional[str] = typer.Option(None, "--db", help="database URL: a SQLite path or "
+                                         "postgresql+psycopg://USER@HOST:PORT/DB (default: ./swizzlelab-data/leaderboard.db)"),
+        data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="folder for the default database and the "
+                                                f"admin token (default ./{DEFAULT_DATA_DIR})"),
+        workers: str = typer.Option("auto", "--workers", help="local workers: auto (one per visible GPU, or one "
+                                    "test-only CPU worker without a GPU), a number, or 0 for the API only"),
+        ray: Optional[str] = typer.Option(None, "--ray", help="run evaluations on a Ray cluster at this address "
+                                          "('local' starts one here) instead of local workers"),
+        gpu_types: Optional[str] = typer.Option(None, "--gpu-types", help="GPU types a fresh database gets "
+                                                "leaderboards for (default H100,H200)"),
+        admin_token: Optional[str] = typer.Option(None, "--admin-token", envvar="SWIZZLELAB_ADMIN_TOKEN",
+                                                  help="admin bearer token (default: made once, kept in DATA_DIR/admin-token)"),
+        requests_per_minute: Optional[int] = typer.Option(None, "--requests-per-minute"),
+        submissions_per_hour: Optional[int] = typer.Option(None, "--submissions-per-hour",
+                                                           help="per-user limit written on a fresh database"),
+        heartbeat_timeout: Optional[float] = typer.Option(None, "--heartbeat-timeout"),
+        eval_budget_s: Optional[float] = typer.Option(None, "--eval-budget-s", help="timing budget per benchmark "
+                                                      "case for the workers (default 3 s)"),
+        log_level: str = typer.Option("warning", "--log-level", help="uvicorn's log level"),
+    ) -> None:
+        """Start the leaderboard API (FastAPI on uvicorn) and its workers; the schema is upgraded on start."""
+        import uvicorn
+
+        from swizzlelab.leaderboard.api import create_app
+        from swizzlelab.leaderboard.db import open_database
+
+        console = Console(stderr=True)
+        settings = _settings(db, data_dir, gpu_types, requests_per_minute=requests_per_minute,
+                             submissions_per_hour=submissions_per_hour, heartbeat_timeout_s=heartbeat_timeout,
+                             eval_budget_s=eval_budget_s)
+        token, token_path = admin_token_for(settings.data_dir, admin_token or settings.admin_token)
+        settings = settings.with_(admin_token=token)
+        database = open_database(settings.db_url)
+        application = create_app(settings, database)
+        count, gpus = (0, []) if ray else _worker_count(workers)
+        children: list[subprocess.Popen[bytes]] = []
+        base = [sys.executable, "-m", "swizzlelab.cli", "worker", "--db", database.url,
+                "--gpu-types", ",".join(settings.gpu_types), "--heartbeat-timeout", str(settings.heartbeat_timeout_s),
+                "--eval-budget-s", str(settings.eval_budget_s)]
+        if ray:
+            children.append(subprocess.Popen(base + ["--ray", ray], preexec_fn=_die_with_parent))
+        for index in range(count):
+            env = dict(os.environ)
+            if gpus:
+                env["CUDA_VISIBLE_DEVICES"] = str(index % len(gpus))
+            children.append(subprocess.Popen(base, env=env, preexec_fn=_die_with_parent))
+        where = f"admin token in {token_path}" if token_path else "admin token as given"
+        engine = "Ray at " + ray if ray else f"{count} local worker(s)" + (f" on {', '.join(gpus)}" if gpus else
+                                                                         " (no GPU: test jobs only)" if count else "")
+        console.print(f"swizzlelab leaderboard on http://{host}:{port} (API docs /docs); database "
+                      f"{database.engine.url.render_as_string(hide_password=True)}; {engine}; {where}", highlight=False)
+        try:
+            uvicorn.run(application, host=host, port=port, log_level=log_level, access_log=False)
+        finally:
+            for child in children:
+                child.terminate()
+            for child in children:
+                try:
+                    child.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    child.kill()
+            database.dispose()
+
+    @app.command("worker")
+    def worker_command(
+        db: Optional[str] = typer.Option(None, "--db", help="database URL (default: ./swizzlelab-data/leaderboard.db)"),
+        data_dir: Optional[Path] = typer.Option(None, "--data-dir"),
+        ray: Optional[str] = typer.Option(None, "--ray", help="dispatch evaluations to Ray at this address "
+                                          "('local' starts one here)"),
+        ray_resources: Optional[str] = typer.Option(None, "--ray-resources", help="with --ray local: custom "
+                                                    "resources as JSON, e.g. '{\"accelerator_type:H100\": 1}'"),
+        ray_cpus: Optional[int] = typer.Option(None, "--ray-cpus", help="with --ray local: CPUs Ray may use"),
+        gpu_types: Optional[str] = typer.Option(None, "--gpu-types"),
+        gpu_type: Optional[str] = typer.Option(None, "--gpu-type", help="this worker's GPU type (default: detected "
+                                               "from the visible GPU; none = test jobs only)"),
+        heartbeat_timeout: Optional[float] = typer.Option(None, "--heartbeat-timeout",
+                                                          help="re-run jobs whose worker was silent this long (s)"),
+        heartbeat_interval: Optional[float] = typer.Option(None, "--heartbeat-interval"),
+        eval_budget_s: Optional[float] = typer.Option(None, "--eval-budget-s", help="timing budget per benchmark case (s)"),
+        max_jobs: Optional[int] = typer.Option(None, "--max-jobs", help="stop after this many jobs"),
+        worker_id: Optional[str] = typer.Option(None, "--id", help="name in the runs table (default host:pid:gpu)"),
+    ) -> None:
+        """Claim jobs from the database and run them through the isolated evaluator (or on Ray)."""
+        from swizzlelab.leaderboard.db import open_database
+        from swizzlelab.leaderboard.queue import WorkerCaps
+        from swizzlelab.leaderboard.worker import Worker, default_worker_id, gpu_type_of, visible_gpu_names
+
+        settings = _settings(db, data_dir, gpu_types, heartbeat_timeout_s=heartbeat_timeout,
+                             heartbeat_interval_s=heartbeat_interval, eval_budget_s=eval_budget_s)
+        database = open_database(settings.db_url)
+        stop = threading.Event()
+
+        def _stop(_sig: int, _frame: object) -> None:
+            stop.set()
+
+        signal.signal(signal.SIGTERM, _stop)
+        try:
+            if ray:
+                from swizzlelab.leaderboard.ray_backend import RayDispatcher, connect
+
+                resources = json.loads(ray_resources) if ray_resources else None
+                handle = connect(ray, num_cpus=ray_cpus, resources=resources)
+                RayDispatcher(database, settings, worker_id or default_worker_id("ray"), handle, stop=stop).run(max_jobs)
+                return
+            gpus = visible_gpu_names()
+            kind = gpu_type.upper() if gpu_type else (gpu_type_of(gpus[0], settings.gpu_types) if gpus else None)
+            if gpus and kind is None:
+                Console(stderr=True).print(f"GPU {gpus[0]!r} is none of {', '.join(settings.gpu_types)}: "
+                                           "taking test jobs only", highlight=False)
+            if gpus and kind is not None:
+                # The CLI's start-up picks the Triton interpreter when it cannot reach libcuda itself; a worker
+                # that nvidia-smi shows a GPU of a served type runs its jobs on that GPU.
+                os.environ.pop("TRITON_INTERPRET", None)
+            caps = WorkerCaps(worker_id=worker_id or default_worker_id(kind), gpu_type=kind)
+            Worker(database, settings, caps, stop=stop).run(max_jobs)
+        except KeyboardInterrupt:
+            stop.set()
+        except json.JSONDecodeError as err:
+            raise UserError(f"--ray-resources is not JSON: {err}") from None
+        finally:
+            database.dispose()

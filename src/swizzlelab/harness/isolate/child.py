@@ -1,0 +1,320 @@
+"""The isolated child: imports torch and its timing tools before the submission, then obeys the parent's frames
+(load, bind, call) and answers with JSON. Nothing it says is trusted: the parent checks outputs and clocks.
+
+Started by swizzlelab.harness.isolate.runner as `python -I -c BOOT` after the sandbox (limits.py) is applied.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import sys
+import time
+import traceback
+from typing import Any, Callable
+
+from swizzlelab.harness.isolate import protocol
+from swizzlelab.harness.isolate.transport import ChildSlots
+
+# Gate length: long enough that the host has enqueued the submission's kernels before the gate ends (Python,
+# Triton's launcher), so launch overhead stays out of the interval as it does in-process.
+GATE_NS = 80_000
+# Thread blocks an SM can hold at most (Hopper, Ampere: 32): the gate fills every slot, so no kernel of any
+# stream can start before the start mark.
+BLOCKS_PER_SM = 32
+
+
+def _one_line(err: BaseException) -> str:
+    text = f"{type(err).__name__}: {err}".strip().splitlines()
+    frames = [f for f in traceback.extract_tb(err.__traceback__)
+              if "swizzlelab" not in f.filename and not f.filename.startswith("<frozen")]
+    where = f" (at {os.path.basename(frames[-1].filename)}:{frames[-1].lineno})" if frames else ""
+    return (text[0] if text else type(err).__name__)[:300] + where
+
+
+class TrustedClock:
+    """CUDA events, device synchronisation and the L2 flush, bound to the builtin functions before the
+    submission is imported, so patching torch's Python objects does not reach them."""
+
+    def __init__(self, torch: Any) -> None:
+        base = torch._C._CudaEventBase
+        self._new = base.__new__
+        self._base = base
+        self._record = base.record
+        self._elapsed = base.elapsed_time
+        self._event_sync = base.synchronize
+        self._device_sync = torch._C._cuda_synchronize
+        self._fill = torch._C.TensorBase.fill_
+        self.stream = torch.cuda.current_stream()
+        props = torch.cuda.get_device_properties(torch.cuda.current_device())
+        l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0) or (128 << 20)
+        self.flush_buffer = torch.empty(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
+        self.counter = 0
+        self.gate, self.gate_kind = _make_gate(torch, int(props.multi_processor_count))
+        self._reset_l2 = _persisting_l2_reset()
+
+    def event(self) -> Any:
+        return self._new(self._base, enable_timing=True)
+
+    def flush(self) -> None:
+        if self._reset_l2 is not None:
+            self._reset_l2()
+        self.counter = (self.counter + 1) & 0x7FFFFFFF
+        self._fill(self.flush_buffer, self.counter)
+
+    def time_call(self, call: Callable[[], Any], gate: bool = True) -> tuple[Any, float, float]:
+        """(result, start->end ms, end->after-device-sync ms). The end mark E1 is recorded on the default
+        stream after the call; E2 after a device-wide synchronize, so work left on other streams shows."""
+        start, end, after = self.event(), self.event(), self.event()
+        self.flush()
+        self._device_sync()
+        if gate:
+            self.gate()
+        self._record(start, self.stream)
+        result = call()
+        self._record(end, self.stream)
+        self._device_sync()
+        self._record(after, self.stream)
+        self._event_sync(after)
+        return result, float(self._elapsed(start, end)), float(self._elapsed(end, after))
+
+
+class HostClock:
+    """The CPU stand-in for tests of the timed flow under the interpreter: perf_counter bound before the
+    submission is imported (figures labelled as CPU interpreter times by the parent's report)."""
+
+    def __init__(self) -> None:
+        self._now = time.perf_counter
+        self.gate_kind = "none (CPU)"
+        self._reset_l2 = None
+
+    def time_call(self, call: Callable[[], Any], gate: bool = True) -> tuple[Any, float, float]:
+        start = self._now()
+        result = call()
+        end = self._now()
+        return result, (end - start) * 1e3, 0.0
+
+
+def _persisting_l2_reset() -> Callable[[], None] | None:
+    """cudaCtxResetPersistingL2Cache + a zero persisting carve-out, so lines a submission marked persisting
+    (access policy windows) are normal again and the flush evicts them."""
+    import ctypes
+
+    for name in ("libcudart.so.13", "libcudart.so.12", "libcudart.so"):
+        try:
+            rt = ctypes.CDLL(name)
+            reset, set_limit = rt.cudaCtxResetPersistingL2Cache, rt.cudaDeviceSetLimit
+        except (OSError, AttributeError):
+            continue
+
+        def run(reset: Any = reset, set_limit: Any = set_limit) -> None:
+            set_limit(0x06, ctypes.c_size_t(0))  # cudaLimitPersistingL2CacheSize
+            reset()
+
+        run()
+        return run
+    return None
+
+
+def _make_gate(torch: Any, n_sms: int) -> tuple[Callable[[], None], str]:
+    """A kernel that occupies every block slot of every SM for GATE_NS, or torch's one-thread sleep when
+    Triton cannot build it."""
+    try:
+        import triton
+        import triton.language as tl
+
+        @triton.jit
+        def gate_kernel(ns):
+            t0 = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64, is_pure=False,
+                                           pack=1)
+            now = t0
+            while now - t0 < ns:
+                now = tl.inline_asm_elementwise("mov.u64 $0, %globaltimer;", "=l", [], dtype=tl.int64,
+                                                is_pure=False, pack=1)
+
+        grid = (n_sms * BLOCKS_PER_SM,)
+        gate_kernel[grid](GATE_NS, num_warps=1)
+        torch.cuda.synchronize()
+        return (lambda: gate_kernel[grid](GATE_NS, num_warps=1)), f"{grid[0]} one-warp blocks for {GATE_NS} ns"
+    except Exception as err:  # documented fallback: a one-thread sleep hides launch overhead but gates nothing
+        sleep = torch.cuda._sleep
+        return (lambda: sleep(150_000)), f"torch.cuda._sleep fallback ({type(err).__name__})"
+
+
+class Child:
+    """State of the child between frames."""
+
+    def __init__(self, in_fd: int, out_fd: int, sandbox: dict[str, Any], lock_down: Callable[[], dict[str, Any]]) -> None:
+        self.in_fd, self.out_fd = in_fd, out_fd
+        self.sandbox = sandbox
+        self.lock_down = lock_down
+        self.torch: Any = None
+        self.on_gpu = False
+        self.clock: TrustedClock | HostClock | None = None
+        self.fn: Callable[[Any], Any] | None = None
+        self.slots: ChildSlots | None = None
+        self.bound: dict[int, ChildSlots] = {}
+        self._copy = None
+        self._tensor_type: Any = None
+
+    def reply(self, **message: Any) -> None:
+        protocol.send(self.out_fd, message)
+
+    # -- frames --------------------------------------------------------------------------------------------
+    def op_init(self, msg: dict[str, Any]) -> None:
+        from swizzlelab.runtime import device, ensure_triton_backend
+
+        ensure_triton_backend()
+        import torch
+
+        self.torch = torch
+        self.on_gpu = device() == "cuda"
+        self._copy = torch._C.TensorBase.copy_
+        self._tensor_type = torch.Tensor
+        if msg.get("expect_gpu") and not self.on_gpu:
+            reason = "torch.cuda.is_available() is False"
+            try:
+                torch.cuda.init()
+            except Exception as err:
+                reason = _one_line(err)
+            self.reply(ok=False, error=f"CUDA is not usable in the child: {reason}")
+            return
+        if self.on_gpu:
+            torch.cuda.init()
+            if msg.get("gpu_mem_bytes"):
+                total = torch.cuda.get_device_properties(0).total_memory
+                torch.cuda.set_per_process_memory_fraction(min(1.0, int(msg["gpu_mem_bytes"]) / total))
+            self.clock = TrustedClock(torch)
+        elif msg.get("cpu_timing"):
+            self.clock = HostClock()
+        from swizzlelab.harness.sysinfo import system_info
+
+        info = system_info().to_dict()
+        # Everything trusted is loaded and CUDA is up: now the rest of the sandbox, before any submission code.
+        late = self.lock_down()
+        self.sandbox = {key: self.sandbox.get(key, []) + late.get(key, []) for key in ("applied", "skipped")}
+        clock = {"gate": self.clock.gate_kind, "persisting_l2_reset": self.clock._reset_l2 is not None} \
+            if self.clock is not None else {}
+        self.reply(ok=True, system=info, sandbox=self.sandbox, pid=os.getpid(), clock=clock)
+
+    def op_load(self, msg: dict[str, Any]) -> None:
+        path = msg["path"]
+        spec = importlib.util.spec_from_file_location("submission", path)
+        if spec is None or spec.loader is None:
+            self.reply(ok=False, error=f"{os.path.basename(path)} is not a Python file")
+            return
+        module = importlib.util.module_from_spec(spec)
+        sys.modules["submission"] = module  # triton.jit and dataclasses look the module up while it executes
+        try:
+            spec.loader.exec_module(module)
+        except BaseException as err:  # SystemExit included: an exit at import is a failed load, not a pass
+            self.reply(ok=False, error=f"the submission failed to import: {_one_line(err)}")
+            return
+        fn = getattr(module, "custom_kernel", None)
+        if not callable(fn):
+            self.reply(ok=False, error="the submission defines no custom_kernel(data)")
+            return
+        order = msg.get("order")
+        if order is not None:
+            # An order given on the command line: parsed here from the text the parent read and proved.
+            from swizzlelab.swizzle import parse_formula
+
+            formula = parse_formula(order["source"], tuple(order["outputs"]))
+            self.fn = lambda data: fn(data, order=formula)
+        else:
+            self.fn = fn
+        self.reply(ok=True)
+
+    def op_bind(self, msg: dict[str, Any]) -> None:
+        try:
+            self.bound[int(msg["id"])] = ChildSlots(msg["spec"], "cuda" if self.on_gpu else "cpu")
+        except Exception as err:  # e.g. CUDA IPC refused: the parent falls back to shared host memory
+            self.reply(ok=False, error=f"cannot map the inputs: {_one_line(err)}")
+            return
+        self.reply(ok=True)
+
+    def op_unbind(self, msg: dict[str, Any]) -> None:
+        self.bound.pop(int(msg["id"]), None)
+        if self.on_gpu:
+            self.torch.cuda.empty_cache()
+        self.reply(ok=True)
+
+    def _call(self, data: dict[str, Any]) -> tuple[Any, str]:
+        """Run the submission once and make sure its result is in the output slot (copied inside the timed
+        interval when it returned another tensor)."""
+        assert self.fn is not None and self.slots is not None
+        result = self.fn(data)
+        out = self.slots.out
+        if result is out:
+            return result, "out"
+        if not isinstance(result, self._tensor_type):
+            return result, f"returned {type(result).__name__}, not a tensor"
+        if tuple(result.shape) != tuple(out.shape) or result.dtype != out.dtype:
+            return result, f"returned shape {tuple(result.shape)} {result.dtype}, expected {tuple(out.shape)} {out.dtype}"
+        self._copy(out, result)
+        return result, "copied"
+
+    def op_call(self, msg: dict[str, Any]) -> None:
+        self.slots = self.bound[int(msg["id"])]
+        self.slots.before_call()
+        data = self.slots.data()
+        timed = bool(msg.get("timed")) and self.clock is not None
+        try:
+            if timed:
+                assert self.clock is not None
+                (_, returned), t_ms, tail_ms = self.clock.time_call(lambda: self._call(data), bool(msg.get("gate", True)))
+            else:
+                _, returned = self._call(data)
+                t_ms = tail_ms = None
+                if self.on_gpu:
+                    self.torch._C._cuda_synchronize()
+        except BaseException as err:  # a crash of the kernel is a failed call; SystemExit too
+            if isinstance(err, KeyboardInterrupt):
+                raise
+            self.reply(ok=False, rep=msg.get("rep"), error=f"the kernel raised {_one_line(err)}")
+            return
+        self.slots.after_call()
+        self.reply(ok=True, rep=msg.get("rep"), t_ms=t_ms, tail_ms=tail_ms, returned=returned)
+
+    def op_null(self, msg: dict[str, Any]) -> None:
+        """A trusted empty call through the same timing path: the parent's calibration of the overhead."""
+        if self.clock is None:
+            self.reply(ok=False, error="no GPU clock in this child")
+            return
+        slots = self.bound[int(msg["id"])]
+        slots.before_call()
+        slots.data()
+        out = slots.out
+        _, t_ms, tail_ms = self.clock.time_call(lambda: out)
+        slots.after_call()
+        self.reply(ok=True, t_ms=t_ms, tail_ms=tail_ms)
+
+    def serve(self) -> None:
+        while True:
+            try:
+                msg = protocol.recv(self.in_fd)
+            except protocol.ProtocolError:
+                return  # the parent went away
+            op = msg.get("op")
+            if op == "exit":
+                self.reply(ok=True)
+                return
+            handler = getattr(self, f"op_{op}", None)
+            if handler is None:
+                self.reply(ok=False, error=f"unknown op {op!r}")
+                continue
+            handler(msg)
+
+
+def main(in_fd: int, out_fd: int, sandbox: dict[str, Any], lock_down: Callable[[], dict[str, Any]]) -> None:
+    """Serve frames until the parent says exit; a SystemExit from the submission never reaches here as 0."""
+    child = Child(in_fd, out_fd, sandbox, lock_down)
+    try:
+        child.serve()
+    except BaseException as err:
+        try:
+            child.reply(ok=False, fatal=True, error=f"the child failed: {_one_line(err)}")
+        except OSError:
+            pass
+        os._exit(3)
+    os._exit(0)

@@ -1,0 +1,1011 @@
+"""The trusted side of an isolated run: spawn the sandboxed child, feed it fresh inputs through shared buffers,
+judge every output it leaves there itself, cross-check its clock against the parent's wall clock, and build
+the same EvalReport the in-process path builds.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import json
+import math
+import os
+import random
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections import deque
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+import numpy as np
+
+import swizzlelab
+from swizzlelab.errors import NoGpuError, UserError
+from swizzlelab.harness.correctness import CaseResult, RunCheck, case_sizes, count_poisoned, derive_seed, poison_
+from swizzlelab.harness.evaluate import MODES, BenchRow, Candidate, EvalReport, ProfileRow
+from swizzlelab.harness.isolate import protocol
+from swizzlelab.harness.isolate.limits import NOBODY, Limits
+from swizzlelab.harness.isolate.profiling import profile_isolated
+from swizzlelab.harness.isolate.transport import SlotSet
+from swizzlelab.harness.sysinfo import SystemInfo, system_info
+from swizzlelab.harness.timing import collect_samples, geometric_mean, summarize
+
+ProgressFn = Callable[[str], None]
+
+SRC_ROOT = str(Path(swizzlelab.__file__).resolve().parent.parent)
+# Loads limits.py by path and locks the process down before the swizzlelab package (and torch) is imported.
+BOOT = (
+    "import sys, json, importlib.util\n"
+    "src, in_fd, out_fd, cfg = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])\n"
+    "spec = importlib.util.spec_from_file_location('_swizzlelab_sandbox', src + '/swizzlelab/harness/isolate/limits.py')\n"
+    "lim = importlib.util.module_from_spec(spec); sys.modules['_swizzlelab_sandbox'] = lim; spec.loader.exec_module(lim)\n"
+    "box = lim.apply_sandbox(lim.Limits(**cfg['limits']), cfg['on_gpu'], cfg['drop_to'], stage='early')\n"
+    "sys.path.insert(0, src)\n"
+    # The harness package's __init__ pulls in the simulator (numba): the child needs none of it, so the two
+    # packages on the way to child.py are entered without running their __init__ (submodules import as usual).
+    "import types\n"
+    "for name, sub in (('swizzlelab.harness', '/swizzlelab/harness'), ('swizzlelab.harness.isolate', '/swizzlelab/harness/isolate')):\n"
+    "    pkg = types.ModuleType(name); pkg.__path__ = [src + sub]; pkg.__package__ = name; sys.modules[name] = pkg\n"
+    "from swizzlelab.harness.isolate.child import main\n"
+    "main(in_fd, out_fd, box.to_dict(), lambda: lim.apply_sandbox(lim.Limits(**cfg['limits']), cfg['on_gpu'], "
+    "cfg['drop_to'], False, cfg.get('read_paths'), cfg.get('write_paths'), stage='late').to_dict())\n"
+)
+# Environment variables the child keeps (paths to the toolchain and the GPU); everything else is dropped, so
+# tokens, database URLs and seeds in the parent's environment never reach a submission.
+KEEP_ENV = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LANG", "LC_ALL",
+            "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "CC", "CXX")
+CHECK_FRACTION = 0.5  # share of timed calls whose output the parent checks, chosen after each call
+MIN_TIMED_REPS = 10
+# The parent's wall clock over one call minus the child's figure may differ from the same difference measured
+# on trusted empty calls by at most this much (absolute ms + share of the figure), medians over the calls; more
+# means work the child's clock did not see (before the start mark, after the end mark, or a forged figure),
+# less means the harness's own steps were skipped. On an H100, honest kernels measured +0.06..+0.2 ms before
+# the parent flushed L2 before every call (benchmarks/exploits_h100/README.md).
+GAP_ABS_MS = 0.1
+GAP_REL = 0.05
+# CPU timing exists for tests of the flow on small shared machines, where scheduling noise is milliseconds.
+GAP_ABS_MS_CPU = 20.0
+# Work left on another stream after the end mark: counted when the device-wide synchronize after the end mark
+# takes longer than this beyond the empty call's.
+TAIL_SLACK_MS = 0.02
+N_CALIBRATION = 20
+
+
+@dataclass
+class IsolatedRun:
+    """The outcome of one isolated evaluation (the leaderboard worker stores this)."""
+
+    mode: str
+    passed: bool
+    score_ms: float | None
+    reason: str | None
+    report_text: str
+    report: dict[str, Any]
+    stdout_tail: str
+    stderr_tail: str
+    system: dict[str, Any]
+    profile_files: list[Path]
+    duration_s: float
+    verdicts: list[dict[str, Any]]
+    isolation: dict[str, Any] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "mode": self.mode, "passed": self.passed, "score_ms": self.score_ms, "reason": self.reason,
+            "report_text": self.report_text, "report": self.report, "stdout_tail": self.stdout_tail,
+            "stderr_tail": self.stderr_tail, "system": self.system,
+            "profile_files": [str(p) for p in self.profile_files], "duration_s": self.duration_s,
+            "verdicts": self.verdicts, "isolation": self.isolation,
+        }
+
+
+class ChildFailed(Exception):
+    """The child died, hung, broke the protocol or a limit; `reason` is one line for the report."""
+
+    def __init__(self, reason: str):
+        super().__init__(reason)
+        self.reason = reason
+
+
+# ---------------------------------------------------------------- seeds
+
+
+def secret_seed(secret: bytes, case_seed: int, salt: str) -> int:
+    """A 31-bit seed from the leaderboard's secret, the case's seed and a salt (HMAC-SHA256): not predictable
+    without the secret, reproducible with it."""
+    digest = hmac.new(secret, f"{int(case_seed)}|{salt}".encode(), hashlib.sha256).digest()
+    return int.from_bytes(digest[:4], "little") & 0x7FFFFFFF
+
+
+# ---------------------------------------------------------------- the child process
+
+# What the child may read: the system, the Python installation, swizzlelab's sources, the CUDA toolkit. Not
+# /work, /home, /root (bar the interpreter), /tmp or other runs' private dirs.
+SYSTEM_READ = ("/usr", "/lib", "/lib64", "/lib32", "/bin", "/sbin", "/etc", "/opt", "/proc", "/sys", "/dev")
+DEVICE_WRITE = ("/dev/null", "/dev/zero", "/dev/urandom", "/dev/random", "/dev/shm", "/dev/nvidiactl",
+                "/dev/nvidia-uvm", "/dev/nvidia-uvm-tools", "/dev/nvidia-modeset", "/dev/nvidia0", "/dev/nvidia1",
+                "/dev/nvidia2", "/dev/nvidia3", "/dev/nvidia4", "/dev/nvidia5", "/dev/nvidia6", "/dev/nvidia7",
+                "/dev/nvidia-caps", "/dev/dri", "/dev/kfd")
+
+
+def read_paths() -> list[str]:
+    paths = list(SYSTEM_READ)
+    paths += [sys.prefix, sys.base_prefix, sys.exec_prefix, sys.base_exec_prefix, SRC_ROOT,
+              os.path.dirname(os.path.realpath(sys.executable))]
+    for entry in sys.path:
+        if entry and os.path.isdir(entry) and "site-packages" in entry:
+            paths.append(entry)
+    for key in ("CUDA_HOME", "CUDA_PATH"):
+        if os.environ.get(key):
+            paths.append(os.environ[key])
+    return sorted({os.path.realpath(p) for p in paths if p and os.path.exists(p)})
+
+
+def write_paths(workdir: Path) -> list[str]:
+    return [str(workdir)] + [p for p in DEVICE_WRITE if os.path.exists(p)]
+
+
+def nobody_can_run_python() -> bool:
+    """True when uid `nobody` can reach the interpreter, the site-packages and swizzlelab (o+x on every
+    directory on the way, o+r on the leaves); a pyenv under /root is not."""
+    leaves = [os.path.realpath(sys.executable), sys.base_prefix, SRC_ROOT, os.path.dirname(os.__file__)]
+    leaves += [p for p in sys.path if "site-packages" in p and os.path.isdir(p)]
+    for leaf in leaves:
+        path = Path(leaf).resolve()
+        for part in [*reversed(path.parents), path]:
+            try:
+                mode = part.stat().st_mode
+            except OSError:
+                return False
+            needed = 0o005 if part.is_dir() else 0o004
+            if mode & needed != needed:
+                return False
+    return True
+
+
+class _Tail:
+    """Keeps the last `limit` bytes of a stream and counts the rest."""
+
+    def __init__(self, limit: int):
+        self.limit = max(int(limit), 0)
+        self.buffer: deque[bytes] = deque()
+        self.size = 0
+        self.total = 0
+
+    def add(self, chunk: bytes) -> None:
+        self.total += len(chunk)
+        self.buffer.append(chunk)
+        self.size += len(chunk)
+        while self.size > self.limit and self.buffer:
+            first = self.buffer.popleft()
+            self.size -= len(first)
+            extra = self.size - self.limit
+            if extra < 0:  # keep the part of `first` that still fits
+                keep = first[extra:]
+                self.buffer.appendleft(keep)
+                self.size += len(keep)
+                break
+
+    def text(self) -> str:
+        body = b"".join(self.buffer).decode("utf-8", "replace")
+        dropped = self.total - self.size
+        return (f"[... {dropped} earlier bytes dropped]\n" if dropped > 0 else "") + body
+
+
+def _rss_bytes(pid: int) -> int:
+    try:
+        with open(f"/proc/{pid}/statm") as handle:
+            return int(handle.read().split()[1]) * PAGE_BYTES
+    except (OSError, IndexError, ValueError):
+        return 0
+
+
+def _tree_pids(root: int) -> list[int]:
+    """`root` and its descendants, from /proc/PID/task/TID/children (cheap: no scan of every process)."""
+    pids, todo = [], [root]
+    while todo and len(pids) < 100_000:
+        pid = todo.pop()
+        pids.append(pid)
+        try:
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/children") as handle:
+                    todo.extend(int(c) for c in handle.read().split())
+        except (OSError, ValueError):
+            continue
+    return pids
+
+
+def _session_pids(sid: int) -> list[int]:
+    """Every process of session `sid` (a full /proc scan: also finds orphans that left the tree)."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                fields = handle.read().rsplit(")", 1)[1].split()
+            if int(fields[3]) == sid:  # field 6 (session) is index 3 after the command name
+                pids.append(int(entry))
+        except (OSError, IndexError, ValueError):
+            continue
+    return pids
+
+
+PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
+# The tree is walked often; the whole session (orphans included) is scanned rarely, because a scan of /proc
+# holds the GIL long enough to delay the parent's wall clock readings.
+WATCH_PERIOD_S = 0.2
+SESSION_SCAN_EVERY = 25
+
+
+class ChildProcess:
+    """A sandboxed `python -I` child with two private pipes, output capture, a memory watchdog and deadlines."""
+
+    def __init__(self, limits: Limits, on_gpu: bool, workdir: Path, drop_to: int | None, profiling: bool = False,
+                 extra_read: tuple[str, ...] = ()):
+        self.limits = limits
+        self.extra_read = extra_read
+        self.extra_env: dict[str, str] = {}
+        self.on_gpu = on_gpu
+        self.workdir = workdir
+        self.drop_to = drop_to
+        self.stdout = _Tail(limits.output_bytes // 2)
+        self.stderr = _Tail(limits.output_bytes // 2)
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.killed_for: str | None = None
+        self._threads: list[threading.Thread] = []
+        self._stop = threading.Event()
+        self.in_w = self.out_r = -1
+        self.profiling = profiling
+
+    def env(self) -> dict[str, str]:
+        env = {key: os.environ[key] for key in KEEP_ENV if key in os.environ}
+        env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
+        home = str(self.workdir)
+        env.update(HOME=home, TMPDIR=str(self.workdir / "tmp"), TRITON_CACHE_DIR=str(self.workdir / "triton"),
+                   TORCH_EXTENSIONS_DIR=str(self.workdir / "torch_extensions"), XDG_CACHE_HOME=str(self.workdir / "cache"),
+                   LANG=env.get("LANG", "C.UTF-8"))
+        if not self.on_gpu:
+            env["TRITON_INTERPRET"] = "1"
+            # Idle OpenMP workers spin after each op; on a small CPU box they would take the cores the
+            # parent needs to read its wall clock promptly.
+            env["OMP_NUM_THREADS"] = "1"
+        env.update(self.extra_env)
+        return env
+
+    def start(self) -> None:
+        in_r, self.in_w = os.pipe()
+        self.out_r, out_w = os.pipe()
+        config = {"limits": self.limits.to_dict(), "on_gpu": self.on_gpu, "drop_to": self.drop_to,
+                  "profiling": self.profiling, "read_paths": read_paths() + list(self.extra_read), "write_paths": write_paths(self.workdir)}
+        cmd = [sys.executable, "-I", "-c", BOOT, SRC_ROOT, str(in_r), str(out_w), json.dumps(config)]
+        try:
+            self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
+                                         stderr=subprocess.PIPE, cwd=str(self.workdir), env=self.env(),
+                                         pass_fds=(in_r, out_w), start_new_session=True)
+        finally:
+            os.close(in_r)
+            os.close(out_w)
+        for stream, tail in ((self.proc.stdout, self.stdout), (self.proc.stderr, self.stderr)):
+            thread = threading.Thread(target=self._drain, args=(stream, tail), daemon=True)
+            thread.start()
+            self._threads.append(thread)
+        if self.limits.host_mem_bytes is not None:
+            watch = threading.Thread(target=self._watch_memory, daemon=True)
+            watch.start()
+            self._threads.append(watch)
+
+    def _drain(self, stream: Any, tail: _Tail) -> None:
+        while True:
+            chunk = stream.read1(65536) if hasattr(stream, "read1") else stream.read(65536)
+            if not chunk:
+                return
+            tail.add(chunk)
+
+    def _watch_memory(self) -> None:
+        assert self.proc is not None
+        limit = int(self.limits.host_mem_bytes or 0)
+        rounds = 0
+        pids: list[int] = []
+        while not self._stop.wait(WATCH_PERIOD_S):
+            if self.proc.poll() is not None:
+                return
+            rounds += 1
+            if rounds % SESSION_SCAN_EVERY == 1:
+                pids = _session_pids(self.proc.pid)
+            rss = sum(_rss_bytes(pid) for pid in set(pids) | set(_tree_pids(self.proc.pid)))
+            if rss > limit:
+                self.kill(f"exceeded the host memory limit ({rss / 2**30:.2f} GiB resident > {limit / 2**30:.2f} GiB)")
+                return
+
+    def kill(self, reason: str | None = None) -> None:
+        """SIGKILL the child's process group and every process of its session (setsid is refused in the
+        child, so a process that changed its group is still found by its session)."""
+        if reason and self.killed_for is None:
+            self.killed_for = reason
+        if self.proc is not None:
+            try:
+                os.killpg(self.proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
+            for pid in _session_pids(self.proc.pid):
+                try:
+                    os.kill(pid, signal.SIGKILL)
+                except (ProcessLookupError, PermissionError):
+                    pass
+
+    def _death(self) -> str:
+        assert self.proc is not None
+        if self.killed_for:
+            return self.killed_for
+        try:
+            code = self.proc.wait(timeout=5)
+        except subprocess.TimeoutExpired:
+            return "the child stopped answering"
+        if code < 0:
+            name = signal.Signals(-code).name if -code in signal.Signals._value2member_map_ else str(-code)
+            hint = " (CPU time limit)" if -code == signal.SIGXCPU else (
+                " (file size limit)" if -code == signal.SIGXFSZ else "")
+            return f"the child was killed by {name}{hint}"
+        return f"the child exited with code {code} before answering (an early exit is a failure, never a pass)"
+
+    def request(self, message: dict[str, Any], deadline: float, phase: str) -> tuple[dict[str, Any], float]:
+        """Send one frame and wait for the answer; (reply, parent wall seconds). ChildFailed on anything else."""
+        start = time.perf_counter()
+        try:
+            protocol.send(self.in_w, message)
+            reply = protocol.recv(self.out_r, deadline)
+        except protocol.Timeout:
+            budget = {"compile": self.limits.compile_s, "run": self.limits.run_s}.get(phase, 0)
+            self.kill(f"timed out in the {phase} phase (limit {budget:.0f} s wall)")
+            raise ChildFailed(self._death()) from None
+        except (protocol.ProtocolError, BrokenPipeError, OSError) as err:
+            if self.proc is not None and self.proc.poll() is None and not isinstance(err, protocol.ProtocolError):
+                self.kill("broke the protocol")
+            elif isinstance(err, protocol.ProtocolError) and "closed" not in str(err):
+                self.kill(f"broke the protocol: {err}")
+            raise ChildFailed(self._death()) from None
+        wall = time.perf_counter() - start
+        if reply.get("fatal"):
+            raise ChildFailed(str(reply.get("error", "the child failed")))
+        return reply, wall
+
+    def close(self) -> None:
+        if self.proc is not None and self.proc.poll() is None:
+            try:
+                protocol.send(self.in_w, {"op": "exit"})
+                self.proc.wait(timeout=5)
+            except (OSError, subprocess.TimeoutExpired):
+                pass
+        self.kill()
+        self._stop.set()
+        if self.proc is not None:
+            try:
+                self.proc.wait(timeout=5)
+            except subprocess.TimeoutExpired:
+                pass
+        for fd in (self.in_w, self.out_r):
+            if fd >= 0:
+                try:
+                    os.close(fd)
+                except OSError:
+                    pass
+        self.in_w = self.out_r = -1
+        for thread in self._threads:
+            thread.join(timeout=2)
+
+
+# ---------------------------------------------------------------- evaluation
+
+
+def _one_line(text: str) -> str:
+    return " ".join(str(text).split())[:400]
+
+
+class _Evaluation:
+    """One evaluate_isolated call: the child, the deadlines and the report being filled."""
+
+    def __init__(self, task: Any, mode: str, limits: Limits, secret: bytes | None, budget_s: float,
+                 progress: ProgressFn | None, with_baseline: bool, workdir: Path, drop_to: int | None):
+        from swizzlelab.runtime import device
+
+        self.task, self.mode, self.limits, self.budget_s = task, mode, limits, budget_s
+        self.secret = secret if secret is not None else os.urandom(32)
+        self.secret_given = secret is not None
+        self.progress = progress
+        self.with_baseline = with_baseline
+        self.workdir = workdir
+        self.on_gpu = device() == "cuda"
+        self.kind = "cuda" if self.on_gpu else "host"
+        builtin = Path(task.path).resolve().parent == Path(swizzlelab.__file__).resolve().parent / "tasks"
+        self.child = ChildProcess(limits, self.on_gpu, workdir, drop_to,
+                                  extra_read=() if builtin else (str(Path(task.path).resolve()),))
+        self.formula: Any = None
+        self.order_spec: str | None = None
+        self.own_kernel = False
+        self.clock_info: dict[str, Any] = {}
+        self.drop_to = drop_to
+        self.compile_deadline = 0.0
+        self.run_deadline = 0.0
+        self.verdicts: list[dict[str, Any]] = []
+        self.rng = random.SystemRandom()
+        self.gap0_ms = 0.0
+        self.tail0_ms = 0.0
+        self.child_system: dict[str, Any] = {}
+        self.sandbox: dict[str, Any] = {}
+        self.first_call_done = False
+        self.transport_note = ""
+        self.cpu_timing = False
+        self._flush_buffer: Any = None
+        self._probe_buffer: Any = None
+        self.prepared: dict[int, tuple[int, dict[str, Any], SlotSet, tuple[float, float]]] = {}
+        self.next_id = 0
+
+    def note(self, text: str) -> None:
+        if self.progress is not None:
+            self.progress(text)
+
+    def deadline(self) -> tuple[float, str]:
+        if not self.first_call_done:
+            return self.compile_deadline, "compile"
+        return self.run_deadline, "run"
+
+    def ask(self, message: dict[str, Any]) -> tuple[dict[str, Any], float]:
+        deadline, phase = self.deadline()
+        return self.child.request(message, deadline, phase)
+
+    # -- set-up ----------------------------------------------------------------------------------------------
+    def start(self, submission: Path, bench_salt: str | None) -> None:
+        self.child.start()
+        self.compile_deadline = time.monotonic() + self.limits.compile_s
+        reply, _ = self.ask({"op": "init", "gpu_mem_bytes": self.limits.gpu_mem_bytes,
+                             "cpu_timing": self.cpu_timing, "expect_gpu": self.on_gpu})
+        if not reply.get("ok"):
+            raise ChildFailed(_one_line(reply.get("error", "the child could not start")))
+        self.child_system = dict(reply.get("system") or {})
+        self.clock_info = dict(reply.get("clock") or {})
+        self.sandbox = dict(reply.get("sandbox") or {})
+        if self.mode in ("benchmark", "ranked"):
+            # Every benchmark case is mapped and calibrated before the submission exists in the child, so the
+            # empty calls that calibrate the clocks run trusted code only.
+            for index, case in enumerate(self.task.cases("benchmarks")):
+                seed = self.bench_seed(case, bench_salt)
+                data0 = self.task.generate_input({"seed": seed, **case_sizes(case)})
+                slots = self.bind(data0)
+                self.prepared[index] = (seed, data0, slots, self._calibrate(slots, data0, case, seed))
+        load: dict[str, Any] = {"op": "load", "path": str(submission)}
+        if self.formula is not None:
+            load["order"] = {"source": self.formula.normalized_source(), "outputs": list(self.formula.outputs)}
+        reply, _ = self.ask(load)
+        if not reply.get("ok"):
+            raise ChildFailed(_one_line(reply.get("error", "the submission could not be loaded")))
+
+    def bench_seed(self, case: dict[str, Any], salt: str | None) -> int:
+        if salt and self.secret_given:
+            return secret_seed(self.secret, case["seed"], salt)
+        return derive_seed(case["seed"], salt) if salt else int(case["seed"])
+
+    def _calibrate(self, slots: SlotSet, data: dict[str, Any], case: dict[str, Any], seed: int) -> tuple[float, float]:
+        """Parent wall time minus the child's figure on trusted empty calls through the case's own buffers,
+        made under the timed loop's conditions: fresh inputs before each call, and after half of them the
+        parent's reference work (as a check does), so the only difference left is the submission's."""
+        gaps, tails = [], []
+        sizes = case_sizes(case)
+        for index in range(N_CALIBRATION):
+            if index:
+                data = self.task.generate_input({"seed": secret_seed(self.secret, seed, f"cal{index}"), **sizes})
+            slots.load(data)
+            poison_(slots.out)
+            self._settle()
+            start = time.perf_counter()
+            reply, _ = self.ask({"op": "null", "id": slots.id})
+            self._probe()
+            wall = time.perf_counter() - start
+            if not reply.get("ok"):
+                raise ChildFailed(_one_line(reply.get("error", "calibration failed")))
+            gaps.append(wall * 1e3 - float(reply["t_ms"]))
+            tails.append(float(reply["tail_ms"]))
+            if self.rng.random() < CHECK_FRACTION:
+                self.task.ref_kernel(data)
+                self._probe()
+        return float(np.median(gaps)), float(np.median(tails))
+
+    def _probe(self) -> None:
+        """A tiny kernel of the parent's, waited for: it cannot finish while work the child left on the GPU
+        still runs (contexts take turns), so the parent's wall clock of a call covers that work too."""
+        if self.on_gpu:
+            import torch
+
+            if self._probe_buffer is None:
+                self._probe_buffer = torch.zeros(1, dtype=torch.int32, device="cuda")
+            self._probe_buffer.add_(1)
+            torch.cuda.synchronize()
+
+    # -- one call ------------------------------------------------------------------------------------------
+    def bind(self, data: dict[str, Any]) -> SlotSet:
+        """Shared buffers for one case, mapped by the child; CUDA IPC falls back to shared host memory."""
+        while True:
+            slots = SlotSet(data, self.kind, self.workdir / "slots", self.drop_to)
+            self.next_id += 1
+            slots.id = self.next_id
+            reply, _ = self.ask({"op": "bind", "id": slots.id, "spec": slots.spec()})
+            if reply.get("ok"):
+                return slots
+            slots.close()
+            if self.kind == "cuda" and not self.first_call_done:
+                self.transport_note = f"CUDA IPC failed ({_one_line(reply.get('error', ''))}); shared host memory"
+                self.kind = "host"
+                continue
+            raise ChildFailed(_one_line(reply.get("error", "the child could not map the inputs")))
+
+    def unbind(self, slots: SlotSet) -> None:
+        try:
+            self.ask({"op": "unbind", "id": slots.id})
+        finally:
+            slots.close()
+
+    def _settle(self) -> None:
+        """The parent's own L2 flush before every call (empty or real), so the child's flush always evicts
+        the same dirty lines whatever the parent computed before (its checks touch hundreds of MB)."""
+        if self.on_gpu:
+            import torch
+
+            if self._flush_buffer is None:
+                l2 = int(self.child_system.get("l2_bytes") or 0) or (128 << 20)
+                self._flush_buffer = torch.empty(2 * l2 // 4, dtype=torch.int32, device="cuda")
+            self._flush_buffer.fill_(self.rng.randrange(1 << 30))
+            torch.cuda.synchronize()
+
+    def call(self, slots: SlotSet, data: dict[str, Any], timed: bool) -> tuple[dict[str, Any], float]:
+        """One call on fresh inputs; the wall time runs from the request until the parent's own probe kernel
+        after the answer has finished, so GPU work the child left running is inside it."""
+        slots.load(data)
+        poison_(slots.out)
+        self._settle()
+        start = time.perf_counter()
+        reply, _ = self.ask({"op": "call", "id": slots.id, "timed": timed})
+        self._probe()
+        wall = time.perf_counter() - start
+        if not self.first_call_done:
+            self.first_call_done = True
+            self.run_deadline = time.monotonic() + self.limits.run_s
+        return reply, wall
+
+    def judge(self, slots: SlotSet, data: dict[str, Any], reply: dict[str, Any], seed: int) -> RunCheck:
+        """The parent's verdict on the output slot after one call, from its own copy of the inputs."""
+        if not reply.get("ok"):
+            return RunCheck(seed=seed, passed=False, message=_one_line(reply.get("error", "the call failed")),
+                            n_bad=-1, max_abs_err=math.inf)
+        returned = str(reply.get("returned", ""))
+        if returned not in ("out", "copied"):
+            return RunCheck(seed=seed, passed=False, message=_one_line(f"the kernel {returned}"), n_bad=-1,
+                            max_abs_err=math.inf)
+        output = slots.out.clone()
+        changed = slots.inputs_intact(data)
+        if changed is not None:
+            return RunCheck(seed=seed, passed=False, n_bad=-1, max_abs_err=math.inf,
+                            message=f"the kernel wrote into its input {changed!r}")
+        try:
+            verdict = self.task.check(data, output)
+        except Exception as err:  # the task's check is trusted code; a crash on odd output is a failure
+            return RunCheck(seed=seed, passed=False, n_bad=-1, max_abs_err=math.inf,
+                            message=_one_line(f"the check raised {type(err).__name__}: {err}"))
+        n_poisoned, first = count_poisoned(output, output.dtype)
+        ok = bool(getattr(verdict, "ok", verdict))
+        message = str(getattr(verdict, "message", "passed" if ok else "failed"))
+        if n_poisoned and not ok:
+            message += f"; {n_poisoned} elements still hold the poison value, first at {first}"
+        return RunCheck(seed=seed, passed=ok, message=message, n_bad=int(getattr(verdict, "n_bad", 0 if ok else -1)),
+                        max_abs_err=float(getattr(verdict, "max_abs_err", 0.0)),
+                        worst_index=getattr(verdict, "worst_index", None), n_poisoned=n_poisoned)
+
+    def order_info(self, case: dict[str, Any]) -> dict[str, Any]:
+        from swizzlelab.harness.evaluate import order_info
+
+        candidate = Candidate(fn=lambda data: None, source="", order_spec=self.order_spec, formula=self.formula,
+                              submission=None if self.own_kernel else "submission")
+        return order_info(self.task, candidate, case)
+
+    def check_once(self, slots: SlotSet, case: dict[str, Any], seed: int) -> RunCheck:
+        data = self.task.generate_input({"seed": int(seed), **case_sizes(case)})
+        reply, _ = self.call(slots, data, timed=False)
+        return self.judge(slots, data, reply, seed)
+
+    # -- modes -----------------------------------------------------------------------------------------------
+    def run_tests(self) -> list[CaseResult]:
+        results = []
+        for index, case in enumerate(self.task.cases("tests")):
+            seed = int(case["seed"])
+            data = self.task.generate_input({"seed": seed, **case_sizes(case)})
+            slots = self.bind(data)
+            try:
+                result = CaseResult(case=dict(case))
+                result.runs.append(self.judge(slots, data, self.call(slots, data, timed=False)[0], seed))
+                if result.runs[0].passed:
+                    result.runs.append(self.check_once(slots, case, derive_seed(seed, "recheck")))
+            finally:
+                self.unbind(slots)
+            result.order = self.order_info(case)
+            results.append(result)
+            self.verdicts.append({"case": dict(case), "kind": "test", "passed": result.passed,
+                                  "reason": None if result.passed else f"test {index}: {result.message}"})
+            self.note(self.task.case_label(case))
+        return results
+
+    def time_case(self, case: dict[str, Any], index: int) -> BenchRow:
+        seed, data0, slots, (self.gap0_ms, self.tail0_ms) = self.prepared.pop(index)
+        verdict: dict[str, Any] = {"case": dict(case), "kind": "benchmark", "seed": seed}
+        try:
+            check = CaseResult(case=dict(case))
+            check.runs.append(self.judge(slots, data0, self.call(slots, data0, timed=False)[0], seed))
+            row = BenchRow(case=dict(case), seed=seed, check=check, order=self.order_info(case))
+            if not check.passed:
+                row.error = "not timed: the output is wrong"
+                verdict.update(passed=False, reason=f"benchmark {index}: {check.message}")
+                return row
+            self._timed_loop(row, slots, case, seed, verdict)
+        finally:
+            self.unbind(slots)
+            self.verdicts.append(verdict)
+        if self.with_baseline and not row.error and self.on_gpu:
+            self._time_baseline(row, data0)
+        return row
+
+    def _timed_loop(self, row: BenchRow, slots: SlotSet, case: dict[str, Any], seed: int,
+                    verdict: dict[str, Any]) -> None:
+        sizes = case_sizes(case)
+        # Warm-up on the checked inputs: compiles, autotunes, fills caches; its figures are dropped.
+        warm_start = time.perf_counter()
+        for _ in range(3):
+            reply, _ = self.call(slots, data0_again(self.task, seed, sizes), timed=True)
+            if not reply.get("ok"):
+                row.error = _one_line(reply.get("error", "the call failed"))
+                verdict.update(passed=False, reason=f"warm-up: {row.error}")
+                return
+            if time.perf_counter() - warm_start > 0.2:
+                break
+        samples: list[float] = []
+        walls: list[float] = []
+        tails: list[float] = []
+        n_checked = 0
+        counter = [0]
+        failure: list[str] = []
+
+        def run_batch(k: int) -> list[float]:
+            out = []
+            for _ in range(k):
+                if failure:
+                    break
+                counter[0] += 1
+                rep_seed = secret_seed(self.secret, seed, f"rep{counter[0]}")
+                data = self.task.generate_input({"seed": rep_seed, **sizes})
+                reply, wall = self.call(slots, data, timed=True)
+                if not reply.get("ok"):
+                    failure.append(_one_line(reply.get("error", "the call failed")))
+                    break
+                t_ms, tail_ms = reply.get("t_ms"), reply.get("tail_ms")
+                if not isinstance(t_ms, (int, float)) or not isinstance(tail_ms, (int, float)) or not (
+                        math.isfinite(t_ms) and math.isfinite(tail_ms)) or t_ms <= 0 or tail_ms < 0:
+                    failure.append(f"the child reported an impossible time ({t_ms!r} ms)")
+                    break
+                if t_ms + tail_ms > wall * 1e3:
+                    failure.append(f"the child reported {t_ms + tail_ms:.4g} ms for a call the parent saw take "
+                                   f"{wall * 1e3:.4g} ms")
+                    break
+                if tail_ms > self.tail0_ms + TAIL_SLACK_MS:
+                    t_ms += tail_ms  # work was still running on another stream after the end mark: it counts
+                # The parent decides after the call whether to look at it, so the child cannot know.
+                if counter[0] == 1 or self.rng.random() < CHECK_FRACTION:
+                    nonlocal n_checked
+                    n_checked += 1
+                    result = self.judge(slots, data, reply, rep_seed)
+                    if not result.passed:
+                        failure.append(f"timed call {counter[0]} (seed {rep_seed}): {result.message}")
+                        break
+                samples.append(float(t_ms))
+                walls.append(wall * 1e3)
+                tails.append(float(tail_ms))
+                out.append(float(t_ms))
+            if not out and not failure:
+                failure.append("no timed call completed")
+            return out
+
+        try:
+            values, stopped_by = _collect(run_batch, self.budget_s, failure)
+        except ChildFailed:
+            raise
+        if failure:
+            row.error = f"refused: {failure[0]}"
+            verdict.update(passed=False, reason=f"benchmark: {failure[0]}")
+            return
+        # The last call is always checked too (a kernel that breaks late).
+        data = self.task.generate_input({"seed": secret_seed(self.secret, seed, "last"), **sizes})
+        reply, wall = self.call(slots, data, timed=True)
+        last = self.judge(slots, data, reply, -1)
+        n_checked += 1
+        if not last.passed:
+            row.error = f"refused: the last timed call's output is wrong: {last.message}"
+            verdict.update(passed=False, reason=row.error)
+            return
+        clocks, error = clock_verdict(walls, samples, self.gap0_ms, self.on_gpu)
+        clocks.update(calibration_tail_ms=self.tail0_ms, median_tail_ms=float(np.median(tails)), n_checked=n_checked,
+                      n_timed=len(samples), check_fraction=CHECK_FRACTION)
+        verdict["clocks"] = clocks
+        if error:
+            row.error = f"refused: {error}"
+            verdict.update(passed=False, reason=row.error)
+            return
+        row.candidate = summarize(values, stopped_by, device=str(self.child_system.get("gpu", "")))
+        row.candidate.check_after = last.message
+        verdict.update(passed=True, reason=None, mean_ms=row.candidate.mean_ms, std_ms=row.candidate.std_ms,
+                       best_ms=row.candidate.best_ms, worst_ms=row.candidate.worst_ms, n=row.candidate.n)
+
+    def _time_baseline(self, row: BenchRow, data: dict[str, Any]) -> None:
+        """The task's library implementation, timed in the parent (trusted code) on the case's inputs."""
+        from swizzlelab.harness.timing import time_fn
+
+        baseline = getattr(self.task, "baseline", None)
+        if baseline is None:
+            return
+        try:
+            row.baseline = time_fn(baseline, data, min(self.budget_s, 1.0))
+        except Exception as err:  # the library may not support a case; the candidate keeps its time
+            row.baseline_error = _one_line(f"baseline not timed: {type(err).__name__}: {err}")
+
+
+def clock_verdict(walls_ms: list[float], figures_ms: list[float], gap0_ms: float,
+                  on_gpu: bool) -> tuple[dict[str, float], str | None]:
+    """Compare the parent's wall time of each call with the child's figure: the median of (wall - figure) may
+    differ from the trusted empty calls' (gap0) by at most GAP_ABS_MS + GAP_REL * median figure, either way.
+    Returns the figures and None, or the figures and a one-line reason to refuse the run."""
+    gap_ms = float(np.median(np.asarray(walls_ms) - np.asarray(figures_ms))) - gap0_ms
+    median_t = float(np.median(figures_ms))
+    allowed = (GAP_ABS_MS if on_gpu else GAP_ABS_MS_CPU) + GAP_REL * median_t
+    clocks = {"gap_ms": gap_ms, "gap_allowed_ms": allowed, "calibration_gap_ms": gap0_ms}
+    head = "the child's clock and the parent's wall clock disagree: each call took"
+    if gap_ms > allowed:
+        return clocks, (f"{head} {gap_ms:.3f} ms more wall time than an empty call beyond its {median_t:.4g} ms "
+                        f"figure (allowed {allowed:.3f} ms): work outside the measured interval")
+    if gap_ms < -allowed:
+        # Less wall time than the harness's own steps (flush, gate, synchronize) take around an empty call:
+        # those steps were skipped, and a figure from such a call means nothing.
+        return clocks, (f"{head} {-gap_ms:.3f} ms less wall time than an empty call beyond its {median_t:.4g} ms "
+                        f"figure (allowed {allowed:.3f} ms): the harness's flush, gate or synchronisation did not run")
+    return clocks, None
+
+
+def data0_again(task: Any, seed: int, sizes: dict[str, Any]) -> dict[str, Any]:
+    return task.generate_input({"seed": seed, **sizes})
+
+
+def _collect(run_batch: Callable[[int], list[float]], budget_s: float, failure: list[str]) -> tuple[Any, str]:
+    def guarded(k: int) -> list[float]:
+        got = run_batch(k)
+        if failure:
+            raise _Stop()
+        return got
+
+    try:
+        return collect_samples(guarded, budget_s, min_reps=MIN_TIMED_REPS)
+    except _Stop:
+        return np.asarray([]), "failure"
+
+
+class _Stop(Exception):
+    pass
+
+
+# The code a submission-less `eval TASK` runs in the child: the task's own kernel (the parent adds the order).
+TASK_KERNEL_CODE = (
+    "# the task's own kernel, run isolated like any submission\n"
+    "import os\n"
+    "from swizzlelab.tasks import load_task\n"
+    "_task = load_task(os.environ['SWIZZLELAB_TASK'])\n\n\n"
+    "def custom_kernel(data, order=None):\n"
+    "    return _task.custom_kernel(data, order)\n"
+)
+
+
+def _not_dumpable() -> None:
+    """prctl(PR_SET_DUMPABLE, 0) on this (parent) process: processes of the same uid without CAP_SYS_PTRACE
+    can no longer read its memory, environment or file descriptors through /proc or ptrace."""
+    import ctypes
+
+    try:
+        ctypes.CDLL(None, use_errno=True).prctl(4, 0, 0, 0, 0)
+    except (OSError, AttributeError):
+        pass
+
+
+def _rehome_triton_cache(seed: Path, copy: Path) -> None:
+    """Triton's group files name their members by absolute path: point them into the copy."""
+    old, new = str(seed.resolve()), str(copy.resolve())
+    for path in copy.rglob("*.json"):
+        text = path.read_text()
+        if old in text:
+            path.write_text(text.replace(old, new))
+
+
+def _safe_filename(filename: str) -> str:
+    name = str(filename)
+    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,100}\.py", name):
+        raise UserError(f"submission file name {filename!r} must be a plain name ending in .py")
+    return name
+
+
+def evaluate_isolated(
+    task: str | Path,
+    code: str,
+    mode: str,
+    *,
+    filename: str = "submission.py",
+    secret: bytes | None = None,
+    limits: Limits | None = None,
+    progress: ProgressFn | None = None,
+    budget_s: float = 3.0,
+    with_baseline: bool = True,
+    command: str = "",
+    out_dir: Path | None = None,
+    order: str | None = None,
+    cpu_timing: bool = False,
+    outputs: list[str] | None = None,
+    triton_cache_seed: Path | None = None,
+    source: str | None = None,
+) -> IsolatedRun:
+    """Evaluate submission `code` on `task` in `mode` inside a sandboxed child process.
+
+    Never raises for a bad submission (that is a failed IsolatedRun with a one-line reason); raises UserError
+    for bad arguments (unknown task or mode, a bad file name, a mode that needs a GPU on a CPU machine).
+    """
+    from swizzlelab.harness.report import HEADLINES, render_text, report_dict
+    from swizzlelab.tasks import load_task
+
+    if mode not in MODES:
+        raise UserError(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
+    if not isinstance(code, str):
+        raise UserError("the submission code must be text")
+    if budget_s <= 0:
+        raise UserError(f"budget_s must be > 0, got {budget_s}")
+    loaded = load_task(task)
+    name = _safe_filename(filename)
+    # The order is read and proved here, in the parent: a bad one is a bad argument, not a bad submission.
+    formula = None
+    if order:
+        from swizzlelab.harness.evaluate import NO_TARGET
+        from swizzlelab.scenario import load_scenario
+
+        formula = load_scenario(loaded, target=NO_TARGET, config="backend").parse_order(order, outputs=outputs)
+    if formula is not None:
+        from swizzlelab.swizzle import to_permutation
+
+        for case in loaded.cases("tests") + loaded.cases("benchmarks"):
+            args, consts = loaded.swizzle_args(case)
+            to_permutation(formula, loaded.tile_grid(case), args, consts)
+    limits = limits or Limits()
+    info = system_info()
+    if mode in ("benchmark", "ranked") and cpu_timing and not info.is_gpu:
+        pass  # tests of the timed flow: interpreter wall times, labelled as CPU figures in the report
+    elif mode != "test" and not info.is_gpu:
+        raise NoGpuError(f"--mode {mode} needs a CUDA GPU; run --mode test on the CPU")
+    started = time.perf_counter()
+    workdir = Path(tempfile.mkdtemp(prefix="swizzlelab-isolate-"))
+    # CUDA IPC maps the parent's buffers only into a process of the same uid, so a GPU child keeps uid 0
+    # without capabilities; the parent turns non-dumpable so that child cannot open its /proc files or memory.
+    drop_to = NOBODY if os.geteuid() == 0 and nobody_can_run_python() and not info.is_gpu else None
+    _not_dumpable()
+    submission = workdir / name
+    submission.write_text(code)
+    for sub in ("tmp", "torch_extensions", "cache", "slots"):
+        (workdir / sub).mkdir()
+    # A warm Triton cache built by trusted code (the gate kernel, launcher stubs, the task's kernels) is
+    # copied, never shared: what a submission writes into its copy dies with the run.
+    if triton_cache_seed is not None and Path(triton_cache_seed).is_dir():
+        shutil.copytree(triton_cache_seed, workdir / "triton", symlinks=False)
+        _rehome_triton_cache(Path(triton_cache_seed), workdir / "triton")
+    else:
+        (workdir / "triton").mkdir()
+    if drop_to is not None:
+        for path in [workdir, submission] + [workdir / sub for sub in ("tmp", "torch_extensions", "cache")]:
+            os.chown(path, drop_to, drop_to)
+        for root, dirs, files in os.walk(workdir / "triton"):
+            for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
+                os.chown(name, drop_to, drop_to)
+        os.chmod(workdir / "slots", 0o711)
+    os.chmod(workdir, 0o700)
+    own = code == TASK_KERNEL_CODE
+    label = source or (f"task kernel {Path(loaded.path) / 'kernel.py'}" if own else name)
+    candidate = Candidate(fn=lambda data: None, source=label, order_spec=order, formula=formula,
+                          submission=None if own else name)
+    report = EvalReport(task=loaded.name, mode=mode, candidate=candidate, system=info, command=command,
+                        budget_s=budget_s)
+    ev = _Evaluation(loaded, mode, limits, secret, budget_s, progress, with_baseline, workdir, drop_to)
+    ev.formula, ev.order_spec, ev.own_kernel = formula, order, own
+    ev.cpu_timing = cpu_timing and not info.is_gpu
+    ev.child.extra_env["SWIZZLELAB_TASK"] = str(Path(loaded.path).resolve())
+    reason: str | None = None
+    profile_files: list[Path] = []
+    try:
+        try:
+            ev.start(submission, "ranked" if mode == "ranked" else None)
+            if mode in ("test", "ranked", "profile"):
+                report.tests = ev.run_tests()
+                if not report.tests_passed:
+                    failed = next(v for v in ev.verdicts if not v["passed"])
+                    reason = failed["reason"]
+            if reason is None and mode in ("benchmark", "ranked"):
+                rows = []
+                for index, case in enumerate(loaded.cases("benchmarks")):
+                    row = ev.time_case(case, index)
+                    rows.append(row)
+                    ev.note(loaded.case_label(case))
+                    if row.error or not row.check.passed:
+                        reason = ev.verdicts[-1].get("reason") or row.error
+                        break
+                if mode == "ranked":
+                    report.ranked = rows
+                else:
+                    report.benchmarks = rows
+            if reason is None and mode == "profile":
+                rows, profile_files = profile_isolated(ev, submission, out_dir)
+                report.profiles = rows
+                bad = [r for r in rows if not r.check_passed]
+                if bad:
+                    reason = f"profile: {bad[0].check_message}"
+        except ChildFailed as failure:
+            reason = failure.reason
+    finally:
+        for _, _, slots, _ in ev.prepared.values():
+            slots.close()
+        ev.child.close()
+    if reason is None and mode == "ranked":
+        means = [row.candidate.mean_ms for row in report.ranked if row.candidate is not None]
+        if means and len(means) == len(report.ranked):
+            report.score_ms = geometric_mean(means)
+    passed = reason is None and report.success
+    if not passed and reason is None:
+        reason = "the evaluation failed"
+    score = None
+    if passed and mode == "ranked":
+        score = report.score_ms
+    elif passed and mode == "benchmark":
+        means = [row.candidate.mean_ms for row in report.benchmarks if row.candidate is not None]
+        score = geometric_mean(means) if means else None
+    text = render_text(report)
+    if not passed:
+        good, bad = HEADLINES[mode]
+        text = text.replace(f"> {good}", f"> {bad}", 1)
+    if reason is not None:
+        text = text.rstrip("\n") + f"\n\n❌ {reason}\n"
+    isolation = {"sandbox": ev.sandbox, "transport": ev.kind, "transport_note": ev.transport_note,
+                 "clock": ev.clock_info, "limits": limits.to_dict(),
+                 "secret": "given" if secret is not None else "random per run"}
+    text = text.rstrip("\n") + "\n" + _isolation_lines(isolation) + "\n"
+    as_dict = report_dict(report)
+    as_dict["isolated"] = True
+    as_dict["isolation"] = isolation
+    as_dict["success"] = passed
+    as_dict["reason"] = reason
+    shutil.rmtree(workdir, ignore_errors=True)
+    return IsolatedRun(
+        mode=mode, passed=passed, score_ms=score, reason=reason, report_text=text, report=as_dict,
+        stdout_tail=ev.child.stdout.text(), stderr_tail=ev.child.stderr.text(),
+        system=ev.child_system or info.to_dict(), profile_files=profile_files,
+        duration_s=time.perf_counter() - started, verdicts=ev.verdicts, isolation=isolation,
+    )
+
+
+def _isolation_lines(isolation: dict[str, Any]) -> str:
+    applied = "; ".join(isolation["sandbox"].get("applied", [])) or "none"
+    skipped = "; ".join(isolation["sandbox"].get("skipped", [])) or "none"
+    return (f"Isolation: sandboxed child (python -I, private dir, scrubbed env), outputs judged by the parent "
+            f"from {isolation['transport']} shared buffers\n  applied: {applied}\n  not applied: {skipped}")
+
+
+__all__ = ["TASK_KERNEL_CODE", "ChildFailed", "clock_verdict", "IsolatedRun", "evaluate_isolated", "secret_seed"]

@@ -1,0 +1,76 @@
+"""One job's evaluation, the same for a local worker and a Ray task: hand the code to the isolated evaluator
+(which runs it in a child process with limits) and package what comes back as an Outcome.
+
+Nothing here imports the submission: evaluate_isolated does that in its own child.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import socket
+import tempfile
+import traceback
+from pathlib import Path
+from typing import Any
+
+from swizzlelab.harness.isolate import IsolatedRun, evaluate_isolated
+from swizzlelab.leaderboard.outcome import JobSpec, Outcome
+
+
+def _gpu_label(system: dict[str, Any]) -> str:
+    gpu = str(system.get("gpu") or "none")
+    runtime = str(system.get("runtime") or "")
+    return gpu if runtime == "CUDA" or gpu != "none" else f"none ({runtime or 'CPU'})"
+
+
+def _profile_rows(report: dict[str, Any]) -> list[Any] | None:
+    rows = report.get("profiles")
+    if not rows:
+        return None
+    return [{"case": row.get("case"), "kernels": row.get("kernels"), "check": row.get("check")} for row in rows]
+
+
+def outcome_from_run(run: IsolatedRun, started: dt.datetime, max_profile_bytes: int) -> Outcome:
+    """Package an IsolatedRun; .ncu-rep files over the size limit are dropped with a note."""
+    files: list[tuple[str, bytes]] = []
+    notes: list[str] = []
+    for path in run.profile_files or []:
+        file = Path(path)
+        try:
+            size = file.stat().st_size
+        except OSError:
+            notes.append(f"profile file {file.name} vanished before it was stored")
+            continue
+        if size > max_profile_bytes:
+            notes.append(f"profile file {file.name} is {size} bytes, over the {max_profile_bytes}-byte limit: not stored")
+            continue
+        files.append((file.name, file.read_bytes()))
+    ended = dt.datetime.now(dt.timezone.utc)
+    report = dict(run.report or {})
+    system = dict(run.system or {})
+    return Outcome(
+        passed=bool(run.passed), score_ms=run.score_ms, reason=(run.reason or "").strip().splitlines()[0]
+        if run.reason else "", report_text=run.report_text or "", result=report,
+        stdout_tail=run.stdout_tail or "", stderr_tail=run.stderr_tail or "", system=system,
+        gpu=_gpu_label(system), started_at=started, ended_at=ended,
+        duration_s=float(run.duration_s if run.duration_s is not None else (ended - started).total_seconds()),
+        host=socket.gethostname(), profile=_profile_rows(report), profile_files=files, notes=notes,
+    )
+
+
+def execute(spec: JobSpec, max_profile_bytes: int, budget_s: float = 3.0) -> Outcome:
+    """Evaluate one job in an isolated child process. A bad submission is a failed Outcome, never an exception;
+    an exception here is the service's own failure (the caller retries the job)."""
+    started = dt.datetime.now(dt.timezone.utc)
+    # Profile mode writes .ncu-rep files here; they are read into the Outcome before the folder goes.
+    with tempfile.TemporaryDirectory(prefix="swizzlelab-job-") as out_dir:
+        run = evaluate_isolated(spec.task, spec.code, spec.mode, filename=spec.filename, secret=spec.secret_bytes(),
+                                out_dir=Path(out_dir), budget_s=budget_s,
+                                command=f"leaderboard job {spec.job_id} ({spec.mode})")
+        return outcome_from_run(run, started, max_profile_bytes)
+
+
+def describe_failure(err: BaseException) -> str:
+    """One line for a job the service could not evaluate (kept in Job.error; the traceback goes to the log)."""
+    traceback.print_exception(err)
+    return f"{type(err).__name__}: {err}".splitlines()[0]

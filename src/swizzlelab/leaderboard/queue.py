@@ -1,0 +1,172 @@
+"""The job queue in the database: atomic claims, heartbeats, re-claims after a missed heartbeat, and completion
+that writes the run and the submission's verdict in one transaction.
+
+Claims: Postgres locks the chosen row with FOR UPDATE SKIP LOCKED; SQLite runs the claim in one BEGIN IMMEDIATE
+writer transaction. Each claim gets a fresh claim_token; heartbeats and completion only succeed for the current
+token, so a worker that was presumed dead and comes back can never complete a job a second time.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import secrets
+from dataclasses import dataclass
+
+from sqlalchemy import and_, or_, select, update
+from sqlalchemy.orm import Session
+
+from swizzlelab.leaderboard.db import Database
+from swizzlelab.leaderboard.db.models import (
+    Job,
+    JobStatus,
+    ProfileFile,
+    Run,
+    Submission,
+    SubmissionStatus,
+    utcnow,
+)
+from swizzlelab.leaderboard.outcome import JobSpec, Outcome
+from swizzlelab.leaderboard.settings import Settings
+
+
+@dataclass(frozen=True)
+class WorkerCaps:
+    """What a worker can run: test jobs always (the Triton interpreter); other modes only on its GPU type."""
+
+    worker_id: str
+    gpu_type: str | None  # None: no GPU, test jobs only
+    gpu_types: tuple[str, ...] = ()  # a Ray dispatcher may serve several types at once
+
+    def types(self) -> tuple[str, ...]:
+        return tuple(t for t in (self.gpu_type, *self.gpu_types) if t)
+
+
+def _eligible(caps: WorkerCaps):  # type: ignore[no-untyped-def]
+    types = caps.types()
+    if not types:
+        return Job.mode == "test"
+    return or_(Job.mode == "test", Job.gpu_type.in_(types))
+
+
+def claim(db: Database, caps: WorkerCaps, settings: Settings) -> JobSpec | None:
+    """Atomically take the oldest queued job this worker can run, or one whose holder stopped heartbeating."""
+    while True:
+        with db.write() as session:
+            now = utcnow()
+            expired = now - dt.timedelta(seconds=settings.heartbeat_timeout_s)
+            job = session.scalar(
+                select(Job)
+                .where(or_(Job.status == JobStatus.QUEUED,
+                           and_(Job.status == JobStatus.RUNNING, Job.heartbeat_at < expired)))
+                .where(_eligible(caps))
+                .order_by(Job.id)
+                .limit(1)
+                .with_for_update(skip_locked=True)
+            )
+            if job is None:
+                return None
+            if job.attempts >= settings.max_attempts:
+                _give_up(session, job, f"no result after {job.attempts} claims (the workers running it stopped "
+                                       "heartbeating); this is a service failure, not a verdict on the code")
+                continue  # the transaction commits the give-up; look for the next job
+            job.status = JobStatus.RUNNING
+            job.claimed_by = caps.worker_id
+            job.claim_token = secrets.token_hex(16)
+            job.claimed_at = job.heartbeat_at = now
+            job.attempts += 1
+            sub = job.submission
+            if sub.status == SubmissionStatus.QUEUED:
+                sub.status = SubmissionStatus.RUNNING
+            board = sub.leaderboard
+            return JobSpec(job_id=job.id, claim_token=job.claim_token, submission_id=sub.id, task=board.task,
+                           mode=job.mode, secret=job.secret, secret_seed=board.secret_seed if job.secret else None,
+                           code=sub.code.code, filename=sub.filename, gpu_type=job.gpu_type, attempt=job.attempts)
+
+
+def heartbeat(db: Database, spec: JobSpec) -> bool:
+    """Refresh the claim; False when the job is no longer this claim's (another worker re-claimed it)."""
+    with db.write() as session:
+        result = session.execute(
+            update(Job)
+            .where(Job.id == spec.job_id, Job.claim_token == spec.claim_token, Job.status == JobStatus.RUNNING)
+            .values(heartbeat_at=utcnow())
+        )
+        return result.rowcount == 1
+
+
+def complete(db: Database, spec: JobSpec, outcome: Outcome, worker_id: str, settings: Settings) -> bool:
+    """Write the run and close the job, in one transaction; False (and nothing written) if the claim was lost."""
+    with db.write() as session:
+        closed = session.execute(
+            update(Job)
+            .where(Job.id == spec.job_id, Job.claim_token == spec.claim_token, Job.status == JobStatus.RUNNING)
+            .values(status=JobStatus.DONE, finished_at=utcnow(), error="\n".join(outcome.notes))
+        )
+        if closed.rowcount != 1:
+            return False
+        run = Run(submission_id=spec.submission_id, job_id=spec.job_id, mode=spec.mode, secret=spec.secret,
+                  worker=worker_id, gpu=outcome.gpu, system=outcome.system, started_at=outcome.started_at,
+                  ended_at=outcome.ended_at, duration_s=outcome.duration_s, passed=outcome.passed,
+                  score_ms=outcome.score_ms, reason=outcome.reason, result=outcome.result,
+                  report_text=outcome.report_text, stdout_tail=outcome.stdout_tail,
+                  stderr_tail=outcome.stderr_tail, profile=outcome.profile)
+        session.add(run)
+        for name, content in outcome.profile_files:
+            session.add(ProfileFile(run=run, name=name, size_bytes=len(content), content=content))
+        session.flush()
+        _finalize(session, session.get(Submission, spec.submission_id), settings)
+        return True
+
+
+def release(db: Database, spec: JobSpec, error: str, settings: Settings) -> None:
+    """The service failed to evaluate (not the submission's fault): put the job back, or give up after
+    max_attempts."""
+    with db.write() as session:
+        job = session.get(Job, spec.job_id)
+        if job is None or job.claim_token != spec.claim_token or job.status != JobStatus.RUNNING:
+            return
+        if job.attempts >= settings.max_attempts:
+            _give_up(session, job, f"evaluation failed {job.attempts} times: {error}")
+        else:
+            job.status, job.error, job.claim_token = JobStatus.QUEUED, error, ""
+
+
+def _give_up(session: Session, job: Job, error: str) -> None:
+    job.status, job.error, job.finished_at, job.claim_token = JobStatus.ERROR, error, utcnow(), ""
+    _finalize(session, job.submission, None)
+
+
+def _finalize(session: Session, sub: Submission | None, settings: Settings | None) -> None:
+    """Once every job of a submission is closed: its verdict, score and (ranked) secret-run flag."""
+    if sub is None:
+        return
+    session.expire(sub)  # jobs and runs were changed by UPDATEs and new rows in this transaction
+    if any(job.status in (JobStatus.QUEUED, JobStatus.RUNNING) for job in sub.jobs):
+        return
+    sub.finished_at = utcnow()
+    errors = [job.error for job in sub.jobs if job.status == JobStatus.ERROR]
+    public = next((run for run in sub.runs if not run.secret), None)
+    if errors or public is None:
+        sub.status, sub.passed, sub.error = SubmissionStatus.ERROR, None, errors[0] if errors else "no run recorded"
+        return
+    sub.status, sub.passed, sub.score_ms = SubmissionStatus.DONE, public.passed, public.score_ms
+    if sub.mode != "ranked" or not public.passed:
+        return
+    secret = next((run for run in sub.runs if run.secret), None)
+    tolerance = settings.secret_rel_tolerance if settings is not None else Settings().secret_rel_tolerance
+    sub.flagged, sub.flag_reason = secret_verdict(public, secret, tolerance)
+
+
+def secret_verdict(public: Run, secret: Run | None, tolerance: float) -> tuple[bool, str]:
+    """(flagged, reason): a ranked run is trusted only if the secret-seed run also passed and took about as long."""
+    if secret is None:
+        return True, "the secret run is missing"
+    if not secret.passed:
+        return True, f"the secret run failed: {secret.reason or 'wrong output'}"
+    if public.score_ms is None or secret.score_ms is None:
+        return True, "the public or the secret run has no score"
+    low, high = sorted((public.score_ms, secret.score_ms))
+    if low <= 0 or (high - low) / low > tolerance:
+        return True, (f"the secret run took {secret.score_ms:.4g} ms against {public.score_ms:.4g} ms public, "
+                      f"more than {tolerance:.0%} apart")
+    return False, ""

@@ -1,0 +1,92 @@
+"""Settings of one leaderboard deployment: database, GPU types, limits, timeouts, the admin token.
+
+Built by the CLI from its options (and SWIZZLELAB_* environment variables); passed to the app factory and workers.
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+
+from swizzlelab.errors import UserError
+
+DEFAULT_DATA_DIR = Path("swizzlelab-data")
+DEFAULT_GPU_TYPES = ("H100", "H200")
+MODES = ("test", "benchmark", "ranked", "profile")
+
+
+def default_db_url(data_dir: Path = DEFAULT_DATA_DIR) -> str:
+    """The embedded default: a SQLite file under the data folder."""
+    return f"sqlite:///{(data_dir / 'leaderboard.db').resolve()}"
+
+
+@dataclass(frozen=True)
+class Settings:
+    """Everything the server and workers need besides the code; immutable once built."""
+
+    db_url: str = field(default_factory=default_db_url)
+    data_dir: Path = DEFAULT_DATA_DIR
+    gpu_types: tuple[str, ...] = DEFAULT_GPU_TYPES
+    # Admin bearer token; None means only users created with is_admin can reach admin routes.
+    admin_token: str | None = None
+    max_code_bytes: int = 64 * 1024
+    max_profile_bytes: int = 32 * 1024 * 1024  # per .ncu-rep kept with a run; larger ones are dropped with a note
+    # Submissions a user may make per hour on all leaderboards (a rate_limits row written on a fresh database).
+    submissions_per_hour: int = 120
+    # API requests per token (or per client address without one) per minute, answered with 429 past it.
+    requests_per_minute: int = 600
+    heartbeat_interval_s: float = 2.0
+    heartbeat_timeout_s: float = 20.0
+    max_attempts: int = 3  # claims of one job before it is given up as a service error
+    poll_interval_s: float = 0.5
+    # Timing budget per benchmark case of a benchmark/ranked run (the evaluator stops earlier at 0.1% sem).
+    eval_budget_s: float = 3.0
+    # A secret run whose score differs from the public one by more than this fraction is flagged (the two runs
+    # time different inputs of the same sizes; H100 repeat timings of the built-in tasks vary by well under 5%).
+    secret_rel_tolerance: float = 0.15
+
+    def with_(self, **changes: object) -> Settings:
+        return replace(self, **changes)  # type: ignore[arg-type]
+
+    def validate(self) -> Settings:
+        if not self.gpu_types:
+            raise UserError("no GPU types configured; give at least one, e.g. --gpu-types H100,H200")
+        for name, value in (("max code size", self.max_code_bytes), ("submissions per hour", self.submissions_per_hour),
+                            ("requests per minute", self.requests_per_minute)):
+            if value <= 0:
+                raise UserError(f"{name} must be > 0, got {value}")
+        if self.eval_budget_s <= 0:
+            raise UserError(f"the evaluation budget must be > 0 s, got {self.eval_budget_s}")
+        if self.heartbeat_timeout_s <= 2 * self.heartbeat_interval_s:
+            raise UserError("the heartbeat timeout must exceed twice the heartbeat interval")
+        return self
+
+
+def parse_gpu_types(text: str) -> tuple[str, ...]:
+    """'H100,H200' -> ('H100', 'H200'); names are upper-cased, duplicates dropped."""
+    names: list[str] = []
+    for part in text.split(","):
+        name = part.strip().upper()
+        if name and name not in names:
+            if not name.replace("-", "").replace("_", "").isalnum():
+                raise UserError(f"GPU type {part.strip()!r} is not a plain name such as H100")
+            names.append(name)
+    if not names:
+        raise UserError(f"no GPU types in {text!r}; give names such as H100,H200")
+    return tuple(names)
+
+
+def settings_from_env(**overrides: object) -> Settings:
+    """Defaults, then SWIZZLELAB_ADMIN_TOKEN / SWIZZLELAB_GPU_TYPES / SWIZZLELAB_DATA_DIR, then `overrides`."""
+    values: dict[str, object] = {}
+    if os.environ.get("SWIZZLELAB_DATA_DIR"):
+        data_dir = Path(os.environ["SWIZZLELAB_DATA_DIR"])
+        values["data_dir"] = data_dir
+        values["db_url"] = default_db_url(data_dir)
+    if os.environ.get("SWIZZLELAB_ADMIN_TOKEN"):
+        values["admin_token"] = os.environ["SWIZZLELAB_ADMIN_TOKEN"]
+    if os.environ.get("SWIZZLELAB_GPU_TYPES"):
+        values["gpu_types"] = parse_gpu_types(os.environ["SWIZZLELAB_GPU_TYPES"])
+    values.update({k: v for k, v in overrides.items() if v is not None})
+    return Settings(**values).validate()  # type: ignore[arg-type]

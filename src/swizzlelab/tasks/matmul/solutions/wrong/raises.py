@@ -1,0 +1,3 @@
+# exploit: raises inside custom_kernel | gpu: rejected | cpu: rejected
+def custom_kernel(data):
+    raise RuntimeError("kernel crashed on purpose")

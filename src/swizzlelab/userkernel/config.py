@@ -1,0 +1,101 @@
+"""Choose the constexpr values (block sizes, ...) and launch options a user kernel runs with: from
+`--config NAME=VALUE,...`, else an autotune config (the first by default), else what the launch passes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from swizzlelab.errors import UserError
+from swizzlelab.userkernel.load import FoundKernel
+
+LAUNCH_OPTIONS = ("num_warps", "num_stages", "num_ctas", "maxnreg")
+
+
+@dataclass(frozen=True)
+class Choice:
+    """Values forced onto every launch of the kernel (constexprs and launch options) and where they came from."""
+
+    values: dict[str, Any]
+    source: str  # one line: "autotune config 1 of 5", "--config", "the launch's own arguments"
+    extra: dict[str, Any] = field(default_factory=dict)  # config kwargs that are not kernel parameters
+
+    def label(self) -> str:
+        shown = ",".join(f"{k}={v}" for k, v in self.values.items())
+        return shown or "(none)"
+
+    def describe(self) -> str:
+        return f"constexprs/launch options: {self.label()} ({self.source}; choose others with --config NAME=VALUE,...)"
+
+
+def parse_config_option(texts: list[str] | tuple[str, ...] | str | None) -> dict[str, Any]:
+    """`--config BLOCK_SIZE_M=128,GROUP_SIZE_M=8` (repeatable) -> {"BLOCK_SIZE_M": 128, ...}."""
+    if not texts:
+        return {}
+    items = [texts] if isinstance(texts, str) else list(texts)
+    out: dict[str, Any] = {}
+    for text in items:
+        for part in filter(None, (p.strip() for p in text.split(","))):
+            name, sep, raw = part.partition("=")
+            if not sep or not name.strip().isidentifier() or not raw.strip():
+                raise UserError(f"--config {part!r}: write NAME=VALUE, e.g. --config BLOCK_SIZE_M=128,num_warps=8")
+            out[name.strip()] = _value(raw.strip())
+    return out
+
+
+def _value(raw: str) -> Any:
+    for cast in (int, float):
+        try:
+            return cast(raw)
+        except ValueError:
+            pass
+    if raw in ("True", "False"):
+        return raw == "True"
+    return raw.strip("'\"")
+
+
+def choose(kernel: FoundKernel, overrides: dict[str, Any], autotune_index: int = 0) -> Choice:
+    """The values to force: an autotune config (index `autotune_index`) overlaid with `overrides`."""
+    known = set(kernel.params) | set(LAUNCH_OPTIONS)
+    extra_known = {k for c in kernel.autotune_configs for k in c.kwargs}
+    unknown = [k for k in overrides if k not in known and k not in extra_known]
+    if unknown:
+        constexprs = ", ".join(kernel.constexprs) or "none"
+        raise UserError(
+            f"--config {', '.join(unknown)}: kernel {kernel.name} has no such parameter; its constexprs are "
+            f"{constexprs} (plus {', '.join(LAUNCH_OPTIONS)})"
+        )
+    values: dict[str, Any] = {}
+    extra: dict[str, Any] = {}
+    if kernel.autotune_configs:
+        n = len(kernel.autotune_configs)
+        if not 0 <= autotune_index < n:
+            raise UserError(f"--autotune-config {autotune_index}: kernel {kernel.name} has {n} configs (0..{n - 1})")
+        config = kernel.autotune_configs[autotune_index]
+        for key, value in config.kwargs.items():
+            (values if key in kernel.params else extra)[key] = value
+        if config.num_warps is not None:
+            values["num_warps"] = config.num_warps
+        if config.num_stages is not None:
+            values["num_stages"] = config.num_stages
+        source = f"autotune config {autotune_index} of {n} ({config.label()})"
+        if overrides:
+            source += ", overridden by --config"
+    else:
+        source = "--config" if overrides else "the launch's own arguments and the signature's defaults"
+    values.update(overrides)
+    return Choice(values, source, extra)
+
+
+def apply(choice: Choice, kernel: FoundKernel, kwargs: dict[str, Any], interpreting: bool) -> dict[str, Any]:
+    """A launch's keyword arguments with the choice forced in; launch options are dropped under the
+    interpreter (it ignores them) and config-only keys (e.g. waves_per_eu) are passed on the GPU only."""
+    out = dict(kwargs)
+    for key, value in choice.values.items():
+        if key in LAUNCH_OPTIONS and interpreting:
+            continue
+        out[key] = value
+    if not interpreting:
+        out.update(choice.extra)
+    return out

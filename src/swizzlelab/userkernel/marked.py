@@ -1,0 +1,213 @@
+"""swizzlelab's own marked copies of a user kernel (the user's file stays as it is).
+
+Both copies carry `# swizzle: begin/end` around the site, written over a launch index `pid` with outputs
+`pid_m, pid_n` (or `pid`), so the swizzle language, its prover and its splicer work on them unchanged:
+* the *evaluation* copy reads `pid = tl.program_id(0)`: what formulas are evaluated and proven against;
+* the *kernel* copy reads `pid = swz_launch`, where a preamble before the site says what the launch index is
+  in this kernel: the program id (1-D launch), `program_id(0) + num_programs(0) * program_id(1)` (a 2-D launch,
+  axis 0 fastest as dispatched), or the persistent loop's variable (`for tile_id in range(...)`).
+Lines of the site that do not depend on the launch index (e.g. `num_pid_m = tl.cdiv(M, BLOCK_SIZE_M)`) are
+hoisted before it; builtin min/max on integers become tl.minimum/tl.maximum.
+"""
+
+from __future__ import annotations
+
+import ast
+import re
+import textwrap
+from dataclasses import dataclass
+from typing import Any
+
+from swizzlelab.errors import KernelSiteError
+from swizzlelab.userkernel.tiles import SiteSpan
+
+LAUNCH = "swz_launch"  # the launch index in the kernel copy
+N_AXIS0 = "swz_n0"  # programs along axis 0 of a 2-D launch
+
+
+@dataclass(frozen=True)
+class MarkedKernel:
+    """The evaluation copy (its site), the kernel copy's jit function, and what was rewritten."""
+
+    source: str  # evaluation copy, decorators dropped
+    site: SiteSpan  # the site in `source` (and in kernel_source: same lines)
+    kernel_source: str  # kernel copy
+    jit_fn: Any  # built from kernel_source
+    hoisted: tuple[str, ...]  # names computed before the site
+    launch_rank: int  # 1, or 2 for a 2-D launch grid
+    renamed: dict[str, str]  # the kernel's own output names -> pid_m/pid_n
+
+    def kernel_formula(self, formula: Any) -> Any:
+        """`formula` (over tl.program_id(0)) rewritten for the kernel copy (over swz_launch)."""
+        from swizzlelab.swizzle import parse_formula
+
+        tree = ast.parse(formula.normalized_source())
+        tree = _LaunchIndex().visit(tree)
+        return parse_formula(ast.unparse(ast.fix_missing_locations(tree)) + "\n", formula.outputs)
+
+
+class _Builtins(ast.NodeTransformer):
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if isinstance(node.func, ast.Name) and node.func.id in ("min", "max") and len(node.args) == 2 and not node.keywords:
+            attr = "minimum" if node.func.id == "min" else "maximum"
+            func = ast.Attribute(value=ast.Name(id="tl", ctx=ast.Load()), attr=attr, ctx=ast.Load())
+            return ast.copy_location(ast.Call(func=func, args=node.args, keywords=[]), node)
+        return node
+
+
+def _axis(node: ast.AST, attr: str) -> int | None:
+    """The axis of a tl.<attr>(axis) call, else None."""
+    if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == attr \
+            and isinstance(node.func.value, ast.Name) and node.func.value.id == "tl":
+        args = list(node.args) + [k.value for k in node.keywords if k.arg == "axis"]
+        if len(args) == 1 and isinstance(args[0], ast.Constant) and isinstance(args[0].value, int):
+            return int(args[0].value)
+    return None
+
+
+class _LaunchIndex(ast.NodeTransformer):
+    """tl.program_id(0) -> swz_launch (the kernel copy's launch index)."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        if _axis(node, "program_id") == 0:
+            return ast.copy_location(ast.Name(id=LAUNCH, ctx=ast.Load()), node)
+        if _axis(node, "num_programs") == 0:
+            return ast.copy_location(ast.Name(id="swz_num_launch", ctx=ast.Load()), node)
+        return node
+
+
+class _SiteToPid(ast.NodeTransformer):
+    """The site's own reads of the launch: program ids of a 2-D launch from `pid`, the loop variable as `pid`,
+    its outputs renamed to pid_m/pid_n."""
+
+    def __init__(self, rank: int, loop_var: str | None, renamed: dict[str, str]) -> None:
+        self.rank, self.loop_var, self.renamed = rank, loop_var, renamed
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        axis = _axis(node, "program_id")
+        if axis is None:
+            return node
+        pid = ast.Name(id="pid", ctx=ast.Load())
+        n0 = ast.Name(id=N_AXIS0, ctx=ast.Load())
+        if self.rank == 1 and axis == 0:
+            # a persistent site reads its loop variable, not the program id; a 1-D site keeps its own line
+            return node
+        if self.rank == 2 and axis in (0, 1):
+            op = ast.Mod() if axis == 0 else ast.FloorDiv()
+            return ast.copy_location(ast.BinOp(left=pid, op=op, right=n0), node)
+        raise KernelSiteError(f"the swizzle site reads tl.program_id({axis}): only 1-D and 2-D launch grids are handled")
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        if node.id == self.loop_var:
+            return ast.copy_location(ast.Name(id="pid", ctx=node.ctx), node)
+        if node.id in self.renamed:
+            return ast.copy_location(ast.Name(id=self.renamed[node.id], ctx=node.ctx), node)
+        return node
+
+
+def _reads(node: ast.AST) -> set[str]:
+    return {n.id for n in ast.walk(node) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+
+
+def _launch_rank(func: ast.FunctionDef) -> int:
+    axes = [a for n in ast.walk(func) for a in (_axis(n, "program_id"), _axis(n, "num_programs")) if a is not None]
+    return max(axes, default=0) + 1
+
+
+def _assigned_before(func: ast.FunctionDef, line: int) -> set[str]:
+    names = {a.arg for a in func.args.args}
+    for node in ast.walk(func):
+        if isinstance(node, (ast.Assign, ast.AugAssign, ast.AnnAssign)) and node.lineno < line:
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names |= {n.id for t in targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    return names
+
+
+def _loop_stop(func: ast.FunctionDef, loop_var: str) -> str:
+    for node in ast.walk(func):
+        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and node.target.id == loop_var \
+                and isinstance(node.iter, ast.Call) and node.iter.args:
+            args = node.iter.args
+            return ast.unparse(args[0] if len(args) == 1 else args[1])
+    raise KernelSiteError(f"no `for {loop_var} in range(...)` loop holds the swizzle site")
+
+
+def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any]) -> MarkedKernel:
+    """Build both copies of `source` (a dedented kernel function) around `site`."""
+    from swizzlelab.swizzle.emit import _compile_function
+
+    lines = source.splitlines()
+    func = next(n for n in ast.parse(source).body if isinstance(n, ast.FunctionDef))
+    rank = _launch_rank(func)
+    block = lines[site.start:site.stop]
+    indent = re.match(r"\s*", next((l for l in block if l.strip()), "")).group(0)  # type: ignore[union-attr]
+    try:
+        tree = ast.parse(textwrap.dedent("\n".join(block)))
+    except SyntaxError as err:
+        raise KernelSiteError(f"the swizzle site does not parse on its own: {err.msg}") from None
+    outputs = site.outputs
+    renamed: dict[str, str] = {}
+    if len(outputs) == 2 and outputs != ("pid_m", "pid_n"):
+        renamed = {outputs[0]: "pid_m", outputs[1]: "pid_n"}
+    elif len(outputs) == 1 and outputs != ("pid",):
+        renamed = {outputs[0]: "pid"}
+    # Hoist what does not depend on the launch index (and reads nothing the kept lines assign).
+    tainted: set[str] = {site.loop_var} if site.loop_var else set()
+    hoisted: list[ast.stmt] = []
+    kept: list[ast.stmt] = []
+    for stmt in tree.body:
+        targets = [t.id for t in getattr(stmt, "targets", []) if isinstance(t, ast.Name)]
+        kept_targets = {t.id for s in kept for t in getattr(s, "targets", []) if isinstance(t, ast.Name)}
+        text = ast.unparse(stmt)
+        launch_free = "program_id" not in text and "num_programs" not in text and not (_reads(stmt) & tainted)
+        if isinstance(stmt, ast.Assign) and len(targets) == 1 and targets[0] not in outputs and launch_free \
+                and not (_reads(stmt) & kept_targets):
+            hoisted.append(stmt)
+            continue
+        kept.append(stmt)
+        tainted.update(targets)
+    builtins = _Builtins()
+    pre = [indent + ast.unparse(ast.fix_missing_locations(builtins.visit(s))) for s in hoisted]
+    to_pid = _SiteToPid(rank, site.loop_var, renamed)
+    body_eval = [indent + "pid = tl.program_id(0)"] if (rank == 2 or site.loop_var) else []
+    body_eval += [indent + ast.unparse(ast.fix_missing_locations(to_pid.visit(builtins.visit(s)))) for s in kept]
+    body_eval = [_PID_LINE.sub(rf"\g<1>pid = tl.program_id(0)", line) for line in body_eval]
+    body_kernel = [re.sub(r"\btl\.program_id\(0\)", LAUNCH, line) for line in body_eval]
+    defined = _assigned_before(func, site.start + 1) | {a.id for s in hoisted for a in getattr(s, "targets", [])}
+    preamble: list[str] = []
+    if rank == 2:
+        preamble += [f"{N_AXIS0} = tl.num_programs(0)",
+                     f"{LAUNCH} = tl.program_id(0) + {N_AXIS0} * tl.program_id(1)",
+                     f"swz_num_launch = {N_AXIS0} * tl.num_programs(1)"]
+        if "num_pid_m" not in defined and "num_pid_n" not in defined and len(outputs) == 2:
+            preamble += ["num_pid_m = tl.num_programs(0)", "num_pid_n = tl.num_programs(1)"]
+    elif site.loop_var:
+        preamble += [f"{LAUNCH} = {site.loop_var}", f"swz_num_launch = {_loop_stop(func, site.loop_var)}"]
+    else:
+        preamble += [f"{LAUNCH} = tl.program_id(0)", "swz_num_launch = tl.num_programs(0)"]
+    preamble = [indent + line for line in preamble]
+    after = [f"{indent}{old} = {new}" for old, new in renamed.items()]
+
+    def build(body: list[str], with_preamble: bool) -> list[str]:
+        return (lines[:site.start] + pre + (preamble if with_preamble else [])
+                + [indent + "# swizzle: begin"] + body + [indent + "# swizzle: end"] + after + lines[site.stop:])
+
+    eval_lines = build(body_eval, with_preamble=rank == 2)  # evaluation copy: swz_n0 is defined before the site
+    kernel_lines = build(body_kernel, with_preamble=True)
+    def_index = next(i for i, line in enumerate(kernel_lines) if re.match(r"^def\s+\w+\s*\(", line))
+    eval_text = "\n".join(eval_lines[def_index:]) + "\n"
+    kernel_text = "\n".join(kernel_lines[def_index:]) + "\n"
+    start = site.start - def_index + len(pre) + (len(preamble) if rank == 2 else 0) + 1
+    eval_site = SiteSpan(start, start + len(body_eval), ("pid_m", "pid_n") if len(outputs) == 2 else ("pid",), None)
+    name = re.match(r"^def\s+(\w+)", kernel_lines[def_index]).group(1)  # type: ignore[union-attr]
+    import triton
+
+    fn = _compile_function(kernel_text, f"{name}", fn_globals)
+    hoisted_names = tuple(t.id for s in hoisted for t in getattr(s, "targets", []) if isinstance(t, ast.Name))
+    return MarkedKernel(eval_text, eval_site, kernel_text, triton.jit(fn), hoisted_names, rank, renamed)
+
+
+_PID_LINE = re.compile(r"^(\s*)pid = tl\.program_id\(axis=0\)\s*$")

@@ -1,0 +1,140 @@
+"""Answer the device queries kernel files make at import or launch (`driver.active`, device properties)
+when no GPU is present, so a file written for a GPU imports and runs under the CPU interpreter unchanged.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+from collections.abc import Iterator
+from dataclasses import dataclass
+from types import SimpleNamespace
+from typing import Any
+
+from swizzlelab.hw import HardwareModel
+
+# What `get_current_target()` reports for each vendor's target model: (backend, arch, warp size).
+_TARGETS = {"nvidia": ("cuda", 90, 32), "amd": ("hip", "gfx942", 64)}
+
+
+@dataclass(frozen=True)
+class ShimInfo:
+    """What the interpreter-mode shim told the kernel file it runs on."""
+
+    model: str
+    backend: str
+    arch: str
+    n_units: int
+
+    def describe(self) -> str:
+        return (f"no GPU here: the file's driver queries were answered as a {self.model} "
+                f"(backend {self.backend}, arch {self.arch}, {self.n_units} SMs/CUs) and it runs under the Triton interpreter")
+
+
+class _Utils:
+    def __init__(self, model: HardwareModel) -> None:
+        self._model = model
+
+    def get_device_properties(self, device: Any = 0) -> dict[str, Any]:
+        return {
+            "multiprocessor_count": self._model.n_units,
+            "max_shared_mem": 228 * 1024,
+            "max_num_regs": 65536,
+            "warpSize": _TARGETS[self._model.vendor][2],
+            "sm_clock_rate": 1_755_000,
+            "mem_clock_rate": 2_619_000,
+            "mem_bus_width": 5120,
+        }
+
+
+class InterpreterDriver:
+    """Stands in for `triton.runtime.driver.active` under the interpreter, describing the target model."""
+
+    def __init__(self, model: HardwareModel) -> None:
+        self.model = model
+        self.utils = _Utils(model)
+
+    def is_active(self) -> bool:
+        return True
+
+    def get_active_torch_device(self) -> Any:
+        import torch
+
+        return torch.device("cpu")
+
+    def get_current_target(self) -> Any:
+        from triton.backends.compiler import GPUTarget
+
+        backend, arch, warp = _TARGETS[self.model.vendor]
+        return GPUTarget(backend, arch, warp)
+
+    def get_current_device(self) -> int:
+        return 0
+
+    def set_current_device(self, device: int) -> None:
+        return None
+
+    def get_current_stream(self, device: Any = None) -> int:
+        return 0
+
+    def get_device_interface(self) -> Any:
+        import torch
+
+        return torch.cuda
+
+    def get_benchmarker(self) -> Any:
+        from triton.testing import do_bench
+
+        return do_bench
+
+    def get_empty_cache_for_benchmark(self) -> Any:
+        import torch
+
+        return torch.empty(1, dtype=torch.int8)
+
+    def clear_cache(self, cache: Any) -> None:
+        return None
+
+
+def _device_properties(model: HardwareModel) -> Any:
+    return SimpleNamespace(
+        name=f"{model.name} (described by swizzlelab; no GPU here)",
+        multi_processor_count=model.n_units,
+        total_memory=80 * 2**30,
+        L2_cache_size=int(model.l2_bytes_per_domain * model.n_domains),
+        major=9,  # sm_90 (H100/H200); gfx942 (MI300) reports 9.4 through torch's ROCm build
+        minor=0 if model.vendor == "nvidia" else 4,
+        warp_size=_TARGETS[model.vendor][2],
+    )
+
+
+def interpreting() -> bool:
+    return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+@contextlib.contextmanager
+def device_shim(model: HardwareModel) -> Iterator[ShimInfo | None]:
+    """Within this block, under the interpreter only, Triton's active driver and torch.cuda's device queries
+    describe `model`; both are restored after. Yields None (and changes nothing) when kernels run on a GPU."""
+    if not interpreting():
+        yield None
+        return
+    import torch
+    import triton
+
+    config = triton.runtime.driver
+    saved_active = config._active
+    saved_props = torch.cuda.get_device_properties
+    saved_capability = torch.cuda.get_device_capability
+    driver = InterpreterDriver(model)
+    config.set_active(driver)
+    props = _device_properties(model)
+    torch.cuda.get_device_properties = lambda device=None: props  # type: ignore[assignment]
+    torch.cuda.get_device_capability = lambda device=None: (props.major, props.minor)  # type: ignore[assignment]
+    backend, arch, _ = _TARGETS[model.vendor]
+    try:
+        yield ShimInfo(model.name, backend, str(arch), model.n_units)
+    finally:
+        config._active = saved_active
+        torch.cuda.get_device_properties = saved_props  # type: ignore[assignment]
+        torch.cuda.get_device_capability = saved_capability  # type: ignore[assignment]

@@ -1,0 +1,237 @@
+"""The isolated evaluator on the CPU: bad arguments, the sandbox, the exploit suite in test mode under the
+interpreter, the timed flow with CPU clocks (parent wall clock vs the child's figure), limits, and the CLI.
+
+Exploit files carry their expected verdicts in their first line: `# exploit: WHAT | gpu: V | cpu: V [| slow]`.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from swizzlelab.errors import NoGpuError, UserError
+from swizzlelab.harness.isolate import Limits, evaluate_isolated, secret_seed
+from swizzlelab.harness.isolate.limits import seccomp_program
+from swizzlelab.harness.isolate.runner import GAP_ABS_MS, _Tail, clock_verdict
+from swizzlelab.runtime import cuda_available
+
+ROOT = Path(__file__).resolve().parent.parent
+SOLUTIONS = ROOT / "src" / "swizzlelab" / "tasks" / "matmul" / "solutions"
+SMALL_TASK = ROOT / "tests" / "data" / "matmul_small"
+HEADER = re.compile(r"^# (exploit|honest): (?P<what>.+?) \| gpu: (?P<gpu>\w+) \| cpu: (?P<cpu>\w+)(?P<slow> \| slow)?$")
+CPU_LIMITS = Limits(compile_s=90, run_s=60, host_mem_bytes=3 << 30)
+# Run in every CI build (with the dedicated tests below, which cover the patched checker and the early exit
+# with a fake report): what issue 11 asks the CPU to reject, a sandbox proof and an honest kernel; the rest of
+# the suite runs under `-m slow` (each run is a fresh child importing torch: seconds each on a small box).
+FAST = {"sys_exit_import", "non_bijective_order", "env_secret_snoop", "triton_kernel"}
+
+pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox uses Linux facilities")
+
+
+def header(path: Path) -> dict[str, str]:
+    match = HEADER.match(path.read_text().splitlines()[0])
+    assert match, f"{path.name}: first line must be '# exploit: WHAT | gpu: V | cpu: V [| slow]'"
+    return match.groupdict()
+
+
+def suite() -> list:
+    params = []
+    for path in sorted(SOLUTIONS.glob("*/*.py")):
+        meta = header(path)
+        marks = []
+        if meta["cpu"] == "skip":
+            marks.append(pytest.mark.skip(reason="needs a GPU (runs in benchmarks/exploits_h100)"))
+        if meta["slow"] or path.stem not in FAST:
+            marks.append(pytest.mark.slow)
+        params.append(pytest.param(path, id=f"{path.parent.name}/{path.stem}", marks=marks))
+    return params
+
+
+def run(path: Path, mode: str = "test", task: str | Path = "matmul", **kwargs):
+    return evaluate_isolated(task, path.read_text(), mode, filename=path.name, limits=kwargs.pop("limits", CPU_LIMITS),
+                             **kwargs)
+
+
+# ---------------------------------------------------------------- the suite as data
+
+
+def test_suite_is_large_and_labelled():
+    wrong = sorted((SOLUTIONS / "wrong").glob("*.py"))
+    assert len(wrong) >= 20
+    for path in wrong + sorted((SOLUTIONS / "honest").glob("*.py")):
+        meta = header(path)
+        assert meta["gpu"] in ("rejected", "honest_time") and meta["cpu"] in ("rejected", "pass", "skip")
+    covered = " ".join(header(p)["what"] for p in wrong)
+    for word in ("side stream", "CUDA graph", "elapsed_time", "check", "reference", "harness", "exits", "raises",
+                 "never returns", "fork bomb", "host memory", "device memory", "per shape", "pointers", "id()",
+                 "hash", "every later call", "lazy", "input", "alias", "objects", "disk", "environment",
+                 "network", "L2", "NaN", "half of the rows", "not a bijection", "end mark", "start mark"):
+        assert word in covered, f"no exploit covers {word!r}"
+
+
+@pytest.mark.parametrize("path", suite())
+def test_exploit_suite_on_cpu(path, monkeypatch, tmp_path):
+    meta = header(path)
+    # Bait for the snooping exploits: a secret in the parent's environment and a canary file in /tmp.
+    monkeypatch.setenv("SWIZZLELAB_SECRET_SEED", "1234")
+    monkeypatch.setenv("LEADERBOARD_DATABASE_URL", "postgresql://user:password@localhost/db")
+    canary = Path("/tmp/swizzlelab-canary.txt")
+    canary.write_text("the reference output\n")
+    try:
+        result = run(path, limits=Limits(compile_s=90, run_s=20, host_mem_bytes=2 << 30))
+    finally:
+        canary.unlink(missing_ok=True)
+    assert "LEAKED" not in result.stdout_tail, result.stdout_tail[-500:]
+    if meta["cpu"] == "rejected":
+        assert not result.passed, f"{path.name} passed: {result.report_text}"
+        assert result.score_ms is None and result.reason
+        assert "Testing failed" in result.report_text and result.reason in result.report_text
+    else:
+        assert result.passed, f"{path.name}: {result.reason}\n{result.stderr_tail[-2000:]}"
+
+
+def test_early_exit_prints_a_fake_report_but_fails():
+    result = run(SOLUTIONS / "wrong" / "early_exit_fake_output.py")
+    assert not result.passed
+    assert "exited with code 0" in result.reason
+    assert "0.001 ms" in result.stdout_tail  # what it printed is kept, as its output, not as the verdict
+    assert result.report_text.startswith("> Testing failed")
+    assert result.report["success"] is False and result.report["isolated"] is True
+
+
+def test_patched_checker_fails_at_the_first_case():
+    result = run(SOLUTIONS / "wrong" / "patched_checker.py")
+    assert not result.passed and result.reason.startswith("test 0:")
+    assert result.verdicts[0]["passed"] is False and "differ" in result.verdicts[0]["reason"]
+
+
+def test_sandbox_is_reported():
+    result = run(SOLUTIONS / "honest" / "torch_matmul.py")
+    applied = " ".join(result.isolation["sandbox"]["applied"])
+    assert result.passed
+    assert "RLIMIT_CPU" in applied and "RLIMIT_FSIZE" in applied
+    assert "Isolation: sandboxed child" in result.report_text
+    assert result.report["tests"]["passed"] == result.report["tests"]["total"] == 4
+
+
+# ---------------------------------------------------------------- the timed flow with CPU clocks
+
+
+def test_timed_flow_scores_an_honest_kernel():
+    result = run(SOLUTIONS / "honest" / "torch_matmul.py", "ranked", SMALL_TASK, budget_s=0.2, cpu_timing=True)
+    assert result.passed, result.reason
+    assert result.score_ms is not None and result.score_ms > 0
+    bench = [v for v in result.verdicts if v["kind"] == "benchmark"]
+    assert bench and bench[0]["n"] >= 10 and bench[0]["clocks"]["n_checked"] >= 2
+    assert "Ranking score" in result.report_text
+
+
+@pytest.mark.parametrize("name", ["work_after_end_mark", pytest.param("patched_child_clock", marks=pytest.mark.slow),
+                                  pytest.param("work_before_start_mark", marks=pytest.mark.slow)])
+def test_timed_flow_refuses_work_outside_the_interval(name):
+    result = run(SOLUTIONS / "wrong" / f"{name}.py", "ranked", SMALL_TASK, budget_s=0.2, cpu_timing=True)
+    assert not result.passed and result.score_ms is None
+    assert "disagree" in result.reason
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["timing_detection", "cache_across_calls"])
+def test_timed_flow_checks_timed_outputs(name):
+    result = run(SOLUTIONS / "wrong" / f"{name}.py", "ranked", SMALL_TASK, budget_s=0.2, cpu_timing=True)
+    assert not result.passed and result.score_ms is None
+
+
+# ---------------------------------------------------------------- limits
+
+
+@pytest.mark.slow
+def test_hang_is_killed_at_the_run_limit():
+    result = run(SOLUTIONS / "wrong" / "hang.py", limits=Limits(compile_s=90, run_s=3))
+    assert not result.passed and "timed out" in result.reason
+
+
+@pytest.mark.slow
+def test_host_memory_limit():
+    result = run(SOLUTIONS / "wrong" / "huge_host_memory.py", limits=Limits(compile_s=90, run_s=60, host_mem_bytes=1 << 30))
+    assert not result.passed and ("memory" in result.reason.lower())
+
+
+def test_output_is_bounded():
+    code = "import sys\nsys.stdout.write('x' * 300000)\nsys.stdout.flush()\ndef custom_kernel(data):\n    return data['out'].zero_()\n"
+    result = evaluate_isolated("matmul", code, "test", limits=Limits(output_bytes=20000))
+    assert not result.passed
+    assert len(result.stdout_tail) < 12000 and "earlier bytes dropped" in result.stdout_tail
+
+
+# ---------------------------------------------------------------- arguments and helpers
+
+
+def test_bad_arguments_raise_user_errors():
+    with pytest.raises(UserError, match="unknown mode"):
+        evaluate_isolated("matmul", "", "fast")
+    with pytest.raises(UserError, match="unknown task"):
+        evaluate_isolated("no_such_task", "", "test")
+    with pytest.raises(UserError, match="plain name"):
+        evaluate_isolated("matmul", "", "test", filename="../x.py")
+    if not cuda_available():
+        with pytest.raises(NoGpuError):
+            evaluate_isolated("matmul", "", "ranked")
+
+
+def test_secret_seeds_depend_on_the_secret():
+    assert secret_seed(b"a", 11, "ranked") == secret_seed(b"a", 11, "ranked")
+    assert secret_seed(b"a", 11, "ranked") != secret_seed(b"b", 11, "ranked")
+    assert secret_seed(b"a", 11, "rep1") != secret_seed(b"a", 11, "rep2")
+    assert 0 <= secret_seed(b"a", 11, "x") < 2**31
+
+
+def test_seccomp_program_shape():
+    program = seccomp_program()
+    assert len(program) % 8 == 0 and len(program) // 8 < 64
+    assert len(seccomp_program(profiling=True)) < len(program)
+
+
+def test_clock_verdict_is_two_sided():
+    # Figures from an H100 run: empty calls 0.49 ms wall beyond their figure; an honest 0.23 ms kernel.
+    walls, figures = [0.72, 0.73, 0.71, 0.74], [0.229, 0.230, 0.228, 0.231]
+    assert clock_verdict(walls, figures, 0.49, on_gpu=True)[1] is None
+    hidden = [w + 0.25 for w in walls]  # a whole kernel done outside the interval
+    assert "more wall time" in clock_verdict(hidden, figures, 0.49, on_gpu=True)[1]
+    # A patched clock reporting 1 us and skipping flush, gate and synchronize (measured: 0.26 ms below).
+    forged = [0.23, 0.22, 0.24, 0.23]
+    assert "less wall time" in clock_verdict(forged, [0.001] * 4, 0.49, on_gpu=True)[1]
+    clocks, _ = clock_verdict(walls, figures, 0.49, on_gpu=True)
+    assert abs(clocks["gap_allowed_ms"] - (GAP_ABS_MS + 0.05 * 0.2295)) < 1e-9
+
+
+def test_tail_keeps_the_last_bytes():
+    tail = _Tail(10)
+    for chunk in (b"abcdef", b"ghijkl", b"mn"):
+        tail.add(chunk)
+    assert tail.text().endswith("efghijklmn") and "4 earlier bytes dropped" in tail.text()
+
+
+# ---------------------------------------------------------------- the command line
+
+
+def _cli(*args: str) -> subprocess.CompletedProcess:
+    env = {**os.environ, "PYTHONPATH": str(ROOT / "src")}
+    return subprocess.run([sys.executable, "-m", "swizzlelab.cli", *args], capture_output=True, text=True, env=env,
+                          timeout=300)
+
+
+def test_cli_eval_is_isolated_and_fails_an_exit_at_import():
+    done = _cli("eval", "matmul", str(SOLUTIONS / "wrong" / "sys_exit_import.py"))
+    assert done.returncode == 1
+    assert "Testing failed" in done.stdout and "SystemExit" in done.stdout and "Isolation: sandboxed child" in done.stdout
+
+
+def test_cli_trusted_exit_at_import_is_a_one_line_error():
+    done = _cli("eval", "matmul", str(SOLUTIONS / "wrong" / "sys_exit_import.py"), "--trusted")
+    assert done.returncode == 2
+    assert done.stderr.strip().count("\n") == 0 and "SystemExit" in done.stderr

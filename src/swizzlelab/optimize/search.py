@@ -228,6 +228,9 @@ class SearchProposer:
         starts, so screening ends at most one candidate's time after the budget."""
         started = time.perf_counter()
         todo = list({c.spec: c for c in cands if c.spec not in self.screened}.values())
+        # Every text is built here, before any worker starts: CPython 3.11's parser is not thread-safe, and the
+        # workers parse too (under the screen function's lock, which this thread does not hold).
+        items = self._texts(todo)
         width = max(self.workers, 1)
         results: dict[int, Screened] = {}
         running: dict[Future, int] = {}
@@ -239,8 +242,7 @@ class SearchProposer:
                     if self._spent_s + (time.perf_counter() - started) > self.screen_budget_s:
                         out_of_time = True
                         break
-                    item = self._texts([todo[next_index]])[0]
-                    running[pool.submit(self._evaluate, item)] = next_index
+                    running[pool.submit(self._evaluate, items[next_index])] = next_index
                     next_index += 1
                 if not running:
                     break

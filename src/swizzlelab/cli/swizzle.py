@@ -10,7 +10,6 @@ import time
 from pathlib import Path
 from typing import Optional
 
-import numpy as np
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TaskID, TextColumn, TimeRemainingColumn
@@ -18,6 +17,7 @@ from rich.table import Table
 
 from swizzlelab.cli import userkernel as uk_cli
 from swizzlelab.errors import UserError
+from swizzlelab.hw import domain_sharing
 
 
 def parse_grid(text: str) -> tuple[int, ...]:
@@ -44,37 +44,6 @@ def parse_assignments(items: list[str] | None, option: str) -> dict[str, int]:
         except ValueError:
             raise UserError(f"{option} {item!r}: {value!r} is not an integer") from None
     return values
-
-
-def domain_sharing(perm: np.ndarray, grid: tuple[int, ...], n_domains: int) -> list[dict[str, float]]:
-    """Per L2 domain under round-robin dispatch: tiles, distinct tile rows/columns, tiles per row/column."""
-    n_cols = grid[1] if len(grid) == 2 else 1
-    domain = np.arange(perm.size) % n_domains
-    rows, cols = perm // n_cols, perm % n_cols
-    table = []
-    for d in range(n_domains):
-        mine = domain == d
-        n_tiles = int(mine.sum())
-        if len(grid) == 1:
-            tiles = np.sort(perm[mine])
-            runs = int(np.count_nonzero(np.diff(tiles) != 1)) + 1 if tiles.size else 0
-            table.append({"domain": d, "tiles": n_tiles, "contiguous_runs": runs,
-                          "first_tile": int(tiles[0]) if tiles.size else -1,
-                          "last_tile": int(tiles[-1]) if tiles.size else -1})
-            continue
-        n_rows = int(np.unique(rows[mine]).size)
-        n_cols_d = int(np.unique(cols[mine]).size)
-        table.append(
-            {
-                "domain": d,
-                "tiles": n_tiles,
-                "distinct_rows": n_rows,
-                "distinct_cols": n_cols_d,
-                "tiles_per_row": n_tiles / max(n_rows, 1),
-                "tiles_per_col": n_tiles / max(n_cols_d, 1),
-            }
-        )
-    return table
 
 
 class _Progress:
@@ -185,7 +154,7 @@ def register(app: typer.Typer) -> None:
                 model = get_model(target)
                 record["target"] = model.name
                 if model.n_domains > 1 and result.perm is not None:
-                    sharing = domain_sharing(result.perm, tile_grid, model.n_domains)
+                    sharing = domain_sharing(result.perm, tile_grid, model)
                     record["domain_sharing"] = sharing
         if as_json:
             typer.echo(json.dumps(record, indent=2))

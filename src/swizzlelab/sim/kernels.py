@@ -6,25 +6,26 @@ Pure array code: the Python layer (swizzlelab.sim.simulate) validates inputs and
 from __future__ import annotations
 
 import numpy as np
-from llvmlite import ir
-from numba import njit, types
-from numba.core import cgutils
-from numba.extending import intrinsic
+from numba import njit
 
-# Indices into a domain's statistics vector (int64).
-ST_REQ_SECTORS = 0
-ST_HIT_SECTORS = 1
-ST_LINE_ACCESSES = 2
-ST_LINE_HITS = 3
-ST_DRAM_READ_SECTORS = 4
-ST_DRAM_WRITE_SECTORS = 5
-ST_EVICTIONS = 6
-ST_PROGRAMS = 7
-ST_LOOKUP_SECTORS = 8  # near lookups + lookups at a far home partition (what ncu's lts__t_sectors counts)
-ST_LINE_LOOKUPS = 9
-ST_FABRIC_SECTORS = 10  # sectors that crossed to a far partition
-ST_TCC_HITS = 11  # line requests that hit as AMD's TCC_HIT counts them (set-partitioned simulator only)
-N_STATS = 12
+from swizzlelab.sim.walk import (  # noqa: F401 - the statistics columns are part of this module's interface
+    N_STATS,
+    ST_DRAM_READ_SECTORS,
+    ST_DRAM_WRITE_SECTORS,
+    ST_EVICTIONS,
+    ST_FABRIC_SECTORS,
+    ST_HIT_SECTORS,
+    ST_LINE_ACCESSES,
+    ST_LINE_HITS,
+    ST_LINE_LOOKUPS,
+    ST_LOOKUP_SECTORS,
+    ST_PROGRAMS,
+    ST_REQ_SECTORS,
+    ST_TCC_HITS,
+    flush_sets,
+    walk_records,
+)
+
 
 _GOLDEN = np.uint64(0x9E3779B97F4A7C15)
 _MIX = np.uint64(0xBF58476D1CE4E5B9)
@@ -577,35 +578,12 @@ def footprint(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, 
 # The order in which programs' steps run does not depend on what the cache holds, so it is computed once per
 # domain (`schedule_domain`); then, with a set-associative L2 whose set index is a hash of the line alone, the
 # sets of one index across all partitions form a group that no access outside it touches (a far lookup goes to
-# the same set index at the home partition). Groups are independent LRU caches: `run_set_group` simulates the
-# accesses of the groups g with set_index % n_groups == group, in the schedule's order, on a shared set array
-# (each group writes only its own sets), so threads can run groups at once and the sums equal one serial run.
-# A set is `ways` int64 entries in MRU-to-LRU order, each line << 8 | dirty sectors << 4 | valid sectors; a
-# set's entries fill one or two host cache lines, so a lookup costs one memory access where the linked-list
-# LRU above costs four or five.
-
-ENTRY_SHIFT = 8
-PREFETCH_AHEAD = 8  # accesses: the set of access a + 8 is fetched into the host cache while a is simulated
-
-
-@intrinsic
-def _prefetch(typingctx, arr, idx):
-    """Ask the host CPU to bring arr[idx] into its cache (llvm.prefetch; no effect on results)."""
-    sig = types.void(arr, idx)
-
-    def codegen(context, builder, signature, args):
-        aryty, _ = signature.args
-        ary = context.make_array(aryty)(context, builder, args[0])
-        ptr = cgutils.get_item_pointer(context, builder, aryty, ary, [args[1]])
-        i8p = ir.IntType(8).as_pointer()
-        i32 = ir.IntType(32)
-        fnty = ir.FunctionType(ir.VoidType(), [i8p, i32, i32, i32])
-        fn = cgutils.get_or_insert_function(builder.module, fnty, "llvm.prefetch.p0")
-        builder.call(fn, [builder.bitcast(ptr, i8p), ir.Constant(i32, 0), ir.Constant(i32, 3), ir.Constant(i32, 1)])
-        return context.get_dummy_value()
-
-    return sig, codegen
-
+# the same set index at the home partition). Groups are independent LRU caches, so any split of the sets gives
+# the sums of one serial run. `run_share` walks a domain's access stream once for one range of sets, packs the
+# accesses of that range into records (sim.walk) and queues them per sub-range small enough for the host CPU's
+# L2; a full queue is run through its sets (`walk_records`) at once, so the sets stay in cache while it runs.
+# Within a domain, steps run in order of start time, so a domain's DRAM-bound reads in stream order are in time
+# order too (the memory-side cache behind the L2s merges the domains by time).
 
 @njit(cache=True, nogil=True)
 def schedule_domain(
@@ -693,24 +671,13 @@ def set_index_of(lines: np.ndarray, n_sets: np.int64, n_partitions: np.int64, pb
         out[a] = (st << pbits) | home
 
 
-@njit(cache=True, inline="always")
-def _set_find(sets: np.ndarray, base: np.int64, count: np.int64, line: np.int64) -> np.int64:
-    # Ways are kept most recent first, so reuse close in time is found after a few compares.
-    for i in range(count):
-        if (sets[base + i] >> ENTRY_SHIFT) == line:
-            return i
-    return -1
 
-
-@njit(cache=True, inline="always")
-def _set_to_front(sets: np.ndarray, base: np.int64, i: np.int64, entry: np.int64) -> None:
-    for j in range(i, 0, -1):
-        sets[base + j] = sets[base + j - 1]
-    sets[base] = entry
+_walk = njit(cache=True, nogil=True, inline="always")(walk_records)
+_flush = njit(cache=True, nogil=True)(flush_sets)
 
 
 @njit(cache=True, nogil=True)
-def run_set_group(
+def run_share(
     lines: np.ndarray,
     sector_mask: np.ndarray,
     is_write: np.ndarray,
@@ -719,169 +686,135 @@ def run_set_group(
     step_ptr: np.ndarray,
     sched_step: np.ndarray,
     sched_near: np.ndarray,
-    sched_time: np.ndarray,
     n_partitions: np.int64,
-    n_sets: np.int64,
     ways: np.int64,
-    sets: np.ndarray,
-    set_count: np.ndarray,
-    popcount: np.ndarray,
     set_lo: np.int64,
     set_hi: np.int64,
+    n_sub: np.int64,
+    queue_len: np.int64,
+    headroom: np.int64,
+    sets: np.ndarray,
     stats: np.ndarray,
-    miss_line: np.ndarray,
-    miss_mask: np.ndarray,
-    miss_time: np.ndarray,
-) -> np.int64:
-    """Simulate the sets set_lo..set_hi-1 (in every partition) of one domain; same model and counts as
-    `run_domain` with the same set count.
+    row: np.int64,
+    got_stream: np.ndarray,
+) -> None:
+    """Simulate sets set_lo..set_hi-1 (every partition) of one domain whose steps run in the order `sched_step`
+    (near partitions `sched_near`); counts go to stats[row]. Same model and counts as `run_domain` with the same
+    set count (sim.walk.walk_records).
 
-    `set_home[a]` = set index << pbits | home partition of access a (`set_index_of`). A set is `ways` int64
-    entries, most recently used first, each line << 8 | dirty sectors << 4 | valid sectors; `set_count` holds
-    the ways in use. `sets` (n_partitions * n_sets * ways) and `set_count` must start empty for these sets.
-    Hits are counted two ways: sectors as ncu's lts__t_sector_hit_rate counts them (a store hits), and line
-    requests as AMD's TCC_HIT counts them (ST_TCC_HITS: a store hits only if its line is present, a read only
-    if every requested sector is valid; a store to an absent line is a miss that allocates without a fetch).
-    When `miss_line` is non-empty, every DRAM-bound read (line, missing sectors, step start time) is written
-    there (for a memory-side cache behind the L2s). Returns the number of such reads (the buffer holds at most
-    its length: call again with a larger one when the return value exceeds it).
+    `set_home[a]` = set index << pbits | home partition of access a (`set_index_of`). `sets` (layout of
+    walk_records) must start EMPTY for these sets. The range is split into `n_sub` sub-ranges, each with a queue
+    of `queue_len` records; a queue with less than `headroom` (the longest step) free runs after the step. When
+    `got_stream` is non-empty (one byte per access of the domain's stream, in stream order), the sectors each
+    access of these sets read from DRAM are written there.
     """
-    req = 0
-    hit_sectors = 0
-    accesses = 0
-    line_hits = 0
-    dram_read = 0
-    evictions = 0
-    dram_write = 0
-    fabric = 0
-    lookups = 0
-    line_lookups = 0
-    tcc_hits = 0
-    n_miss = 0
-    cap_miss = miss_line.shape[0]
-    pmask = (np.int64(1) << pbits) - 1
+    span = set_hi - set_lo
+    sub_of = np.empty(max(span, 1), dtype=np.int64)
+    for i in range(span):
+        sub_of[i] = (i * n_sub) // span
+    queue_rec = np.empty(n_sub * queue_len, dtype=np.int64)
+    queue_set = np.empty(n_sub * queue_len, dtype=np.int32)
+    fill = np.zeros(n_sub, dtype=np.int64)
+    # Queues that came within `headroom` of full during the current step: they run before the next one.
+    pending = np.empty(n_sub, dtype=np.int64)
+    n_pending = 0
+    record = got_stream.shape[0] > 0
+    n_rec = n_sub * queue_len if record else 0
+    queue_pos = np.empty(n_rec, dtype=np.int64)
+    got = np.zeros(n_rec, dtype=np.uint8)
+    pos = 0
+    n_steps = sched_step.shape[0]
+    for k in range(n_steps + 1):
+        # k == n_steps: drain every queue that is not empty.
+        flush_all = k == n_steps
+        if not flush_all:
+            step = sched_step[k]
+            nbits = np.int64(sched_near[k]) << 5
+            a0 = step_ptr[step]
+            a1 = step_ptr[step + 1]
+            for a in range(a0, a1):
+                s = np.int64(set_home[a])
+                st = (s >> pbits) - set_lo
+                if st < 0 or st >= span:
+                    continue
+                g = sub_of[st]
+                q = g * queue_len + fill[g]
+                queue_rec[q] = (lines[a] << 8) | nbits | (np.int64(is_write[a]) << 4) | np.int64(sector_mask[a])
+                queue_set[q] = s
+                if record:
+                    queue_pos[q] = pos + a - a0
+                fill[g] += 1
+                if fill[g] == queue_len - headroom + 1:
+                    pending[n_pending] = g
+                    n_pending += 1
+            pos += a1 - a0
+        else:
+            n_pending = 0
+            for g in range(n_sub):
+                if fill[g] > 0:
+                    pending[n_pending] = g
+                    n_pending += 1
+        for i in range(n_pending):
+            g = pending[i]
+            f = fill[g]
+            lo = g * queue_len
+            _walk(queue_rec, queue_set, lo, lo + f, pbits, n_partitions, ways, sets, stats, row, got)
+            if record:
+                for r in range(lo, lo + f):
+                    got_stream[queue_pos[r]] = got[r]
+            fill[g] = 0
+        n_pending = 0
+    _flush(sets, set_lo, set_hi, n_partitions, ways, stats, row)
+
+
+@njit(cache=True, nogil=True)
+def stream_misses(lines: np.ndarray, step_ptr: np.ndarray, sched_step: np.ndarray, sched_time: np.ndarray,
+                  got_stream: np.ndarray, n_miss: np.int64):
+    """The DRAM-bound reads of one domain in stream order: (line, sector mask, start time of its step)."""
+    out_line = np.empty(n_miss, dtype=np.int64)
+    out_mask = np.empty(n_miss, dtype=np.uint8)
+    out_time = np.empty(n_miss, dtype=np.float64)
+    n = 0
+    pos = 0
     for k in range(sched_step.shape[0]):
         step = sched_step[k]
-        near = np.int64(sched_near[k])
-        a_end = step_ptr[step + 1]
-        for a in range(step_ptr[step], a_end):
-            # The sets are far larger than the host's L2: fetch the set of a later access ahead of time.
-            ahead = a + PREFETCH_AHEAD
-            if ahead < a_end:
-                sh2 = np.int64(set_home[ahead])
-                st2 = sh2 >> pbits
-                if st2 >= set_lo and st2 < set_hi:  # only sets this call owns: others are another thread's
-                    part2 = (sh2 & pmask) if is_write[ahead] else near
-                    _prefetch(sets, (part2 * n_sets + st2) * ways)
-            sh = np.int64(set_home[a])
-            st_in = sh >> pbits
-            if st_in < set_lo or st_in >= set_hi:
-                continue
-            home = sh & pmask
-            line = lines[a]
-            m = np.int64(sector_mask[a])
-            w = is_write[a]
-            pm = popcount[m]
-            req += pm
-            lookups += pm
-            accesses += 1
-            line_lookups += 1
-            if w and home != near:
-                # A far store passes the near partition (counted as a hit; updates a near copy, no allocation).
-                lookups += pm
-                hit_sectors += pm
-                fabric += pm
-                line_lookups += 1
-                nidx = near * n_sets + st_in
-                i = _set_find(sets, nidx * ways, set_count[nidx], line)
-                if i >= 0:
-                    line_hits += 1
-                    sets[nidx * ways + i] |= m
-            first = home if w else near
-            sidx = first * n_sets + st_in
-            base = sidx * ways
-            cnt = set_count[sidx]
-            i = _set_find(sets, base, cnt, line)
-            if i >= 0:
-                line_hits += 1
-                e = sets[base + i]
-                v = e & 15
-                hit_sectors += pm if w else popcount[m & v]
-                missing = m & ~v
-                if w or missing == 0:
-                    tcc_hits += 1
-                e = e | m
-                if w:
-                    e = e | (m << 4)
-                _set_to_front(sets, base, i, e)
-            else:
-                if cnt == ways:
-                    dram_write += popcount[(sets[base + ways - 1] >> 4) & 15]
-                    evictions += 1
-                    i = ways - 1
-                else:
-                    i = cnt
-                    set_count[sidx] = cnt + 1
-                missing = m
-                e = (line << ENTRY_SHIFT) | m
-                if w:
-                    hit_sectors += pm
-                    e = e | (m << 4)
-                _set_to_front(sets, base, i, e)
-            if missing != 0 and not w:
-                if first == home:
-                    dram_read += popcount[missing]
-                    if n_miss < cap_miss:
-                        miss_line[n_miss] = line
-                        miss_mask[n_miss] = missing
-                        miss_time[n_miss] = sched_time[k]
-                    n_miss += 1
-                else:
-                    fabric += popcount[missing]
-                    lookups += popcount[missing]
-                    line_lookups += 1
-                    hidx = home * n_sets + st_in
-                    hb = hidx * ways
-                    hcnt = set_count[hidx]
-                    j = _set_find(sets, hb, hcnt, line)
-                    if j >= 0:
-                        line_hits += 1
-                        he = sets[hb + j]
-                    else:
-                        if hcnt == ways:
-                            dram_write += popcount[(sets[hb + ways - 1] >> 4) & 15]
-                            evictions += 1
-                            j = ways - 1
-                        else:
-                            j = hcnt
-                            set_count[hidx] = hcnt + 1
-                        he = line << ENTRY_SHIFT
-                    hv = he & 15
-                    hit_sectors += popcount[missing & hv]
-                    got = missing & ~hv
-                    dram_read += popcount[got]
-                    if got != 0:
-                        if n_miss < cap_miss:
-                            miss_line[n_miss] = line
-                            miss_mask[n_miss] = got
-                            miss_time[n_miss] = sched_time[k]
-                        n_miss += 1
-                    _set_to_front(sets, hb, j, he | missing)
-    # Write back what is still dirty at the end of the kernel.
-    for p in range(n_partitions):
-        for st in range(set_lo, set_hi):
-            sidx = p * n_sets + st
-            for i in range(set_count[sidx]):
-                dram_write += popcount[(sets[sidx * ways + i] >> 4) & 15]
-    stats[ST_REQ_SECTORS] += req
-    stats[ST_HIT_SECTORS] += hit_sectors
-    stats[ST_LINE_ACCESSES] += accesses
-    stats[ST_LINE_HITS] += line_hits
-    stats[ST_DRAM_READ_SECTORS] += dram_read
-    stats[ST_DRAM_WRITE_SECTORS] += dram_write
-    stats[ST_EVICTIONS] += evictions
-    stats[ST_LOOKUP_SECTORS] += lookups
-    stats[ST_LINE_LOOKUPS] += line_lookups
-    stats[ST_FABRIC_SECTORS] += fabric
-    stats[ST_TCC_HITS] += tcc_hits
-    return n_miss
+        a0 = step_ptr[step]
+        for a in range(a0, step_ptr[step + 1]):
+            g = got_stream[pos]
+            pos += 1
+            if g != 0:
+                out_line[n] = lines[a]
+                out_mask[n] = g
+                out_time[n] = sched_time[k]
+                n += 1
+    return out_line, out_mask, out_time
+
+
+@njit(cache=True, nogil=True)
+def merge_by_time(times: np.ndarray, starts: np.ndarray) -> np.ndarray:
+    """The order that sorts runs times[starts[i]:starts[i+1]] (each non-decreasing) into one by time, ties in
+    run order: what a stable sort of the concatenation gives, in one pass."""
+    n_runs = starts.shape[0] - 1
+    head = starts[:-1].copy()
+    out = np.empty(starts[-1] - starts[0], dtype=np.int64)
+    n = 0
+    while n < out.shape[0]:
+        best = -1
+        for i in range(n_runs):
+            if head[i] < starts[i + 1] and (best < 0 or times[head[i]] < times[head[best]]):
+                best = i
+        # Take from the earliest run up to the next run's head time (its equal times too if it comes first).
+        limit = np.inf
+        after = False
+        for i in range(n_runs):
+            if i != best and head[i] < starts[i + 1] and times[head[i]] < limit:
+                limit = times[head[i]]
+                after = i > best
+        h = head[best]
+        end = starts[best + 1]
+        while h < end and (times[h] < limit or (after and times[h] == limit)):
+            out[n] = h
+            n += 1
+            h += 1
+        head[best] = h
+    return out

@@ -17,7 +17,7 @@ import numpy as np
 from swizzlelab.errors import UserError
 from swizzlelab.fmt import fmt_bytes
 from swizzlelab.hw import HardwareModel, domain_programs, get_model
-from swizzlelab.sim import kernels
+from swizzlelab.sim import kernels, walk
 
 MAX_OCCUPANCY = 64
 
@@ -255,11 +255,6 @@ def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers
     return out
 
 
-def _empty_sets(n_ways: int, n_sets: int) -> tuple[np.ndarray, np.ndarray]:
-    """Entries of n_ways ways and the ways in use of n_sets sets, all empty."""
-    return np.zeros(n_ways, dtype=np.int64), np.zeros(n_sets, dtype=np.int64)
-
-
 def _run_list_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, capacity,
                      n_sets, popcount, cv, seed, n_workers) -> list[np.ndarray]:
     """Linked-list LRU engine (any associativity, fully associative included); domains on threads."""
@@ -305,56 +300,81 @@ class LlcStats:
         return self.hit_sectors / self.read_sectors if self.read_sectors else 0.0
 
 
+# Sets whose entries fill about this many bytes run together from one queue: with the queue itself they stay in
+# a host core's L2 cache while it runs (measured on matmul 8192 with one thread: see benchmarks/sim_speed).
+SUB_RANGE_BYTES = 256 * 1024
+QUEUE_RECORDS = 16384
+
+
+def _max_step(step_ptr: np.ndarray) -> int:
+    return int(np.diff(step_ptr).max()) if step_ptr.size > 1 else 0
+
+
+def _share_layout(n_partitions: int, ways: int, lo: int, hi: int, max_step: int) -> tuple[int, int]:
+    """(sub-ranges, records per queue) for sets lo..hi-1: sub-ranges that fit the host's L2, queues that hold at
+    least one step beyond what triggers a run."""
+    n_sub = max(1, min(hi - lo, -(-(hi - lo) * n_partitions * ways * 8 // SUB_RANGE_BYTES)))
+    return n_sub, max(QUEUE_RECORDS, 2 * max_step)
+
+
+def _run_share(job, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, ways, max_step, stats, got_stream):
+    d, (steps, near, _), lo, hi, sets, row = job
+    n_sub, queue_len = _share_layout(n_partitions, ways, lo, hi, max_step)
+    kernels.run_share(lines, masks, writes, set_home, np.int64(pbits), step_ptr, steps, near, np.int64(n_partitions),
+                      np.int64(ways), np.int64(lo), np.int64(hi), np.int64(n_sub), np.int64(queue_len),
+                      np.int64(max_step), sets, stats, np.int64(row), got_stream)
+
+
+def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed):
+    """{domain: (steps, near partitions, start times)}: the order in which each domain runs its programs' steps."""
+    return {d: kernels.schedule_domain(step_ptr, tile_step_ptr, np.ascontiguousarray(programs), np.int64(n_slots),
+                                       np.int64(n_partitions), np.float64(cv), np.uint64(domain_seed_of(seed, d)))
+            for d, programs in work if programs.size}
+
+
+def _stream_length(step_ptr: np.ndarray, steps: np.ndarray) -> int:
+    return int((step_ptr[steps + 1] - step_ptr[steps]).sum())
+
+
 def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
                      ways, popcount, cv, seed, n_workers, set_fraction=1.0) -> tuple[list[np.ndarray], LlcStats | None]:
     """Set-partitioned engine: per domain one schedule, then ranges of sets on threads (same sums as serial)."""
     set_home = set_index_array(lines, n_sets, n_partitions, n_workers)
     pbits = partition_bits(n_partitions)
     record = model.llc_bytes > 0
+    max_step = _max_step(step_ptr)
+    n_simulated = n_sets if set_fraction >= 1.0 else max(1, int(round(n_sets * set_fraction)))
+    schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed)
+    # Each share walks its domain's whole access stream once, keeping its own sets' accesses: as many shares
+    # as threads over all domains, not more.
+    per_domain = max(1, min(n_simulated, -(-n_workers // max(len(schedules), 1))))
     jobs = []
-    for d, programs in work:
-        if programs.size == 0:
-            continue
-        sched = kernels.schedule_domain(step_ptr, tile_step_ptr, np.ascontiguousarray(programs), np.int64(n_slots),
-                                        np.int64(n_partitions), np.float64(cv), np.uint64(domain_seed_of(seed, d)))
-        n_simulated = n_sets if set_fraction >= 1.0 else max(1, int(round(n_sets * set_fraction)))
-        n_groups = max(1, min(n_workers, n_simulated))
-        bounds = np.linspace(0, n_simulated, n_groups + 1).astype(np.int64)
-        jobs += [(d, sched, int(bounds[g]), int(bounds[g + 1])) for g in range(n_groups)]
-    # Jobs of one domain share its set arrays (each writes only its own range of sets).
-    arrays = {d: _empty_sets(n_partitions * n_sets * ways, n_partitions * n_sets) for d, _, _, _ in jobs}
-    no_record = (np.empty(0, np.int64), np.empty(0, np.uint8), np.empty(0, np.float64))
+    got = {}
+    for d, sched in schedules.items():
+        # Shares of one domain use one set array and one miss stream (each writes only its own sets' entries).
+        arrays = np.full(n_sets * n_partitions * ways, walk.EMPTY, dtype=np.int64)
+        got[d] = np.zeros(_stream_length(step_ptr, sched[0]) if record else 0, dtype=np.uint8)
+        bounds = np.linspace(0, n_simulated, per_domain + 1).astype(np.int64)
+        jobs += [(d, sched, int(bounds[g]), int(bounds[g + 1]), arrays, len(jobs) + g) for g in range(per_domain)]
+    stats = np.zeros((len(jobs), kernels.N_STATS), dtype=np.int64)
 
     def run_job(job):
-        d, (steps, near, start), lo, hi = job
-        stats = np.zeros(kernels.N_STATS, dtype=np.int64)
-        cap = max(1 << 16, int(step_ptr.size) // 4) if record else 0
-        while True:
-            if record:
-                buf = (np.empty(cap, np.int64), np.empty(cap, np.uint8), np.empty(cap, np.float64))
-                sets = _empty_sets(n_partitions * n_sets * ways, n_partitions * n_sets)  # own arrays: a retry starts clean
-            else:
-                buf, sets = no_record, arrays[d]
-            n_miss = kernels.run_set_group(lines, masks, writes, set_home, np.int64(pbits), step_ptr, steps, near,
-                                           start, np.int64(n_partitions), np.int64(n_sets), np.int64(ways), *sets,
-                                           popcount, np.int64(lo), np.int64(hi), stats, *buf)
-            if not record or n_miss <= cap:
-                return d, stats, tuple(b[:n_miss] for b in buf) if record else None
-            cap = int(n_miss)
-            stats[:] = 0
+        _run_share(job, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, ways, max_step, stats,
+                   got[job[0]])
 
     if n_workers > 1 and len(jobs) > 1:
         with ThreadPoolExecutor(max_workers=n_workers) as pool:
-            done = list(pool.map(run_job, jobs))
+            list(pool.map(run_job, jobs))
     else:
-        done = [run_job(job) for job in jobs]
+        for job in jobs:
+            run_job(job)
     by_domain = {d: np.zeros(kernels.N_STATS, dtype=np.int64) for d, _ in work}
-    for d, stats, _ in done:
-        by_domain[d] += stats
-    llc = _run_llc(model, [m for _, _, m in done if m is not None], popcount) if record else None
+    for job in jobs:
+        by_domain[job[0]] += stats[job[5]]
+    llc = _run_llc(model, lines, step_ptr, schedules, got) if record else None
     if set_fraction < 1.0:
         # A sample of the sets: scale every count to the whole cache.
-        scale = n_sets / max(1, int(round(n_sets * set_fraction)))
+        scale = n_sets / n_simulated
         for d in by_domain:
             by_domain[d] = np.rint(by_domain[d] * scale).astype(np.int64)
         if llc is not None:
@@ -362,28 +382,30 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     return [by_domain[d] for d, _ in work], llc
 
 
-def _run_llc(model, misses, popcount) -> LlcStats:
-    """Replay the L2s' read misses, merged in simulated time, through one shared set-associative LRU."""
+def _run_llc(model, lines, step_ptr, schedules, got) -> LlcStats:
+    """Replay the L2s' read misses, merged in simulated time (ties: domain order, then stream order), through
+    one shared set-associative LRU."""
+    misses = [kernels.stream_misses(lines, step_ptr, sched[0], sched[2], got[d], np.int64(np.count_nonzero(got[d])))
+              for d, sched in schedules.items()]
     if not misses:
         return LlcStats(0, 0)
-    line = np.concatenate([m[0] for m in misses])
-    mask = np.concatenate([m[1] for m in misses])
-    when = np.concatenate([m[2] for m in misses])
-    order = np.argsort(when, kind="stable")
-    line, mask = np.ascontiguousarray(line[order]), np.ascontiguousarray(mask[order])
+    starts = np.zeros(len(misses) + 1, dtype=np.int64)
+    np.cumsum([m[0].size for m in misses], out=starts[1:])
+    order = kernels.merge_by_time(np.concatenate([m[2] for m in misses]), starts)
+    line = np.concatenate([m[0] for m in misses])[order]
+    mask = np.concatenate([m[1] for m in misses])[order]
     n = line.size
     capacity = max(model.llc_bytes // model.line_bytes, 1)
     ways = min(LLC_WAYS, capacity)
     n_sets = capacity // ways
     set_home = np.empty(n, dtype=np.int32)
     kernels.set_index_of(line, np.int64(n_sets), np.int64(1), np.int64(0), set_home, np.int64(0), np.int64(n))
-    stats = np.zeros(kernels.N_STATS, dtype=np.int64)
-    kernels.run_set_group(line, mask, np.zeros(n, dtype=np.bool_), set_home, np.int64(0),
-                          np.arange(n + 1, dtype=np.int64), np.arange(n, dtype=np.int64), np.zeros(n, np.int8),
-                          np.zeros(n, np.float64), np.int64(1), np.int64(n_sets), np.int64(ways),
-                          *_empty_sets(n_sets * ways, n_sets), popcount, np.int64(0), np.int64(n_sets), stats,
-                          np.empty(0, np.int64), np.empty(0, np.uint8), np.empty(0, np.float64))
-    return LlcStats(read_sectors=int(stats[kernels.ST_REQ_SECTORS]), hit_sectors=int(stats[kernels.ST_HIT_SECTORS]))
+    stats = np.zeros((1, kernels.N_STATS), dtype=np.int64)
+    job = (0, (np.arange(n, dtype=np.int64), np.zeros(n, np.int8), None), 0, n_sets,
+           np.full(n_sets * ways, walk.EMPTY, dtype=np.int64), 0)
+    _run_share(job, line, mask, np.zeros(n, dtype=np.bool_), set_home, 0, np.arange(n + 1, dtype=np.int64), 1, ways,
+               1, stats, np.zeros(0, np.uint8))
+    return LlcStats(read_sectors=int(stats[0, kernels.ST_REQ_SECTORS]), hit_sectors=int(stats[0, kernels.ST_HIT_SECTORS]))
 
 
 def simulate(

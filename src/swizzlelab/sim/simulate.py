@@ -17,9 +17,10 @@ import numpy as np
 from swizzlelab.errors import UserError
 from swizzlelab.fmt import fmt_bytes
 from swizzlelab.hw import HardwareModel, domain_programs, get_model
-from swizzlelab.sim import kernels, walk
+from swizzlelab.sim import gpu, kernels, walk
 
 MAX_OCCUPANCY = 64
+ENGINES = ("auto", "sets", "list", "gpu")
 
 # Spread of a program step's duration (coefficient of variation; mean step time 1): the one fitted parameter
 # of the simulator's progress model. Real programs drift apart (memory latency jitter, SM contention): a wave
@@ -337,14 +338,22 @@ def _stream_length(step_ptr: np.ndarray, steps: np.ndarray) -> int:
 
 
 def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
-                     ways, popcount, cv, seed, n_workers, set_fraction=1.0) -> tuple[list[np.ndarray], LlcStats | None]:
-    """Set-partitioned engine: per domain one schedule, then ranges of sets on threads (same sums as serial)."""
+                     ways, popcount, cv, seed, n_workers, set_fraction=1.0,
+                     use_gpu=False) -> tuple[list[np.ndarray], LlcStats | None]:
+    """Set-partitioned engine: per domain one schedule, then ranges of sets on threads (same sums as serial), or
+    every set index on its own GPU thread (`use_gpu`; the memory-side cache replay stays on the CPU)."""
     set_home = set_index_array(lines, n_sets, n_partitions, n_workers)
     pbits = partition_bits(n_partitions)
     record = model.llc_bytes > 0
     max_step = _max_step(step_ptr)
     n_simulated = n_sets if set_fraction >= 1.0 else max(1, int(round(n_sets * set_fraction)))
     schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed)
+    if use_gpu:
+        gpu_stats, got = gpu.run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_partitions,
+                                          n_sets, n_simulated, ways, record)
+        by_domain = {d: gpu_stats.get(d, np.zeros(kernels.N_STATS, dtype=np.int64)) for d, _ in work}
+        return _scaled(by_domain, work, _run_llc(model, lines, step_ptr, schedules, got) if record else None,
+                       n_sets, n_simulated)
     # Each share walks its domain's whole access stream once, keeping its own sets' accesses: as many shares
     # as threads over all domains, not more.
     per_domain = max(1, min(n_simulated, -(-n_workers // max(len(schedules), 1))))
@@ -371,8 +380,12 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     by_domain = {d: np.zeros(kernels.N_STATS, dtype=np.int64) for d, _ in work}
     for job in jobs:
         by_domain[job[0]] += stats[job[5]]
-    llc = _run_llc(model, lines, step_ptr, schedules, got) if record else None
-    if set_fraction < 1.0:
+    return _scaled(by_domain, work, _run_llc(model, lines, step_ptr, schedules, got) if record else None, n_sets,
+                   n_simulated)
+
+
+def _scaled(by_domain, work, llc, n_sets, n_simulated) -> tuple[list[np.ndarray], LlcStats | None]:
+    if n_simulated < n_sets:
         # A sample of the sets: scale every count to the whole cache.
         scale = n_sets / n_simulated
         for d in by_domain:
@@ -433,7 +446,8 @@ def simulate(
     `workers` threads simulate the L2 domains of multi-domain GPUs (default: the CPUs this process may use);
     the result does not depend on it. `engine` "auto" runs set-associative caches on the set-partitioned
     engine (sets split over threads) and a fully associative one on the linked-list engine; "list" forces the
-    linked-list engine (identical results, slower: kept to check the fast one). `set_fraction` < 1 simulates
+    linked-list engine (identical results, slower: kept to check the fast one); "gpu" runs the set-partitioned
+    model on a CUDA GPU (numba.cuda + CuPy, one thread per set index; identical results). `set_fraction` < 1 simulates
     only that share of the L2 sets (the first ones; the set index is a hash, so they are a uniform sample of the
     lines) and scales the counts up: an estimate for screening many orders quickly (1.0 = exact).
     """
@@ -457,8 +471,8 @@ def simulate(
         assoc = min(model.l2_ways, capacity)
     if not isinstance(set_fraction, (int, float)) or not 0.0 < float(set_fraction) <= 1.0:
         raise UserError(f"set_fraction must be a number in (0, 1], got {set_fraction!r}")
-    if engine not in ("auto", "list", "sets"):
-        raise UserError(f"engine must be auto, list or sets, got {engine!r}")
+    if engine not in ENGINES:
+        raise UserError(f"engine must be one of {', '.join(ENGINES)}, got {engine!r}")
     if assoc is None:
         n_sets = 1
     else:
@@ -479,14 +493,18 @@ def simulate(
     started = time.perf_counter()
     work = [(d, programs) for d, programs in enumerate(domain_programs(order, model))]
     n_workers = default_workers() if workers is None else max(int(workers), 1)
-    use_sets = engine == "sets" or (engine == "auto" and assoc is not None) or set_fraction < 1.0
+    use_sets = engine in ("sets", "gpu") or (engine == "auto" and assoc is not None) or set_fraction < 1.0
+    if engine == "gpu" and assoc is None:
+        raise UserError("engine 'gpu' needs a set-associative L2 (give assoc)")
+    if n_partitions > walk.MAX_PARTITIONS:
+        raise UserError(f"the simulator handles at most {walk.MAX_PARTITIONS} L2 partitions, got {n_partitions}")
     llc = None
     if use_sets:
         if assoc is None and set_fraction < 1.0:
             raise UserError("set_fraction < 1 needs a set-associative L2 (give assoc)")
         all_stats, llc = _run_sets_engine(
             model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
-            capacity // n_sets, popcount, float(cv), seed, n_workers, float(set_fraction))
+            capacity // n_sets, popcount, float(cv), seed, n_workers, float(set_fraction), use_gpu=engine == "gpu")
     else:
         all_stats = _run_list_engine(
             model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, capacity, n_sets,

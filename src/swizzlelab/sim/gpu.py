@@ -1,0 +1,156 @@
+"""GPU backend of the set-partitioned L2 simulator: one CUDA thread per L2 set index walks that set's accesses.
+
+numba.cuda runs sim.walk's walk on the device and CuPy sorts the access stream by set; both load only when used.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import weakref
+from typing import Any
+
+import numpy as np
+
+from swizzlelab.errors import UserError
+from swizzlelab.sim import walk
+
+THREADS_PER_BLOCK = 64
+# Device bytes per access of one domain's stream: records, set words, sort keys, the sort's order and its
+# scratch, the sorted copies, the miss bytes.
+BYTES_PER_ACCESS = 8 + 4 + 4 + 8 + 16 + 8 + 4 + 4 + 2
+
+_LOCK = threading.Lock()  # one simulation on the device at a time (kernels, sort scratch, trace cache)
+_TRACE_CACHE: dict[tuple[int, int, int], tuple[Any, tuple[Any, ...]]] = {}
+
+
+def simulated() -> bool:
+    """True under numba's CUDA simulator (NUMBA_ENABLE_CUDASIM=1): kernels run on the CPU, arrays are NumPy's."""
+    return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
+
+
+def unavailable_reason() -> str | None:
+    """Why the GPU backend cannot run here (None: it can)."""
+    try:
+        from numba import cuda
+    except Exception as err:  # noqa: BLE001 - any import failure means no backend
+        return f"numba.cuda does not import ({err})"
+    if simulated():
+        return None
+    try:
+        if not cuda.is_available():
+            return "no CUDA GPU visible to numba.cuda"
+    except Exception as err:  # noqa: BLE001
+        return f"numba.cuda cannot reach a GPU ({err})"
+    try:
+        import cupy  # noqa: F401
+    except Exception as err:  # noqa: BLE001
+        return f"CuPy does not import ({err})"
+    return None
+
+
+def _xp():
+    if simulated():
+        return np
+    import cupy
+
+    return cupy
+
+
+def _stable_argsort(xp, key):
+    # CuPy's argsort is always stable (and takes no `kind`); NumPy's needs asking.
+    return xp.argsort(key) if xp is not np else np.argsort(key, kind="stable")
+
+
+def _kernels():
+    # numba.cuda loads here, when the GPU engine first runs: CPU-only commands never pay its start-up.
+    from swizzlelab.sim import gpu_kernels
+
+    return gpu_kernels
+
+
+def _blocks(n: int) -> int:
+    return max(1, -(-n // THREADS_PER_BLOCK))
+
+
+def _device_trace(xp, lines, masks, writes, set_home, step_ptr) -> tuple[Any, ...]:
+    """The trace's arrays on the device, kept while the trace lives (a search simulates many orders of one)."""
+    key = (id(lines), int(lines.size), id(set_home))
+    hit = _TRACE_CACHE.get(key)
+    if hit is not None and hit[0]() is lines:
+        return hit[1]
+    _TRACE_CACHE.clear()  # one trace at a time: device memory is the limit
+    arrays = tuple(xp.asarray(a) for a in (lines, masks, writes, set_home, step_ptr))
+    _TRACE_CACHE[key] = (weakref.ref(lines), arrays)
+    return arrays
+
+
+def _check_memory(xp, n_access: int, set_bytes: int) -> None:
+    if xp is np:
+        return
+    free, _ = xp.cuda.runtime.memGetInfo()
+    need = n_access * BYTES_PER_ACCESS + set_bytes
+    if need > free:
+        raise UserError(
+            f"the GPU simulator needs about {need / 1e9:.1f} GB of device memory for a domain of {n_access} accesses "
+            f"but {free / 1e9:.1f} GB are free: use the CPU engine (engine='sets')"
+        )
+
+
+def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: int, n_simulated: int, ways: int,
+                   record: bool) -> tuple[np.ndarray, np.ndarray]:
+    """One domain on the device: (its statistics, its DRAM-bound sectors per stream access or an empty array)."""
+    k = _kernels()
+    lines, masks, writes, set_home, step_ptr = dev_trace
+    steps, near, _ = sched
+    host_ptr = np.asarray(step_ptr) if xp is np else step_ptr.get()
+    lens = host_ptr[steps + 1] - host_ptr[steps]
+    starts = np.zeros(steps.size + 1, dtype=np.int64)
+    np.cumsum(lens, out=starts[1:])
+    n = int(starts[-1])
+    _check_memory(xp, n, n_sets * n_partitions * ways * 8)
+    rec = xp.empty(n, dtype=np.int64)
+    shw = xp.empty(n, dtype=np.int32)
+    key = xp.empty(n, dtype=np.int32)
+    d_steps, d_near, d_starts = (xp.asarray(a) for a in (steps, near, starts))
+    k.expand[_blocks(steps.size), THREADS_PER_BLOCK](
+        step_ptr, d_steps, d_near, d_starts, lines, masks, writes, set_home, np.int64(pbits), np.int64(n_simulated),
+        rec, shw, key)
+    order = _stable_argsort(xp, key)
+    key = key[order]
+    rec = rec[order]
+    shw = shw[order]
+    seg = xp.searchsorted(key, xp.arange(n_simulated + 1, dtype=np.int32)).astype(np.int64)
+    del key
+    sets = xp.full(n_sets * n_partitions * ways, walk.EMPTY, dtype=np.int64)
+    stats = xp.zeros((n_simulated, walk.N_STATS), dtype=np.int64)
+    got = xp.zeros(n if record else 0, dtype=np.uint8)
+    k.walk_sets[_blocks(n_simulated), THREADS_PER_BLOCK](
+        rec, shw, seg, np.int64(pbits), np.int64(n_partitions), np.int64(ways), sets, stats, got)
+    total = stats.sum(axis=0)
+    got_stream = np.zeros(0, dtype=np.uint8)
+    if record:
+        stream = xp.zeros(n, dtype=np.uint8)
+        stream[order] = got
+        got_stream = np.asarray(stream) if xp is np else stream.get()
+    return (np.asarray(total) if xp is np else total.get()).astype(np.int64), got_stream
+
+
+def run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_partitions, n_sets, n_simulated, ways,
+                 record) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """Every domain on the device: ({domain: statistics}, {domain: DRAM-bound sectors per stream access})."""
+    reason = unavailable_reason()
+    if reason:
+        raise UserError(f"engine 'gpu' cannot run here: {reason}; use engine='sets' (CPU)")
+    if n_partitions > walk.MAX_PARTITIONS:
+        raise UserError(f"the GPU simulator handles at most {walk.MAX_PARTITIONS} L2 partitions, got {n_partitions}")
+    xp = _xp()
+    with _LOCK:
+        dev = _device_trace(xp, lines, masks, writes, set_home, step_ptr)
+        stats, got = {}, {}
+        for d, sched in schedules.items():
+            stats[d], got[d] = run_domain_gpu(xp, dev, sched, pbits, n_partitions, n_sets, n_simulated, ways, record)
+        if xp is not np:
+            xp.cuda.Device().synchronize()
+    return stats, got
+

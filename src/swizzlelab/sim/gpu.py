@@ -122,7 +122,7 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
     shw = shw[order]
     seg = xp.searchsorted(key, xp.arange(n_simulated + 1, dtype=np.int32)).astype(np.int64)
     del key
-    sets = xp.full(n_sets * n_partitions * ways, walk.EMPTY, dtype=np.int64)
+    sets = walk.new_sets(n_sets * n_partitions, ways, xp)
     stats = xp.zeros((n_simulated, walk.N_STATS), dtype=np.int64)
     got = xp.zeros(n if record else 0, dtype=np.uint8)
     k.walk_sets[_blocks(n_simulated), THREADS_PER_BLOCK](

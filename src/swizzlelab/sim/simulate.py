@@ -361,7 +361,7 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     got = {}
     for d, sched in schedules.items():
         # Shares of one domain use one set array and one miss stream (each writes only its own sets' entries).
-        arrays = np.full(n_sets * n_partitions * ways, walk.EMPTY, dtype=np.int64)
+        arrays = walk.new_sets(n_sets * n_partitions, ways, np)
         got[d] = np.zeros(_stream_length(step_ptr, sched[0]) if record else 0, dtype=np.uint8)
         bounds = np.linspace(0, n_simulated, per_domain + 1).astype(np.int64)
         jobs += [(d, sched, int(bounds[g]), int(bounds[g + 1]), arrays, len(jobs) + g) for g in range(per_domain)]
@@ -415,7 +415,7 @@ def _run_llc(model, lines, step_ptr, schedules, got) -> LlcStats:
     kernels.set_index_of(line, np.int64(n_sets), np.int64(1), np.int64(0), set_home, np.int64(0), np.int64(n))
     stats = np.zeros((1, kernels.N_STATS), dtype=np.int64)
     job = (0, (np.arange(n, dtype=np.int64), np.zeros(n, np.int8), None), 0, n_sets,
-           np.full(n_sets * ways, walk.EMPTY, dtype=np.int64), 0)
+           walk.new_sets(n_sets, ways, np), 0)
     _run_share(job, line, mask, np.zeros(n, dtype=np.bool_), set_home, 0, np.arange(n + 1, dtype=np.int64), 1, ways,
                1, stats, np.zeros(0, np.uint8))
     return LlcStats(read_sectors=int(stats[0, kernels.ST_REQ_SECTORS]), hit_sectors=int(stats[0, kernels.ST_HIT_SECTORS]))

@@ -31,6 +31,16 @@ N_STATS = 12
 EMPTY = -256  # an unused way: line -1 (no line), no valid or dirty sectors
 
 
+def set_words(ways):
+    """int64 words per set: one entry per way."""
+    return ways
+
+
+def new_sets(n_sets, ways, xp):
+    """`n_sets` empty sets (array module `xp`: NumPy or CuPy)."""
+    return xp.full(n_sets * ways, EMPTY, dtype=xp.int64)
+
+
 def walk_records(rec, shw, lo, hi, pbits, n_partitions, ways, sets, stats, row, got):
     """Run records lo..hi-1 (in order) through their sets and add the counts to stats[row].
 

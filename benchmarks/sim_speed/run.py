@@ -2,6 +2,7 @@
 on a GPU (engine 'gpu', where numba.cuda and CuPy find one), and the search's screening rate on matmul N^3.
 
     python benchmarks/sim_speed/run.py OUT_JSON [--size 8192] [--search-s 30] [--deadline-s 900]
+        [--stages one_core,all_cores,gpu,search] [--targets h100,mi300x]
 Trace: matmul N^3 fp16 (GPU_CONFIG), grouped-8 order, the task's H100 occupancy, exact simulation of the H100
 and MI300X models. Timings are the simulator's own (`SimResult.elapsed_s`: schedule + cache model, the trace and
 its footprint built beforehand, as a search uses it), after a first call that compiles and caches the set index.
@@ -123,6 +124,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--search-s", type=float, default=30.0)
     parser.add_argument("--deadline-s", type=float, default=900.0)
     parser.add_argument("--one-core-reps", type=int, default=2)
+    parser.add_argument("--stages", default="one_core,all_cores,gpu,search", help="comma-separated, run in order")
+    parser.add_argument("--targets", default="h100,mi300x", help="models simulated on all cores and on the GPU")
     args = parser.parse_args(argv)
     deadline = time.time() + args.deadline_s
     cores = default_workers()
@@ -151,9 +154,10 @@ def main(argv: list[str]) -> int:
     footprint = footprint_of(trace)
     occupancy = scenario.occupancy.programs
     perm = scenario.permutation("grouped:GROUP_M=8").perm
-    h100, mi300x = get_model("h100"), get_model("mi300x")
+    h100 = get_model("h100")
+    models = [get_model(name) for name in args.targets.split(",")]
     # Compile the kernels and build the cached set index (a search pays this once per trace).
-    for model in (h100, mi300x):
+    for model in models:
         simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, workers=cores)
     save()
     print(f"trace {record['trace']}", flush=True)
@@ -178,7 +182,8 @@ def main(argv: list[str]) -> int:
 
     def all_cores():
         runs = []
-        for model, reps in ((h100, 3), (mi300x, 2)):
+        for model in models:
+            reps = 3 if model.llc_bytes == 0 else 1
             run = timed_runs(trace, perm, model, occupancy, footprint, workers=cores, engine="sets", reps=reps)
             cpu_results[model.name] = run["_result"]
             runs.append(public(run))
@@ -189,7 +194,8 @@ def main(argv: list[str]) -> int:
         if reason:
             return {"skipped": reason}
         runs = []
-        for model, reps in ((h100, 3), (mi300x, 1)):
+        for model in models:
+            reps = 3 if model.llc_bytes == 0 else 1
             t1 = time.perf_counter()
             first = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine="gpu")
             first_s = time.perf_counter() - t1
@@ -201,10 +207,10 @@ def main(argv: list[str]) -> int:
                              run["_result"], elapsed_s=0.0)})
         return runs
 
-    stage("one_core", 40, one_core)
-    stage("all_cores", 30, all_cores)
-    stage("gpu", 30, on_gpu)
-    stage("search", args.search_s + 20, lambda: screening(scenario, args.search_s, cores))
+    stages = {"one_core": (40, one_core), "all_cores": (20, all_cores), "gpu": (25, on_gpu),
+              "search": (args.search_s + 10, lambda: screening(scenario, args.search_s, cores))}
+    for name in args.stages.split(","):
+        stage(name, *stages[name])
     save()
     return 0
 

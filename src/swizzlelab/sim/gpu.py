@@ -29,10 +29,21 @@ def simulated() -> bool:
     return os.environ.get("NUMBA_ENABLE_CUDASIM", "0") == "1"
 
 
+def _numba_cuda():
+    # numba-cuda 0.30 (the GPU host's) registers np.row_stack when its CUDA target loads, and NumPy 2.5 removed
+    # that alias: "module 'numpy' has no attribute 'row_stack'" (seen there, benchmarks/sim_speed). Give the
+    # alias back as what it was (np.vstack) before numba.cuda loads.
+    if not hasattr(np, "row_stack"):
+        np.row_stack = np.vstack
+    from numba import cuda
+
+    return cuda
+
+
 def unavailable_reason() -> str | None:
     """Why the GPU backend cannot run here (None: it can)."""
     try:
-        from numba import cuda
+        cuda = _numba_cuda()
     except Exception as err:  # noqa: BLE001 - any import failure means no backend
         return f"numba.cuda does not import ({err})"
     if simulated():
@@ -64,6 +75,7 @@ def _stable_argsort(xp, key):
 
 def _kernels():
     # numba.cuda loads here, when the GPU engine first runs: CPU-only commands never pay its start-up.
+    _numba_cuda()
     from swizzlelab.sim import gpu_kernels
 
     return gpu_kernels

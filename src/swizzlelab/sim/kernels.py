@@ -818,3 +818,119 @@ def merge_by_time(times: np.ndarray, starts: np.ndarray) -> np.ndarray:
             h += 1
         head[best] = h
     return out
+
+
+# ---- Accesses partitioned by set group (cached per trace) ----------------------------------------------------
+# Which L2 set an access goes to depends only on its line, so the trace can be split once into groups of set
+# indices, each keeping its accesses per step in trace order. A simulation then runs each group over the
+# domain's schedule on its own: it touches only that group's accesses (no pass over the others) and only that
+# group's sets, sized to stay in a host core's L2 cache.
+
+
+@njit(cache=True, nogil=True)
+def group_counts(set_home: np.ndarray, step_ptr: np.ndarray, pbits: np.int64, group_of: np.ndarray,
+                 n_groups: np.int64) -> np.ndarray:
+    """ptr[g, s]: where step s's accesses of group g start in the group CSR (ptr[g, n_steps]: where row g ends);
+    a group index of -1 (sets outside the sample) drops the access."""
+    n_steps = step_ptr.shape[0] - 1
+    counts = np.zeros((n_groups, n_steps), dtype=np.int64)
+    for s in range(n_steps):
+        for a in range(step_ptr[s], step_ptr[s + 1]):
+            g = group_of[np.int64(set_home[a]) >> pbits]
+            if g >= 0:
+                counts[g, s] += 1
+    ptr = np.empty((n_groups, n_steps + 1), dtype=np.int64)
+    total = 0
+    for g in range(n_groups):
+        for s in range(n_steps):
+            ptr[g, s] = total
+            total += counts[g, s]
+        ptr[g, n_steps] = total
+    return ptr
+
+
+@njit(cache=True, nogil=True)
+def group_fill(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, set_home: np.ndarray,
+               step_ptr: np.ndarray, pbits: np.int64, group_of: np.ndarray, ptr: np.ndarray, rec: np.ndarray,
+               shw: np.ndarray, offset: np.ndarray) -> None:
+    """Fill the group CSR: each access as a record without its near partition (sim.walk), its set word, and its
+    place within its step."""
+    n_steps = step_ptr.shape[0] - 1
+    fill = ptr[:, :n_steps].copy()
+    for s in range(n_steps):
+        a0 = step_ptr[s]
+        for a in range(a0, step_ptr[s + 1]):
+            sw = np.int64(set_home[a])
+            g = group_of[sw >> pbits]
+            if g >= 0:
+                i = fill[g, s]
+                rec[i] = (lines[a] << 8) | (np.int64(is_write[a]) << 4) | np.int64(sector_mask[a])
+                shw[i] = sw
+                offset[i] = a - a0
+                fill[g, s] = i + 1
+
+
+@njit(cache=True, nogil=True)
+def run_groups(
+    ptr: np.ndarray,
+    rec: np.ndarray,
+    shw: np.ndarray,
+    offset: np.ndarray,
+    group_sets: np.ndarray,
+    g_lo: np.int64,
+    g_hi: np.int64,
+    sched_step: np.ndarray,
+    sched_near: np.ndarray,
+    step_start: np.ndarray,
+    pbits: np.int64,
+    n_partitions: np.int64,
+    ways: np.int64,
+    queue_len: np.int64,
+    sets: np.ndarray,
+    stats: np.ndarray,
+    row: np.int64,
+    got_stream: np.ndarray,
+) -> None:
+    """Simulate groups g_lo..g_hi-1 (sets group_sets[g]..group_sets[g+1]-1, every partition) of one domain whose
+    steps run in the order `sched_step` (near partitions `sched_near`); counts go to stats[row]. Same model and
+    counts as `run_domain` with the same set count (sim.walk.walk_records).
+
+    Each group's accesses go, step by step in schedule order, through a queue of `queue_len` records (at least
+    the longest step) that runs when it cannot take the next step. When `got_stream` is non-empty (one byte per
+    access of the domain's stream, `step_start[k]` where the k-th scheduled step starts in it), the sectors each
+    access read from DRAM are written there.
+    """
+    record = got_stream.shape[0] > 0
+    q_rec = np.empty(queue_len, dtype=np.int64)
+    q_set = np.empty(queue_len, dtype=np.int32)
+    q_pos = np.empty(queue_len if record else 0, dtype=np.int64)
+    got = np.zeros(queue_len if record else 0, dtype=np.uint8)
+    for g in range(g_lo, g_hi):
+        n = 0
+        for k in range(sched_step.shape[0] + 1):
+            if k < sched_step.shape[0]:
+                step = sched_step[k]
+                lo = ptr[g, step]
+                hi = ptr[g, step + 1]
+                if hi == lo:
+                    continue
+            else:
+                lo = 0
+                hi = 0
+            if n + hi - lo > queue_len or k == sched_step.shape[0]:
+                if n > 0:
+                    _walk(q_rec, q_set, 0, n, pbits, n_partitions, ways, sets, stats, row, got)
+                    if record:
+                        for r in range(n):
+                            got_stream[q_pos[r]] = got[r]
+                n = 0
+                if k == sched_step.shape[0]:
+                    break
+            nbits = np.int64(sched_near[k]) << 5
+            for i in range(lo, hi):
+                q_rec[n] = rec[i] | nbits
+                q_set[n] = shw[i]
+                if record:
+                    q_pos[n] = step_start[k] + offset[i]
+                n += 1
+        _flush(sets, group_sets[g], group_sets[g + 1], n_partitions, ways, stats, row)

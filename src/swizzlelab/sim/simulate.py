@@ -17,6 +17,7 @@ import numpy as np
 from swizzlelab.errors import UserError
 from swizzlelab.fmt import fmt_bytes
 from swizzlelab.hw import HardwareModel, domain_programs, get_model
+from swizzlelab.runtime import available_memory_bytes
 from swizzlelab.sim import gpu, kernels, walk
 
 MAX_OCCUPANCY = 64
@@ -256,6 +257,69 @@ def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers
     return out
 
 
+# Sets whose entries fill about this many bytes form one group: they stay in a host core's L2 cache while the
+# group runs. At least MIN_GROUPS groups, so threads share the work evenly.
+GROUP_BYTES = 256 * 1024
+MIN_GROUPS = 32
+QUEUE_RECORDS = 16384
+_GROUP_CACHE: dict[tuple[int, ...], tuple[Any, "SetGroups"]] = {}
+
+
+@dataclass(frozen=True)
+class SetGroups:
+    """A trace's accesses split by groups of L2 set indices (kernels.group_counts/group_fill): row g of `ptr`
+    indexes its records per step; sets group_sets[g]..group_sets[g+1]-1 belong to group g."""
+
+    ptr: np.ndarray
+    rec: np.ndarray
+    shw: np.ndarray
+    offset: np.ndarray
+    group_sets: np.ndarray
+
+    @property
+    def n_groups(self) -> int:
+        return int(self.group_sets.size - 1)
+
+
+def group_bytes_per_access(max_step: int) -> int:
+    """Host bytes a cached set-group split takes per access (record, set word, place in its step)."""
+    return 8 + 4 + (2 if max_step < 1 << 15 else 4)
+
+
+def set_groups(lines, masks, writes, set_home, step_ptr, n_sets, n_partitions, ways, n_simulated,
+               max_step) -> SetGroups | None:
+    """The trace's accesses of sets 0..n_simulated-1 split into set groups, cached per trace (it does not depend
+    on the order: a search reuses it for every candidate); None when it would not fit in the memory left."""
+    key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), int(ways), int(n_simulated))
+    hit = _GROUP_CACHE.get(key)
+    if hit is not None and hit[0]() is lines:
+        return hit[1]
+    per_group = max(1, GROUP_BYTES // (n_partitions * walk.set_words(ways) * 8))
+    n_groups = max(1, min(n_simulated, max(-(-n_simulated // per_group), MIN_GROUPS)))
+    n_steps = step_ptr.size - 1
+    need = lines.size * group_bytes_per_access(max_step) * n_simulated // max(n_sets, 1) + n_groups * (n_steps + 1) * 16
+    if need > available_memory_bytes() // 2:
+        return None
+    group_sets = np.linspace(0, n_simulated, n_groups + 1).astype(np.int64)
+    group_of = np.full(n_sets, -1, dtype=np.int64)
+    for g in range(n_groups):
+        group_of[group_sets[g]:group_sets[g + 1]] = g
+    pbits = np.int64(partition_bits(n_partitions))
+    ptr = kernels.group_counts(set_home, step_ptr, pbits, group_of, np.int64(n_groups))
+    n = int(ptr[-1, -1]) if n_groups else 0
+    rec = np.empty(n, dtype=np.int64)
+    shw = np.empty(n, dtype=np.int32)
+    offset = np.empty(n, dtype=np.int16 if max_step < 1 << 15 else np.int32)
+    kernels.group_fill(lines, masks, writes, set_home, step_ptr, pbits, group_of, ptr, rec, shw, offset)
+    groups = SetGroups(ptr, rec, shw, offset, group_sets)
+    for stale in [k for k, (ref, _) in _GROUP_CACHE.items() if ref() is None]:
+        del _GROUP_CACHE[stale]
+    if len(_GROUP_CACHE) >= 2:  # an exact and a sampled split of one trace: a search uses both
+        _GROUP_CACHE.pop(next(iter(_GROUP_CACHE)))
+    _GROUP_CACHE[key] = (weakref.ref(lines), groups)
+    return groups
+
+
 def _run_list_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, capacity,
                      n_sets, popcount, cv, seed, n_workers) -> list[np.ndarray]:
     """Linked-list LRU engine (any associativity, fully associative included); domains on threads."""
@@ -354,22 +418,35 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
         by_domain = {d: gpu_stats.get(d, np.zeros(kernels.N_STATS, dtype=np.int64)) for d, _ in work}
         return _scaled(by_domain, work, _run_llc(model, lines, step_ptr, schedules, got) if record else None,
                        n_sets, n_simulated)
-    # Each share walks its domain's whole access stream once, keeping its own sets' accesses: as many shares
-    # as threads over all domains, not more.
-    per_domain = max(1, min(n_simulated, -(-n_workers // max(len(schedules), 1))))
+    groups = set_groups(lines, masks, writes, set_home, step_ptr, n_sets, n_partitions, ways, n_simulated, max_step)
+    # With the set-group split, a share runs a range of groups over the domain's schedule; without it (too
+    # little memory) a share walks the domain's whole stream once, keeping its own range of sets' accesses.
+    # As many shares as threads over all domains, not more.
+    n_units = groups.n_groups if groups is not None else n_simulated
+    per_domain = max(1, min(n_units, -(-n_workers // max(len(schedules), 1))))
     jobs = []
     got = {}
+    starts = {}
     for d, sched in schedules.items():
         # Shares of one domain use one set array and one miss stream (each writes only its own sets' entries).
         arrays = walk.new_sets(n_sets * n_partitions, ways, np)
-        got[d] = np.zeros(_stream_length(step_ptr, sched[0]) if record else 0, dtype=np.uint8)
-        bounds = np.linspace(0, n_simulated, per_domain + 1).astype(np.int64)
+        lens = step_ptr[sched[0] + 1] - step_ptr[sched[0]]
+        starts[d] = np.concatenate(([0], np.cumsum(lens)[:-1])).astype(np.int64) if record else np.zeros(0, np.int64)
+        got[d] = np.zeros(int(lens.sum()) if record else 0, dtype=np.uint8)
+        bounds = np.linspace(0, n_units, per_domain + 1).astype(np.int64)
         jobs += [(d, sched, int(bounds[g]), int(bounds[g + 1]), arrays, len(jobs) + g) for g in range(per_domain)]
     stats = np.zeros((len(jobs), kernels.N_STATS), dtype=np.int64)
+    queue_len = max(QUEUE_RECORDS, max_step)
 
     def run_job(job):
-        _run_share(job, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, ways, max_step, stats,
-                   got[job[0]])
+        if groups is None:
+            _run_share(job, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, ways, max_step, stats,
+                       got[job[0]])
+            return
+        d, (steps, near, _), lo, hi, sets, row = job
+        kernels.run_groups(groups.ptr, groups.rec, groups.shw, groups.offset, groups.group_sets, np.int64(lo),
+                           np.int64(hi), steps, near, starts[d], np.int64(pbits), np.int64(n_partitions),
+                           np.int64(ways), np.int64(queue_len), sets, stats, np.int64(row), got[d])
 
     if n_workers > 1 and len(jobs) > 1:
         with ThreadPoolExecutor(max_workers=n_workers) as pool:

@@ -5,6 +5,7 @@ Traces of several tasks and random ones, one or two L2 partitions, one or many d
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import replace
 
 import numpy as np
@@ -17,6 +18,8 @@ from swizzlelab.tasks import load_task
 from tests.test_sim import make_trace, tiny_model
 
 KB = 1024
+# The module (swizzlelab.sim.simulate is also the name of its function in swizzlelab.sim).
+simulate_module = importlib.import_module("swizzlelab.sim.simulate")
 
 
 def _comparable(result):
@@ -70,6 +73,26 @@ def test_sets_engine_equals_list_engine_on_random_traces(seed):
         want = simulate(trace, perm, model, occupancy=2, assoc=assoc, engine="list", workers=1)
         got = simulate(trace, perm, model, occupancy=2, assoc=assoc, engine="sets", workers=3)
         assert _comparable(got) == _comparable(want)
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_streaming_shares_equal_the_set_group_split(seed, monkeypatch):
+    # Traces too large to split by set groups run on streaming shares: same results.
+    rng = np.random.default_rng(300 + seed)
+    tiles = [
+        [[(int(rng.integers(0, 300)), int(rng.integers(1, 16)), bool(rng.random() < 0.25))
+          for _ in range(int(rng.integers(1, 9)))] for _ in range(int(rng.integers(1, 7)))]
+        for _ in range(int(rng.integers(20, 60)))
+    ]
+    trace = make_trace(tiles)
+    perm = rng.permutation(len(tiles))
+    model = tiny_model(64, units=4, domains=1 + 2 * (seed % 2), partitions=2)
+    want = simulate(trace, perm, model, occupancy=2, assoc=4, engine="list", workers=1)
+    grouped = simulate(trace, perm, model, occupancy=2, assoc=4, engine="sets", workers=3)
+    monkeypatch.setattr(simulate_module, "set_groups", lambda *args, **kwargs: None)
+    for workers in (1, 3):
+        streamed = simulate(trace, perm, model, occupancy=2, assoc=4, engine="sets", workers=workers)
+        assert _comparable(streamed) == _comparable(want) == _comparable(grouped)
 
 
 def test_default_model_is_set_associative_and_fully_associative_stays_available():

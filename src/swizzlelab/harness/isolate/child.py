@@ -181,6 +181,7 @@ class Child:
         self.bound: dict[int, ChildSlots] = {}
         self._copy: Any = None
         self._take: Any = None
+        self._zero: Any = None
         self._tensor_type: Any = None
 
     def reply(self, **message: Any) -> None:
@@ -197,6 +198,7 @@ class Child:
         self.on_gpu = device() == "cuda"
         self._copy = torch._C.TensorBase.copy_
         self._take = torch.take
+        self._zero = torch._C.TensorBase.zero_
         self._tensor_type = torch.Tensor
         if msg.get("expect_gpu") and not self.on_gpu:
             reason = "torch.cuda.is_available() is False"
@@ -326,8 +328,9 @@ class Child:
             slots.before_call()
         inputs = [slots.data() for slots in group]
         if msg.get("null"):
-            spin = self.clock.spin
-            calls = [(lambda slots=slots: (spin(), (slots.out, "out"))[1]) for slots in group]
+            # A busy stand-in that also writes its output, so its seal holds values as a real call's does.
+            spin, zero = self.clock.spin, self._zero
+            calls = [(lambda slots=slots: (spin(), zero(slots.out), (slots.out, "out"))[2]) for slots in group]
         else:
             calls = [(lambda slots=slots, data=data: self._call(slots, data)) for slots, data in zip(group, inputs)]
         try:

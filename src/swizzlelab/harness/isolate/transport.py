@@ -152,6 +152,15 @@ class SlotSet:
         index.copy_(torch.randint(0, self.out.numel(), (self.seal_n,), generator=gen, device=index.device))
         poison_(self.tensors["_seal"])
 
+    def seal_written(self) -> bool:
+        """True once the seal buffer holds no poison: the child's copy after the call has run on the GPU."""
+        from swizzlelab.harness.correctness import count_poisoned
+
+        if not self.seal_n:
+            return True
+        seal = self.tensors["_seal"]
+        return count_poisoned(seal, seal.dtype)[0] == 0
+
     def seal_intact(self) -> bool:
         """True when the elements sampled right after the call ended equal the output now, bit for bit."""
         import torch

@@ -25,7 +25,7 @@ import torch  # noqa: E402
 
 from swizzlelab.io import atomic_write_text  # noqa: E402
 
-SMALL_CASES = ((1, 2, 128), (2, 3, 384), (1, 4, 1024))
+SMALL_CASES = ((1, 2, 128), (2, 3, 384), (2, 2, 256), (1, 4, 1024))
 
 
 def child_check(variants: list[int]) -> int:
@@ -95,6 +95,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--budget-s", type=float, default=1.0)
     parser.add_argument("--check")
     parser.add_argument("--target-ms", type=float, default=13.0)
+    parser.add_argument("--time", default="", help="variant ids to time (default: every one that passed)")
+    parser.add_argument("--profile", default="", help="variant names to profile with ncu after timing")
     args = parser.parse_args(argv)
     if args.check is not None:
         return child_check([int(v) for v in args.check.split(",")])
@@ -123,12 +125,16 @@ def main(argv: list[str]) -> int:
     passed = [res["variant"] for res in doc["checks"] if res["ok"]]
     variants = run.all_variants()
     inputs = run.Inputs()
-    names = [f"fa.cuda_v{v}" for v in passed] + ["fa.baseline_cudnn", "fa.desc_m128_n64_s2_r128"]
+    wanted = [int(v) for v in args.time.split(",")] if args.time else passed
+    names = [f"fa.cuda_v{v}" for v in wanted if v in passed] + ["fa.baseline_cudnn", "fa.desc_m128_n64_s2_r128"]
     for n in names:
         doc["rows"].append(run.time_variant(n, variants[n], inputs, args.budget_s))
         save()
     inputs.cache.clear()
     torch.cuda.empty_cache()
+    for name in args.profile.split(",") if args.profile else []:
+        doc["profiles"].append(run.profile_variant(name, out_dir))
+        save()
     timed = {r["name"]: r["mean_ms"] for r in doc["rows"] if "mean_ms" in r}
     cuda = [v for n, v in timed.items() if n.startswith("fa.cuda")]
     best = min(cuda) if cuda else float("inf")

@@ -29,6 +29,7 @@ import hashlib
 import math
 import os
 import subprocess
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -256,6 +257,34 @@ DEV void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0,
   asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
                :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
 }
+// The same copy multicast to the CTAs of ctamask in the cluster: each gets the box at the same shared offset
+// and a complete_tx on its own mbarrier at the same offset.
+DEV void tma_load_2d_mc(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1, uint16_t ctamask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+               " [%0], [%1, {%2, %3}], [%4], %5;"
+               :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar), "h"(ctamask) : "memory");
+}
+// The shared::cluster address of the same shared-memory offset in CTA `rank` of the cluster.
+DEV uint32_t map_peer(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+// Arrive on an mbarrier of another CTA of the cluster. Every thread arrives, unpredicated: a predicated or
+// branched arrive between wgmma issue and wait makes ptxas serialize the wgmmas (warning C7513).
+DEV void mbar_arrive_remote(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(cluster_addr) : "memory");
+}
+DEV uint32_t cluster_rank() { uint32_t r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
+DEV void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+DEV uint32_t ex2_h2(uint32_t x) { uint32_t y; asm("ex2.approx.f16x2 %0, %1;" : "=r"(y) : "r"(x)); return y; }
+DEV uint32_t add_h2(uint32_t a, uint32_t b) { uint32_t y; asm("add.rn.f16x2 %0, %1, %2;" : "=r"(y) : "r"(a), "r"(b)); return y; }
+DEV float sum_h2(uint32_t x) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&x));
+  return f.x + f.y;
+}
 DEV void named_sync(int id) { asm volatile("bar.sync %0, 256;" :: "r"(id) : "memory"); }
 DEV void named_arrive(int id) { asm volatile("bar.arrive %0, 256;" :: "r"(id) : "memory"); }
 DEV void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
@@ -310,6 +339,7 @@ DEV void gemm_pv(float* O, const uint32_t* P, uint32_t vb) {
 
 // Online softmax of one 64 x 128 score block held as the wgmma accumulator layout: this thread owns rows
 // r and r+8 (S[4j], S[4j+1] and S[4j+2], S[4j+3] for column pair j). Writes P (fp16 pairs) and the rescale.
+template <int EXPH2>
 DEV void softmax_block(float* S, uint32_t* P, float& m0, float& m1, float& l0, float& l1, float& a0, float& a1,
                        float scale) {
   float x0 = S[0], x1 = S[2];
@@ -328,14 +358,31 @@ DEV void softmax_block(float* S, uint32_t* P, float& m0, float& m1, float& l0, f
   m0 = n0;
   m1 = n1;
   float s0 = 0.f, s1 = 0.f;
+  if (EXPH2) {
+    // exp2 of two fp16 arguments per MUFU instruction; P is wanted in fp16 anyway. Row sums in fp16 pairs,
+    // four partial sums per row (at most 8 terms of <= 1 each), then fp32.
+    uint32_t h0[2] = {0u, 0u}, h1[2] = {0u, 0u};
 #pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    const float p0 = ex2(fmaf(S[4 * j], scale, -n0)), p1 = ex2(fmaf(S[4 * j + 1], scale, -n0));
-    const float p2 = ex2(fmaf(S[4 * j + 2], scale, -n1)), p3 = ex2(fmaf(S[4 * j + 3], scale, -n1));
-    s0 += p0 + p1;
-    s1 += p2 + p3;
-    P[2 * j] = pack_h2(p0, p1);
-    P[2 * j + 1] = pack_h2(p2, p3);
+    for (int j = 0; j < 16; ++j) {
+      const uint32_t p01 = ex2_h2(pack_h2(fmaf(S[4 * j], scale, -n0), fmaf(S[4 * j + 1], scale, -n0)));
+      const uint32_t p23 = ex2_h2(pack_h2(fmaf(S[4 * j + 2], scale, -n1), fmaf(S[4 * j + 3], scale, -n1)));
+      P[2 * j] = p01;
+      P[2 * j + 1] = p23;
+      h0[j & 1] = add_h2(h0[j & 1], p01);
+      h1[j & 1] = add_h2(h1[j & 1], p23);
+    }
+    s0 = sum_h2(h0[0]) + sum_h2(h0[1]);
+    s1 = sum_h2(h1[0]) + sum_h2(h1[1]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float p0 = ex2(fmaf(S[4 * j], scale, -n0)), p1 = ex2(fmaf(S[4 * j + 1], scale, -n0));
+      const float p2 = ex2(fmaf(S[4 * j + 2], scale, -n1)), p3 = ex2(fmaf(S[4 * j + 3], scale, -n1));
+      s0 += p0 + p1;
+      s1 += p2 + p3;
+      P[2 * j] = pack_h2(p0, p1);
+      P[2 * j + 1] = pack_h2(p2, p3);
+    }
   }
   l0 = l0 * a0 + s0;
   l1 = l1 * a1 + s1;
@@ -346,8 +393,11 @@ DEV void softmax_block(float* S, uint32_t* P, float& m0, float& m1, float& l0, f
 // Q load overlap the K/V stream. Warpgroup 0 = producer (one thread issues TMA copies of Q and of the K, V
 // blocks into a STAGES-deep ring guarded by full/empty mbarriers); warpgroups 1, 2 = consumers, 64 rows each.
 // PINGPONG: named barriers 1, 2 make the consumers take turns issuing their wgmmas, so one's softmax runs while
-// the other's matrix products occupy the tensor cores.
-template <int STAGES, int PINGPONG, int PVMODE, int PERSIST>
+// the other's matrix products occupy the tensor cores. PERSIST 2: the producer fetches the next tile's first K
+// block before its Q (PERSIST 1: Q first). CLUSTER 2: the two CTAs of a cluster (neighbouring query tiles of
+// one head) each fetch half of every K and V block and multicast it to both, halving L2->SM traffic; a stage
+// is free once the consumers of both CTAs released it. EXPH2: exp2 on fp16 pairs (two per MUFU instruction).
+template <int STAGES, int PINGPONG, int PVMODE, int PERSIST, int CLUSTER, int EXPH2>
 __global__ void __launch_bounds__(384, 1)
 fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
               const __grid_constant__ CUtensorMap tv, __half* __restrict__ out, int seq, int nbh, float scale) {
@@ -375,12 +425,18 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
     for (int s = 0; s < STAGES; ++s) {
       mbar_init(kfull(s), 1);
       mbar_init(vfull(s), 1);
-      mbar_init(kempty(s), 256);
-      mbar_init(vempty(s), 256);
+      // Releases: every consumer thread of this CTA (and of the peer CTA in a cluster).
+      mbar_init(kempty(s), 256 * CLUSTER);
+      mbar_init(vempty(s), 256 * CLUSTER);
     }
     asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
   }
-  __syncthreads();
+  if (CLUSTER == 1) {
+    __syncthreads();
+  } else {
+    cluster_sync();  // the peer multicasts into our ring and arrives on our barriers: both must be initialised
+  }
+  const uint32_t rank = CLUSTER == 1 ? 0u : cluster_rank();
 
   if (wg == 0) {
     asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
@@ -388,31 +444,55 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
       int it = 0, tc = 0;
       for (int t = t_first; t < total; t += t_step, ++tc) {
         const int row0 = (t / nq) * seq;
-        mbar_wait(qempty, (tc & 1) ^ 1);
-        mbar_expect_tx(qfull, TILE);
-        tma_load_2d(sQ, &tq, qfull, 0, row0 + (t % nq) * 128);
-        tma_load_2d(sQ + HALF_TILE, &tq, qfull, 64, row0 + (t % nq) * 128);
         for (int j = 0; j < nq; ++j, ++it) {
           const int s = it % STAGES;
           const uint32_t ph = ((it / STAGES) & 1) ^ 1;
           const int krow = row0 + j * 128;
+          if (j == 0 && PERSIST != 2) {
+            mbar_wait(qempty, (tc & 1) ^ 1);
+            mbar_expect_tx(qfull, TILE);
+            tma_load_2d(sQ, &tq, qfull, 0, row0 + (t % nq) * 128);
+            tma_load_2d(sQ + HALF_TILE, &tq, qfull, 64, row0 + (t % nq) * 128);
+          }
           mbar_wait(kempty(s), ph);
           mbar_expect_tx(kfull(s), TILE);
-          tma_load_2d(sK + s * TILE, &tk, kfull(s), 0, krow);
-          tma_load_2d(sK + s * TILE + HALF_TILE, &tk, kfull(s), 64, krow);
+          if (CLUSTER == 1) {
+            tma_load_2d(sK + s * TILE, &tk, kfull(s), 0, krow);
+            tma_load_2d(sK + s * TILE + HALF_TILE, &tk, kfull(s), 64, krow);
+          } else {  // our 64 of the 128 key rows, into both CTAs
+            tma_load_2d_mc(sK + s * TILE + rank * 8192, &tk, kfull(s), 0, krow + rank * 64, 3);
+            tma_load_2d_mc(sK + s * TILE + HALF_TILE + rank * 8192, &tk, kfull(s), 64, krow + rank * 64, 3);
+          }
+          if (j == 0 && PERSIST == 2) {
+            mbar_wait(qempty, (tc & 1) ^ 1);
+            mbar_expect_tx(qfull, TILE);
+            tma_load_2d(sQ, &tq, qfull, 0, row0 + (t % nq) * 128);
+            tma_load_2d(sQ + HALF_TILE, &tq, qfull, 64, row0 + (t % nq) * 128);
+          }
           mbar_wait(vempty(s), ph);
           mbar_expect_tx(vfull(s), TILE);
-          tma_load_2d(sV + s * TILE, &tv, vfull(s), 0, krow);
-          tma_load_2d(sV + s * TILE + HALF_TILE, &tv, vfull(s), 64, krow);
+          if (CLUSTER == 1) {
+            tma_load_2d(sV + s * TILE, &tv, vfull(s), 0, krow);
+            tma_load_2d(sV + s * TILE + HALF_TILE, &tv, vfull(s), 64, krow);
+          } else {
+            tma_load_2d_mc(sV + s * TILE + rank * 8192, &tv, vfull(s), 0, krow + rank * 64, 3);
+            tma_load_2d_mc(sV + s * TILE + HALF_TILE + rank * 8192, &tv, vfull(s), 64, krow + rank * 64, 3);
+          }
         }
       }
     }
+    if (CLUSTER > 1) cluster_sync();  // stay until the peer is done multicasting to us and arriving on our barriers
   } else {
     asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
     const int c = wg - 1;
     const int t = tid & 127, warp = t >> 5, lane = t & 31;
     const uint32_t qa = sQ + c * 8192;  // this warpgroup's 64 rows inside each Q half tile
     const int my_bar = 1 + c, other_bar = 2 - c;
+    const uint32_t peer_delta = CLUSTER == 1 ? 0u : map_peer(bars, rank ^ 1u) - bars;
+    auto release = [&](uint32_t bar) {
+      mbar_arrive(bar);
+      if (CLUSTER > 1) mbar_arrive_remote(bar + peer_delta);
+    };
     float S[64], O[64];
     uint32_t P[32], Pn[32];
     int it = 0, tc = 0;
@@ -438,8 +518,8 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
         wg_wait<0>();
 #pragma unroll
         for (int i = 0; i < 64; ++i) fence_f(S[i]);
-        mbar_arrive(kempty(s));
-        softmax_block(S, P, m0, m1, l0, l1, a0, a1, scale);
+        release(kempty(s));
+        softmax_block<EXPH2>(S, P, m0, m1, l0, l1, a0, a1, scale);
       }
 
       for (int j = 1; j < nq; ++j) {
@@ -460,14 +540,14 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
         wg_wait<1>();
 #pragma unroll
         for (int i = 0; i < 64; ++i) fence_f(S[i]);
-        mbar_arrive(kempty(s));
-        softmax_block(S, Pn, m0, m1, l0, l1, a0, a1, scale);
+        release(kempty(s));
+        softmax_block<EXPH2>(S, Pn, m0, m1, l0, l1, a0, a1, scale);
         wg_wait<0>();
 #pragma unroll
         for (int i = 0; i < 64; ++i) fence_f(O[i]);
 #pragma unroll
         for (int i = 0; i < 32; ++i) fence_u(P[i]);
-        mbar_arrive(vempty(sp));
+        release(vempty(sp));
 #pragma unroll
         for (int jj = 0; jj < 16; ++jj) {
           O[4 * jj] *= a0;
@@ -500,7 +580,7 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
       for (int i = 0; i < 64; ++i) fence_f(O[i]);
 #pragma unroll
       for (int i = 0; i < 32; ++i) fence_u(P[i]);
-      mbar_arrive(vempty(sl));
+      release(vempty(sl));
 
       l0 += __shfl_xor_sync(0xffffffff, l0, 1);
       l0 += __shfl_xor_sync(0xffffffff, l0, 2);
@@ -516,6 +596,7 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
         o1[4 * jj] = pack_h2(O[4 * jj + 2] * i1, O[4 * jj + 3] * i1);
       }
     }
+    if (CLUSTER > 1) cluster_sync();
   }
 }
 
@@ -537,11 +618,11 @@ static EncodeTiled encode_fn() {
 }
 
 // (rows, 128) fp16 row-major view; boxes of 128 rows x 64 columns (128 bytes), 128-byte swizzle.
-static CUtensorMap make_map(void* ptr, uint64_t rows) {
+static CUtensorMap make_map(void* ptr, uint64_t rows, uint32_t box_rows) {
   CUtensorMap m;
   cuuint64_t dims[2] = {128, rows};
   cuuint64_t strides[1] = {128 * 2};
-  cuuint32_t box[2] = {64, 128};
+  cuuint32_t box[2] = {64, box_rows};
   cuuint32_t estr[2] = {1, 1};
   CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, ptr, dims, strides, box, estr,
                            CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
@@ -550,11 +631,12 @@ static CUtensorMap make_map(void* ptr, uint64_t rows) {
   return m;
 }
 
-template <int STAGES, int PINGPONG, int PVMODE, int PERSIST>
+template <int STAGES, int PINGPONG, int PVMODE, int PERSIST, int CLUSTER, int EXPH2>
 static void fa_launch(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tv, __half* o, int bh,
                       int seq, float scale, cudaStream_t stream) {
   const int smem = TILE * (1 + 2 * STAGES) + 8 * (2 + 4 * STAGES) + 1024;
-  auto kern = fa_fwd_kernel<STAGES, PINGPONG, PVMODE, PERSIST>;
+  auto kern = fa_fwd_kernel<STAGES, PINGPONG, PVMODE, PERSIST, CLUSTER, EXPH2>;
+  static_assert(CLUSTER == 1 || PERSIST == 0, "clusters pair neighbouring tiles of the plain grid");
   cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) throw std::runtime_error(std::string("flash_attention: smem attribute: ") + cudaGetErrorString(err));
   const int tiles = (seq / 128) * bh;
@@ -565,8 +647,24 @@ static void fa_launch(const CUtensorMap& tq, const CUtensorMap& tk, const CUtens
     cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
     grid = dim3(sms < tiles ? sms : tiles, 1);
   }
-  kern<<<grid, 384, smem, stream>>>(tq, tk, tv, o, seq, bh, scale);
-  err = cudaGetLastError();
+  if (CLUSTER == 1) {
+    kern<<<grid, 384, smem, stream>>>(tq, tk, tv, o, seq, bh, scale);
+    err = cudaGetLastError();
+  } else {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(384);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CLUSTER;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    err = cudaLaunchKernelEx(&cfg, kern, tq, tk, tv, o, seq, (int)bh, scale);
+  }
   if (err != cudaSuccess) throw std::runtime_error(std::string("flash_attention: launch: ") + cudaGetErrorString(err));
 }
 
@@ -575,7 +673,10 @@ void fa_fwd(int64_t q, int64_t k, int64_t v, int64_t o, int64_t bh, int64_t seq,
   if (seq % 128 != 0 || seq <= 0) throw std::runtime_error("flash_attention: seq must be a positive multiple of 128");
   const uint64_t rows = (uint64_t)bh * seq;
   if (rows * 128 >= (1ull << 31)) throw std::runtime_error("flash_attention: tensor too large for 32-bit rows");
-  CUtensorMap tq = make_map((void*)q, rows), tk = make_map((void*)k, rows), tv = make_map((void*)v, rows);
+  // K, V boxes: 128 rows, or 64 (each CTA of a 2-CTA cluster fetches half a block).
+  CUtensorMap tq = make_map((void*)q, rows, 128);
+  CUtensorMap tk = make_map((void*)k, rows, 128), tv = make_map((void*)v, rows, 128);
+  CUtensorMap tk2 = make_map((void*)k, rows, 64), tv2 = make_map((void*)v, rows, 64);
   cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
   switch (variant) {
 @@CASES@@
@@ -598,11 +699,15 @@ extern "C" int fa_fwd_c(int64_t q, int64_t k, int64_t v, int64_t o, int64_t bh, 
 }
 '''
 
-def cuda_source(variants: dict[int, tuple[int, int, int, int]]) -> str:
-    """variants: {id: (stages, pingpong, pvmode, persistent)} -> the CUDA source instantiating exactly those."""
+def cuda_source(variants: dict[int, tuple[int, ...]]) -> str:
+    """variants: {id: (stages, pingpong, pvmode, persistent[, cluster, exp_h2])} -> the CUDA source instantiating
+    exactly those kernels (cluster defaults to 1, exp_h2 to 0)."""
     cases = "\n".join(
-        f"    case {vid}: fa_launch<{s}, {pp}, {pv}, {ps}>(tq, tk, tv, (__half*)o, (int)bh, (int)seq, (float)scale, st);"
-        " break;" for vid, (s, pp, pv, ps) in variants.items())
+        # Clusters pair neighbouring query tiles: with an odd number of tiles per head the variant runs unclustered.
+        f"    case {vid}: if ({cl} == 1 || (seq / 128) % 2 != 0) fa_launch<{s}, {pp}, {pv}, {ps}, 1, {eh}>(tq, tk, tv, "
+        f"(__half*)o, (int)bh, (int)seq, (float)scale, st); else fa_launch<{s}, {pp}, {pv}, {ps}, {cl}, {eh}>(tq, "
+        f"tk2, tv2, (__half*)o, (int)bh, (int)seq, (float)scale, st); break;"
+        for vid, (s, pp, pv, ps, cl, eh) in ((vid, (*v, 1, 0)[:6]) for vid, v in variants.items()))
     wg = wgmma_ss(128) + wgmma_rs(128) + wgmma_rs(64)
     return KERNEL.replace("@@WGMMA@@", wg).replace("@@CASES@@", cases)
 
@@ -611,10 +716,13 @@ def cuda_source(variants: dict[int, tuple[int, int, int, int]]) -> str:
 
 # Kernel variants built into the module: id -> (pipeline stages, ping-pong between the consumers, P V form:
 # 0/1 = one m64n128k16 per 16 keys with the descriptor's two offsets one way or the other, 2 = two m64n64k16;
-# persistent grid of one CTA per SM).
-CUDA_VARIANTS: dict[int, tuple[int, int, int, int]] = {
+# persistent grid of one CTA per SM: 0 no, 1 next Q fetched first, 2 next K first; [cluster size 1 or 2;
+# exp2 on fp16 pairs 0 or 1]).
+CUDA_VARIANTS: dict[int, tuple[int, ...]] = {
     0: (2, 1, 2, 0), 1: (2, 1, 0, 0), 2: (2, 1, 1, 0), 3: (2, 0, 2, 0), 4: (3, 1, 2, 0), 5: (2, 1, 2, 1),
     6: (2, 1, 0, 1),
+    # steps_4: exp2 on fp16 pairs; 2-CTA clusters with K/V multicast; both; persistent with K before Q.
+    7: (2, 1, 0, 0, 1, 1), 8: (2, 1, 0, 0, 2, 0), 9: (2, 1, 0, 0, 2, 1), 10: (2, 1, 0, 2, 1, 0),
 }
 CUDA_BUILD_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a", "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC"]
 
@@ -659,6 +767,8 @@ def _cuda_module() -> Any:
         except Exception as err:  # noqa: BLE001 - no nvcc / not sm_90: the Triton path serves
             _cuda_state["module"] = None
             _cuda_state["error"] = f"{type(err).__name__}: {err}"[:2000]
+            print(f"flash_attention: CUDA path unavailable, Triton runs ({_cuda_state['error'].splitlines()[0][:200]})",
+                  file=sys.stderr)
     return _cuda_state["module"]
 
 
@@ -714,7 +824,7 @@ class CudaConfig:
 # The CUDA variants the GPU path self-checks and autotunes over, fastest first in steps_3.json (which is also the
 # choice for small shapes, where no timing decides). Variant 2 (descriptor offsets exchanged) computes wrong
 # results on the H100 (steps_3.json) and stays out.
-CUDA_PREFERENCE = (1, 6, 0, 5, 4, 3)
+CUDA_PREFERENCE = (1, 10, 8, 0)
 # Triton candidates that still run against the CUDA variants where the CUDA path is eligible (the step winners).
 TRITON_FALLBACKS = (GPU_CANDIDATES[2], GPU_CANDIDATES[0])
 

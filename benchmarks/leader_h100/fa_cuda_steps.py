@@ -122,6 +122,18 @@ def main(argv: list[str]) -> int:
         print(f"check v{res['variant']} {sub.CUDA_VARIANTS[res['variant']]}: {json.dumps(res)[:500]}", flush=True)
     save()
     fatal = any("crash" in res for res in doc["checks"])
+    if fatal:
+        # The submission self-checks its CUDA_PREFERENCE variants in-process at its first call: a hanging or
+        # crashing one must not reach it in the leader run that may follow, so it is dropped from that line
+        # here (recorded in the JSON; the committed submission gets the same edit).
+        bad = {res["variant"] for res in doc["checks"] if "crash" in res}
+        keep = tuple(v for v in sub.CUDA_PREFERENCE if v not in bad)
+        text = run.FLASH_SUB.read_text()
+        line = f"CUDA_PREFERENCE = {tuple(sub.CUDA_PREFERENCE)!r}"
+        if line in text:
+            atomic_write_text(run.FLASH_SUB, text.replace(line, f"CUDA_PREFERENCE = {keep!r}"))
+            doc["submission_edit"] = {"dropped": sorted(bad), "CUDA_PREFERENCE": list(keep)}
+            print(f"submission: dropped crashing variants {sorted(bad)} from CUDA_PREFERENCE", flush=True)
     passed = [res["variant"] for res in doc["checks"] if res["ok"]]
     variants = run.all_variants()
     inputs = run.Inputs()

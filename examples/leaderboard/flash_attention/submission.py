@@ -210,17 +210,18 @@ DEV void wgmma_ss_n{n}(float* d, uint64_t da, uint64_t db, int scale_d) {{
 }}
 '''
 
-def wgmma_rs(n):
-    """m64nNk16 f32 += f16 * f16, A from registers, B MN-major (transposed) from shared memory."""
+def wgmma_rs(n, trans_b=1, name=None):
+    """m64nNk16 f32 (+)= f16 * f16, A from registers, B from shared memory: MN-major (transposed, trans_b=1)
+    or K-major (trans_b=0)."""
     nreg = n // 2
     regs, outs = _operands(nreg)
     a = ", ".join(f"%{nreg + i}" for i in range(4))
     return f'''
-DEV void wgmma_rs_n{n}(float* d, const uint32_t* a, uint64_t db) {{
+DEV void {name or f"wgmma_rs_n{n}"}(float* d, const uint32_t* a, uint64_t db, int scale_d = 1) {{
   asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nreg + 5}, 0;\\n"
-    "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{{regs}}}, {{{a}}}, %{nreg + 4}, p, 1, 1, 1;\\n}}\\n"
+    "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{{regs}}}, {{{a}}}, %{nreg + 4}, p, 1, 1, {trans_b};\\n}}\\n"
     : {outs}
-    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(1));
+    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
 }}
 '''
 
@@ -310,11 +311,35 @@ constexpr int TILE = 32768;
 constexpr int HALF_TILE = 16384;
 
 // S = Q K^T for this warpgroup's 64 rows: 8 k-steps of 16 over head dim (4 per 128-byte swizzle row).
-DEV void gemm_qk(float* S, uint32_t qa, uint32_t kb) {
+// QREG: A = Q from registers (fragments loaded once per tile), so the tensor cores read only K from shared memory.
+template <int QREG>
+DEV void gemm_qk(float* S, uint32_t qa, const uint32_t* Qr, uint32_t kb) {
 #pragma unroll
   for (int kk = 0; kk < 8; ++kk) {
     const uint32_t off = (kk >> 2) * HALF_TILE + (kk & 3) * 32;
-    wgmma_ss_n128(S, gdesc(qa + off, 16, 1024), gdesc(kb + off, 16, 1024), kk > 0 ? 1 : 0);
+    if (QREG) {
+      wgmma_rs_kmajor_n128(S, Qr + 4 * kk, gdesc(kb + off, 16, 1024), kk > 0 ? 1 : 0);
+    } else {
+      wgmma_ss_n128(S, gdesc(qa + off, 16, 1024), gdesc(kb + off, 16, 1024), kk > 0 ? 1 : 0);
+    }
+  }
+}
+
+// This thread's A fragments of its warpgroup's 64 Q rows (rows r, r+8; columns 2q, 2q+1 and 8+2q, 8+2q+1 of
+// each 16-column step), read from the TMA tile through its 128-byte swizzle: 16-byte chunk k of row r sits
+// at chunk k ^ (r % 8).
+DEV void load_q_frag(uint32_t* Qr, uint32_t sQ, int c, int warp, int lane) {
+  const int r0 = c * 64 + warp * 16 + (lane >> 2);
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = r0 + ((i & 1) ? 8 : 0);
+      const int d = kk * 16 + ((i & 2) ? 8 : 0) + 2 * (lane & 3);
+      const int b = (d & 63) * 2;
+      const uint32_t addr = sQ + (d >> 6) * HALF_TILE + r * 128 + ((((b >> 4) ^ (r & 7))) << 4) + (b & 15);
+      asm volatile("ld.shared.b32 %0, [%1];" : "=r"(Qr[kk * 4 + i]) : "r"(addr) : "memory");
+    }
   }
 }
 
@@ -339,6 +364,38 @@ DEV void gemm_pv(float* O, const uint32_t* P, uint32_t vb) {
 
 // Online softmax of one 64 x 128 score block held as the wgmma accumulator layout: this thread owns rows
 // r and r+8 (S[4j], S[4j+1] and S[4j+2], S[4j+3] for column pair j). Writes P (fp16 pairs) and the rescale.
+// NOPN: the same online softmax, the probabilities left in S as fp32 (packed to fp16 once the previous P V
+// product, which still reads P, has finished): no second P buffer, 32 registers fewer.
+DEV void softmax_inplace(float* S, float& m0, float& m1, float& l0, float& l1, float& a0, float& a1, float scale) {
+  float x0 = S[0], x1 = S[2];
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    x0 = fmaxf(x0, fmaxf(S[4 * j], S[4 * j + 1]));
+    x1 = fmaxf(x1, fmaxf(S[4 * j + 2], S[4 * j + 3]));
+  }
+  x0 = fmaxf(x0, __shfl_xor_sync(0xffffffff, x0, 1));
+  x0 = fmaxf(x0, __shfl_xor_sync(0xffffffff, x0, 2));
+  x1 = fmaxf(x1, __shfl_xor_sync(0xffffffff, x1, 1));
+  x1 = fmaxf(x1, __shfl_xor_sync(0xffffffff, x1, 2));
+  const float n0 = fmaxf(m0, x0 * scale), n1 = fmaxf(m1, x1 * scale);
+  a0 = ex2(m0 - n0);
+  a1 = ex2(m1 - n1);
+  m0 = n0;
+  m1 = n1;
+  float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    S[4 * j] = ex2(fmaf(S[4 * j], scale, -n0));
+    S[4 * j + 1] = ex2(fmaf(S[4 * j + 1], scale, -n0));
+    S[4 * j + 2] = ex2(fmaf(S[4 * j + 2], scale, -n1));
+    S[4 * j + 3] = ex2(fmaf(S[4 * j + 3], scale, -n1));
+    s0 += S[4 * j] + S[4 * j + 1];
+    s1 += S[4 * j + 2] + S[4 * j + 3];
+  }
+  l0 = l0 * a0 + s0;
+  l1 = l1 * a1 + s1;
+}
+
 template <int EXPH2>
 DEV void softmax_block(float* S, uint32_t* P, float& m0, float& m1, float& l0, float& l1, float& a0, float& a1,
                        float scale) {
@@ -397,7 +454,8 @@ DEV void softmax_block(float* S, uint32_t* P, float& m0, float& m1, float& l0, f
 // block before its Q (PERSIST 1: Q first). CLUSTER 2: the two CTAs of a cluster (neighbouring query tiles of
 // one head) each fetch half of every K and V block and multicast it to both, halving L2->SM traffic; a stage
 // is free once the consumers of both CTAs released it. EXPH2: exp2 on fp16 pairs (two per MUFU instruction).
-template <int STAGES, int PINGPONG, int PVMODE, int PERSIST, int CLUSTER, int EXPH2>
+// MODE bit 0 (NOPN): softmax in place in S, no second P buffer; bit 1 (QREG): Q fragments in registers.
+template <int STAGES, int PINGPONG, int PVMODE, int PERSIST, int CLUSTER, int EXPH2, int MODE>
 __global__ void __launch_bounds__(384, 1)
 fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
               const __grid_constant__ CUtensorMap tv, __half* __restrict__ out, int seq, int nbh, float scale) {
@@ -493,8 +551,9 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
       mbar_arrive(bar);
       if (CLUSTER > 1) mbar_arrive_remote(bar + peer_delta);
     };
+    constexpr bool NOPN = (MODE & 1) != 0, QREG = (MODE & 2) != 0;
     float S[64], O[64];
-    uint32_t P[32], Pn[32];
+    uint32_t P[32], Pn[NOPN ? 1 : 32], Qr[QREG ? 32 : 1];
     int it = 0, tc = 0;
     for (int tile = t_first; tile < total; tile += t_step, ++tc, it += nq) {
 #pragma unroll
@@ -502,6 +561,7 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
       float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, a0, a1;
 
       mbar_wait(qfull, tc & 1);
+      if (QREG) load_q_frag(Qr, sQ, c, warp, lane);
       if (PINGPONG && c == 1) named_arrive(1);
 
       // Block 0: scores only.
@@ -512,7 +572,7 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
 #pragma unroll
         for (int i = 0; i < 64; ++i) fence_f(S[i]);
         wg_fence();
-        gemm_qk(S, qa, sK + s * TILE);
+        gemm_qk<QREG>(S, qa, Qr, sK + s * TILE);
         wg_commit();
         if (PINGPONG) named_arrive(other_bar);
         wg_wait<0>();
@@ -532,7 +592,7 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
 #pragma unroll
         for (int i = 0; i < 32; ++i) fence_u(P[i]);
         wg_fence();
-        gemm_qk(S, qa, sK + s * TILE);
+        gemm_qk<QREG>(S, qa, Qr, sK + s * TILE);
         wg_commit();
         gemm_pv<PVMODE>(O, P, sV + sp * TILE);
         wg_commit();
@@ -541,7 +601,11 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
 #pragma unroll
         for (int i = 0; i < 64; ++i) fence_f(S[i]);
         release(kempty(s));
-        softmax_block<EXPH2>(S, Pn, m0, m1, l0, l1, a0, a1, scale);
+        if (NOPN) {
+          softmax_inplace(S, m0, m1, l0, l1, a0, a1, scale);
+        } else {
+          softmax_block<EXPH2>(S, Pn, m0, m1, l0, l1, a0, a1, scale);
+        }
         wg_wait<0>();
 #pragma unroll
         for (int i = 0; i < 64; ++i) fence_f(O[i]);
@@ -555,8 +619,13 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
           O[4 * jj + 2] *= a1;
           O[4 * jj + 3] *= a1;
         }
+        if (NOPN) {
 #pragma unroll
-        for (int i = 0; i < 32; ++i) P[i] = Pn[i];
+          for (int i = 0; i < 32; ++i) P[i] = pack_h2(S[2 * i], S[2 * i + 1]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 32; ++i) P[i] = Pn[NOPN ? 0 : i];
+        }
       }
 
       // The tile's last read of Q is done: the producer may load the next tile's Q. (Arriving inside the loop,
@@ -631,11 +700,11 @@ static CUtensorMap make_map(void* ptr, uint64_t rows, uint32_t box_rows) {
   return m;
 }
 
-template <int STAGES, int PINGPONG, int PVMODE, int PERSIST, int CLUSTER, int EXPH2>
+template <int STAGES, int PINGPONG, int PVMODE, int PERSIST, int CLUSTER, int EXPH2, int MODE>
 static void fa_launch(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tv, __half* o, int bh,
                       int seq, float scale, cudaStream_t stream) {
   const int smem = TILE * (1 + 2 * STAGES) + 8 * (2 + 4 * STAGES) + 1024;
-  auto kern = fa_fwd_kernel<STAGES, PINGPONG, PVMODE, PERSIST, CLUSTER, EXPH2>;
+  auto kern = fa_fwd_kernel<STAGES, PINGPONG, PVMODE, PERSIST, CLUSTER, EXPH2, MODE>;
   static_assert(CLUSTER == 1 || PERSIST == 0, "clusters pair neighbouring tiles of the plain grid");
   cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   if (err != cudaSuccess) throw std::runtime_error(std::string("flash_attention: smem attribute: ") + cudaGetErrorString(err));
@@ -700,15 +769,15 @@ extern "C" int fa_fwd_c(int64_t q, int64_t k, int64_t v, int64_t o, int64_t bh, 
 '''
 
 def cuda_source(variants: dict[int, tuple[int, ...]]) -> str:
-    """variants: {id: (stages, pingpong, pvmode, persistent[, cluster, exp_h2])} -> the CUDA source instantiating
-    exactly those kernels (cluster defaults to 1, exp_h2 to 0)."""
+    """variants: {id: (stages, pingpong, pvmode, persistent[, cluster, exp_h2, mode])} -> the CUDA source
+    instantiating exactly those kernels (cluster defaults to 1, exp_h2 and mode to 0)."""
     cases = "\n".join(
         # Clusters pair neighbouring query tiles: with an odd number of tiles per head the variant runs unclustered.
-        f"    case {vid}: if ({cl} == 1 || (seq / 128) % 2 != 0) fa_launch<{s}, {pp}, {pv}, {ps}, 1, {eh}>(tq, tk, tv, "
-        f"(__half*)o, (int)bh, (int)seq, (float)scale, st); else fa_launch<{s}, {pp}, {pv}, {ps}, {cl}, {eh}>(tq, "
-        f"tk2, tv2, (__half*)o, (int)bh, (int)seq, (float)scale, st); break;"
-        for vid, (s, pp, pv, ps, cl, eh) in ((vid, (*v, 1, 0)[:6]) for vid, v in variants.items()))
-    wg = wgmma_ss(128) + wgmma_rs(128) + wgmma_rs(64)
+        f"    case {vid}: if ({cl} == 1 || (seq / 128) % 2 != 0) fa_launch<{s}, {pp}, {pv}, {ps}, 1, {eh}, {md}>(tq, tk, "
+        f"tv, (__half*)o, (int)bh, (int)seq, (float)scale, st); else fa_launch<{s}, {pp}, {pv}, {ps}, {cl}, {eh}, "
+        f"{md}>(tq, tk2, tv2, (__half*)o, (int)bh, (int)seq, (float)scale, st); break;"
+        for vid, (s, pp, pv, ps, cl, eh, md) in ((vid, tuple(v) + (1, 0, 0)[len(v) - 4:]) for vid, v in variants.items()))
+    wg = wgmma_ss(128) + wgmma_rs(128) + wgmma_rs(64) + wgmma_rs(128, 0, "wgmma_rs_kmajor_n128")
     return KERNEL.replace("@@WGMMA@@", wg).replace("@@CASES@@", cases)
 
 
@@ -717,12 +786,14 @@ def cuda_source(variants: dict[int, tuple[int, ...]]) -> str:
 # Kernel variants built into the module: id -> (pipeline stages, ping-pong between the consumers, P V form:
 # 0/1 = one m64n128k16 per 16 keys with the descriptor's two offsets one way or the other, 2 = two m64n64k16;
 # persistent grid of one CTA per SM: 0 no, 1 next Q fetched first, 2 next K first; [cluster size 1 or 2;
-# exp2 on fp16 pairs 0 or 1]).
+# exp2 on fp16 pairs 0 or 1; mode: bit 0 softmax in place, bit 1 Q fragments in registers]).
 CUDA_VARIANTS: dict[int, tuple[int, ...]] = {
     0: (2, 1, 2, 0), 1: (2, 1, 0, 0), 2: (2, 1, 1, 0), 3: (2, 0, 2, 0), 4: (3, 1, 2, 0), 5: (2, 1, 2, 1),
     6: (2, 1, 0, 1),
     # steps_4: exp2 on fp16 pairs; 2-CTA clusters with K/V multicast; both; persistent with K before Q.
     7: (2, 1, 0, 0, 1, 1), 8: (2, 1, 0, 0, 2, 0), 9: (2, 1, 0, 0, 2, 1), 10: (2, 1, 0, 2, 1, 0),
+    # steps_5: softmax in place (no second P buffer); plus Q fragments in registers; both with clusters.
+    11: (2, 1, 0, 0, 1, 0, 1), 12: (2, 1, 0, 0, 1, 0, 3), 13: (2, 1, 0, 0, 2, 0, 1), 14: (2, 1, 0, 0, 2, 0, 3),
 }
 CUDA_BUILD_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a", "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC"]
 
@@ -824,7 +895,7 @@ class CudaConfig:
 # The CUDA variants the GPU path self-checks and autotunes over, fastest first in steps_3.json (which is also the
 # choice for small shapes, where no timing decides). Variant 2 (descriptor offsets exchanged) computes wrong
 # results on the H100 (steps_3.json) and stays out.
-CUDA_PREFERENCE = (1, 10, 8, 0)
+CUDA_PREFERENCE = (1, 11, 12, 8, 13, 14, 10)
 # Triton candidates that still run against the CUDA variants where the CUDA path is eligible (the step winners).
 TRITON_FALLBACKS = (GPU_CANDIDATES[2], GPU_CANDIDATES[0])
 

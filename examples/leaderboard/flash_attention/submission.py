@@ -892,9 +892,9 @@ class CudaConfig:
     variant: int = 0
 
 
-# The CUDA variants the GPU path self-checks and autotunes over, fastest first in steps_3.json (which is also the
-# choice for small shapes, where no timing decides). Variant 2 (descriptor offsets exchanged) computes wrong
-# results on the H100 (steps_3.json) and stays out.
+# The CUDA variants the GPU path self-checks and autotunes over (benchmarks/leader_h100/steps_3-5.json time them;
+# the first is also the choice for small shapes, where no timing decides). Variant 2 (descriptor offsets
+# exchanged) computes wrong results on the H100 (steps_3.json) and stays out; the leader run chose 11.
 CUDA_PREFERENCE = (1, 11, 12, 8, 13, 14, 10)
 # Triton candidates that still run against the CUDA variants where the CUDA path is eligible (the step winners).
 TRITON_FALLBACKS = (GPU_CANDIDATES[2], GPU_CANDIDATES[0])

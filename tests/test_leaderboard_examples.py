@@ -116,18 +116,30 @@ def test_leader_json_has_the_rows_the_issue_asks_for():
         assert row["mean_ms"] > 0 and 0 < row["ci95_ms"] < row["mean_ms"] and (ROOT / row["submission"]).is_file()
         assert row["check"].startswith("out: all") and row["device"] == doc["device"]
     assert rows[("histogram", "ours")]["submission"] == "examples/leaderboard/histogram/submission.py"
-    # Issue 14's histogram target, and where flash attention stands (its < 13 ms / < cuDNN target is not met).
+    # Issue 14's histogram target, and where flash attention stands: below cuDNN in the same run (its < 13 ms
+    # target is not met; docs/worklogs/flash_attention.md).
     assert rows[("histogram", "ours")]["mean_ms"] < 0.30
-    assert rows[("flash_attention", "ours")]["mean_ms"] < rows[("flash_attention", "task_kernel")]["mean_ms"]
+    fa_ours = rows[("flash_attention", "ours")]
+    assert fa_ours["mean_ms"] < rows[("flash_attention", "task_kernel")]["mean_ms"]
+    cudnn = rows[("flash_attention", "baseline:cudnn")]
+    assert fa_ours["mean_ms"] + fa_ours["ci95_ms"] < cudnn["mean_ms"] - cudnn["ci95_ms"]
+    # The run used the CUDA kernel (the autotune log names the chosen CudaConfig), not the Triton fallback.
+    (tune,) = doc["flash_attention_autotune"]
+    assert tune["chosen"]["kind"] == "CudaConfig" and all(v == "ok" for v in tune["cuda_checks"].values())
 
 
-def test_ranked_report_carries_the_cudnn_row():
+def test_ranked_report_is_the_isolated_evaluation_of_the_submission():
+    """The committed ranked report comes from the isolated evaluator on the H100: all tests passed and the
+    benchmark case was timed (the isolated evaluator times no extra library rows; the cuDNN comparison is the
+    leader run's, checked above)."""
     doc = json.loads((LEADER / "flash_attention-ranked.json").read_text())
     case = doc["ranked"]["cases"][0]
-    assert doc["success"] and doc["tests"]["passed"] == 5
-    (cudnn,) = case["extra_baselines"]
-    assert cudnn["name"] == "cudnn" and cudnn["timing"]["n"] >= 10 and cudnn["speedup_vs_baseline"]["ci95"][0] > 0
-    assert "baseline cudnn (SDPA, cuDNN backend):" in (LEADER / "flash_attention-ranked.txt").read_text()
+    assert doc["success"] and doc["isolated"] and doc["tests"]["passed"] == doc["tests"]["total"] == 5
+    assert doc["kernel"] == "examples/leaderboard/flash_attention/submission.py"
+    assert case["check"]["passed"] and case["candidate"]["n"] >= 10
+    assert case["candidate"]["device"] == "NVIDIA H100 80GB HBM3"
+    assert case["candidate"]["mean_ms"] < case["baseline"]["mean_ms"]
+    assert "Isolation: sandboxed child" in (LEADER / "flash_attention-ranked.txt").read_text()
 
 
 # ---------------------------------------------------------------- work logs trace to committed JSON

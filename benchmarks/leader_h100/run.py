@@ -113,6 +113,10 @@ def flash_variants() -> dict[str, Callable[[dict[str, Any]], Any]]:
     ]
     for name, c in grid:
         out[f"fa.{name}"] = (lambda d, c=c: sub.flash_attention(d["q"], d["k"], d["v"], d["out"], d["sm_scale"], c))
+    # Step 3 (steps_3.json): the sm_90a CUDA kernel (producer warpgroup + TMA ring, two wgmma consumer warpgroups).
+    for vid in sub.CUDA_VARIANTS:
+        out[f"fa.cuda_v{vid}"] = (lambda d, vid=vid: sub.flash_attention_cuda(d["q"], d["k"], d["v"], d["out"],
+                                                                             d["sm_scale"], vid))
     out["fa.submission"] = sub.custom_kernel
     return out
 

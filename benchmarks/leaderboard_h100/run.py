@@ -111,6 +111,7 @@ def main() -> None:
                 "run_durations_s": {("secret" if r["secret"] else "public"): r["duration_s"] for r in runs},
                 "measured_on": public.get("gpu"), "reason": public.get("reason"),
                 "report_text": public.get("report_text"),
+                "result": public.get("result"),
             }
 
         threads = [threading.Thread(target=wait, args=pair) for pair in SUBMISSIONS]

@@ -146,6 +146,7 @@ def main() -> None:
         result = {
             "what": "leaderboard service throughput: test-mode histogram submissions (Triton interpreter on the CPU)",
             "measured_on": f"CPU only: {cpu_name()}, {os.cpu_count()} cores; {platform.platform()}",
+            "device": f"CPU only: {cpu_name()}",
             "command": "python benchmarks/leaderboard_throughput/run.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             "script": "benchmarks/leaderboard_throughput/run.py",
             "database": "SQLite (WAL)",

@@ -293,6 +293,7 @@ def main() -> int:
         "study": "web_pageload",
         "what": "time of each leaderboard web page served by a real uvicorn server on a SQLite database of "
                 f"{filled['counts']['runs']} runs: HTML response over HTTP and full page load in chromium",
+        "device": f"CPU only: {_cpu_name()}",
         "measured_on": {"machine": "CPU only (no GPU involved)", "cpu": _cpu_name(), "cores": os.cpu_count(),
                         "load_average_1min": {"start": round(load_at_start, 2), "end": round(os.getloadavg()[0], 2),
                                               "note": "other jobs shared this machine's 2 cores during the run"},

@@ -1,23 +1,37 @@
-"""Leaderboard submission for `flash_attention`: FA2-style Triton forward kernel tuned for the H100.
+"""Leaderboard submission for `flash_attention`: an FA3-style CUDA kernel for the H100 (sm_90a), Triton elsewhere.
 
-softmax(q k^T * sm_scale) v for fp16 (batch, heads, seq, head_dim); one program per (query block, head).
+softmax(q k^T * sm_scale) v for fp16 (batch, heads, seq, head_dim).
 
-Structure (docs/worklogs/flash_attention.md has the measurements behind each choice):
+On an sm_90 GPU with head_dim 128 and seq a multiple of 128, a CUDA C++ kernel built once with nvcc (loaded with ctypes)
+(docs/worklogs/flash_attention.md has the measurements behind each choice, and why Triton 3.6 could not get
+there): one CTA of three warpgroups per 128 query rows. Warpgroup 0 is the producer: after `setmaxnreg` gives
+its registers away, one thread issues TMA copies of Q and of each 128-key block of K and V into a two-stage
+shared-memory ring guarded by full/empty mbarriers. Warpgroups 1 and 2 are consumers of 64 query rows each
+(240 registers): S = Q K^T and O += P V are asynchronous wgmma (m64n128k16 from shared memory, P from
+registers), the P V product of block j-1 runs while the softmax of block j is computed, and named barriers make
+the two consumers take turns issuing, so one's softmax (exp2, max, sum) overlaps the other's matrix products.
+
+Everywhere else (CPU interpreter, other head dims or sequence lengths, other GPUs, no compiler) the FA2-style
+Triton kernel below runs:
 * Grid (query blocks, batch*heads) with the query block fastest: the ~132 programs resident at once cover
   one or two heads, whose K and V (4 MiB at seq 8192) stay in L2 while all their query blocks read them.
 * The softmax runs in base 2: sm_scale * log2(e) is folded into one multiply-subtract on the score tile, the
   row maximum is taken on the unscaled scores, and exp2 replaces exp.
-* The P V product accumulates straight into the fp32 accumulator (`tl.dot(p, v, acc)`), so the wgmma
-  accumulates in place instead of a separate add over the 128 x head_dim tile.
-* On the GPU, K and V tiles come through TMA tensor descriptors (one bulk copy per tile, no address
-  arithmetic in the loop) when seq is a multiple of the blocks; other shapes and the CPU interpreter use
-  pointer loads with masks.
+* The P V product accumulates straight into the fp32 accumulator (`tl.dot(p, v, acc)`).
+* On the GPU, K and V tiles come through TMA tensor descriptors when seq is a multiple of the blocks; other
+  shapes and the CPU interpreter use pointer loads with masks.
 """
 
 from __future__ import annotations
 
+import ctypes
+import hashlib
 import math
+import os
+import subprocess
+import sys
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import torch
@@ -174,7 +188,718 @@ def flash_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torc
     return out
 
 
-_best: dict[tuple[Any, ...], FlashConfig] = {}
+
+# ---------------------------------------------------------------- CUDA (sm_90a) path
+
+
+def _operands(nreg):
+    regs = ", ".join(f"%{i}" for i in range(nreg))
+    outs = ", ".join(f'"+f"(d[{i}])' for i in range(nreg))
+    return regs, outs
+
+def wgmma_ss(n):
+    """m64nNk16 f32 += f16 * f16, A and B K-major from shared memory (descriptors)."""
+    nreg = n // 2
+    regs, outs = _operands(nreg)
+    return f'''
+DEV void wgmma_ss_n{n}(float* d, uint64_t da, uint64_t db, int scale_d) {{
+  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nreg + 2}, 0;\\n"
+    "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{{regs}}}, %{nreg}, %{nreg + 1}, p, 1, 1, 0, 0;\\n}}\\n"
+    : {outs}
+    : "l"(da), "l"(db), "r"(scale_d));
+}}
+'''
+
+def wgmma_rs(n, trans_b=1, name=None):
+    """m64nNk16 f32 (+)= f16 * f16, A from registers, B from shared memory: MN-major (transposed, trans_b=1)
+    or K-major (trans_b=0)."""
+    nreg = n // 2
+    regs, outs = _operands(nreg)
+    a = ", ".join(f"%{nreg + i}" for i in range(4))
+    return f'''
+DEV void {name or f"wgmma_rs_n{n}"}(float* d, const uint32_t* a, uint64_t db, int scale_d = 1) {{
+  asm volatile("{{\\n.reg .pred p;\\nsetp.ne.b32 p, %{nreg + 5}, 0;\\n"
+    "wgmma.mma_async.sync.aligned.m64n{n}k16.f32.f16.f16 {{{regs}}}, {{{a}}}, %{nreg + 4}, p, 1, 1, {trans_b};\\n}}\\n"
+    : {outs}
+    : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(scale_d));
+}}
+'''
+
+KERNEL = r'''
+#include <cuda.h>
+#include <cuda_runtime.h>
+#include <cuda_fp16.h>
+#include <stdint.h>
+#include <stdexcept>
+#include <string>
+#include <cstdio>
+
+#define DEV __device__ __forceinline__
+
+DEV uint32_t smem_u32(const void* p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+DEV void mbar_init(uint32_t bar, uint32_t count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;" :: "r"(bar), "r"(count) : "memory");
+}
+DEV void mbar_expect_tx(uint32_t bar, uint32_t bytes) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.expect_tx.shared::cta.b64 st, [%0], %1;\n}\n" :: "r"(bar), "r"(bytes) : "memory");
+}
+DEV void mbar_arrive(uint32_t bar) {
+  asm volatile("{\n.reg .b64 st;\nmbarrier.arrive.shared::cta.b64 st, [%0];\n}\n" :: "r"(bar) : "memory");
+}
+DEV void mbar_wait(uint32_t bar, uint32_t parity) {
+  uint32_t done = 0;
+  do {
+    asm volatile("{\n.reg .pred p;\nmbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\nselp.u32 %0, 1, 0, p;\n}\n"
+                 : "=r"(done) : "r"(bar), "r"(parity) : "memory");
+  } while (!done);
+}
+DEV void tma_load_2d(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%2, %3}], [%4];"
+               :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar) : "memory");
+}
+// The same copy multicast to the CTAs of ctamask in the cluster: each gets the box at the same shared offset
+// and a complete_tx on its own mbarrier at the same offset.
+DEV void tma_load_2d_mc(uint32_t dst, const CUtensorMap* map, uint32_t bar, int c0, int c1, uint16_t ctamask) {
+  asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
+               " [%0], [%1, {%2, %3}], [%4], %5;"
+               :: "r"(dst), "l"((uint64_t)map), "r"(c0), "r"(c1), "r"(bar), "h"(ctamask) : "memory");
+}
+// The shared::cluster address of the same shared-memory offset in CTA `rank` of the cluster.
+DEV uint32_t map_peer(uint32_t addr, uint32_t rank) {
+  uint32_t r;
+  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;" : "=r"(r) : "r"(addr), "r"(rank));
+  return r;
+}
+// Arrive on an mbarrier of another CTA of the cluster. Every thread arrives, unpredicated: a predicated or
+// branched arrive between wgmma issue and wait makes ptxas serialize the wgmmas (warning C7513).
+DEV void mbar_arrive_remote(uint32_t cluster_addr) {
+  asm volatile("mbarrier.arrive.release.cluster.shared::cluster.b64 _, [%0];" :: "r"(cluster_addr) : "memory");
+}
+DEV uint32_t cluster_rank() { uint32_t r; asm volatile("mov.u32 %0, %%cluster_ctarank;" : "=r"(r)); return r; }
+DEV void cluster_sync() {
+  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;" ::: "memory");
+}
+DEV uint32_t ex2_h2(uint32_t x) { uint32_t y; asm("ex2.approx.f16x2 %0, %1;" : "=r"(y) : "r"(x)); return y; }
+DEV uint32_t add_h2(uint32_t a, uint32_t b) { uint32_t y; asm("add.rn.f16x2 %0, %1, %2;" : "=r"(y) : "r"(a), "r"(b)); return y; }
+DEV float sum_h2(uint32_t x) {
+  const float2 f = __half22float2(*reinterpret_cast<const __half2*>(&x));
+  return f.x + f.y;
+}
+DEV void named_sync(int id) { asm volatile("bar.sync %0, 256;" :: "r"(id) : "memory"); }
+DEV void named_arrive(int id) { asm volatile("bar.arrive %0, 256;" :: "r"(id) : "memory"); }
+DEV void wg_fence() { asm volatile("wgmma.fence.sync.aligned;" ::: "memory"); }
+DEV void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;" ::: "memory"); }
+template <int N> DEV void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;" :: "n"(N) : "memory"); }
+DEV void fence_f(float& x) { asm volatile("" : "+f"(x) :: "memory"); }
+DEV void fence_u(uint32_t& x) { asm volatile("" : "+r"(x) :: "memory"); }
+DEV float ex2(float x) { float y; asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x)); return y; }
+// Two floats to one f16x2 register, lo in the low half (the lower column of the fragment).
+DEV uint32_t pack_h2(float lo, float hi) { uint32_t r; asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo)); return r; }
+
+// Shared-memory matrix descriptor, 128-byte swizzle (tiles written by TMA with CU_TENSOR_MAP_SWIZZLE_128B).
+DEV uint64_t gdesc(uint32_t addr, uint32_t lbo, uint32_t sbo) {
+  return (uint64_t)((addr & 0x3FFFF) >> 4) | ((uint64_t)((lbo >> 4) & 0x3FFF) << 16) |
+         ((uint64_t)((sbo >> 4) & 0x3FFF) << 32) | (1ull << 62);
+}
+
+@@WGMMA@@
+
+// Tile geometry: 128 query rows per CTA (64 per consumer warpgroup), 128 keys per block, head dim 128.
+// A 128 x 128 fp16 tile is two 128 x 64 halves (16 KiB each, 128-byte rows, swizzled), one per TMA box.
+constexpr int TILE = 32768;
+constexpr int HALF_TILE = 16384;
+
+// S = Q K^T for this warpgroup's 64 rows: 8 k-steps of 16 over head dim (4 per 128-byte swizzle row).
+// QREG: A = Q from registers (fragments loaded once per tile), so the tensor cores read only K from shared memory.
+template <int QREG>
+DEV void gemm_qk(float* S, uint32_t qa, const uint32_t* Qr, uint32_t kb) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint32_t off = (kk >> 2) * HALF_TILE + (kk & 3) * 32;
+    if (QREG) {
+      wgmma_rs_kmajor_n128(S, Qr + 4 * kk, gdesc(kb + off, 16, 1024), kk > 0 ? 1 : 0);
+    } else {
+      wgmma_ss_n128(S, gdesc(qa + off, 16, 1024), gdesc(kb + off, 16, 1024), kk > 0 ? 1 : 0);
+    }
+  }
+}
+
+// This thread's A fragments of its warpgroup's 64 Q rows (rows r, r+8; columns 2q, 2q+1 and 8+2q, 8+2q+1 of
+// each 16-column step), read from the TMA tile through its 128-byte swizzle: 16-byte chunk k of row r sits
+// at chunk k ^ (r % 8).
+DEV void load_q_frag(uint32_t* Qr, uint32_t sQ, int c, int warp, int lane) {
+  const int r0 = c * 64 + warp * 16 + (lane >> 2);
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {
+      const int r = r0 + ((i & 1) ? 8 : 0);
+      const int d = kk * 16 + ((i & 2) ? 8 : 0) + 2 * (lane & 3);
+      const int b = (d & 63) * 2;
+      const uint32_t addr = sQ + (d >> 6) * HALF_TILE + r * 128 + ((((b >> 4) ^ (r & 7))) << 4) + (b & 15);
+      asm volatile("ld.shared.b32 %0, [%1];" : "=r"(Qr[kk * 4 + i]) : "r"(addr) : "memory");
+    }
+  }
+}
+
+// O += P V: P (64 x 128 keys, fp16 registers), V (128 keys x 128 dims, row-major = MN-major for B).
+template <int PVMODE>
+DEV void gemm_pv(float* O, const uint32_t* P, uint32_t vb) {
+#pragma unroll
+  for (int kk = 0; kk < 8; ++kk) {
+    const uint32_t b = vb + kk * 2048;  // 16 key rows of 128 bytes
+    if (PVMODE == 0) {  // n128: the two 64-column halves 16 KiB apart (leading offset), key groups 1 KiB
+      wgmma_rs_n128(O, P + 4 * kk, gdesc(b, HALF_TILE, 1024));
+    } else if (PVMODE == 1) {  // the same with the two offsets' roles exchanged
+      wgmma_rs_n128(O, P + 4 * kk, gdesc(b, 1024, HALF_TILE));
+    } else {
+      // 64 columns = one swizzle row: only the 8-row step between key groups matters, so both offsets
+      // carry it (the MN-major descriptor's field order is then irrelevant).
+      wgmma_rs_n64(O, P + 4 * kk, gdesc(b, 1024, 1024));
+      wgmma_rs_n64(O + 32, P + 4 * kk, gdesc(b + HALF_TILE, 1024, 1024));
+    }
+  }
+}
+
+// Online softmax of one 64 x 128 score block held as the wgmma accumulator layout: this thread owns rows
+// r and r+8 (S[4j], S[4j+1] and S[4j+2], S[4j+3] for column pair j). Writes P (fp16 pairs) and the rescale.
+// NOPN: the same online softmax, the probabilities left in S as fp32 (packed to fp16 once the previous P V
+// product, which still reads P, has finished): no second P buffer, 32 registers fewer.
+DEV void softmax_inplace(float* S, float& m0, float& m1, float& l0, float& l1, float& a0, float& a1, float scale) {
+  float x0 = S[0], x1 = S[2];
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    x0 = fmaxf(x0, fmaxf(S[4 * j], S[4 * j + 1]));
+    x1 = fmaxf(x1, fmaxf(S[4 * j + 2], S[4 * j + 3]));
+  }
+  x0 = fmaxf(x0, __shfl_xor_sync(0xffffffff, x0, 1));
+  x0 = fmaxf(x0, __shfl_xor_sync(0xffffffff, x0, 2));
+  x1 = fmaxf(x1, __shfl_xor_sync(0xffffffff, x1, 1));
+  x1 = fmaxf(x1, __shfl_xor_sync(0xffffffff, x1, 2));
+  const float n0 = fmaxf(m0, x0 * scale), n1 = fmaxf(m1, x1 * scale);
+  a0 = ex2(m0 - n0);
+  a1 = ex2(m1 - n1);
+  m0 = n0;
+  m1 = n1;
+  float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    S[4 * j] = ex2(fmaf(S[4 * j], scale, -n0));
+    S[4 * j + 1] = ex2(fmaf(S[4 * j + 1], scale, -n0));
+    S[4 * j + 2] = ex2(fmaf(S[4 * j + 2], scale, -n1));
+    S[4 * j + 3] = ex2(fmaf(S[4 * j + 3], scale, -n1));
+    s0 += S[4 * j] + S[4 * j + 1];
+    s1 += S[4 * j + 2] + S[4 * j + 3];
+  }
+  l0 = l0 * a0 + s0;
+  l1 = l1 * a1 + s1;
+}
+
+template <int EXPH2>
+DEV void softmax_block(float* S, uint32_t* P, float& m0, float& m1, float& l0, float& l1, float& a0, float& a1,
+                       float scale) {
+  float x0 = S[0], x1 = S[2];
+#pragma unroll
+  for (int j = 0; j < 16; ++j) {
+    x0 = fmaxf(x0, fmaxf(S[4 * j], S[4 * j + 1]));
+    x1 = fmaxf(x1, fmaxf(S[4 * j + 2], S[4 * j + 3]));
+  }
+  x0 = fmaxf(x0, __shfl_xor_sync(0xffffffff, x0, 1));
+  x0 = fmaxf(x0, __shfl_xor_sync(0xffffffff, x0, 2));
+  x1 = fmaxf(x1, __shfl_xor_sync(0xffffffff, x1, 1));
+  x1 = fmaxf(x1, __shfl_xor_sync(0xffffffff, x1, 2));
+  const float n0 = fmaxf(m0, x0 * scale), n1 = fmaxf(m1, x1 * scale);
+  a0 = ex2(m0 - n0);
+  a1 = ex2(m1 - n1);
+  m0 = n0;
+  m1 = n1;
+  float s0 = 0.f, s1 = 0.f;
+  if (EXPH2) {
+    // exp2 of two fp16 arguments per MUFU instruction; P is wanted in fp16 anyway. Row sums in fp16 pairs,
+    // four partial sums per row (at most 8 terms of <= 1 each), then fp32.
+    uint32_t h0[2] = {0u, 0u}, h1[2] = {0u, 0u};
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const uint32_t p01 = ex2_h2(pack_h2(fmaf(S[4 * j], scale, -n0), fmaf(S[4 * j + 1], scale, -n0)));
+      const uint32_t p23 = ex2_h2(pack_h2(fmaf(S[4 * j + 2], scale, -n1), fmaf(S[4 * j + 3], scale, -n1)));
+      P[2 * j] = p01;
+      P[2 * j + 1] = p23;
+      h0[j & 1] = add_h2(h0[j & 1], p01);
+      h1[j & 1] = add_h2(h1[j & 1], p23);
+    }
+    s0 = sum_h2(h0[0]) + sum_h2(h0[1]);
+    s1 = sum_h2(h1[0]) + sum_h2(h1[1]);
+  } else {
+#pragma unroll
+    for (int j = 0; j < 16; ++j) {
+      const float p0 = ex2(fmaf(S[4 * j], scale, -n0)), p1 = ex2(fmaf(S[4 * j + 1], scale, -n0));
+      const float p2 = ex2(fmaf(S[4 * j + 2], scale, -n1)), p3 = ex2(fmaf(S[4 * j + 3], scale, -n1));
+      s0 += p0 + p1;
+      s1 += p2 + p3;
+      P[2 * j] = pack_h2(p0, p1);
+      P[2 * j + 1] = pack_h2(p2, p3);
+    }
+  }
+  l0 = l0 * a0 + s0;
+  l1 = l1 * a1 + s1;
+}
+
+// One CTA of three warpgroups computes tiles of 128 query rows of one (batch, head): one tile (grid = tiles), or
+// PERSIST: one CTA per SM walks the tiles with a stride of the grid, so a tile's epilogue and the next tile's
+// Q load overlap the K/V stream. Warpgroup 0 = producer (one thread issues TMA copies of Q and of the K, V
+// blocks into a STAGES-deep ring guarded by full/empty mbarriers); warpgroups 1, 2 = consumers, 64 rows each.
+// PINGPONG: named barriers 1, 2 make the consumers take turns issuing their wgmmas, so one's softmax runs while
+// the other's matrix products occupy the tensor cores. PERSIST 2: the producer fetches the next tile's first K
+// block before its Q (PERSIST 1: Q first). CLUSTER 2: the two CTAs of a cluster (neighbouring query tiles of
+// one head) each fetch half of every K and V block and multicast it to both, halving L2->SM traffic; a stage
+// is free once the consumers of both CTAs released it. EXPH2: exp2 on fp16 pairs (two per MUFU instruction).
+// MODE bit 0 (NOPN): softmax in place in S, no second P buffer; bit 1 (QREG): Q fragments in registers.
+template <int STAGES, int PINGPONG, int PVMODE, int PERSIST, int CLUSTER, int EXPH2, int MODE>
+__global__ void __launch_bounds__(384, 1)
+fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CUtensorMap tk,
+              const __grid_constant__ CUtensorMap tv, __half* __restrict__ out, int seq, int nbh, float scale) {
+  extern __shared__ __align__(1024) uint8_t smem_raw[];
+  uint32_t base = smem_u32(smem_raw);
+  base += (1024 - (base & 1023)) & 1023;
+  const uint32_t sQ = base, sK = base + TILE, sV = sK + STAGES * TILE, bars = sV + STAGES * TILE;
+  const uint32_t qfull = bars, qempty = bars + 8;
+  auto kfull = [&](int s) { return bars + 16 + 8 * s; };
+  auto kempty = [&](int s) { return bars + 16 + 8 * STAGES + 8 * s; };
+  auto vfull = [&](int s) { return bars + 16 + 16 * STAGES + 8 * s; };
+  auto vempty = [&](int s) { return bars + 16 + 24 * STAGES + 8 * s; };
+
+  const int tid = threadIdx.x;
+  const int wg = tid >> 7;
+  const int nq = seq >> 7;  // query tiles (and key blocks) per head
+  const int total = nq * nbh;
+  const int t_first = PERSIST ? (int)blockIdx.x : (int)(blockIdx.y * nq + blockIdx.x);
+  const int t_step = PERSIST ? (int)gridDim.x : total;
+
+  if (tid == 0) {
+    mbar_init(qfull, 1);
+    mbar_init(qempty, 256);
+#pragma unroll
+    for (int s = 0; s < STAGES; ++s) {
+      mbar_init(kfull(s), 1);
+      mbar_init(vfull(s), 1);
+      // Releases: every consumer thread of this CTA (and of the peer CTA in a cluster).
+      mbar_init(kempty(s), 256 * CLUSTER);
+      mbar_init(vempty(s), 256 * CLUSTER);
+    }
+    asm volatile("fence.mbarrier_init.release.cluster;" ::: "memory");
+  }
+  if (CLUSTER == 1) {
+    __syncthreads();
+  } else {
+    cluster_sync();  // the peer multicasts into our ring and arrives on our barriers: both must be initialised
+  }
+  const uint32_t rank = CLUSTER == 1 ? 0u : cluster_rank();
+
+  if (wg == 0) {
+    asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n");
+    if (tid == 0) {
+      int it = 0, tc = 0;
+      for (int t = t_first; t < total; t += t_step, ++tc) {
+        const int row0 = (t / nq) * seq;
+        for (int j = 0; j < nq; ++j, ++it) {
+          const int s = it % STAGES;
+          const uint32_t ph = ((it / STAGES) & 1) ^ 1;
+          const int krow = row0 + j * 128;
+          if (j == 0 && PERSIST != 2) {
+            mbar_wait(qempty, (tc & 1) ^ 1);
+            mbar_expect_tx(qfull, TILE);
+            tma_load_2d(sQ, &tq, qfull, 0, row0 + (t % nq) * 128);
+            tma_load_2d(sQ + HALF_TILE, &tq, qfull, 64, row0 + (t % nq) * 128);
+          }
+          mbar_wait(kempty(s), ph);
+          mbar_expect_tx(kfull(s), TILE);
+          if (CLUSTER == 1) {
+            tma_load_2d(sK + s * TILE, &tk, kfull(s), 0, krow);
+            tma_load_2d(sK + s * TILE + HALF_TILE, &tk, kfull(s), 64, krow);
+          } else {  // our 64 of the 128 key rows, into both CTAs
+            tma_load_2d_mc(sK + s * TILE + rank * 8192, &tk, kfull(s), 0, krow + rank * 64, 3);
+            tma_load_2d_mc(sK + s * TILE + HALF_TILE + rank * 8192, &tk, kfull(s), 64, krow + rank * 64, 3);
+          }
+          if (j == 0 && PERSIST == 2) {
+            mbar_wait(qempty, (tc & 1) ^ 1);
+            mbar_expect_tx(qfull, TILE);
+            tma_load_2d(sQ, &tq, qfull, 0, row0 + (t % nq) * 128);
+            tma_load_2d(sQ + HALF_TILE, &tq, qfull, 64, row0 + (t % nq) * 128);
+          }
+          mbar_wait(vempty(s), ph);
+          mbar_expect_tx(vfull(s), TILE);
+          if (CLUSTER == 1) {
+            tma_load_2d(sV + s * TILE, &tv, vfull(s), 0, krow);
+            tma_load_2d(sV + s * TILE + HALF_TILE, &tv, vfull(s), 64, krow);
+          } else {
+            tma_load_2d_mc(sV + s * TILE + rank * 8192, &tv, vfull(s), 0, krow + rank * 64, 3);
+            tma_load_2d_mc(sV + s * TILE + HALF_TILE + rank * 8192, &tv, vfull(s), 64, krow + rank * 64, 3);
+          }
+        }
+      }
+    }
+    if (CLUSTER > 1) cluster_sync();  // stay until the peer is done multicasting to us and arriving on our barriers
+  } else {
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n");
+    const int c = wg - 1;
+    const int t = tid & 127, warp = t >> 5, lane = t & 31;
+    const uint32_t qa = sQ + c * 8192;  // this warpgroup's 64 rows inside each Q half tile
+    const int my_bar = 1 + c, other_bar = 2 - c;
+    const uint32_t peer_delta = CLUSTER == 1 ? 0u : map_peer(bars, rank ^ 1u) - bars;
+    auto release = [&](uint32_t bar) {
+      mbar_arrive(bar);
+      if (CLUSTER > 1) mbar_arrive_remote(bar + peer_delta);
+    };
+    constexpr bool NOPN = (MODE & 1) != 0, QREG = (MODE & 2) != 0;
+    float S[64], O[64];
+    uint32_t P[32], Pn[NOPN ? 1 : 32], Qr[QREG ? 32 : 1];
+    int it = 0, tc = 0;
+    for (int tile = t_first; tile < total; tile += t_step, ++tc, it += nq) {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) O[i] = 0.f;
+      float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, a0, a1;
+
+      mbar_wait(qfull, tc & 1);
+      if (QREG) load_q_frag(Qr, sQ, c, warp, lane);
+      if (PINGPONG && c == 1) named_arrive(1);
+
+      // Block 0: scores only.
+      {
+        const int s = it % STAGES;
+        mbar_wait(kfull(s), (it / STAGES) & 1);
+        if (PINGPONG) named_sync(my_bar);
+#pragma unroll
+        for (int i = 0; i < 64; ++i) fence_f(S[i]);
+        wg_fence();
+        gemm_qk<QREG>(S, qa, Qr, sK + s * TILE);
+        wg_commit();
+        if (PINGPONG) named_arrive(other_bar);
+        wg_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 64; ++i) fence_f(S[i]);
+        release(kempty(s));
+        softmax_block<EXPH2>(S, P, m0, m1, l0, l1, a0, a1, scale);
+      }
+
+      for (int j = 1; j < nq; ++j) {
+        const int s = (it + j) % STAGES, sp = (it + j - 1) % STAGES;
+        mbar_wait(kfull(s), ((it + j) / STAGES) & 1);
+        mbar_wait(vfull(sp), ((it + j - 1) / STAGES) & 1);
+        if (PINGPONG) named_sync(my_bar);
+#pragma unroll
+        for (int i = 0; i < 64; ++i) fence_f(O[i]);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) fence_u(P[i]);
+        wg_fence();
+        gemm_qk<QREG>(S, qa, Qr, sK + s * TILE);
+        wg_commit();
+        gemm_pv<PVMODE>(O, P, sV + sp * TILE);
+        wg_commit();
+        if (PINGPONG) named_arrive(other_bar);
+        wg_wait<1>();
+#pragma unroll
+        for (int i = 0; i < 64; ++i) fence_f(S[i]);
+        release(kempty(s));
+        if (NOPN) {
+          softmax_inplace(S, m0, m1, l0, l1, a0, a1, scale);
+        } else {
+          softmax_block<EXPH2>(S, Pn, m0, m1, l0, l1, a0, a1, scale);
+        }
+        wg_wait<0>();
+#pragma unroll
+        for (int i = 0; i < 64; ++i) fence_f(O[i]);
+#pragma unroll
+        for (int i = 0; i < 32; ++i) fence_u(P[i]);
+        release(vempty(sp));
+#pragma unroll
+        for (int jj = 0; jj < 16; ++jj) {
+          O[4 * jj] *= a0;
+          O[4 * jj + 1] *= a0;
+          O[4 * jj + 2] *= a1;
+          O[4 * jj + 3] *= a1;
+        }
+        if (NOPN) {
+#pragma unroll
+          for (int i = 0; i < 32; ++i) P[i] = pack_h2(S[2 * i], S[2 * i + 1]);
+        } else {
+#pragma unroll
+          for (int i = 0; i < 32; ++i) P[i] = Pn[NOPN ? 0 : i];
+        }
+      }
+
+      // The tile's last read of Q is done: the producer may load the next tile's Q. (Arriving inside the loop,
+      // under a branch, makes ptxas serialize the wgmmas: warning C7513.)
+      mbar_arrive(qempty);
+
+      // Last block's P V.
+      const int sl = (it + nq - 1) % STAGES;
+      mbar_wait(vfull(sl), ((it + nq - 1) / STAGES) & 1);
+      if (PINGPONG) named_sync(my_bar);
+#pragma unroll
+      for (int i = 0; i < 64; ++i) fence_f(O[i]);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) fence_u(P[i]);
+      wg_fence();
+      gemm_pv<PVMODE>(O, P, sV + sl * TILE);
+      wg_commit();
+      if (PINGPONG && c == 0) named_arrive(other_bar);  // consumer 1 waits for it; consumer 0 waits for no more
+      wg_wait<0>();
+#pragma unroll
+      for (int i = 0; i < 64; ++i) fence_f(O[i]);
+#pragma unroll
+      for (int i = 0; i < 32; ++i) fence_u(P[i]);
+      release(vempty(sl));
+
+      l0 += __shfl_xor_sync(0xffffffff, l0, 1);
+      l0 += __shfl_xor_sync(0xffffffff, l0, 2);
+      l1 += __shfl_xor_sync(0xffffffff, l1, 1);
+      l1 += __shfl_xor_sync(0xffffffff, l1, 2);
+      const float i0 = 1.f / l0, i1 = 1.f / l1;
+      const size_t r = (size_t)(tile / nq) * seq + (tile % nq) * 128 + c * 64 + warp * 16 + (lane >> 2);
+      uint32_t* o0 = reinterpret_cast<uint32_t*>(out + r * 128 + 2 * (lane & 3));
+      uint32_t* o1 = reinterpret_cast<uint32_t*>(out + (r + 8) * 128 + 2 * (lane & 3));
+#pragma unroll
+      for (int jj = 0; jj < 16; ++jj) {
+        o0[4 * jj] = pack_h2(O[4 * jj] * i0, O[4 * jj + 1] * i0);
+        o1[4 * jj] = pack_h2(O[4 * jj + 2] * i1, O[4 * jj + 3] * i1);
+      }
+    }
+    if (CLUSTER > 1) cluster_sync();
+  }
+}
+
+typedef CUresult (*EncodeTiled)(CUtensorMap*, CUtensorMapDataType, cuuint32_t, void*, const cuuint64_t*,
+                                const cuuint64_t*, const cuuint32_t*, const cuuint32_t*, CUtensorMapInterleave,
+                                CUtensorMapSwizzle, CUtensorMapL2promotion, CUtensorMapFloatOOBfill);
+
+static EncodeTiled encode_fn() {
+  static EncodeTiled fn = nullptr;
+  if (!fn) {
+    cudaDriverEntryPointQueryResult qres;
+    void* p = nullptr;
+    cudaError_t err = cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &p, 12000, cudaEnableDefault, &qres);
+    if (err != cudaSuccess || qres != cudaDriverEntryPointSuccess || !p)
+      throw std::runtime_error("flash_attention: cuTensorMapEncodeTiled is not available");
+    fn = reinterpret_cast<EncodeTiled>(p);
+  }
+  return fn;
+}
+
+// (rows, 128) fp16 row-major view; boxes of 128 rows x 64 columns (128 bytes), 128-byte swizzle.
+static CUtensorMap make_map(void* ptr, uint64_t rows, uint32_t box_rows) {
+  CUtensorMap m;
+  cuuint64_t dims[2] = {128, rows};
+  cuuint64_t strides[1] = {128 * 2};
+  cuuint32_t box[2] = {64, box_rows};
+  cuuint32_t estr[2] = {1, 1};
+  CUresult r = encode_fn()(&m, CU_TENSOR_MAP_DATA_TYPE_FLOAT16, 2, ptr, dims, strides, box, estr,
+                           CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B,
+                           CU_TENSOR_MAP_L2_PROMOTION_L2_256B, CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE);
+  if (r != CUDA_SUCCESS) throw std::runtime_error("flash_attention: cuTensorMapEncodeTiled failed: " + std::to_string((int)r));
+  return m;
+}
+
+template <int STAGES, int PINGPONG, int PVMODE, int PERSIST, int CLUSTER, int EXPH2, int MODE>
+static void fa_launch(const CUtensorMap& tq, const CUtensorMap& tk, const CUtensorMap& tv, __half* o, int bh,
+                      int seq, float scale, cudaStream_t stream) {
+  const int smem = TILE * (1 + 2 * STAGES) + 8 * (2 + 4 * STAGES) + 1024;
+  auto kern = fa_fwd_kernel<STAGES, PINGPONG, PVMODE, PERSIST, CLUSTER, EXPH2, MODE>;
+  static_assert(CLUSTER == 1 || PERSIST == 0, "clusters pair neighbouring tiles of the plain grid");
+  cudaError_t err = cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
+  if (err != cudaSuccess) throw std::runtime_error(std::string("flash_attention: smem attribute: ") + cudaGetErrorString(err));
+  const int tiles = (seq / 128) * bh;
+  dim3 grid(seq / 128, bh);
+  if (PERSIST) {
+    int dev = 0, sms = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    grid = dim3(sms < tiles ? sms : tiles, 1);
+  }
+  if (CLUSTER == 1) {
+    kern<<<grid, 384, smem, stream>>>(tq, tk, tv, o, seq, bh, scale);
+    err = cudaGetLastError();
+  } else {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = dim3(384);
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = stream;
+    cudaLaunchAttribute attr[1];
+    attr[0].id = cudaLaunchAttributeClusterDimension;
+    attr[0].val.clusterDim.x = CLUSTER;
+    attr[0].val.clusterDim.y = 1;
+    attr[0].val.clusterDim.z = 1;
+    cfg.attrs = attr;
+    cfg.numAttrs = 1;
+    err = cudaLaunchKernelEx(&cfg, kern, tq, tk, tv, o, seq, (int)bh, scale);
+  }
+  if (err != cudaSuccess) throw std::runtime_error(std::string("flash_attention: launch: ") + cudaGetErrorString(err));
+}
+
+void fa_fwd(int64_t q, int64_t k, int64_t v, int64_t o, int64_t bh, int64_t seq, double scale, int64_t stream,
+            int64_t variant) {
+  if (seq % 128 != 0 || seq <= 0) throw std::runtime_error("flash_attention: seq must be a positive multiple of 128");
+  const uint64_t rows = (uint64_t)bh * seq;
+  if (rows * 128 >= (1ull << 31)) throw std::runtime_error("flash_attention: tensor too large for 32-bit rows");
+  // K, V boxes: 128 rows, or 64 (each CTA of a 2-CTA cluster fetches half a block).
+  CUtensorMap tq = make_map((void*)q, rows, 128);
+  CUtensorMap tk = make_map((void*)k, rows, 128), tv = make_map((void*)v, rows, 128);
+  CUtensorMap tk2 = make_map((void*)k, rows, 64), tv2 = make_map((void*)v, rows, 64);
+  cudaStream_t st = reinterpret_cast<cudaStream_t>(stream);
+  switch (variant) {
+@@CASES@@
+    default: throw std::runtime_error("flash_attention: variant " + std::to_string(variant) + " was not built");
+  }
+}
+
+// C entry point for ctypes: 0 on success, else 1 with the message in fa_error().
+static char g_error[512];
+extern "C" const char* fa_error() { return g_error; }
+extern "C" int fa_fwd_c(int64_t q, int64_t k, int64_t v, int64_t o, int64_t bh, int64_t seq, double scale,
+                        int64_t stream, int64_t variant) {
+  try {
+    fa_fwd(q, k, v, o, bh, seq, scale, stream, variant);
+    return 0;
+  } catch (const std::exception& e) {
+    snprintf(g_error, sizeof(g_error), "%s", e.what());
+    return 1;
+  }
+}
+'''
+
+def cuda_source(variants: dict[int, tuple[int, ...]]) -> str:
+    """variants: {id: (stages, pingpong, pvmode, persistent[, cluster, exp_h2, mode])} -> the CUDA source
+    instantiating exactly those kernels (cluster defaults to 1, exp_h2 and mode to 0)."""
+    cases = "\n".join(
+        # Clusters pair neighbouring query tiles: with an odd number of tiles per head the variant runs unclustered.
+        f"    case {vid}: if ({cl} == 1 || (seq / 128) % 2 != 0) fa_launch<{s}, {pp}, {pv}, {ps}, 1, {eh}, {md}>(tq, tk, "
+        f"tv, (__half*)o, (int)bh, (int)seq, (float)scale, st); else fa_launch<{s}, {pp}, {pv}, {ps}, {cl}, {eh}, "
+        f"{md}>(tq, tk2, tv2, (__half*)o, (int)bh, (int)seq, (float)scale, st); break;"
+        for vid, (s, pp, pv, ps, cl, eh, md) in ((vid, tuple(v) + (1, 0, 0)[len(v) - 4:]) for vid, v in variants.items()))
+    wg = wgmma_ss(128) + wgmma_rs(128) + wgmma_rs(64) + wgmma_rs(128, 0, "wgmma_rs_kmajor_n128")
+    return KERNEL.replace("@@WGMMA@@", wg).replace("@@CASES@@", cases)
+
+
+
+
+# Kernel variants built into the module: id -> (pipeline stages, ping-pong between the consumers, P V form:
+# 0/1 = one m64n128k16 per 16 keys with the descriptor's two offsets one way or the other, 2 = two m64n64k16;
+# persistent grid of one CTA per SM: 0 no, 1 next Q fetched first, 2 next K first; [cluster size 1 or 2;
+# exp2 on fp16 pairs 0 or 1; mode: bit 0 softmax in place, bit 1 Q fragments in registers]).
+CUDA_VARIANTS: dict[int, tuple[int, ...]] = {
+    0: (2, 1, 2, 0), 1: (2, 1, 0, 0), 2: (2, 1, 1, 0), 3: (2, 0, 2, 0), 4: (3, 1, 2, 0), 5: (2, 1, 2, 1),
+    6: (2, 1, 0, 1),
+    # steps_4: exp2 on fp16 pairs; 2-CTA clusters with K/V multicast; both; persistent with K before Q.
+    7: (2, 1, 0, 0, 1, 1), 8: (2, 1, 0, 0, 2, 0), 9: (2, 1, 0, 0, 2, 1), 10: (2, 1, 0, 2, 1, 0),
+    # steps_5: softmax in place (no second P buffer); plus Q fragments in registers; both with clusters.
+    11: (2, 1, 0, 0, 1, 0, 1), 12: (2, 1, 0, 0, 1, 0, 3), 13: (2, 1, 0, 0, 2, 0, 1), 14: (2, 1, 0, 0, 2, 0, 3),
+}
+CUDA_BUILD_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a", "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC"]
+
+_cuda_state: dict[str, Any] = {}
+
+
+def _build_dir() -> Path:
+    """Where built libraries are cached: TORCH_EXTENSIONS_DIR (the evaluator points it into its sandbox) or
+    ~/.cache/torch_extensions, like torch's own extension builds."""
+    root = os.environ.get("TORCH_EXTENSIONS_DIR") or os.path.join(os.path.expanduser("~"), ".cache",
+                                                                  "torch_extensions")
+    return Path(root)
+
+
+def _cuda_module() -> Any:
+    """Build the CUDA library once (plain nvcc, cached by a hash of source and flags) and load it with ctypes;
+    None if that fails. No torch C++ headers: the build takes seconds rather than a minute."""
+    if "module" not in _cuda_state:
+        try:
+            from torch.utils.cpp_extension import CUDA_HOME
+
+            source = cuda_source(CUDA_VARIANTS)
+            digest = hashlib.sha256((source + " ".join(CUDA_BUILD_FLAGS)).encode()).hexdigest()[:16]
+            out_dir = _build_dir() / "swizzlelab_flash_sm90a"
+            lib_path = out_dir / f"fa_{digest}.so"
+            if not lib_path.exists():
+                out_dir.mkdir(parents=True, exist_ok=True)
+                src_path = out_dir / f"fa_{digest}.cu"
+                src_path.write_text(source)
+                nvcc = os.path.join(CUDA_HOME, "bin", "nvcc") if CUDA_HOME else "nvcc"
+                tmp = out_dir / f"fa_{digest}.{os.getpid()}.so"
+                proc = subprocess.run([nvcc, *CUDA_BUILD_FLAGS, "-o", str(tmp), str(src_path)],
+                                      capture_output=True, text=True, timeout=300)
+                if proc.returncode != 0:
+                    raise RuntimeError("nvcc failed: " + (proc.stderr or proc.stdout).strip()[-2000:])
+                os.replace(tmp, lib_path)  # atomic: a concurrent process sees the whole library or none
+            lib = ctypes.CDLL(str(lib_path))
+            lib.fa_fwd_c.argtypes = [ctypes.c_int64] * 6 + [ctypes.c_double, ctypes.c_int64, ctypes.c_int64]
+            lib.fa_fwd_c.restype = ctypes.c_int
+            lib.fa_error.restype = ctypes.c_char_p
+            _cuda_state["module"] = lib
+        except Exception as err:  # noqa: BLE001 - no nvcc / not sm_90: the Triton path serves
+            _cuda_state["module"] = None
+            _cuda_state["error"] = f"{type(err).__name__}: {err}"[:2000]
+            print(f"flash_attention: CUDA path unavailable, Triton runs ({_cuda_state['error'].splitlines()[0][:200]})",
+                  file=sys.stderr)
+    return _cuda_state["module"]
+
+
+def cuda_eligible(q: torch.Tensor) -> bool:
+    """The CUDA kernel's domain: fp16 (.., seq, 128) on an sm_90 GPU, seq a multiple of 128, 32-bit row offsets."""
+    if not (q.is_cuda and q.dtype == torch.float16 and q.dim() == 4 and q.shape[-1] == 128):
+        return False
+    batch, heads, seq, _ = q.shape
+    return (seq % 128 == 0 and batch * heads * seq * 128 < 2**31
+            and torch.cuda.get_device_capability(q.device) == (9, 0))
+
+
+def flash_attention_cuda(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, out: torch.Tensor, sm_scale: float,
+                         variant: int = 0) -> torch.Tensor:
+    """Launch the sm_90a kernel (one of CUDA_VARIANTS) on contiguous fp16 (batch, heads, seq, 128) tensors."""
+    _check_tensors(q, k, v, out)
+    if not cuda_eligible(q):
+        raise ValueError("flash_attention_cuda needs fp16 (batch, heads, seq % 128 == 0, 128) tensors on an sm_90 GPU")
+    module = _cuda_module()
+    if module is None:
+        raise RuntimeError(f"flash_attention: the CUDA module did not build ({_cuda_state.get('error')})")
+    batch, heads, seq, _ = q.shape
+    status = module.fa_fwd_c(q.data_ptr(), k.data_ptr(), v.data_ptr(), out.data_ptr(), batch * heads, seq,
+                             sm_scale * LOG2_E, torch.cuda.current_stream(q.device).cuda_stream, variant)
+    if status != 0:
+        raise RuntimeError(module.fa_error().decode(errors="replace"))
+    return out
+
+
+def cuda_self_check(variant: int, device: torch.device) -> str | None:
+    """Run one variant on a small seeded problem against an fp32 reference: None if it agrees, else why not."""
+    gen = torch.Generator(device=device).manual_seed(1234 + variant)
+    shape = (2, 3, 384, 128)
+    q, k, v = (torch.randn(shape, generator=gen, device=device, dtype=torch.float16) for _ in range(3))
+    out = torch.full(shape, float("nan"), device=device, dtype=torch.float16)
+    scale = 128 ** -0.5
+    try:
+        flash_attention_cuda(q, k, v, out, scale, variant)
+        torch.cuda.synchronize(device)
+    except Exception as err:  # noqa: BLE001 - reported and the variant skipped
+        return f"{type(err).__name__}: {err}".splitlines()[0][:300]
+    ref = torch.softmax((q.float() @ k.float().transpose(-1, -2)) * scale, dim=-1) @ v.float()
+    err = (out.float() - ref).abs().max().item()
+    return None if err < 2e-2 else f"max abs error {err:.3g} against the fp32 reference"
+
+@dataclass(frozen=True)
+class CudaConfig:
+    """One variant of the sm_90a kernel (a key of CUDA_VARIANTS)."""
+
+    variant: int = 0
+
+
+# The CUDA variants the GPU path self-checks and autotunes over (benchmarks/leader_h100/steps_3-5.json time them;
+# the first is also the choice for small shapes, where no timing decides). Variant 2 (descriptor offsets
+# exchanged) computes wrong results on the H100 (steps_3.json) and stays out; the leader run chose 11.
+CUDA_PREFERENCE = (1, 11, 12, 8, 13, 14, 10)
+# Triton candidates that still run against the CUDA variants where the CUDA path is eligible (the step winners).
+TRITON_FALLBACKS = (GPU_CANDIDATES[2], GPU_CANDIDATES[0])
+
+_best: dict[tuple[Any, ...], FlashConfig | CudaConfig] = {}
 # Each autotune: shape, device and every candidate's do_bench median in ms (None: did not run), for the logs.
 AUTOTUNE_LOG: list[dict[str, Any]] = []
 # Below this many score elements (batch*heads*seq*seq) a launch takes well under a millisecond: the first
@@ -182,38 +907,63 @@ AUTOTUNE_LOG: list[dict[str, Any]] = []
 AUTOTUNE_MIN_SCORES = 1 << 30
 
 
-def _pick_config(data: dict[str, Any]) -> FlashConfig:
+def _run(cfg: FlashConfig | CudaConfig, data: dict[str, Any]) -> torch.Tensor:
+    if isinstance(cfg, CudaConfig):
+        return flash_attention_cuda(data["q"], data["k"], data["v"], data["out"], data["sm_scale"], cfg.variant)
+    return flash_attention(data["q"], data["k"], data["v"], data["out"], data["sm_scale"], cfg)
+
+
+def _cuda_candidates(q: torch.Tensor, entry: dict[str, Any]) -> list[CudaConfig]:
+    """The CUDA variants that built and pass the self-check on this GPU (each checked once per process)."""
+    if not cuda_eligible(q) or _cuda_module() is None:
+        entry["cuda"] = _cuda_state.get("error", "not eligible")
+        return []
+    checks = _cuda_state.setdefault("checks", {})
+    passed = []
+    for vid in CUDA_PREFERENCE:
+        if vid not in checks:
+            checks[vid] = cuda_self_check(vid, q.device)
+        if checks[vid] is None:
+            passed.append(CudaConfig(vid))
+    entry["cuda_checks"] = {str(k): v or "ok" for k, v in checks.items()}
+    return passed
+
+
+def _pick_config(data: dict[str, Any]) -> FlashConfig | CudaConfig:
     """On the GPU, time each candidate once per shape (triton.testing.do_bench, median) and keep the fastest;
     a candidate that fails to compile (e.g. out of shared memory on another GPU) is skipped."""
     q = data["q"]
     if not q.is_cuda:
         return CPU_CONFIG
     batch, heads, seq, _ = q.shape
-    if batch * heads * seq * seq < AUTOTUNE_MIN_SCORES:
-        return GPU_CANDIDATES[0]
     key = (tuple(q.shape), torch.cuda.get_device_name(q.device))
-    if key not in _best:
-        timed = []
-        entry: dict[str, Any] = {"shape": list(q.shape), "device": key[1], "method": "triton.testing.do_bench "
-                                 "median (warm L2, no flush)", "candidates": []}
-        for cfg in GPU_CANDIDATES:
-            try:
-                ms = triton.testing.do_bench(
-                    lambda cfg=cfg: flash_attention(q, data["k"], data["v"], data["out"], data["sm_scale"], cfg),
-                    warmup=25, rep=100, return_mode="median")
-            except Exception as err:  # noqa: BLE001 - a candidate this GPU cannot run is simply not chosen
-                entry["candidates"].append({"config": cfg.__dict__, "ms": None, "error": str(err).splitlines()[0][:200]})
-                continue
-            entry["candidates"].append({"config": cfg.__dict__, "ms": ms})
-            timed.append((ms, cfg))
-        if not timed:
-            raise RuntimeError("flash_attention: no candidate configuration ran on this GPU")
-        _best[key] = min(timed, key=lambda item: item[0])[1]
-        entry["chosen"] = _best[key].__dict__
-        AUTOTUNE_LOG.append(entry)
+    if key in _best:
+        return _best[key]
+    entry: dict[str, Any] = {"shape": list(q.shape), "device": key[1], "method": "triton.testing.do_bench "
+                             "median (warm L2, no flush)", "candidates": []}
+    cuda = _cuda_candidates(q, entry)
+    if batch * heads * seq * seq < AUTOTUNE_MIN_SCORES:
+        _best[key] = cuda[0] if cuda else GPU_CANDIDATES[0]
+        return _best[key]
+    candidates: list[FlashConfig | CudaConfig] = [*cuda, *(TRITON_FALLBACKS if cuda else GPU_CANDIDATES)]
+    timed = []
+    for cfg in candidates:
+        try:
+            ms = triton.testing.do_bench(lambda cfg=cfg: _run(cfg, data), warmup=25, rep=100, return_mode="median")
+        except Exception as err:  # noqa: BLE001 - a candidate this GPU cannot run is simply not chosen
+            entry["candidates"].append({"config": {"kind": type(cfg).__name__, **cfg.__dict__}, "ms": None,
+                                        "error": str(err).splitlines()[0][:200]})
+            continue
+        entry["candidates"].append({"config": {"kind": type(cfg).__name__, **cfg.__dict__}, "ms": ms})
+        timed.append((ms, cfg))
+    if not timed:
+        raise RuntimeError("flash_attention: no candidate configuration ran on this GPU")
+    _best[key] = min(timed, key=lambda item: item[0])[1]
+    entry["chosen"] = {"kind": type(_best[key]).__name__, **_best[key].__dict__}
+    AUTOTUNE_LOG.append(entry)
     return _best[key]
 
 
 def custom_kernel(data: dict[str, Any]) -> torch.Tensor:
     """Attention of data["q"], data["k"], data["v"] with data["sm_scale"], written into data["out"]."""
-    return flash_attention(data["q"], data["k"], data["v"], data["out"], data["sm_scale"], _pick_config(data))
+    return _run(_pick_config(data), data)

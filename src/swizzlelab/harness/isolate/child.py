@@ -19,6 +19,9 @@ from swizzlelab.harness.isolate.transport import ChildSlots
 # Gate length: long enough that the host has enqueued the submission's kernels before the gate ends (Python,
 # Triton's launcher), so launch overhead stays out of the interval as it does in-process.
 GATE_NS = 80_000
+# The calibration's stand-in call: a trusted kernel busy this long, so empty requests keep the GPU ahead of the
+# host as a real kernel does and the cost around each call (its seal, event gaps) is measured as it is then.
+SPIN_NS = 200_000
 # Thread blocks an SM can hold at most (Hopper, Ampere: 32): the gate fills every slot, so no kernel of any
 # stream can start before the start mark.
 BLOCKS_PER_SM = 32
@@ -50,7 +53,7 @@ class TrustedClock:
         l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0) or (128 << 20)
         self.flush_buffer = torch.empty(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
         self.counter = 0
-        self.gate, self.gate_kind = _make_gate(torch, int(props.multi_processor_count))
+        self.gate, self.gate_kind, self.spin = _make_gate(torch, int(props.multi_processor_count))
         self._reset_l2 = _persisting_l2_reset()
 
     def event(self) -> Any:
@@ -63,20 +66,33 @@ class TrustedClock:
         self._fill(self.flush_buffer, self.counter)
 
     def time_call(self, call: Callable[[], Any], gate: bool = True) -> tuple[Any, float, float]:
-        """(result, start->end ms, end->after-device-sync ms). The end mark E1 is recorded on the default
-        stream after the call; E2 after a device-wide synchronize, so work left on other streams shows."""
-        start, end, after = self.event(), self.event(), self.event()
+        """(result, start->end ms, end->after-device-sync ms) of one call (the warm-up's path)."""
+        results, figures, tail = self.time_calls([call], [lambda: None], gate)
+        return results[0], figures[0], tail
+
+    def time_calls(self, calls: list[Callable[[], Any]], seals: list[Callable[[], None]],
+                   gate: bool = True) -> tuple[list[Any], list[float], float]:
+        """Run `calls` back to back after one gate: per call the start->end ms of its own marks, and the
+        end->after-device-sync ms of the last. After each end mark its seal (a copy of sampled output elements
+        into the parent's buffer) runs in stream order, outside the figure: a call must be complete when it
+        returns. E2 is recorded after a device-wide synchronize, so work left on other streams shows."""
+        marks = [self.event() for _ in range(2 * len(calls))]
+        after = self.event()
         self.flush()
         self._device_sync()
         if gate:
             self.gate()
-        self._record(start, self.stream)
-        result = call()
-        self._record(end, self.stream)
+        results = []
+        for index, call in enumerate(calls):
+            self._record(marks[2 * index], self.stream)
+            results.append(call())
+            self._record(marks[2 * index + 1], self.stream)
+            seals[index]()
         self._device_sync()
         self._record(after, self.stream)
         self._event_sync(after)
-        return result, float(self._elapsed(start, end)), float(self._elapsed(end, after))
+        figures = [float(self._elapsed(marks[2 * i], marks[2 * i + 1])) for i in range(len(calls))]
+        return results, figures, float(self._elapsed(marks[-1], after))
 
 
 class HostClock:
@@ -86,13 +102,22 @@ class HostClock:
     def __init__(self) -> None:
         self._now = time.perf_counter
         self.gate_kind = "none (CPU)"
+        self.spin = lambda: None
         self._reset_l2 = None
 
     def time_call(self, call: Callable[[], Any], gate: bool = True) -> tuple[Any, float, float]:
-        start = self._now()
-        result = call()
-        end = self._now()
-        return result, (end - start) * 1e3, 0.0
+        results, figures, tail = self.time_calls([call], [lambda: None], gate)
+        return results[0], figures[0], tail
+
+    def time_calls(self, calls: list[Callable[[], Any]], seals: list[Callable[[], None]],
+                   gate: bool = True) -> tuple[list[Any], list[float], float]:
+        results, figures = [], []
+        for call, seal in zip(calls, seals):
+            start = self._now()
+            results.append(call())
+            figures.append((self._now() - start) * 1e3)
+            seal()
+        return results, figures, 0.0
 
 
 def _persisting_l2_reset() -> Callable[[], None] | None:
@@ -116,9 +141,9 @@ def _persisting_l2_reset() -> Callable[[], None] | None:
     return None
 
 
-def _make_gate(torch: Any, n_sms: int) -> tuple[Callable[[], None], str]:
+def _make_gate(torch: Any, n_sms: int) -> tuple[Callable[[], None], str, Callable[[], None]]:
     """A kernel that occupies every block slot of every SM for GATE_NS, or torch's one-thread sleep when
-    Triton cannot build it."""
+    Triton cannot build it; and a SPIN_NS busy call of the same kernel (the calibration's stand-in kernel)."""
     try:
         import triton
         import triton.language as tl
@@ -135,10 +160,11 @@ def _make_gate(torch: Any, n_sms: int) -> tuple[Callable[[], None], str]:
         grid = (n_sms * BLOCKS_PER_SM,)
         gate_kernel[grid](GATE_NS, num_warps=1)
         torch.cuda.synchronize()
-        return (lambda: gate_kernel[grid](GATE_NS, num_warps=1)), f"{grid[0]} one-warp blocks for {GATE_NS} ns"
+        return ((lambda: gate_kernel[grid](GATE_NS, num_warps=1)), f"{grid[0]} one-warp blocks for {GATE_NS} ns",
+                lambda: gate_kernel[(n_sms,)](SPIN_NS, num_warps=1))
     except Exception as err:  # documented fallback: a one-thread sleep hides launch overhead but gates nothing
         sleep = torch.cuda._sleep
-        return (lambda: sleep(150_000)), f"torch.cuda._sleep fallback ({type(err).__name__})"
+        return (lambda: sleep(150_000)), f"torch.cuda._sleep fallback ({type(err).__name__})", lambda: sleep(300_000)
 
 
 class Child:
@@ -152,9 +178,10 @@ class Child:
         self.on_gpu = False
         self.clock: TrustedClock | HostClock | None = None
         self.fn: Callable[[Any], Any] | None = None
-        self.slots: ChildSlots | None = None
         self.bound: dict[int, ChildSlots] = {}
-        self._copy = None
+        self._copy: Any = None
+        self._take: Any = None
+        self._zero: Any = None
         self._tensor_type: Any = None
 
     def reply(self, **message: Any) -> None:
@@ -170,6 +197,8 @@ class Child:
         self.torch = torch
         self.on_gpu = device() == "cuda"
         self._copy = torch._C.TensorBase.copy_
+        self._take = torch.take
+        self._zero = torch._C.TensorBase.zero_
         self._tensor_type = torch.Tensor
         if msg.get("expect_gpu") and not self.on_gpu:
             reason = "torch.cuda.is_available() is False"
@@ -239,12 +268,12 @@ class Child:
             self.torch.cuda.empty_cache()
         self.reply(ok=True)
 
-    def _call(self, data: dict[str, Any]) -> tuple[Any, str]:
+    def _call(self, slots: ChildSlots, data: dict[str, Any]) -> tuple[Any, str]:
         """Run the submission once and make sure its result is in the output slot (copied inside the timed
         interval when it returned another tensor)."""
-        assert self.fn is not None and self.slots is not None
+        assert self.fn is not None
         result = self.fn(data)
-        out = self.slots.out
+        out = slots.out
         if result is out:
             return result, "out"
         if not isinstance(result, self._tensor_type):
@@ -254,17 +283,26 @@ class Child:
         self._copy(out, result)
         return result, "copied"
 
+    def _seal(self, slots: ChildSlots) -> Callable[[], None]:
+        """Copies the output elements at the parent's sampled positions into the parent's seal buffer."""
+        index, seal = slots.tensors.get("_seal_idx"), slots.tensors.get("_seal")
+        if index is None or seal is None:
+            return lambda: None
+        out, take = slots.out, self._take
+        return lambda: take(out, index, out=seal)
+
     def op_call(self, msg: dict[str, Any]) -> None:
-        self.slots = self.bound[int(msg["id"])]
-        self.slots.before_call()
-        data = self.slots.data()
+        slots = self.bound[int(msg["id"])]
+        slots.before_call()
+        data = slots.data()
         timed = bool(msg.get("timed")) and self.clock is not None
         try:
             if timed:
                 assert self.clock is not None
-                (_, returned), t_ms, tail_ms = self.clock.time_call(lambda: self._call(data), bool(msg.get("gate", True)))
+                (_, returned), t_ms, tail_ms = self.clock.time_call(lambda: self._call(slots, data),
+                                                                    bool(msg.get("gate", True)))
             else:
-                _, returned = self._call(data)
+                _, returned = self._call(slots, data)
                 t_ms = tail_ms = None
                 if self.on_gpu:
                     self.torch._C._cuda_synchronize()
@@ -273,21 +311,39 @@ class Child:
                 raise
             self.reply(ok=False, rep=msg.get("rep"), error=f"the kernel raised {_one_line(err)}")
             return
-        self.slots.after_call()
+        slots.after_call()
         self.reply(ok=True, rep=msg.get("rep"), t_ms=t_ms, tail_ms=tail_ms, returned=returned)
 
-    def op_null(self, msg: dict[str, Any]) -> None:
-        """A trusted empty call through the same timing path: the parent's calibration of the overhead."""
+    def op_calls(self, msg: dict[str, Any]) -> None:
+        """One timed request: the submission on each listed slot set in turn, back to back after one gate
+        (with `null`, trusted empty calls instead: the parent's calibration, made before the submission exists)."""
         if self.clock is None:
-            self.reply(ok=False, error="no GPU clock in this child")
+            self.reply(ok=False, error="no clock in this child (a GPU, or cpu_timing for tests, is needed)")
             return
-        slots = self.bound[int(msg["id"])]
-        slots.before_call()
-        slots.data()
-        out = slots.out
-        _, t_ms, tail_ms = self.clock.time_call(lambda: out)
-        slots.after_call()
-        self.reply(ok=True, t_ms=t_ms, tail_ms=tail_ms)
+        if msg.get("null") and self.fn is not None:
+            self.reply(ok=False, error="calibration after the submission was loaded")
+            return
+        group = [self.bound[int(i)] for i in msg["ids"]]
+        for slots in group:
+            slots.before_call()
+        inputs = [slots.data() for slots in group]
+        if msg.get("null"):
+            # A busy stand-in that also writes its output, so its seal holds values as a real call's does.
+            spin, zero = self.clock.spin, self._zero
+            calls = [(lambda slots=slots: (spin(), zero(slots.out), (slots.out, "out"))[2]) for slots in group]
+        else:
+            calls = [(lambda slots=slots, data=data: self._call(slots, data)) for slots, data in zip(group, inputs)]
+        try:
+            results, figures, tail_ms = self.clock.time_calls(calls, [self._seal(slots) for slots in group],
+                                                              bool(msg.get("gate", True)))
+        except BaseException as err:  # a crash of the kernel is a failed request; SystemExit too
+            if isinstance(err, KeyboardInterrupt):
+                raise
+            self.reply(ok=False, error=f"the kernel raised {_one_line(err)}")
+            return
+        for slots in group:
+            slots.after_call()
+        self.reply(ok=True, t_ms=figures, tail_ms=tail_ms, returned=[returned for _, returned in results])
 
     def serve(self) -> None:
         while True:

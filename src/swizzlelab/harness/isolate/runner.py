@@ -25,6 +25,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+from scipy.stats import theilslopes
 
 import swizzlelab
 from swizzlelab.errors import NoGpuError, UserError
@@ -35,7 +36,7 @@ from swizzlelab.harness.isolate.limits import NOBODY, Limits
 from swizzlelab.harness.isolate.profiling import profile_isolated
 from swizzlelab.harness.isolate.transport import SlotSet
 from swizzlelab.harness.sysinfo import SystemInfo, system_info
-from swizzlelab.harness.timing import collect_samples, geometric_mean, summarize
+from swizzlelab.harness.timing import DEFAULT_REL_SEM, geometric_mean, sem_target_reached, summarize
 
 ProgressFn = Callable[[str], None]
 
@@ -63,19 +64,58 @@ KEEP_ENV = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_D
             "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "CC", "CXX")
 CHECK_FRACTION = 0.5  # share of timed calls whose output the parent checks, chosen after each call
 MIN_TIMED_REPS = 10
-# The parent's wall clock over one call minus the child's figure may differ from the same difference measured
-# on trusted empty calls by at most this much (absolute ms + share of the figure), medians over the calls; more
-# means work the child's clock did not see (before the start mark, after the end mark, or a forged figure),
-# less means the harness's own steps were skipped. On an H100, honest kernels measured +0.06..+0.2 ms before
-# the parent flushed L2 before every call (benchmarks/exploits_h100/README.md).
-GAP_ABS_MS = 0.1
-GAP_REL = 0.05
-# CPU timing exists for tests of the flow on small shared machines, where scheduling noise is milliseconds.
-GAP_ABS_MS_CPU = 20.0
-# Work left on another stream after the end mark: counted when the device-wide synchronize after the end mark
-# takes longer than this beyond the empty call's.
+# A timed request runs k calls back to back on k slot sets of fresh inputs, k drawn by the parent from 1..pool
+# size (shuffled rounds). The parent's wall clock over a request, minus the child's figures (the residual), grows
+# per call only by what happens between calls (the seal); whatever the child skips or forges once per request
+# cannot change that growth. Both the residual's growth per call and its fixed part are compared with those of
+# trusted requests of busy stand-in calls made before the submission is imported.
+MAX_POOL = 32
+MAX_POOL_CPU = 4
+POOL_BYTES_GPU = 16 << 30  # and at most a fifth of the GPU's memory
+POOL_BYTES_CPU = 256 << 20
+SEAL_N = 1024  # output elements sampled right after each call ends (a call must be complete when it returns)
+SEAL_WAIT_S = 5.0  # after that the seal check refuses the request anyway
+MIN_REQUESTS = 16
+# The residual's growth per call (between calls: the seal copy, event gaps, per-call host work after the
+# synchronize; measured 0.009..0.043 ms on an H100) may be at most this much + a share of the figure (GPU clock
+# drift over long kernels) + its 99% interval, and that interval at most RESIDUAL_CI_MS + a share of the
+# figure: a wall clock noisier than that cannot vouch for the figures. On the CPU (tests only) interpreter
+# noise is milliseconds.
+RESIDUAL_SLOPE_MS, RESIDUAL_SLOPE_REL = 0.05, 0.01
+RESIDUAL_CI_MS, RESIDUAL_CI_REL = 0.03, 0.03
+RESIDUAL_SLOPE_MS_CPU, RESIDUAL_SLOPE_REL_CPU = 3.0, 0.2
+RESIDUAL_CI_MS_CPU, RESIDUAL_CI_REL_CPU = 10.0, 0.5
+# ... and its fixed part per request by this much: work hidden outside the marks once per request is bounded
+# by it, spread over up to MAX_POOL calls.
+INTERCEPT_MS = 0.6
+INTERCEPT_MS_CPU = 40.0
+# Work left on another stream after the last end mark: counted when the device-wide synchronize after it takes
+# longer than this beyond the empty requests'.
 TAIL_SLACK_MS = 0.02
-N_CALIBRATION = 20
+CALIBRATION_REQUESTS = 24
+CALIBRATION_POOL = 4
+
+
+@dataclass
+class Calibration:
+    """The residual (parent's wall clock minus the child's figures) over trusted requests of busy stand-in
+    calls, made before the submission is imported: its growth per call and its fixed part per request."""
+
+    slope_ms: float
+    intercept_ms: float
+    tail_ms: float
+    n: int
+
+
+@dataclass
+class Prepared:
+    """A benchmark case bound and calibrated before the submission exists in the child."""
+
+    seed: int
+    data0: dict[str, Any]
+    pool: list[SlotSet]
+    calibration: Calibration
+    pool_size: int
 
 
 @dataclass
@@ -436,8 +476,6 @@ class _Evaluation:
         self.run_deadline = 0.0
         self.verdicts: list[dict[str, Any]] = []
         self.rng = random.SystemRandom()
-        self.gap0_ms = 0.0
-        self.tail0_ms = 0.0
         self.child_system: dict[str, Any] = {}
         self.sandbox: dict[str, Any] = {}
         self.first_call_done = False
@@ -445,7 +483,7 @@ class _Evaluation:
         self.cpu_timing = False
         self._flush_buffer: Any = None
         self._probe_buffer: Any = None
-        self.prepared: dict[int, tuple[int, dict[str, Any], SlotSet, tuple[float, float]]] = {}
+        self.prepared: dict[int, Prepared] = {}
         self.next_id = 0
 
     def note(self, text: str) -> None:
@@ -478,8 +516,22 @@ class _Evaluation:
             for index, case in enumerate(self.task.cases("benchmarks")):
                 seed = self.bench_seed(case, bench_salt)
                 data0 = self.task.generate_input({"seed": seed, **case_sizes(case)})
-                slots = self.bind(data0)
-                self.prepared[index] = (seed, data0, slots, self._calibrate(slots, data0, case, seed))
+                pool = [self.bind(data0)]
+                size = max(1, pool[0].nbytes())
+                cap = POOL_BYTES_GPU if self.on_gpu else POOL_BYTES_CPU
+                if self.on_gpu:
+                    import torch
+
+                    cap = min(cap, torch.cuda.get_device_properties(0).total_memory // 5)
+                want = max(2, min(MAX_POOL if self.on_gpu else MAX_POOL_CPU, cap // size))
+                # A few sets are enough to fit the empty requests' line; the full pool is bound when the case is
+                # timed, so memory holds one case's pool at a time.
+                while len(pool) < min(want, CALIBRATION_POOL):
+                    pool.append(self.bind(data0))
+                calibration = self._calibrate(pool, case, seed)
+                for extra in pool[1:]:
+                    self.unbind(extra)
+                self.prepared[index] = Prepared(seed, data0, pool[:1], calibration, want)
         load: dict[str, Any] = {"op": "load", "path": str(submission)}
         if self.formula is not None:
             load["order"] = {"source": self.formula.normalized_source(), "outputs": list(self.formula.outputs)}
@@ -492,30 +544,52 @@ class _Evaluation:
             return secret_seed(self.secret, case["seed"], salt)
         return derive_seed(case["seed"], salt) if salt else int(case["seed"])
 
-    def _calibrate(self, slots: SlotSet, data: dict[str, Any], case: dict[str, Any], seed: int) -> tuple[float, float]:
-        """Parent wall time minus the child's figure on trusted empty calls through the case's own buffers,
-        made under the timed loop's conditions: fresh inputs before each call, and after half of them the
-        parent's reference work (as a check does), so the only difference left is the submission's."""
-        gaps, tails = [], []
+    def _calibrate(self, pool: list[SlotSet], case: dict[str, Any], seed: int) -> Calibration:
+        """The residual over trusted requests of every size through the case's own buffers, made the way timed
+        requests are: fresh inputs, outputs poisoned and seals armed before each, the parent's flush, and after
+        each the parent's checks on a random half of the outputs (their verdicts are ignored: the stand-in
+        calls write nothing). The parent's work between requests changes what the child's first steps cost
+        (measured on an H100: +0.3..0.8 ms per request when the calibration skipped it)."""
+        ks, walls, tails = [], [], []
         sizes = case_sizes(case)
-        for index in range(N_CALIBRATION):
-            if index:
-                data = self.task.generate_input({"seed": secret_seed(self.secret, seed, f"cal{index}"), **sizes})
-            slots.load(data)
-            poison_(slots.out)
-            self._settle()
-            start = time.perf_counter()
-            reply, _ = self.ask({"op": "null", "id": slots.id})
-            self._probe()
-            wall = time.perf_counter() - start
+        rounds = max(2, math.ceil(CALIBRATION_REQUESTS / len(pool)))
+        for n, k in enumerate([k for _ in range(rounds) for k in self.rng.sample(range(1, len(pool) + 1), len(pool))]):
+            group = pool[:k]
+            seeds = [secret_seed(self.secret, seed, f"cal{n}.{j}") for j in range(k)]
+            inputs = self._load_group(group, seeds, sizes)
+            reply, wall_ms = self.request(group, null=True)
             if not reply.get("ok"):
                 raise ChildFailed(_one_line(reply.get("error", "calibration failed")))
-            gaps.append(wall * 1e3 - float(reply["t_ms"]))
+            for slots, data, rep_seed in zip(group, inputs, seeds):
+                slots.seal_intact()
+                if self.rng.random() < CHECK_FRACTION:
+                    self.judge(slots, data, {"ok": True, "returned": "out"}, rep_seed)
+            ks.append(k)
+            walls.append(wall_ms - sum(float(t) for t in reply["t_ms"]))
             tails.append(float(reply["tail_ms"]))
-            if self.rng.random() < CHECK_FRACTION:
-                self.task.ref_kernel(data)
-                self._probe()
-        return float(np.median(gaps)), float(np.median(tails))
+        fit = theilslopes(walls, ks)
+        return Calibration(slope_ms=float(fit[0]), intercept_ms=float(fit[1]), tail_ms=float(np.median(tails)),
+                           n=len(ks))
+
+    def request(self, group: list[SlotSet], null: bool = False) -> tuple[dict[str, Any], float]:
+        """One timed request over `group`; the wall time (ms) runs from the request until the parent's own
+        probe kernel after the answer has finished, so GPU work the child left running is inside it."""
+        self._settle()
+        start = time.perf_counter()
+        reply, _ = self.ask({"op": "calls", "ids": [slots.id for slots in group], "null": null})
+        self._probe()
+        if reply.get("ok"):
+            # Contexts take turns on the GPU in time slices, so the probe alone can finish while work the child
+            # left queued still runs (measured: a child that skipped its synchronize). The last call's seal is
+            # written in stream order after every call of the request: the wall clock runs until it is there.
+            give_up = time.monotonic() + SEAL_WAIT_S
+            while not group[-1].seal_written() and time.monotonic() < give_up:
+                pass
+        wall_ms = (time.perf_counter() - start) * 1e3
+        if not null and not self.first_call_done:
+            self.first_call_done = True
+            self.run_deadline = time.monotonic() + self.limits.run_s
+        return reply, wall_ms
 
     def _probe(self) -> None:
         """A tiny kernel of the parent's, waited for: it cannot finish while work the child left on the GPU
@@ -532,7 +606,7 @@ class _Evaluation:
     def bind(self, data: dict[str, Any]) -> SlotSet:
         """Shared buffers for one case, mapped by the child; CUDA IPC falls back to shared host memory."""
         while True:
-            slots = SlotSet(data, self.kind, self.workdir / "slots", self.drop_to)
+            slots = SlotSet(data, self.kind, self.workdir / "slots", self.drop_to, seal_n=SEAL_N)
             self.next_id += 1
             slots.id = self.next_id
             reply, _ = self.ask({"op": "bind", "id": slots.id, "spec": slots.spec()})
@@ -640,7 +714,8 @@ class _Evaluation:
         return results
 
     def time_case(self, case: dict[str, Any], index: int) -> BenchRow:
-        seed, data0, slots, (self.gap0_ms, self.tail0_ms) = self.prepared.pop(index)
+        prep = self.prepared.pop(index)
+        seed, data0, slots = prep.seed, prep.data0, prep.pool[0]
         verdict: dict[str, Any] = {"case": dict(case), "kind": "benchmark", "seed": seed}
         try:
             check = CaseResult(case=dict(case))
@@ -650,21 +725,35 @@ class _Evaluation:
                 row.error = "not timed: the output is wrong"
                 verdict.update(passed=False, reason=f"benchmark {index}: {check.message}")
                 return row
-            self._timed_loop(row, slots, case, seed, verdict)
+            while len(prep.pool) < prep.pool_size:
+                prep.pool.append(self.bind(data0))
+            self._timed_loop(row, prep, case, verdict)
         finally:
-            self.unbind(slots)
+            for bound in prep.pool:
+                self.unbind(bound)
             self.verdicts.append(verdict)
         if self.with_baseline and not row.error and self.on_gpu:
             self._time_baseline(row, data0)
         return row
 
-    def _timed_loop(self, row: BenchRow, slots: SlotSet, case: dict[str, Any], seed: int,
-                    verdict: dict[str, Any]) -> None:
-        sizes = case_sizes(case)
-        # Warm-up on the checked inputs: compiles, autotunes, fills caches; its figures are dropped.
+    def _load_group(self, group: list[SlotSet], seeds: list[int], sizes: dict[str, Any]) -> list[dict[str, Any]]:
+        inputs = []
+        for slots, rep_seed in zip(group, seeds):
+            data = self.task.generate_input({"seed": rep_seed, **sizes})
+            slots.load(data)
+            poison_(slots.out)
+            slots.arm_seal(self.rng.getrandbits(62))
+            inputs.append(data)
+        return inputs
+
+    def _timed_loop(self, row: BenchRow, prep: Prepared, case: dict[str, Any], verdict: dict[str, Any]) -> None:
+        sizes, seed, pool, cal = case_sizes(case), prep.seed, prep.pool, prep.calibration
+        # Warm-up over every slot set: compiles, autotunes, fills caches; its figures are dropped.
         warm_start = time.perf_counter()
-        for _ in range(3):
-            reply, _ = self.call(slots, data0_again(self.task, seed, sizes), timed=True)
+        for attempt in range(3):
+            self._load_group(pool, [secret_seed(self.secret, seed, f"warm{attempt}.{j}") for j in range(len(pool))],
+                             sizes)
+            reply, _ = self.request(pool)
             if not reply.get("ok"):
                 row.error = _one_line(reply.get("error", "the call failed"))
                 verdict.update(passed=False, reason=f"warm-up: {row.error}")
@@ -672,77 +761,88 @@ class _Evaluation:
             if time.perf_counter() - warm_start > 0.2:
                 break
         samples: list[float] = []
+        ks: list[int] = []
         walls: list[float] = []
+        sums: list[float] = []
         tails: list[float] = []
-        n_checked = 0
-        counter = [0]
-        failure: list[str] = []
-
-        def run_batch(k: int) -> list[float]:
-            out = []
-            for _ in range(k):
-                if failure:
+        n_checked = n_calls = 0
+        failure: str | None = None
+        design: list[int] = []
+        started = time.perf_counter()
+        stopped_by = "budget"
+        while failure is None:
+            if not design:
+                design = self.rng.sample(range(1, len(pool) + 1), len(pool))
+            k = design.pop()
+            group = pool[:k]
+            seeds = [secret_seed(self.secret, seed, f"rep{n_calls + j + 1}") for j in range(k)]
+            inputs = self._load_group(group, seeds, sizes)
+            reply, wall_ms = self.request(group)
+            if not reply.get("ok"):
+                failure = _one_line(reply.get("error", "the call failed"))
+                break
+            figures, tail_ms, returned = reply.get("t_ms"), reply.get("tail_ms"), reply.get("returned")
+            if not (isinstance(figures, list) and isinstance(returned, list) and len(figures) == k == len(returned)
+                    and all(isinstance(t, (int, float)) and math.isfinite(t) and t > 0 for t in figures)
+                    and isinstance(tail_ms, (int, float)) and math.isfinite(tail_ms) and tail_ms >= 0):
+                failure = f"the child reported impossible times ({str(figures)[:80]} ms)"
+                break
+            figures = [float(t) for t in figures]
+            if sum(figures) + tail_ms > wall_ms:
+                failure = (f"the child reported {sum(figures) + tail_ms:.4g} ms for a request the parent saw take "
+                           f"{wall_ms:.4g} ms")
+                break
+            if tail_ms > cal.tail_ms + TAIL_SLACK_MS:
+                figures[-1] += tail_ms  # work was still running on another stream after the last end mark: it counts
+            for j, (slots, data, rep_seed) in enumerate(zip(group, inputs, seeds)):
+                n_calls += 1
+                if not slots.seal_intact():
+                    failure = (f"timed call {n_calls} (seed {rep_seed}): its output changed after the call returned "
+                               f"(work left running on another stream or thread, or finished by a later call)")
                     break
-                counter[0] += 1
-                rep_seed = secret_seed(self.secret, seed, f"rep{counter[0]}")
-                data = self.task.generate_input({"seed": rep_seed, **sizes})
-                reply, wall = self.call(slots, data, timed=True)
-                if not reply.get("ok"):
-                    failure.append(_one_line(reply.get("error", "the call failed")))
-                    break
-                t_ms, tail_ms = reply.get("t_ms"), reply.get("tail_ms")
-                if not isinstance(t_ms, (int, float)) or not isinstance(tail_ms, (int, float)) or not (
-                        math.isfinite(t_ms) and math.isfinite(tail_ms)) or t_ms <= 0 or tail_ms < 0:
-                    failure.append(f"the child reported an impossible time ({t_ms!r} ms)")
-                    break
-                if t_ms + tail_ms > wall * 1e3:
-                    failure.append(f"the child reported {t_ms + tail_ms:.4g} ms for a call the parent saw take "
-                                   f"{wall * 1e3:.4g} ms")
-                    break
-                if tail_ms > self.tail0_ms + TAIL_SLACK_MS:
-                    t_ms += tail_ms  # work was still running on another stream after the end mark: it counts
-                # The parent decides after the call whether to look at it, so the child cannot know.
-                if counter[0] == 1 or self.rng.random() < CHECK_FRACTION:
-                    nonlocal n_checked
+                # The parent decides after the request which outputs to look at, so the child cannot know.
+                if n_calls == 1 or self.rng.random() < CHECK_FRACTION:
                     n_checked += 1
-                    result = self.judge(slots, data, reply, rep_seed)
+                    result = self.judge(slots, data, {"ok": True, "returned": returned[j]}, rep_seed)
                     if not result.passed:
-                        failure.append(f"timed call {counter[0]} (seed {rep_seed}): {result.message}")
+                        failure = f"timed call {n_calls} (seed {rep_seed}): {result.message}"
                         break
-                samples.append(float(t_ms))
-                walls.append(wall * 1e3)
-                tails.append(float(tail_ms))
-                out.append(float(t_ms))
-            if not out and not failure:
-                failure.append("no timed call completed")
-            return out
-
-        try:
-            values, stopped_by = _collect(run_batch, self.budget_s, failure)
-        except ChildFailed:
-            raise
-        if failure:
-            row.error = f"refused: {failure[0]}"
-            verdict.update(passed=False, reason=f"benchmark: {failure[0]}")
+            if failure is not None:
+                break
+            samples.extend(figures)
+            ks.append(k)
+            walls.append(wall_ms)
+            sums.append(sum(figures))
+            tails.append(float(tail_ms))
+            elapsed = time.perf_counter() - started
+            if len(ks) >= MIN_REQUESTS and len(samples) >= MIN_TIMED_REPS:
+                if len(ks) >= len(pool) and sem_target_reached(np.asarray(samples), DEFAULT_REL_SEM, MIN_TIMED_REPS):
+                    stopped_by = "sem"
+                    break
+                if elapsed >= self.budget_s:
+                    break
+        if failure is not None:
+            row.error = f"refused: {failure}"
+            verdict.update(passed=False, reason=f"benchmark: {failure}")
             return
         # The last call is always checked too (a kernel that breaks late).
         data = self.task.generate_input({"seed": secret_seed(self.secret, seed, "last"), **sizes})
-        reply, wall = self.call(slots, data, timed=True)
-        last = self.judge(slots, data, reply, -1)
+        reply, _ = self.call(pool[0], data, timed=True)
+        last = self.judge(pool[0], data, reply, -1)
         n_checked += 1
         if not last.passed:
             row.error = f"refused: the last timed call's output is wrong: {last.message}"
             verdict.update(passed=False, reason=row.error)
             return
-        clocks, error = clock_verdict(walls, samples, self.gap0_ms, self.on_gpu)
-        clocks.update(calibration_tail_ms=self.tail0_ms, median_tail_ms=float(np.median(tails)), n_checked=n_checked,
-                      n_timed=len(samples), check_fraction=CHECK_FRACTION)
+        clocks, error = clock_verdict(ks, walls, sums, cal, self.on_gpu)
+        clocks.update(calibration_tail_ms=cal.tail_ms, median_tail_ms=float(np.median(tails)), n_checked=n_checked,
+                      n_timed=len(samples), n_requests=len(ks), pool=len(pool), check_fraction=CHECK_FRACTION)
         verdict["clocks"] = clocks
         if error:
             row.error = f"refused: {error}"
             verdict.update(passed=False, reason=row.error)
             return
-        row.candidate = summarize(values, stopped_by, device=str(self.child_system.get("gpu", "")))
+        row.candidate = summarize(np.asarray(samples), stopped_by, device=str(self.child_system.get("gpu", "")))
         row.candidate.check_after = last.message
         verdict.update(passed=True, reason=None, mean_ms=row.candidate.mean_ms, std_ms=row.candidate.std_ms,
                        best_ms=row.candidate.best_ms, worst_ms=row.candidate.worst_ms, n=row.candidate.n)
@@ -760,46 +860,54 @@ class _Evaluation:
             row.baseline_error = _one_line(f"baseline not timed: {type(err).__name__}: {err}")
 
 
-def clock_verdict(walls_ms: list[float], figures_ms: list[float], gap0_ms: float,
+def clock_verdict(ks: list[int], walls_ms: list[float], sums_ms: list[float], cal: Calibration,
                   on_gpu: bool) -> tuple[dict[str, float], str | None]:
-    """Compare the parent's wall time of each call with the child's figure: the median of (wall - figure) may
-    differ from the trusted empty calls' (gap0) by at most GAP_ABS_MS + GAP_REL * median figure, either way.
-    Returns the figures and None, or the figures and a one-line reason to refuse the run."""
-    gap_ms = float(np.median(np.asarray(walls_ms) - np.asarray(figures_ms))) - gap0_ms
-    median_t = float(np.median(figures_ms))
-    allowed = (GAP_ABS_MS if on_gpu else GAP_ABS_MS_CPU) + GAP_REL * median_t
-    clocks = {"gap_ms": gap_ms, "gap_allowed_ms": allowed, "calibration_gap_ms": gap0_ms}
-    head = "the child's clock and the parent's wall clock disagree: each call took"
-    if gap_ms > allowed:
-        return clocks, (f"{head} {gap_ms:.3f} ms more wall time than an empty call beyond its {median_t:.4g} ms "
-                        f"figure (allowed {allowed:.3f} ms): work outside the measured interval")
-    if gap_ms < -allowed:
-        # Less wall time than the harness's own steps (flush, gate, synchronize) take around an empty call:
-        # those steps were skipped, and a figure from such a call means nothing.
-        return clocks, (f"{head} {-gap_ms:.3f} ms less wall time than an empty call beyond its {median_t:.4g} ms "
-                        f"figure (allowed {allowed:.3f} ms): the harness's flush, gate or synchronisation did not run")
+    """The parent's wall clock against the child's figures over timed requests of k calls each.
+
+    The residual (wall - the request's figures) is fitted over k (Theil-Sen, 99% interval). Its growth per call
+    may be at most RESIDUAL_SLOPE_MS + RESIDUAL_SLOPE_REL of the figure + its interval: more means work each
+    call did outside its marks, or a forged figure; the interval itself may be at most RESIDUAL_CI_MS +
+    RESIDUAL_CI_REL of the figure. Its fixed part may exceed the trusted calibration's by INTERCEPT_MS + the
+    interval over the mean k: more means work done once per request outside the marks, e.g. a child that pads
+    short requests to flatten the growth. Returns the figures and None, or the figures and a one-line reason."""
+    if len(set(ks)) < 2:
+        return {}, "the timed requests all had the same size, so the wall clock cannot be checked"
+    residual = [w - f for w, f in zip(walls_ms, sums_ms)]
+    fit = theilslopes(residual, ks, alpha=0.99)
+    slope, intercept, low, high = (float(v) for v in fit[:4])
+    per_call = float(sum(sums_ms) / sum(ks))
+    half = (high - low) / 2
+    if on_gpu:
+        abs_ms, rel, ci_abs, ci_rel, fixed = (RESIDUAL_SLOPE_MS, RESIDUAL_SLOPE_REL, RESIDUAL_CI_MS, RESIDUAL_CI_REL,
+                                              INTERCEPT_MS)
+    else:
+        abs_ms, rel, ci_abs, ci_rel, fixed = (RESIDUAL_SLOPE_MS_CPU, RESIDUAL_SLOPE_REL_CPU, RESIDUAL_CI_MS_CPU,
+                                              RESIDUAL_CI_REL_CPU, INTERCEPT_MS_CPU)
+    ci_allowed = ci_abs + ci_rel * per_call
+    slope_allowed = abs_ms + rel * per_call + half
+    intercept_allowed = fixed + half * float(np.mean(ks))
+    clocks = {"figure_per_call_ms": per_call, "residual_slope_ms": slope, "residual_slope_ci99_ms": half,
+              "residual_slope_ci99_allowed_ms": ci_allowed, "slope_allowed_ms": slope_allowed,
+              "calibration_slope_ms": cal.slope_ms, "residual_intercept_ms": intercept,
+              "calibration_intercept_ms": cal.intercept_ms, "intercept_excess_ms": intercept - cal.intercept_ms,
+              "intercept_allowed_ms": intercept_allowed, "calibration_requests": cal.n}
+    head = "the child's clock and the parent's wall clock disagree:"
+    if slope > slope_allowed:
+        return clocks, (f"{head} each call adds {slope + per_call:.4g} ms of wall time but its figure says "
+                        f"{per_call:.4g} ms (at most {slope_allowed:.3f} ms more allowed): work outside the measured "
+                        f"interval")
+    if half > ci_allowed:
+        return clocks, (f"the parent's wall clock varies too much between requests (99% interval of the time "
+                        f"between calls +-{half:.3f} ms, at most {ci_allowed:.3f} ms) to vouch for the child's figures")
+    if intercept - cal.intercept_ms > intercept_allowed:
+        return clocks, (f"{head} each request costs {intercept - cal.intercept_ms:.3f} ms more wall time than a "
+                        f"trusted one beyond its calls' figures (allowed {intercept_allowed:.3f} ms): work outside "
+                        f"the measured interval")
     return clocks, None
 
 
 def data0_again(task: Any, seed: int, sizes: dict[str, Any]) -> dict[str, Any]:
     return task.generate_input({"seed": seed, **sizes})
-
-
-def _collect(run_batch: Callable[[int], list[float]], budget_s: float, failure: list[str]) -> tuple[Any, str]:
-    def guarded(k: int) -> list[float]:
-        got = run_batch(k)
-        if failure:
-            raise _Stop()
-        return got
-
-    try:
-        return collect_samples(guarded, budget_s, min_reps=MIN_TIMED_REPS)
-    except _Stop:
-        return np.asarray([]), "failure"
-
-
-class _Stop(Exception):
-    pass
 
 
 # The code a submission-less `eval TASK` runs in the child: the task's own kernel (the parent adds the order).
@@ -894,6 +1002,12 @@ def evaluate_isolated(
         pass  # tests of the timed flow: interpreter wall times, labelled as CPU figures in the report
     elif mode != "test" and not info.is_gpu:
         raise NoGpuError(f"--mode {mode} needs a CUDA GPU; run --mode test on the CPU")
+    elif mode != "test":
+        from swizzlelab.runtime import device
+
+        if device() != "cuda":  # e.g. a process that picked the Triton interpreter before it saw the GPU
+            raise NoGpuError(f"--mode {mode}: this process sees {info.gpu} but runs kernels on the CPU "
+                             f"(TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET')!r}); unset it to time on the GPU")
     started = time.perf_counter()
     workdir = Path(tempfile.mkdtemp(prefix="swizzlelab-isolate-"))
     # CUDA IPC maps the parent's buffers only into a process of the same uid, so a GPU child keeps uid 0
@@ -961,8 +1075,9 @@ def evaluate_isolated(
         except ChildFailed as failure:
             reason = failure.reason
     finally:
-        for _, _, slots, _ in ev.prepared.values():
-            slots.close()
+        for prep in ev.prepared.values():
+            for slots in prep.pool:
+                slots.close()
         ev.child.close()
     if reason is None and mode == "ranked":
         means = [row.candidate.mean_ms for row in report.ranked if row.candidate is not None]

@@ -42,7 +42,8 @@ class _Slot:
 class SlotSet:
     """The shared buffers of one case. `kind` is 'host' (a file both processes map) or 'cuda' (CUDA IPC)."""
 
-    def __init__(self, template: dict[str, Any], kind: str, folder: Path, owner_uid: int | None = None):
+    def __init__(self, template: dict[str, Any], kind: str, folder: Path, owner_uid: int | None = None,
+                 seal_n: int = 0):
         import torch
 
         if not isinstance(template, dict) or "out" not in template:
@@ -55,6 +56,13 @@ class SlotSet:
         self._mm: mmap.mmap | None = None
         for key, value in template.items():
             self.layout[key] = self._plan(str(key), value, torch)
+        out = template["out"]
+        self.seal_n = min(int(seal_n), out.numel()) if isinstance(out, torch.Tensor) else 0
+        if self.seal_n:
+            # Outside the layout (not in the submission's dict): sampled output positions, and the copy of the
+            # output there that the child's trusted loop takes in stream order right after each call ends.
+            self.slots.append(_Slot("_seal_idx", (self.seal_n,), torch.int64, nbytes=8 * self.seal_n))
+            self.slots.append(_Slot("_seal", (self.seal_n,), out.dtype, nbytes=self.seal_n * out.element_size()))
         if kind == "host":
             total = max(ALIGN, sum(slot.nbytes + ALIGN for slot in self.slots))
             fd, name = _shared_file(folder)
@@ -128,6 +136,40 @@ class SlotSet:
     def out(self) -> Any:
         return self.tensors["out"]
 
+    def nbytes(self) -> int:
+        return sum(slot.nbytes for slot in self.slots)
+
+    def arm_seal(self, seed: int) -> None:
+        """Fresh sampled positions for the next call, and the seal buffer poisoned."""
+        import torch
+
+        from swizzlelab.harness.correctness import poison_
+
+        if not self.seal_n:
+            return
+        index = self.tensors["_seal_idx"]
+        gen = torch.Generator(device=index.device).manual_seed(int(seed))
+        index.copy_(torch.randint(0, self.out.numel(), (self.seal_n,), generator=gen, device=index.device))
+        poison_(self.tensors["_seal"])
+
+    def seal_written(self) -> bool:
+        """True once the seal buffer holds no poison: the child's copy after the call has run on the GPU."""
+        from swizzlelab.harness.correctness import count_poisoned
+
+        if not self.seal_n:
+            return True
+        seal = self.tensors["_seal"]
+        return count_poisoned(seal, seal.dtype)[0] == 0
+
+    def seal_intact(self) -> bool:
+        """True when the elements sampled right after the call ended equal the output now, bit for bit."""
+        import torch
+
+        if not self.seal_n:
+            return True
+        now = torch.take(self.out, self.tensors["_seal_idx"])
+        return bool(torch.equal(now.view(torch.uint8), self.tensors["_seal"].view(torch.uint8)))
+
     def spec(self) -> dict[str, Any]:
         """What the child needs to map the slots: the layout plus the file path or the IPC handles."""
         spec: dict[str, Any] = {"kind": self.kind, "layout": self.layout}
@@ -199,8 +241,9 @@ class ChildSlots:
             self.tensors[name].copy_(host)
 
     def after_call(self) -> None:
-        if self.host:
-            self.host["out"].copy_(self.tensors["out"])
+        for name in ("out", "_seal"):
+            if name in self.host:
+                self.host[name].copy_(self.tensors[name])
 
     def data(self) -> dict[str, Any]:
         """A fresh dict of the case's inputs (the submission may keep or mutate the dict; not the slots)."""

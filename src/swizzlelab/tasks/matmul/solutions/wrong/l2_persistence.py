@@ -35,10 +35,17 @@ def custom_kernel(data):
     if _rt is None or _stream is None:
         return _kernel(data)
     a = data["a"]
-    _rt.cudaDeviceSetLimit(0x06, ctypes.c_size_t(40 << 20))  # cudaLimitPersistingL2CacheSize
+    # The largest set-aside and window the device allows (H100: less than the 50 MB L2); asking for more is
+    # cudaErrorInvalidValue, which torch would report at the next launch.
+    persisting, window = ctypes.c_int(0), ctypes.c_int(0)
+    _rt.cudaDeviceGetAttribute(ctypes.byref(persisting), 108, torch.cuda.current_device())  # MaxPersistingL2CacheSize
+    _rt.cudaDeviceGetAttribute(ctypes.byref(window), 109, torch.cuda.current_device())  # MaxAccessPolicyWindowSize
+    size = min(a.numel() * a.element_size(), persisting.value, window.value)
+    _rt.cudaDeviceSetLimit(0x06, ctypes.c_size_t(persisting.value))  # cudaLimitPersistingL2CacheSize
     attr = _Attr()
-    attr.window = _Window(a.data_ptr(), min(a.numel() * a.element_size(), 40 << 20), 1.0, 2, 1)
+    attr.window = _Window(a.data_ptr(), size, 1.0, 2, 1)
     _rt.cudaStreamSetAttribute(ctypes.c_void_p(_stream.cuda_stream), 1, ctypes.byref(attr))  # access policy window
+    _rt.cudaGetLastError()  # an error of the calls above stays here, not in the next launch
     _stream.wait_stream(torch.cuda.current_stream())
     with torch.cuda.stream(_stream):
         out = _kernel(data)

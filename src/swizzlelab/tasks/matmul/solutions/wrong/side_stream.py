@@ -1,4 +1,4 @@
-# exploit: honest kernel launched on a side stream, returning before it finishes | gpu: honest_time | cpu: pass
+# exploit: honest kernel launched on a side stream, returning before it finishes (the seal after the call sees it unfinished) | gpu: rejected | cpu: pass
 import torch
 
 from swizzlelab.tasks.matmul.kernel import custom_kernel as _kernel

@@ -830,8 +830,8 @@ def merge_by_time(times: np.ndarray, starts: np.ndarray) -> np.ndarray:
 @njit(cache=True, nogil=True)
 def group_counts(set_home: np.ndarray, step_ptr: np.ndarray, pbits: np.int64, group_of: np.ndarray,
                  n_groups: np.int64) -> np.ndarray:
-    """ptr[g, s]: where step s's accesses of group g start in the group CSR (ptr[g, n_steps]: where row g ends);
-    a group index of -1 (sets outside the sample) drops the access."""
+    """ptr[s, g]: where step s's accesses of group g start in the group CSR (group g's records lie together, in
+    step order; ptr[n_steps, g]: where they end); a group index of -1 (sets outside the sample) drops the access."""
     n_steps = step_ptr.shape[0] - 1
     counts = np.zeros((n_groups, n_steps), dtype=np.int64)
     for s in range(n_steps):
@@ -839,13 +839,13 @@ def group_counts(set_home: np.ndarray, step_ptr: np.ndarray, pbits: np.int64, gr
             g = group_of[np.int64(set_home[a]) >> pbits]
             if g >= 0:
                 counts[g, s] += 1
-    ptr = np.empty((n_groups, n_steps + 1), dtype=np.int64)
+    ptr = np.empty((n_steps + 1, n_groups), dtype=np.int64)
     total = 0
     for g in range(n_groups):
         for s in range(n_steps):
-            ptr[g, s] = total
+            ptr[s, g] = total
             total += counts[g, s]
-        ptr[g, n_steps] = total
+        ptr[n_steps, g] = total
     return ptr
 
 
@@ -856,23 +856,24 @@ def group_fill(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray,
     """Fill the group CSR: each access as a record without its near partition (sim.walk), its set word, and its
     place within its step."""
     n_steps = step_ptr.shape[0] - 1
-    fill = ptr[:, :n_steps].copy()
+    fill = ptr[:n_steps].copy()
     for s in range(n_steps):
         a0 = step_ptr[s]
         for a in range(a0, step_ptr[s + 1]):
             sw = np.int64(set_home[a])
             g = group_of[sw >> pbits]
             if g >= 0:
-                i = fill[g, s]
+                i = fill[s, g]
                 rec[i] = (lines[a] << 8) | (np.int64(is_write[a]) << 4) | np.int64(sector_mask[a])
                 shw[i] = sw
                 offset[i] = a - a0
-                fill[g, s] = i + 1
+                fill[s, g] = i + 1
 
 
 @njit(cache=True, nogil=True)
 def run_groups(
-    ptr: np.ndarray,
+    first: np.ndarray,
+    last: np.ndarray,
     rec: np.ndarray,
     shw: np.ndarray,
     offset: np.ndarray,
@@ -895,7 +896,8 @@ def run_groups(
     steps run in the order `sched_step` (near partitions `sched_near`); counts go to stats[row]. Same model and
     counts as `run_domain` with the same set count (sim.walk.walk_records).
 
-    Each group's accesses go, step by step in schedule order, through a queue of `queue_len` records (at least
+    first[g, k]..last[g, k]-1 are group g's records of the k-th scheduled step (the group CSR's pointers taken in
+    schedule order, so each group reads them in one sweep). Each group's accesses go, step by step, through a queue of `queue_len` records (at least
     the longest step) that runs when it cannot take the next step. When `got_stream` is non-empty (one byte per
     access of the domain's stream, `step_start[k]` where the k-th scheduled step starts in it), the sectors each
     access read from DRAM are written there.
@@ -909,9 +911,8 @@ def run_groups(
         n = 0
         for k in range(sched_step.shape[0] + 1):
             if k < sched_step.shape[0]:
-                step = sched_step[k]
-                lo = ptr[g, step]
-                hi = ptr[g, step + 1]
+                lo = np.int64(first[g, k])
+                hi = np.int64(last[g, k])
                 if hi == lo:
                     continue
             else:

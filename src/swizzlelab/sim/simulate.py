@@ -260,15 +260,15 @@ def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers
 # Sets whose entries fill about this many bytes form one group: they stay in a host core's L2 cache while the
 # group runs. At least MIN_GROUPS groups, so threads share the work evenly.
 GROUP_BYTES = 256 * 1024
-MIN_GROUPS = 32
+MIN_GROUPS = 16
 QUEUE_RECORDS = 16384
 _GROUP_CACHE: dict[tuple[int, ...], tuple[Any, "SetGroups"]] = {}
 
 
 @dataclass(frozen=True)
 class SetGroups:
-    """A trace's accesses split by groups of L2 set indices (kernels.group_counts/group_fill): row g of `ptr`
-    indexes its records per step; sets group_sets[g]..group_sets[g+1]-1 belong to group g."""
+    """A trace's accesses split by groups of L2 set indices (kernels.group_counts/group_fill): ptr[s, g] is where
+    step s's records of group g start; sets group_sets[g]..group_sets[g+1]-1 belong to group g."""
 
     ptr: np.ndarray
     rec: np.ndarray
@@ -279,6 +279,12 @@ class SetGroups:
     @property
     def n_groups(self) -> int:
         return int(self.group_sets.size - 1)
+
+    def scheduled(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(first, last)[g, k]: group g's records of the k-th scheduled step, laid out group by group."""
+        dtype = np.int32 if self.rec.size < 1 << 31 else np.int64
+        return (np.ascontiguousarray(self.ptr[steps].T, dtype=dtype),
+                np.ascontiguousarray(self.ptr[steps + 1].T, dtype=dtype))
 
 
 def group_bytes_per_access(max_step: int) -> int:
@@ -306,7 +312,7 @@ def set_groups(lines, masks, writes, set_home, step_ptr, n_sets, n_partitions, w
         group_of[group_sets[g]:group_sets[g + 1]] = g
     pbits = np.int64(partition_bits(n_partitions))
     ptr = kernels.group_counts(set_home, step_ptr, pbits, group_of, np.int64(n_groups))
-    n = int(ptr[-1, -1]) if n_groups else 0
+    n = int(ptr[-1, -1])
     rec = np.empty(n, dtype=np.int64)
     shw = np.empty(n, dtype=np.int32)
     offset = np.empty(n, dtype=np.int16 if max_step < 1 << 15 else np.int32)
@@ -427,7 +433,10 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     jobs = []
     got = {}
     starts = {}
+    spans = {}
     for d, sched in schedules.items():
+        if groups is not None:
+            spans[d] = groups.scheduled(sched[0])
         # Shares of one domain use one set array and one miss stream (each writes only its own sets' entries).
         arrays = walk.new_sets(n_sets * n_partitions, ways, np)
         lens = step_ptr[sched[0] + 1] - step_ptr[sched[0]]
@@ -444,7 +453,7 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
                        got[job[0]])
             return
         d, (steps, near, _), lo, hi, sets, row = job
-        kernels.run_groups(groups.ptr, groups.rec, groups.shw, groups.offset, groups.group_sets, np.int64(lo),
+        kernels.run_groups(*spans[d], groups.rec, groups.shw, groups.offset, groups.group_sets, np.int64(lo),
                            np.int64(hi), steps, near, starts[d], np.int64(pbits), np.int64(n_partitions),
                            np.int64(ways), np.int64(queue_len), sets, stats, np.int64(row), got[d])
 

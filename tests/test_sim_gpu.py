@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 
+from swizzlelab.errors import UserError
 from swizzlelab.hw import get_model
 from swizzlelab.sim import simulate
 from swizzlelab.sim.gpu import unavailable_reason
@@ -26,6 +27,7 @@ CHILD = r"""
 import json, sys
 from dataclasses import replace
 import numpy as np
+from swizzlelab.errors import UserError
 from swizzlelab.hw import get_model
 from swizzlelab.sim import simulate
 from swizzlelab.swizzle import family, to_permutation
@@ -105,3 +107,19 @@ def test_gpu_backend_equals_the_cpu_engine_on_a_gpu():
         cpu = simulate(trace, perm, model, occupancy=2, engine="sets")
         dev = simulate(trace, perm, model, occupancy=2, engine="gpu")
         assert replace(cpu, elapsed_s=0.0) == replace(dev, elapsed_s=0.0)
+
+
+def test_gpu_engine_without_a_gpu_is_a_one_line_error():
+    if unavailable_reason() is None:
+        pytest.skip("a GPU backend is available here")
+    task = load_task("matmul")
+    case = {"m": 256, "n": 256, "k": 256}
+    config = task.kernel.GPU_CONFIG
+    trace = task.access_model(case, config=config)
+    args, consts = task.swizzle_args(case, config)
+    perm = to_permutation(family("identity"), task.tile_grid(case, config), args, consts).perm
+    with pytest.raises(UserError, match="engine 'gpu' cannot run here: .*use engine='sets'") as info:
+        simulate(trace, perm, "h100", engine="gpu")
+    assert "\n" not in str(info.value)
+    with pytest.raises(UserError, match="engine must be one of auto, sets, list, gpu"):
+        simulate(trace, perm, "h100", engine="cuda")

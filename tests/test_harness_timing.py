@@ -7,7 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from swizzlelab.errors import NoGpuError
+from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.runtime import cuda_available
 from swizzlelab.harness.timing import (
     NO_GPU_MESSAGE,
@@ -19,6 +19,7 @@ from swizzlelab.harness.timing import (
     geometric_mean,
     next_batch_size,
     ratio_ci,
+    ratio_ci_unpaired,
     sem_target_reached,
     summarize,
     time_fn,
@@ -224,3 +225,16 @@ def test_t_quantiles_match_tables_and_widen_small_samples():
     ratio, low, high = ratio_ci(a, b)
     _, z_low, z_high = ratio_ci(a, b, confidence_z=Z_95)
     assert (high - low) / (z_high - z_low) == pytest.approx(t_quantile_975(9) / Z_95)
+
+
+def test_unpaired_ratio_ci_covers_the_true_ratio_and_widens_with_noise():
+    rng = np.random.default_rng(3)
+    library = 15.0 + rng.normal(0, 0.15, 40)  # e.g. cuDNN in the parent
+    submission = 14.0 + rng.normal(0, 0.15, 60)  # the isolated child's samples
+    ratio, low, high = ratio_ci_unpaired(library, submission)
+    assert low < 15.0 / 14.0 < high and abs(ratio - 15.0 / 14.0) < 0.01
+    noisy = 14.0 + rng.normal(0, 1.5, 60)
+    _, low2, high2 = ratio_ci_unpaired(library, noisy)
+    assert high2 - low2 > 3 * (high - low)
+    with pytest.raises(UserError):
+        ratio_ci_unpaired(library, submission[:1])

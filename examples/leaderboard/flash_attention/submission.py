@@ -362,11 +362,10 @@ DEV void gemm_pv(float* O, const uint32_t* P, uint32_t vb) {
   }
 }
 
-// Online softmax of one 64 x 128 score block held as the wgmma accumulator layout: this thread owns rows
-// r and r+8 (S[4j], S[4j+1] and S[4j+2], S[4j+3] for column pair j). Writes P (fp16 pairs) and the rescale.
-// NOPN: the same online softmax, the probabilities left in S as fp32 (packed to fp16 once the previous P V
-// product, which still reads P, has finished): no second P buffer, 32 registers fewer.
-DEV void softmax_inplace(float* S, float& m0, float& m1, float& l0, float& l1, float& a0, float& a1, float scale) {
+// The running row maxima of rows r and r+8 over a new score block (the four lanes of a quad hold a row), the
+// new maxima n0, n1 (scaled) and the factors a0, a1 that rescale what was summed under the old ones.
+DEV void row_max_update(const float* S, float& m0, float& m1, float& a0, float& a1, float scale, float& n0,
+                        float& n1) {
   float x0 = S[0], x1 = S[2];
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
@@ -377,11 +376,21 @@ DEV void softmax_inplace(float* S, float& m0, float& m1, float& l0, float& l1, f
   x0 = fmaxf(x0, __shfl_xor_sync(0xffffffff, x0, 2));
   x1 = fmaxf(x1, __shfl_xor_sync(0xffffffff, x1, 1));
   x1 = fmaxf(x1, __shfl_xor_sync(0xffffffff, x1, 2));
-  const float n0 = fmaxf(m0, x0 * scale), n1 = fmaxf(m1, x1 * scale);
+  n0 = fmaxf(m0, x0 * scale);
+  n1 = fmaxf(m1, x1 * scale);
   a0 = ex2(m0 - n0);
   a1 = ex2(m1 - n1);
   m0 = n0;
   m1 = n1;
+}
+
+// Online softmax of one 64 x 128 score block held as the wgmma accumulator layout: this thread owns rows
+// r and r+8 (S[4j], S[4j+1] and S[4j+2], S[4j+3] for column pair j). Writes P (fp16 pairs) and the rescale.
+// NOPN: the same online softmax, the probabilities left in S as fp32 (packed to fp16 once the previous P V
+// product, which still reads P, has finished): no second P buffer, 32 registers fewer.
+DEV void softmax_inplace(float* S, float& m0, float& m1, float& l0, float& l1, float& a0, float& a1, float scale) {
+  float n0, n1;
+  row_max_update(S, m0, m1, a0, a1, scale, n0, n1);
   float s0 = 0.f, s1 = 0.f;
 #pragma unroll
   for (int j = 0; j < 16; ++j) {
@@ -399,21 +408,8 @@ DEV void softmax_inplace(float* S, float& m0, float& m1, float& l0, float& l1, f
 template <int EXPH2>
 DEV void softmax_block(float* S, uint32_t* P, float& m0, float& m1, float& l0, float& l1, float& a0, float& a1,
                        float scale) {
-  float x0 = S[0], x1 = S[2];
-#pragma unroll
-  for (int j = 0; j < 16; ++j) {
-    x0 = fmaxf(x0, fmaxf(S[4 * j], S[4 * j + 1]));
-    x1 = fmaxf(x1, fmaxf(S[4 * j + 2], S[4 * j + 3]));
-  }
-  x0 = fmaxf(x0, __shfl_xor_sync(0xffffffff, x0, 1));
-  x0 = fmaxf(x0, __shfl_xor_sync(0xffffffff, x0, 2));
-  x1 = fmaxf(x1, __shfl_xor_sync(0xffffffff, x1, 1));
-  x1 = fmaxf(x1, __shfl_xor_sync(0xffffffff, x1, 2));
-  const float n0 = fmaxf(m0, x0 * scale), n1 = fmaxf(m1, x1 * scale);
-  a0 = ex2(m0 - n0);
-  a1 = ex2(m1 - n1);
-  m0 = n0;
-  m1 = n1;
+  float n0, n1;
+  row_max_update(S, m0, m1, a0, a1, scale, n0, n1);
   float s0 = 0.f, s1 = 0.f;
   if (EXPH2) {
     // exp2 of two fp16 arguments per MUFU instruction; P is wanted in fp16 anyway. Row sums in fp16 pairs,

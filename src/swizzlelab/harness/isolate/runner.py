@@ -30,7 +30,7 @@ from scipy.stats import theilslopes
 import swizzlelab
 from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.correctness import CaseResult, RunCheck, case_sizes, count_poisoned, derive_seed, poison_
-from swizzlelab.harness.evaluate import MODES, BenchRow, Candidate, EvalReport, ProfileRow
+from swizzlelab.harness.evaluate import MODES, BenchRow, Candidate, EvalReport, ExtraBaseline
 from swizzlelab.harness.isolate import protocol
 from swizzlelab.harness.isolate.limits import NOBODY, Limits
 from swizzlelab.harness.isolate.profiling import profile_isolated
@@ -93,6 +93,8 @@ INTERCEPT_MS_CPU = 40.0
 # longer than this beyond the empty requests'.
 TAIL_SLACK_MS = 0.02
 CALIBRATION_REQUESTS = 24
+UNPAIRED_METHOD = ("unpaired delta method: the library timed by the trusted parent, the submission in the isolated "
+                   "child, one after the other")
 CALIBRATION_POOL = 4
 
 
@@ -858,6 +860,29 @@ class _Evaluation:
             row.baseline = time_fn(baseline, data, min(self.budget_s, 1.0))
         except Exception as err:  # the library may not support a case; the candidate keeps its time
             row.baseline_error = _one_line(f"baseline not timed: {type(err).__name__}: {err}")
+        if self.mode == "ranked":
+            row.extra_baselines = self._time_extra_baselines(row, data)
+
+    def _time_extra_baselines(self, row: BenchRow, data: dict[str, Any]) -> list[ExtraBaseline]:
+        """The task's further library rows (e.g. cuDNN attention), timed in the parent on the case's inputs;
+        each compared with the submission's isolated samples (unpaired: the two ran in different processes)."""
+        from swizzlelab.harness.timing import Comparison, ratio_ci_unpaired, time_fn
+
+        extras = getattr(self.task, "extra_baselines", None)
+        rows = []
+        for name, (description, fn) in (extras() if extras is not None else {}).items():
+            extra = ExtraBaseline(name=name, description=description)
+            try:
+                extra.timing = time_fn(fn, data, min(self.budget_s, 1.0))
+                if row.candidate is not None and len(row.candidate.samples_ms) >= 2:
+                    speedup, low, high = ratio_ci_unpaired(np.asarray(extra.timing.samples_ms),
+                                                           np.asarray(row.candidate.samples_ms))
+                    extra.comparison = Comparison(a=extra.timing, b=row.candidate, speedup=speedup, ci_low=low,
+                                                  ci_high=high, method=UNPAIRED_METHOD)
+            except Exception as err:  # the library row is informative; the candidate's row stands without it
+                extra.error = _one_line(f"{name} not timed: {type(err).__name__}: {err}")
+            rows.append(extra)
+        return rows
 
 
 def clock_verdict(ks: list[int], walls_ms: list[float], sums_ms: list[float], cal: Calibration,

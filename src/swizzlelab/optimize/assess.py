@@ -13,6 +13,7 @@ from swizzlelab.hw import domain_programs
 from swizzlelab.optimize.records import Prediction, Wave
 from swizzlelab.scenario import Scenario
 from swizzlelab.sim import simulate
+from swizzlelab.sim.simulate import line_range
 
 
 def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers: int | None = None,
@@ -87,8 +88,8 @@ def wave_stats(scenario: Scenario, perm: np.ndarray) -> Wave:
     tiles = np.concatenate(waves)
     domain = np.repeat(np.arange(len(waves), dtype=np.int64), [w.size for w in waves])
     lines = np.ascontiguousarray(trace.lines, dtype=np.int64)
-    low = int(lines.min()) if lines.size else 0
-    span = (int(lines.max()) - low + 1) if lines.size else 1
+    low, high = line_range(trace.lines) if lines.size else (0, 0)
+    span = high - low + 1
     per_tile, per_domain, n_multi, n_all = _wave_counts(
         lines - low if low else lines,
         np.ascontiguousarray(trace.step_ptr, dtype=np.int64),

@@ -871,6 +871,16 @@ def group_fill(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray,
 
 
 @njit(cache=True, nogil=True)
+def gather_spans(ptr: np.ndarray, steps: np.ndarray, first: np.ndarray, last: np.ndarray) -> None:
+    """first[g, k], last[g, k] = ptr[steps[k], g], ptr[steps[k] + 1, g]: the group CSR's spans in schedule order."""
+    for k in range(steps.shape[0]):
+        s = steps[k]
+        for g in range(ptr.shape[1]):
+            first[g, k] = ptr[s, g]
+            last[g, k] = ptr[s + 1, g]
+
+
+@njit(cache=True, nogil=True)
 def run_groups(
     first: np.ndarray,
     last: np.ndarray,

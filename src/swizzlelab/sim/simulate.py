@@ -224,6 +224,24 @@ _SET_INDEX_CACHE: dict[tuple[int, int, int, int], tuple[Any, np.ndarray]] = {}
 LLC_WAYS = 16
 
 
+_LINE_RANGE_CACHE: dict[tuple[int, int], tuple[Any, tuple[int, int]]] = {}
+
+
+def line_range(lines: np.ndarray) -> tuple[int, int]:
+    """(lowest, highest) line id of a trace's line array, cached per array (each order of a search checks it)."""
+    if lines.size == 0:
+        return 0, -1
+    key = (id(lines), int(lines.size))
+    hit = _LINE_RANGE_CACHE.get(key)
+    if hit is not None and hit[0]() is lines:
+        return hit[1]
+    found = (int(lines.min()), int(lines.max()))
+    for stale in [k for k, (ref, _) in _LINE_RANGE_CACHE.items() if ref() is None]:
+        del _LINE_RANGE_CACHE[stale]
+    _LINE_RANGE_CACHE[key] = (weakref.ref(lines), found)
+    return found
+
+
 def partition_bits(n_partitions: int) -> int:
     return max(int(n_partitions) - 1, 0).bit_length()
 
@@ -283,8 +301,10 @@ class SetGroups:
     def scheduled(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(first, last)[g, k]: group g's records of the k-th scheduled step, laid out group by group."""
         dtype = np.int32 if self.rec.size < 1 << 31 else np.int64
-        return (np.ascontiguousarray(self.ptr[steps].T, dtype=dtype),
-                np.ascontiguousarray(self.ptr[steps + 1].T, dtype=dtype))
+        first = np.empty((self.n_groups, steps.size), dtype=dtype)
+        last = np.empty((self.n_groups, steps.size), dtype=dtype)
+        kernels.gather_spans(self.ptr, steps, first, last)
+        return first, last
 
 
 def group_bytes_per_access(max_step: int) -> int:
@@ -329,7 +349,7 @@ def set_groups(lines, masks, writes, set_home, step_ptr, n_sets, n_partitions, w
 def _run_list_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, capacity,
                      n_sets, popcount, cv, seed, n_workers) -> list[np.ndarray]:
     """Linked-list LRU engine (any associativity, fully associative included); domains on threads."""
-    key_space = (int(lines.max()) + 1) * n_partitions if lines.size else 0
+    key_space = (line_range(lines)[1] + 1) * n_partitions if lines.size else 0
     direct = np.empty(key_space if key_space <= kernels.MAX_DIRECT_KEYS else 0, dtype=np.int32)
 
     def run_one(d: int, programs: np.ndarray, direct: np.ndarray) -> np.ndarray:
@@ -571,7 +591,8 @@ def simulate(
             f"L2 of {capacity * n_partitions} lines per domain is above the simulator's {kernels.MAX_NODES}: "
             "give a smaller capacity"
         )
-    if lines.size and (int(lines.min()) < 0 or (int(lines.max()) + 1) * n_partitions >= kernels.MAX_KEY):
+    low, high = line_range(lines)
+    if lines.size and (low < 0 or (high + 1) * n_partitions >= kernels.MAX_KEY):
         raise UserError("trace line ids must lie in 0 .. 2**38: rebuild the trace with line-aligned tensor bases")
     n_slots = model.units_per_domain * int(occupancy)
     popcount = kernels.popcount_table()

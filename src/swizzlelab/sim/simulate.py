@@ -442,7 +442,7 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
         gpu_stats, got = gpu.run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_partitions,
                                           n_sets, n_simulated, ways, record)
         by_domain = {d: gpu_stats.get(d, np.zeros(kernels.N_STATS, dtype=np.int64)) for d, _ in work}
-        return _scaled(by_domain, work, _run_llc(model, lines, step_ptr, schedules, got) if record else None,
+        return _scaled(by_domain, work, _run_llc(model, lines, step_ptr, schedules, got, n_workers) if record else None,
                        n_sets, n_simulated)
     groups = set_groups(lines, masks, writes, set_home, step_ptr, n_sets, n_partitions, ways, n_simulated, max_step)
     # With the set-group split, a share runs a range of groups over the domain's schedule; without it (too
@@ -486,7 +486,7 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     by_domain = {d: np.zeros(kernels.N_STATS, dtype=np.int64) for d, _ in work}
     for job in jobs:
         by_domain[job[0]] += stats[job[5]]
-    return _scaled(by_domain, work, _run_llc(model, lines, step_ptr, schedules, got) if record else None, n_sets,
+    return _scaled(by_domain, work, _run_llc(model, lines, step_ptr, schedules, got, n_workers) if record else None, n_sets,
                    n_simulated)
 
 
@@ -501,9 +501,9 @@ def _scaled(by_domain, work, llc, n_sets, n_simulated) -> tuple[list[np.ndarray]
     return [by_domain[d] for d, _ in work], llc
 
 
-def _run_llc(model, lines, step_ptr, schedules, got) -> LlcStats:
+def _run_llc(model, lines, step_ptr, schedules, got, n_workers=1) -> LlcStats:
     """Replay the L2s' read misses, merged in simulated time (ties: domain order, then stream order), through
-    one shared set-associative LRU."""
+    one shared set-associative LRU (ranges of its sets on `n_workers` threads: sets are independent)."""
     misses = [kernels.stream_misses(lines, step_ptr, sched[0], sched[2], got[d], np.int64(np.count_nonzero(got[d])))
               for d, sched in schedules.items()]
     if not misses:
@@ -519,12 +519,25 @@ def _run_llc(model, lines, step_ptr, schedules, got) -> LlcStats:
     n_sets = capacity // ways
     set_home = np.empty(n, dtype=np.int32)
     kernels.set_index_of(line, np.int64(n_sets), np.int64(1), np.int64(0), set_home, np.int64(0), np.int64(n))
-    stats = np.zeros((1, kernels.N_STATS), dtype=np.int64)
-    job = (0, (np.arange(n, dtype=np.int64), np.zeros(n, np.int8), None), 0, n_sets,
-           walk.new_sets(n_sets, ways, np), 0)
-    _run_share(job, line, mask, np.zeros(n, dtype=np.bool_), set_home, 0, np.arange(n + 1, dtype=np.int64), 1, ways,
-               1, stats, np.zeros(0, np.uint8))
-    return LlcStats(read_sectors=int(stats[0, kernels.ST_REQ_SECTORS]), hit_sectors=int(stats[0, kernels.ST_HIT_SECTORS]))
+    n_jobs = max(1, min(n_workers, n_sets))
+    stats = np.zeros((n_jobs, kernels.N_STATS), dtype=np.int64)
+    sched = (np.arange(n, dtype=np.int64), np.zeros(n, np.int8), None)
+    sets = walk.new_sets(n_sets, ways, np)
+    bounds = np.linspace(0, n_sets, n_jobs + 1).astype(np.int64)
+    jobs = [(0, sched, int(bounds[j]), int(bounds[j + 1]), sets, j) for j in range(n_jobs)]
+    step_ptr_1 = np.arange(n + 1, dtype=np.int64)
+    no_writes = np.zeros(n, dtype=np.bool_)
+
+    def run_job(job):
+        _run_share(job, line, mask, no_writes, set_home, 0, step_ptr_1, 1, ways, 1, stats, np.zeros(0, np.uint8))
+
+    if n_jobs > 1:
+        with ThreadPoolExecutor(max_workers=n_jobs) as pool:
+            list(pool.map(run_job, jobs))
+    else:
+        run_job(jobs[0])
+    total = stats.sum(axis=0)
+    return LlcStats(read_sectors=int(total[kernels.ST_REQ_SECTORS]), hit_sectors=int(total[kernels.ST_HIT_SECTORS]))
 
 
 def simulate(

@@ -310,6 +310,43 @@ def _sift_down(heap, n, slot_time) -> None:
     heap[i] = s
 
 
+@njit(cache=True, inline="always")
+def _load_program(s, next_program, programs, tile_step_ptr, n_partitions, slot_step, slot_end, slot_prog,
+                  slot_part):
+    """Give slot s the next program of `programs` that has steps (programs without steps are skipped);
+    returns (next_program, whether one was loaded)."""
+    while next_program < programs.shape[0]:
+        t = programs[next_program]
+        next_program += 1
+        if tile_step_ptr[t + 1] > tile_step_ptr[t]:
+            slot_step[s] = tile_step_ptr[t]
+            slot_end[s] = tile_step_ptr[t + 1]
+            slot_prog[s] = next_program - 1
+            slot_part[s] = _bucket(next_program - 1, _UNIT_SALT, n_partitions) if n_partitions > 1 else 0
+            return next_program, True
+    return next_program, False
+
+
+@njit(cache=True, inline="always")
+def _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions, step_cv, seed, slot_step,
+                slot_end, slot_prog, slot_part, slot_time):
+    """Slot s (the heap's top) has run its current step: its next step starts after this one's duration; a slot
+    whose program is done takes the next one, or leaves the heap. Returns (n_active, next_program)."""
+    step = slot_step[s]
+    slot_time[s] += step_duration(step_cv, seed, slot_prog[s], step - tile_step_ptr[programs[slot_prog[s]]])
+    step += 1
+    if step < slot_end[s]:
+        slot_step[s] = step
+    else:
+        next_program, loaded = _load_program(s, next_program, programs, tile_step_ptr, n_partitions, slot_step,
+                                             slot_end, slot_prog, slot_part)
+        if not loaded:
+            n_active -= 1
+            heap[0] = heap[n_active]
+    _sift_down(heap, n_active, slot_time)
+    return n_active, next_program
+
+
 @njit(cache=True, nogil=True)
 def run_domain(
     lines: np.ndarray,
@@ -363,17 +400,11 @@ def run_domain(
     next_program = 0
     n_active = 0
     for s in range(n_slots):
-        while next_program < n_programs:
-            t = programs[next_program]
-            next_program += 1
-            if tile_step_ptr[t + 1] > tile_step_ptr[t]:
-                slot_step[s] = tile_step_ptr[t]
-                slot_end[s] = tile_step_ptr[t + 1]
-                slot_prog[s] = next_program - 1
-                slot_part[s] = _bucket(next_program - 1, _UNIT_SALT, n_partitions) if n_partitions > 1 else 0
-                heap[n_active] = s  # all at time 0 in increasing slot order: already a heap
-                n_active += 1
-                break
+        next_program, loaded = _load_program(s, next_program, programs, tile_step_ptr, n_partitions, slot_step,
+                                             slot_end, slot_prog, slot_part)
+        if loaded:
+            heap[n_active] = s  # all at time 0 in increasing slot order: already a heap
+            n_active += 1
     req = 0
     hit_sectors = 0
     accesses = 0
@@ -497,27 +528,8 @@ def run_domain(
                     hit_sectors += popcount[missing & hv]
                     dram_read += popcount[missing & ~hv]
                     node_info[4 * hnode + 2] = hv | missing
-        slot_time[s] += step_duration(step_cv, seed, slot_prog[s], step - tile_step_ptr[programs[slot_prog[s]]])
-        step += 1
-        if step < slot_end[s]:
-            slot_step[s] = step
-            _sift_down(heap, n_active, slot_time)
-            continue
-        loaded = False
-        while next_program < n_programs:
-            t = programs[next_program]
-            next_program += 1
-            if tile_step_ptr[t + 1] > tile_step_ptr[t]:
-                slot_step[s] = tile_step_ptr[t]
-                slot_end[s] = tile_step_ptr[t + 1]
-                slot_prog[s] = next_program - 1
-                slot_part[s] = _bucket(next_program - 1, _UNIT_SALT, n_partitions) if n_partitions > 1 else 0
-                loaded = True
-                break
-        if not loaded:
-            n_active -= 1
-            heap[0] = heap[n_active]
-        _sift_down(heap, n_active, slot_time)
+        n_active, next_program = _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions,
+                                             step_cv, seed, slot_step, slot_end, slot_prog, slot_part, slot_time)
     # Write back what is still dirty at the end of the kernel.
     for node in range(n_used):
         dram_write += popcount[node_info[4 * node + 3]]
@@ -612,50 +624,23 @@ def schedule_domain(
     slot_prog = np.zeros(n_slots, dtype=np.int64)
     slot_time = np.zeros(n_slots, dtype=np.float64)
     heap = np.zeros(n_slots, dtype=np.int64)
-    n_programs = programs.shape[0]
     next_program = 0
     n_active = 0
     for s in range(n_slots):
-        while next_program < n_programs:
-            t = programs[next_program]
-            next_program += 1
-            if tile_step_ptr[t + 1] > tile_step_ptr[t]:
-                slot_step[s] = tile_step_ptr[t]
-                slot_end[s] = tile_step_ptr[t + 1]
-                slot_prog[s] = next_program - 1
-                slot_part[s] = _bucket(next_program - 1, _UNIT_SALT, n_partitions) if n_partitions > 1 else 0
-                heap[n_active] = s
-                n_active += 1
-                break
+        next_program, loaded = _load_program(s, next_program, programs, tile_step_ptr, n_partitions, slot_step,
+                                             slot_end, slot_prog, slot_part)
+        if loaded:
+            heap[n_active] = s  # all at time 0 in increasing slot order: already a heap
+            n_active += 1
     k = 0
     while n_active > 0:
         s = heap[0]
-        step = slot_step[s]
-        out_step[k] = step
+        out_step[k] = slot_step[s]
         out_near[k] = slot_part[s]
         out_time[k] = slot_time[s]
         k += 1
-        slot_time[s] += step_duration(step_cv, seed, slot_prog[s], step - tile_step_ptr[programs[slot_prog[s]]])
-        step += 1
-        if step < slot_end[s]:
-            slot_step[s] = step
-            _sift_down(heap, n_active, slot_time)
-            continue
-        loaded = False
-        while next_program < n_programs:
-            t = programs[next_program]
-            next_program += 1
-            if tile_step_ptr[t + 1] > tile_step_ptr[t]:
-                slot_step[s] = tile_step_ptr[t]
-                slot_end[s] = tile_step_ptr[t + 1]
-                slot_prog[s] = next_program - 1
-                slot_part[s] = _bucket(next_program - 1, _UNIT_SALT, n_partitions) if n_partitions > 1 else 0
-                loaded = True
-                break
-        if not loaded:
-            n_active -= 1
-            heap[0] = heap[n_active]
-        _sift_down(heap, n_active, slot_time)
+        n_active, next_program = _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions,
+                                             step_cv, seed, slot_step, slot_end, slot_prog, slot_part, slot_time)
     return out_step[:k], out_near[:k], out_time[:k]
 
 

@@ -18,6 +18,7 @@ import sys
 import time
 from pathlib import Path
 
+from swizzlelab.harness.sysinfo import cpu_name
 from swizzlelab.io import atomic_write_text
 
 HERE = Path(__file__).resolve().parent
@@ -35,16 +36,6 @@ PROBE = (
     "except SystemExit:\n    pass\n"
     "print('HEAVY=' + ','.join(m for m in ('torch', 'triton', 'numba') if m in sys.modules), file=sys.stderr)\n"
 )
-
-
-def cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or platform.machine()
 
 
 def timed_runs(argv: list[str], runs: int) -> tuple[list[float], list[float]]:

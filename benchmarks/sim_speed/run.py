@@ -28,6 +28,7 @@ from swizzlelab.runtime import ensure_triton_backend
 
 ensure_triton_backend()
 
+from swizzlelab.harness.sysinfo import cpu_name  # noqa: E402
 from swizzlelab.hw import get_model  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.optimize.loop import screen_text  # noqa: E402
@@ -37,13 +38,6 @@ from swizzlelab.scenario import load_scenario  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
 from swizzlelab.sim.gpu import unavailable_reason  # noqa: E402
 from swizzlelab.sim.simulate import default_workers  # noqa: E402
-
-
-def cpu_name() -> str:
-    for line in Path("/proc/cpuinfo").read_text().splitlines():
-        if line.startswith("model name"):
-            return line.split(":", 1)[1].strip()
-    return "unknown CPU"
 
 
 def gpu_name() -> str | None:

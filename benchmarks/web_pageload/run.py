@@ -32,6 +32,7 @@ from sqlalchemy import func, select
 
 from swizzlelab.leaderboard.db import Job, JobStatus, Leaderboard, Run, Submission, SubmissionStatus, User
 from swizzlelab.harness.ncu import NAMED_METRIC_IDS
+from swizzlelab.harness.sysinfo import cpu_name
 from swizzlelab.leaderboard.db import open_database
 from swizzlelab.leaderboard.service import seed_fresh_database, store_code
 from swizzlelab.leaderboard.settings import Settings
@@ -293,8 +294,8 @@ def main() -> int:
         "study": "web_pageload",
         "what": "time of each leaderboard web page served by a real uvicorn server on a SQLite database of "
                 f"{filled['counts']['runs']} runs: HTML response over HTTP and full page load in chromium",
-        "device": f"CPU only: {_cpu_name()}",
-        "measured_on": {"machine": "CPU only (no GPU involved)", "cpu": _cpu_name(), "cores": os.cpu_count(),
+        "device": f"CPU only: {cpu_name()}",
+        "measured_on": {"machine": "CPU only (no GPU involved)", "cpu": cpu_name(), "cores": os.cpu_count(),
                         "load_average_1min": {"start": round(load_at_start, 2), "end": round(os.getloadavg()[0], 2),
                                               "note": "other jobs shared this machine's 2 cores during the run"},
                         "niceness": os.nice(0),
@@ -316,16 +317,6 @@ def main() -> int:
     print(f"wrote {args.out}; every page's HTML p95 under {BUDGET_MS:.0f} ms: {result['all_html_p95_under_budget']}; "
           f"server CPU per request under it: {result['all_server_cpu_per_request_under_budget']}")
     return 0
-
-
-def _cpu_name() -> str:
-    try:
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown"
 
 
 if __name__ == "__main__":

@@ -35,7 +35,7 @@ from swizzlelab.harness.isolate import protocol
 from swizzlelab.harness.isolate.limits import NOBODY, Limits
 from swizzlelab.harness.isolate.profiling import profile_isolated
 from swizzlelab.harness.isolate.transport import SlotSet
-from swizzlelab.harness.sysinfo import SystemInfo, system_info
+from swizzlelab.harness.sysinfo import system_info
 from swizzlelab.harness.timing import DEFAULT_REL_SEM, geometric_mean, sem_target_reached, summarize
 
 ProgressFn = Callable[[str], None]
@@ -639,20 +639,16 @@ class _Evaluation:
             self._flush_buffer.fill_(self.rng.randrange(1 << 30))
             torch.cuda.synchronize()
 
-    def call(self, slots: SlotSet, data: dict[str, Any], timed: bool) -> tuple[dict[str, Any], float]:
-        """One call on fresh inputs; the wall time runs from the request until the parent's own probe kernel
-        after the answer has finished, so GPU work the child left running is inside it."""
+    def call(self, slots: SlotSet, data: dict[str, Any], timed: bool) -> dict[str, Any]:
+        """One call on fresh inputs whose output is judged, not timed (tests, the first and last checks of a
+        benchmark case): `timed` runs it through the child's timing path, as a timed call sees it."""
         slots.load(data)
         poison_(slots.out)
-        self._settle()
-        start = time.perf_counter()
         reply, _ = self.ask({"op": "call", "id": slots.id, "timed": timed})
-        self._probe()
-        wall = time.perf_counter() - start
         if not self.first_call_done:
             self.first_call_done = True
             self.run_deadline = time.monotonic() + self.limits.run_s
-        return reply, wall
+        return reply
 
     def judge(self, slots: SlotSet, data: dict[str, Any], reply: dict[str, Any], seed: int) -> RunCheck:
         """The parent's verdict on the output slot after one call, from its own copy of the inputs."""
@@ -691,7 +687,7 @@ class _Evaluation:
 
     def check_once(self, slots: SlotSet, case: dict[str, Any], seed: int) -> RunCheck:
         data = self.task.generate_input({"seed": int(seed), **case_sizes(case)})
-        reply, _ = self.call(slots, data, timed=False)
+        reply = self.call(slots, data, timed=False)
         return self.judge(slots, data, reply, seed)
 
     # -- modes -----------------------------------------------------------------------------------------------
@@ -703,7 +699,7 @@ class _Evaluation:
             slots = self.bind(data)
             try:
                 result = CaseResult(case=dict(case))
-                result.runs.append(self.judge(slots, data, self.call(slots, data, timed=False)[0], seed))
+                result.runs.append(self.judge(slots, data, self.call(slots, data, timed=False), seed))
                 if result.runs[0].passed:
                     result.runs.append(self.check_once(slots, case, derive_seed(seed, "recheck")))
             finally:
@@ -721,7 +717,7 @@ class _Evaluation:
         verdict: dict[str, Any] = {"case": dict(case), "kind": "benchmark", "seed": seed}
         try:
             check = CaseResult(case=dict(case))
-            check.runs.append(self.judge(slots, data0, self.call(slots, data0, timed=False)[0], seed))
+            check.runs.append(self.judge(slots, data0, self.call(slots, data0, timed=False), seed))
             row = BenchRow(case=dict(case), seed=seed, check=check, order=self.order_info(case))
             if not check.passed:
                 row.error = "not timed: the output is wrong"
@@ -829,7 +825,7 @@ class _Evaluation:
             return
         # The last call is always checked too (a kernel that breaks late).
         data = self.task.generate_input({"seed": secret_seed(self.secret, seed, "last"), **sizes})
-        reply, _ = self.call(pool[0], data, timed=True)
+        reply = self.call(pool[0], data, timed=True)
         last = self.judge(pool[0], data, reply, -1)
         n_checked += 1
         if not last.passed:

@@ -514,7 +514,7 @@ class _Evaluation:
         self.sandbox = dict(reply.get("sandbox") or {})
         if self.mode in ("benchmark", "ranked"):
             # Every benchmark case is mapped and calibrated before the submission exists in the child, so the
-            # empty calls that calibrate the clocks run trusted code only.
+            # stand-in calls that calibrate the clocks run trusted code only.
             for index, case in enumerate(self.task.cases("benchmarks")):
                 seed = self.bench_seed(case, bench_salt)
                 data0 = self.task.generate_input({"seed": seed, **case_sizes(case)})

@@ -315,8 +315,8 @@ class Child:
         self.reply(ok=True, rep=msg.get("rep"), t_ms=t_ms, tail_ms=tail_ms, returned=returned)
 
     def op_calls(self, msg: dict[str, Any]) -> None:
-        """One timed request: the submission on each listed slot set in turn, back to back after one gate
-        (with `null`, trusted busy stand-in calls instead: the parent's calibration, made before the submission exists)."""
+        """One timed request: the submission on each listed slot set in turn, back to back after one gate (with
+        `null`, trusted busy stand-in calls instead: the parent's calibration, made before the submission exists)."""
         if self.clock is None:
             self.reply(ok=False, error="no clock in this child (a GPU, or cpu_timing for tests, is needed)")
             return

@@ -6,10 +6,8 @@ On the CPU the submissions run under the Triton interpreter (histogram's CUDA pa
 
 from __future__ import annotations
 
-import importlib.util
 import json
 import re
-import sys
 from pathlib import Path
 
 import pytest
@@ -17,6 +15,7 @@ import torch
 from typer.testing import CliRunner
 
 from swizzlelab.cli import app
+from swizzlelab.io import load_module
 from swizzlelab.runtime import device
 from swizzlelab.tasks import load_task
 
@@ -28,12 +27,7 @@ WORKLOGS = ROOT / "docs" / "worklogs"
 
 def _load(task: str):
     path = EXAMPLES / task / "submission.py"
-    name = f"test_leader_{task}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(path, f"test_leader_{task}", str(path))
 
 
 @pytest.mark.parametrize("task", ["histogram", "flash_attention"])

@@ -30,7 +30,7 @@ SMALL_CASES = ((1, 2, 128), (2, 3, 384), (2, 2, 256), (1, 4, 1024))
 
 def child_check(variants: list[int]) -> int:
     """Small seeded shapes against an fp32 reference, variant by variant; one START and one CHECK line each."""
-    sub = run.load_module(run.FLASH_SUB)
+    sub = run.load_submission(run.FLASH_SUB)
     for variant in variants:
         print(f"START {variant}", flush=True)
         res: dict = {"variant": variant, "cases": []}
@@ -108,7 +108,7 @@ def main(argv: list[str]) -> int:
     def save() -> None:
         atomic_write_text(out_dir / args.name, json.dumps(doc, indent=2, default=str) + "\n")
 
-    sub = run.load_module(run.FLASH_SUB)
+    sub = run.load_submission(run.FLASH_SUB)
     started = time.perf_counter()
     module = sub._cuda_module()
     doc["build"] = {"seconds": time.perf_counter() - started, "error": sub._cuda_state.get("error"),

@@ -13,7 +13,6 @@ case; every timed variant's last output is checked against the task's reference.
 from __future__ import annotations
 
 import argparse
-import importlib.util
 import json
 import math
 import platform
@@ -34,7 +33,7 @@ import torch  # noqa: E402
 
 from swizzlelab.harness.correctness import case_sizes, derive_seed  # noqa: E402
 from swizzlelab.harness.timing import t_quantile_975, time_fn  # noqa: E402
-from swizzlelab.io import atomic_write_text  # noqa: E402
+from swizzlelab.io import atomic_write_text, load_module  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
 from swizzlelab.tasks.checking import compare, tolerance_for  # noqa: E402
 
@@ -53,14 +52,9 @@ EXTRA_METRICS = (
 ) + tuple(f"smsp__average_warps_issue_stalled_{r}_per_issue_active.ratio" for r in STALL_REASONS)
 
 
-def load_module(path: Path) -> Any:
+def load_submission(path: Path) -> Any:
     """Import a submission file as a module (the evaluator imports it the same way)."""
-    name = f"leader_{path.parent.name}"
-    spec = importlib.util.spec_from_file_location(name, path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[name] = module
-    spec.loader.exec_module(module)
-    return module
+    return load_module(path, f"leader_{path.parent.name}", str(path))
 
 
 # ---------------------------------------------------------------- variants
@@ -69,7 +63,7 @@ def load_module(path: Path) -> Any:
 def histogram_variants() -> dict[str, Callable[[dict[str, Any]], Any]]:
     """Step variants of histogram: the task kernel, tl.histogram (Triton), the CUDA shared-atomic kernel."""
     task = load_task("histogram")
-    sub = load_module(HIST_SUB)
+    sub = load_submission(HIST_SUB)
     cuda = sub.CudaConfig
     out: dict[str, Callable[[dict[str, Any]], Any]] = {"hist.task_kernel": lambda d: task.custom_kernel(d)}
     for bc, br, rpp, warps in ((4, 1024, 8192, 8), (16, 256, 8192, 8)):
@@ -87,7 +81,7 @@ def histogram_variants() -> dict[str, Callable[[dict[str, Any]], Any]]:
 def flash_variants() -> dict[str, Callable[[dict[str, Any]], Any]]:
     """Step variants of flash attention: the task kernel, pointer vs TMA loads, tile sizes, stages, warp spec."""
     task = load_task("flash_attention")
-    sub = load_module(FLASH_SUB)
+    sub = load_submission(FLASH_SUB)
     cfg = sub.FlashConfig
     out: dict[str, Callable[[dict[str, Any]], Any]] = {"fa.task_kernel": lambda d: task.custom_kernel(d)}
     grid = [

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import importlib.util
 import json
 import shutil
 import subprocess
@@ -15,6 +14,7 @@ import pytest
 from typer.testing import CliRunner
 
 from swizzlelab.errors import KernelSiteError, UserError
+from swizzlelab.io import load_module
 from swizzlelab.optimize import Options, assess, loop, read_jsonl, run
 from swizzlelab.optimize.records import BaselineTiming, Measurement, NcuFigures, Speedup
 from swizzlelab.optimize.reasons import hit_change
@@ -343,10 +343,7 @@ def test_best_kernel_file_imports_and_computes_correctly(tmp_path: Path) -> None
     assert "swz_GROUP_M = 3" in source and "# swizzle: begin" in source
     path = tmp_path / "best_kernel.py"
     path.write_text(source)
-    spec = importlib.util.spec_from_file_location("swizzlelab_test_best_kernel", path)
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
+    module = load_module(path, "swizzlelab_test_best_kernel", str(path))
     task = problem.task
     case = dict(task.cases("tests")[0])
     data = task.generate_input(case)

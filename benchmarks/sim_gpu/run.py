@@ -21,6 +21,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
+from swizzlelab.io import load_module
 from swizzlelab.runtime import ensure_triton_backend
 
 ensure_triton_backend()
@@ -29,16 +30,7 @@ HERE = Path(__file__).resolve().parent
 SIM_VS_NCU = HERE.parent / "sim_vs_ncu" / "run.py"  # its child launches the orders; its metric list
 
 
-def _load_sim_vs_ncu():
-    import importlib.util
-
-    spec = importlib.util.spec_from_file_location("sim_vs_ncu_run", SIM_VS_NCU)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-sim_vs_ncu = _load_sim_vs_ncu()
+sim_vs_ncu = load_module(SIM_VS_NCU, "sim_vs_ncu_run", str(SIM_VS_NCU))
 
 MATMUL_8192 = ["grouped:GROUP_M=8", "row_major", "grouped:GROUP_M=16"]  # + wave candidates from the command line
 CASES: list[tuple[str, dict[str, Any], list[str], str | None]] = [

@@ -328,6 +328,27 @@ def _load_program(s, next_program, programs, tile_step_ptr, n_partitions, slot_s
 
 
 @njit(cache=True, inline="always")
+def _start_slots(n_slots, programs, tile_step_ptr, n_partitions):
+    """`n_slots` resident-program slots, each given the next program with steps, all at time 0:
+    (slot_step, slot_end, slot_part, slot_prog, slot_time, heap, n_active, next_program)."""
+    slot_step = np.zeros(n_slots, dtype=np.int64)
+    slot_end = np.zeros(n_slots, dtype=np.int64)
+    slot_part = np.zeros(n_slots, dtype=np.int64)
+    slot_prog = np.zeros(n_slots, dtype=np.int64)  # position of the slot's program in `programs`
+    slot_time = np.zeros(n_slots, dtype=np.float64)  # when the slot's next step starts
+    heap = np.zeros(n_slots, dtype=np.int64)  # active slots, a min-heap by (slot_time, slot)
+    next_program = 0
+    n_active = 0
+    for s in range(n_slots):
+        next_program, loaded = _load_program(s, next_program, programs, tile_step_ptr, n_partitions, slot_step,
+                                             slot_end, slot_prog, slot_part)
+        if loaded:
+            heap[n_active] = s  # all at time 0 in increasing slot order: already a heap
+            n_active += 1
+    return slot_step, slot_end, slot_part, slot_prog, slot_time, heap, n_active, next_program
+
+
+@njit(cache=True, inline="always")
 def _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions, step_cv, seed, slot_step,
                 slot_end, slot_prog, slot_part, slot_time):
     """Slot s (the heap's top) has run its current step: its next step starts after this one's duration; a slot
@@ -390,21 +411,9 @@ def run_domain(
     table, shift, node_key, node_info, set_head, set_tail, set_count = _new_cache(
         ways * n_sets * n_partitions, n_sets * n_partitions, direct.shape[0] == 0)
     n_used = 0
-    slot_step = np.zeros(n_slots, dtype=np.int64)
-    slot_end = np.zeros(n_slots, dtype=np.int64)
-    slot_part = np.zeros(n_slots, dtype=np.int64)
-    slot_prog = np.zeros(n_slots, dtype=np.int64)  # position of the slot's program in `programs`
-    slot_time = np.zeros(n_slots, dtype=np.float64)  # when the slot's next step starts
-    heap = np.zeros(n_slots, dtype=np.int64)  # active slots, a min-heap by (slot_time, slot)
     n_programs = programs.shape[0]
-    next_program = 0
-    n_active = 0
-    for s in range(n_slots):
-        next_program, loaded = _load_program(s, next_program, programs, tile_step_ptr, n_partitions, slot_step,
-                                             slot_end, slot_prog, slot_part)
-        if loaded:
-            heap[n_active] = s  # all at time 0 in increasing slot order: already a heap
-            n_active += 1
+    slot_step, slot_end, slot_part, slot_prog, slot_time, heap, n_active, next_program = _start_slots(
+        n_slots, programs, tile_step_ptr, n_partitions)
     req = 0
     hit_sectors = 0
     accesses = 0
@@ -618,20 +627,8 @@ def schedule_domain(
     out_step = np.empty(n_total, dtype=np.int64)
     out_near = np.empty(n_total, dtype=np.int8)
     out_time = np.empty(n_total, dtype=np.float64)
-    slot_step = np.zeros(n_slots, dtype=np.int64)
-    slot_end = np.zeros(n_slots, dtype=np.int64)
-    slot_part = np.zeros(n_slots, dtype=np.int64)
-    slot_prog = np.zeros(n_slots, dtype=np.int64)
-    slot_time = np.zeros(n_slots, dtype=np.float64)
-    heap = np.zeros(n_slots, dtype=np.int64)
-    next_program = 0
-    n_active = 0
-    for s in range(n_slots):
-        next_program, loaded = _load_program(s, next_program, programs, tile_step_ptr, n_partitions, slot_step,
-                                             slot_end, slot_prog, slot_part)
-        if loaded:
-            heap[n_active] = s  # all at time 0 in increasing slot order: already a heap
-            n_active += 1
+    slot_step, slot_end, slot_part, slot_prog, slot_time, heap, n_active, next_program = _start_slots(
+        n_slots, programs, tile_step_ptr, n_partitions)
     k = 0
     while n_active > 0:
         s = heap[0]

@@ -35,7 +35,20 @@ def _one_line(err: BaseException) -> str:
     return (text[0] if text else type(err).__name__)[:300] + where
 
 
-class TrustedClock:
+class _Clock:
+    """What both clocks offer on top of their `time_calls`."""
+
+    def time_calls(self, calls: list[Callable[[], Any]], seals: list[Callable[[], None]],
+                   gate: bool = True) -> tuple[list[Any], list[float], float]:
+        raise NotImplementedError
+
+    def time_call(self, call: Callable[[], Any], gate: bool = True) -> tuple[Any, float, float]:
+        """(result, start->end ms, end->after-device-sync ms) of one call, without a seal."""
+        results, figures, tail = self.time_calls([call], [lambda: None], gate)
+        return results[0], figures[0], tail
+
+
+class TrustedClock(_Clock):
     """CUDA events, device synchronisation and the L2 flush, bound to the builtin functions before the
     submission is imported, so patching torch's Python objects does not reach them."""
 
@@ -65,11 +78,6 @@ class TrustedClock:
         self.counter = (self.counter + 1) & 0x7FFFFFFF
         self._fill(self.flush_buffer, self.counter)
 
-    def time_call(self, call: Callable[[], Any], gate: bool = True) -> tuple[Any, float, float]:
-        """(result, start->end ms, end->after-device-sync ms) of one call (the warm-up's path)."""
-        results, figures, tail = self.time_calls([call], [lambda: None], gate)
-        return results[0], figures[0], tail
-
     def time_calls(self, calls: list[Callable[[], Any]], seals: list[Callable[[], None]],
                    gate: bool = True) -> tuple[list[Any], list[float], float]:
         """Run `calls` back to back after one gate: per call the start->end ms of its own marks, and the
@@ -95,7 +103,7 @@ class TrustedClock:
         return results, figures, float(self._elapsed(marks[-1], after))
 
 
-class HostClock:
+class HostClock(_Clock):
     """The CPU stand-in for tests of the timed flow under the interpreter: perf_counter bound before the
     submission is imported (figures labelled as CPU interpreter times by the parent's report)."""
 
@@ -104,10 +112,6 @@ class HostClock:
         self.gate_kind = "none (CPU)"
         self.spin = lambda: None
         self._reset_l2 = None
-
-    def time_call(self, call: Callable[[], Any], gate: bool = True) -> tuple[Any, float, float]:
-        results, figures, tail = self.time_calls([call], [lambda: None], gate)
-        return results[0], figures[0], tail
 
     def time_calls(self, calls: list[Callable[[], Any]], seals: list[Callable[[], None]],
                    gate: bool = True) -> tuple[list[Any], list[float], float]:

@@ -466,6 +466,7 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
         jobs += [(d, sched, int(bounds[g]), int(bounds[g + 1]), arrays, len(jobs) + g) for g in range(per_domain)]
     stats = np.zeros((len(jobs), kernels.N_STATS), dtype=np.int64)
     queue_len = max(QUEUE_RECORDS, max_step)
+    kernel = kernels.run_groups_for(ways, n_partitions, pbits, record)
 
     def run_job(job):
         if groups is None:
@@ -473,7 +474,7 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
                        got[job[0]])
             return
         d, (steps, near, _), lo, hi, sets, row = job
-        kernels.run_groups(*spans[d], groups.rec, groups.shw, groups.offset, groups.group_sets, np.int64(lo),
+        kernel(*spans[d], groups.rec, groups.shw, groups.offset, groups.group_sets, np.int64(lo),
                            np.int64(hi), steps, near, starts[d], np.int64(pbits), np.int64(n_partitions),
                            np.int64(ways), np.int64(queue_len), sets, stats, np.int64(row), got[d])
 

@@ -20,6 +20,7 @@ import os
 import sys
 import tempfile
 import time
+import traceback
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -36,6 +37,7 @@ from swizzlelab.optimize.search import SearchProposer, coarse_candidates, neighb
 from swizzlelab.optimize.state import Options, RunState  # noqa: E402
 from swizzlelab.scenario import load_scenario  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
+from swizzlelab.sim import gpu as sim_gpu  # noqa: E402
 from swizzlelab.sim.gpu import unavailable_reason  # noqa: E402
 from swizzlelab.sim.simulate import default_workers  # noqa: E402
 
@@ -126,7 +128,8 @@ def main(argv: list[str]) -> int:
     record: dict[str, Any] = {
         "script": "benchmarks/sim_speed/run.py",
         "command": " ".join(["python", "benchmarks/sim_speed/run.py", *argv]),
-        "cpu": cpu_name(), "cores": cores, "gpu": gpu_name(),
+        "cpu": cpu_name(), "cores": cores, "gpu": gpu_name(), "python": sys.version.split()[0],
+        "packages": sim_gpu.versions(),
         "load_avg_before": os.getloadavg(),
         "note": "times measured on this machine; hit rates and bytes are predictions of the simulator",
         "targets": {"one_core_accesses_per_s": 30e6, "gpu_host_cpu_accesses_per_s": 100e6,
@@ -164,6 +167,8 @@ def main(argv: list[str]) -> int:
             record["stages"][name] = fn()
         except Exception as err:  # noqa: BLE001 - a failed stage is recorded; the others still run
             record["failures"].append(f"{name}: {type(err).__name__}: {err}")
+            record.setdefault("tracebacks", {})[name] = traceback.format_exc()[-4000:]
+            print(traceback.format_exc(), flush=True)
         print(f"{name}: {json.dumps(record['stages'].get(name), default=str)[:600]}", flush=True)
         save()
 
@@ -194,11 +199,22 @@ def main(argv: list[str]) -> int:
             first = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine="gpu")
             first_s = time.perf_counter() - t1
             run = timed_runs(trace, perm, model, occupancy, footprint, workers=cores, engine="gpu", reps=reps)
+            phases = dict(sim_gpu.LAST_PHASES)
+            # A screening estimate's size (a quarter of the sets), as the search would ask the device for one.
+            t1 = time.perf_counter()
+            sampled = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine="gpu",
+                               set_fraction=0.25)
+            sampled_s = time.perf_counter() - t1
+            sampled_cpu = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, workers=cores,
+                                   engine="sets", set_fraction=0.25)
             cpu = cpu_results.get(model.name)
             same = None if cpu is None else replace(cpu, elapsed_s=0.0) == replace(run["_result"], elapsed_s=0.0)
             runs.append({**public(run), "first_call_s": first_s, "first_call_note": "numba.cuda compile + trace upload",
                          "equal_to_cpu_engine": same, "first_equal": replace(first, elapsed_s=0.0) == replace(
-                             run["_result"], elapsed_s=0.0)})
+                             run["_result"], elapsed_s=0.0), "phases_s_last_run": phases,
+                         "quarter_sets_s": sampled_s, "quarter_sets_sim_s": sampled.elapsed_s,
+                         "quarter_sets_equal_to_cpu_engine": replace(sampled, elapsed_s=0.0) == replace(
+                             sampled_cpu, elapsed_s=0.0)})
         return runs
 
     stages = {"one_core": (40, one_core), "all_cores": (20, all_cores), "gpu": (25, on_gpu),

@@ -5,8 +5,10 @@ numba.cuda runs sim.walk's walk on the device and CuPy sorts the access stream b
 
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import threading
+import time
 import weakref
 from typing import Any
 
@@ -30,14 +32,32 @@ def simulated() -> bool:
 
 
 def _numba_cuda():
-    # numba-cuda 0.30 (the GPU host's) registers np.row_stack when its CUDA target loads, and NumPy 2.5 removed
-    # that alias: "module 'numpy' has no attribute 'row_stack'" (seen there, benchmarks/sim_speed). Give the
-    # alias back as what it was (np.vstack) before numba.cuda loads.
+    # numba-cuda's array typing registers `overload(np.row_stack)` whenever NumPy >= 2.0 (numba-cuda 0.30.0-0.30.4,
+    # numba/cuda/np/arrayobj.py; its np.trapz and np.in1d overloads are guarded by version, this one is not), and
+    # NumPy 2.5 removed that alias: the first kernel compiled on the GPU host (numba-cuda 0.30, NumPy 2.5.2) failed
+    # with "module 'numpy' has no attribute 'row_stack'". No numba-cuda release guards it, so the alias is given
+    # back as what NumPy 2.0-2.4 defined it to be (vstack) before numba.cuda loads; on NumPy < 2.5 nothing changes.
     if not hasattr(np, "row_stack"):
         np.row_stack = np.vstack
     from numba import cuda
 
     return cuda
+
+
+def versions() -> dict[str, str | None]:
+    """Versions of the packages the GPU backend runs on (None: not installed), for benchmark records."""
+    out: dict[str, str | None] = {"numpy": np.__version__}
+    for name, dist in (("numba", "numba"), ("numba_cuda", "numba-cuda"), ("cupy", None)):
+        try:
+            if dist is None:
+                import cupy
+
+                out[name] = cupy.__version__
+            else:
+                out[name] = importlib.metadata.version(dist)
+        except Exception:  # noqa: BLE001 - a missing package is reported as None
+            out[name] = None
+    return out
 
 
 def unavailable_reason() -> str | None:
@@ -109,14 +129,27 @@ def _check_memory(xp, n_access: int, set_bytes: int) -> None:
         )
 
 
-def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: int, n_simulated: int, ways: int,
-                   record: bool) -> tuple[np.ndarray, np.ndarray]:
+# Seconds each phase of the last domain run on the device took (the benchmark records them; device work is
+# synchronised at each phase's end, which costs microseconds).
+LAST_PHASES: dict[str, float] = {}
+
+
+def _phase(xp, name: str, t0: float) -> float:
+    if xp is not np:
+        xp.cuda.Device().synchronize()
+    now = time.perf_counter()
+    LAST_PHASES[name] = LAST_PHASES.get(name, 0.0) + now - t0
+    return now
+
+
+def run_domain_gpu(xp, dev_trace, host_step_ptr, sched, pbits: int, n_partitions: int, n_sets: int, n_simulated: int,
+                   ways: int, record: bool) -> tuple[np.ndarray, np.ndarray]:
     """One domain on the device: (its statistics, its DRAM-bound sectors per stream access or an empty array)."""
     k = _kernels()
+    t0 = time.perf_counter()
     lines, masks, writes, set_home, step_ptr = dev_trace
     steps, near, _ = sched
-    host_ptr = np.asarray(step_ptr) if xp is np else step_ptr.get()
-    lens = host_ptr[steps + 1] - host_ptr[steps]
+    lens = host_step_ptr[steps + 1] - host_step_ptr[steps]
     starts = np.zeros(steps.size + 1, dtype=np.int64)
     np.cumsum(lens, out=starts[1:])
     n = int(starts[-1])
@@ -125,27 +158,33 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
     shw = xp.empty(n, dtype=np.int32)
     key = xp.empty(n, dtype=np.int32)
     d_steps, d_near, d_starts = (xp.asarray(a) for a in (steps, near, starts))
+    t0 = _phase(xp, "upload_s", t0)
     k.expand[_blocks(steps.size), THREADS_PER_BLOCK](
         step_ptr, d_steps, d_near, d_starts, lines, masks, writes, set_home, np.int64(pbits), np.int64(n_simulated),
         rec, shw, key)
+    t0 = _phase(xp, "expand_s", t0)
     order = _stable_argsort(xp, key)
     key = key[order]
     rec = rec[order]
     shw = shw[order]
     seg = xp.searchsorted(key, xp.arange(n_simulated + 1, dtype=np.int32)).astype(np.int64)
     del key
+    t0 = _phase(xp, "sort_s", t0)
     sets = walk.new_sets(n_sets * n_partitions, ways, xp)
     stats = xp.zeros((n_simulated, walk.N_STATS), dtype=np.int64)
     got = xp.zeros(n if record else 0, dtype=np.uint8)
-    k.walk_sets[_blocks(n_simulated), THREADS_PER_BLOCK](
+    k.walk_sets_for(ways, n_partitions, pbits)[_blocks(n_simulated), THREADS_PER_BLOCK](
         rec, shw, seg, np.int64(pbits), np.int64(n_partitions), np.int64(ways), sets, stats, got)
+    t0 = _phase(xp, "walk_s", t0)
     total = stats.sum(axis=0)
     got_stream = np.zeros(0, dtype=np.uint8)
     if record:
         stream = xp.zeros(n, dtype=np.uint8)
         stream[order] = got
         got_stream = np.asarray(stream) if xp is np else stream.get()
-    return (np.asarray(total) if xp is np else total.get()).astype(np.int64), got_stream
+    out = (np.asarray(total) if xp is np else total.get()).astype(np.int64)
+    _phase(xp, "download_s", t0)
+    return out, got_stream
 
 
 def run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_partitions, n_sets, n_simulated, ways,
@@ -158,10 +197,14 @@ def run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_p
         raise UserError(f"the GPU simulator handles at most {walk.MAX_PARTITIONS} L2 partitions, got {n_partitions}")
     xp = _xp()
     with _LOCK:
+        LAST_PHASES.clear()
+        t0 = time.perf_counter()
         dev = _device_trace(xp, lines, masks, writes, set_home, step_ptr)
+        _phase(xp, "trace_upload_s", t0)
         stats, got = {}, {}
         for d, sched in schedules.items():
-            stats[d], got[d] = run_domain_gpu(xp, dev, sched, pbits, n_partitions, n_sets, n_simulated, ways, record)
+            stats[d], got[d] = run_domain_gpu(xp, dev, step_ptr, sched, pbits, n_partitions, n_sets, n_simulated,
+                                              ways, record)
         if xp is not np:
             xp.cuda.Device().synchronize()
     return stats, got

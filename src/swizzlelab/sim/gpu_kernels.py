@@ -32,11 +32,36 @@ def expand(step_ptr, steps, near, starts, lines, masks, writes, set_home, pbits,
             p += 1
 
 
-@cuda.jit
-def walk_sets(rec, shw, seg, pbits, n_partitions, ways, sets, stats, got):
-    """One thread per set index st: records seg[st]..seg[st+1]-1 (its accesses in stream order) through its sets
-    in every partition, then the write-back of what they still hold dirty."""
-    st = cuda.grid(1)
-    if st < seg.shape[0] - 1:
-        walk_dev(rec, shw, seg[st], seg[st + 1], pbits, n_partitions, ways, sets, stats, st, got)
-        flush_dev(sets, st, st + 1, n_partitions, ways, stats, st)
+def _make_walk_sets(WAYS: int, PARTITIONS: int, PBITS: int):
+    """walk_sets compiled with the set geometry as constants when WAYS > 0 (as sim.kernels does for the CPU), else
+    taking it from its arguments."""
+
+    @cuda.jit
+    def walk_sets(rec, shw, seg, pbits, n_partitions, ways, sets, stats, got):
+        """One thread per set index st: records seg[st]..seg[st+1]-1 (its accesses in stream order) through its sets
+        in every partition, then the write-back of what they still hold dirty."""
+        st = cuda.grid(1)
+        if st < seg.shape[0] - 1:
+            if WAYS > 0:
+                walk_dev(rec, shw, seg[st], seg[st + 1], PBITS, PARTITIONS, WAYS, sets, stats, st, got)
+                flush_dev(sets, st, st + 1, PARTITIONS, WAYS, stats, st)
+            else:
+                walk_dev(rec, shw, seg[st], seg[st + 1], pbits, n_partitions, ways, sets, stats, st, got)
+                flush_dev(sets, st, st + 1, n_partitions, ways, stats, st)
+
+    return walk_sets
+
+
+walk_sets = _make_walk_sets(0, 0, 0)
+_VARIANTS: dict[tuple[int, int, int], object] = {}
+_GEOMETRIES = ((16, 2, 1), (16, 1, 0))  # the models' L2 sets: 16 ways; 2 partitions on NVIDIA, 1 on AMD
+
+
+def walk_sets_for(ways: int, n_partitions: int, pbits: int):
+    """The walk_sets kernel for this set geometry (compiled on first use)."""
+    geometry = (int(ways), int(n_partitions), int(pbits))
+    if geometry not in _GEOMETRIES:
+        return walk_sets
+    if geometry not in _VARIANTS:
+        _VARIANTS[geometry] = _make_walk_sets(*geometry)
+    return _VARIANTS[geometry]

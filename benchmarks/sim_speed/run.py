@@ -193,28 +193,38 @@ def main(argv: list[str]) -> int:
         if reason:
             return {"skipped": reason}
         runs = []
+        default_local = sim_gpu.LOCAL_SETS
         for model in models:
             reps = 3 if model.llc_bytes == 0 else 1
-            t1 = time.perf_counter()
-            first = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine="gpu")
-            first_s = time.perf_counter() - t1
-            run = timed_runs(trace, perm, model, occupancy, footprint, workers=cores, engine="gpu", reps=reps)
-            phases = dict(sim_gpu.LAST_PHASES)
-            # A screening estimate's size (a quarter of the sets), as the search would ask the device for one.
-            t1 = time.perf_counter()
-            sampled = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine="gpu",
-                               set_fraction=0.25)
-            sampled_s = time.perf_counter() - t1
-            sampled_cpu = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, workers=cores,
-                                   engine="sets", set_fraction=0.25)
             cpu = cpu_results.get(model.name)
-            same = None if cpu is None else replace(cpu, elapsed_s=0.0) == replace(run["_result"], elapsed_s=0.0)
-            runs.append({**public(run), "first_call_s": first_s, "first_call_note": "numba.cuda compile + trace upload",
-                         "equal_to_cpu_engine": same, "first_equal": replace(first, elapsed_s=0.0) == replace(
-                             run["_result"], elapsed_s=0.0), "phases_s_last_run": phases,
-                         "quarter_sets_s": sampled_s, "quarter_sets_sim_s": sampled.elapsed_s,
-                         "quarter_sets_equal_to_cpu_engine": replace(sampled, elapsed_s=0.0) == replace(
-                             sampled_cpu, elapsed_s=0.0)})
+            # Both places for a thread's sets (sim.gpu.LOCAL_SETS): each variant compiled by its first call.
+            for local in (default_local, not default_local):
+                sim_gpu.LOCAL_SETS = local
+                t1 = time.perf_counter()
+                first = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine="gpu")
+                first_s = time.perf_counter() - t1
+                run = timed_runs(trace, perm, model, occupancy, footprint, workers=cores, engine="gpu", reps=reps)
+                phases = dict(sim_gpu.LAST_PHASES)
+                row = {**public(run), "local_sets": local, "first_call_s": first_s,
+                       "first_call_note": "numba.cuda compile + trace upload",
+                       "equal_to_cpu_engine": None if cpu is None else replace(cpu, elapsed_s=0.0) == replace(
+                           run["_result"], elapsed_s=0.0),
+                       "first_equal": replace(first, elapsed_s=0.0) == replace(run["_result"], elapsed_s=0.0),
+                       "phases_s_last_run": phases,
+                       "phases_note": "device phases of the last run; the rest of sim_s is the CPU's schedule"}
+                if local == default_local:
+                    # A screening estimate's size (a quarter of the sets), as a search would ask the device.
+                    t1 = time.perf_counter()
+                    sampled = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine="gpu",
+                                       set_fraction=0.25)
+                    row["quarter_sets_s"] = time.perf_counter() - t1
+                    sampled_cpu = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint,
+                                           workers=cores, engine="sets", set_fraction=0.25)
+                    row["quarter_sets_equal_to_cpu_engine"] = replace(sampled, elapsed_s=0.0) == replace(
+                        sampled_cpu, elapsed_s=0.0)
+                runs.append(row)
+                print(f"gpu local_sets={local}: {run['sim_s']} phases {phases}", flush=True)
+        sim_gpu.LOCAL_SETS = default_local
         return runs
 
     stages = {"one_core": (40, one_core), "all_cores": (20, all_cores), "gpu": (25, on_gpu),

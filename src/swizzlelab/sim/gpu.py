@@ -22,6 +22,10 @@ THREADS_PER_BLOCK = 64
 # scratch, the sorted copies, the miss bytes.
 BYTES_PER_ACCESS = 8 + 4 + 4 + 8 + 16 + 8 + 4 + 4 + 2
 
+# Threads keep their sets in local memory (the models' geometries; see gpu_kernels._make_walk_sets) rather than in
+# one shared array in global memory. Both give the same results; benchmarks/sim_speed times both.
+LOCAL_SETS = True
+
 _LOCK = threading.Lock()  # one simulation on the device at a time (kernels, sort scratch, trace cache)
 _TRACE_CACHE: dict[tuple[int, int, int], tuple[Any, tuple[Any, ...]]] = {}
 
@@ -146,6 +150,7 @@ def run_domain_gpu(xp, dev_trace, host_step_ptr, sched, pbits: int, n_partitions
                    ways: int, record: bool) -> tuple[np.ndarray, np.ndarray]:
     """One domain on the device: (its statistics, its DRAM-bound sectors per stream access or an empty array)."""
     k = _kernels()
+    walk_kernel, local = k.walk_sets_for(ways, n_partitions, pbits, LOCAL_SETS)
     t0 = time.perf_counter()
     lines, masks, writes, set_home, step_ptr = dev_trace
     steps, near, _ = sched
@@ -161,7 +166,7 @@ def run_domain_gpu(xp, dev_trace, host_step_ptr, sched, pbits: int, n_partitions
     t0 = _phase(xp, "upload_s", t0)
     k.expand[_blocks(steps.size), THREADS_PER_BLOCK](
         step_ptr, d_steps, d_near, d_starts, lines, masks, writes, set_home, np.int64(pbits), np.int64(n_simulated),
-        rec, shw, key)
+        np.int64((1 << pbits) - 1 if local else -1), rec, shw, key)
     t0 = _phase(xp, "expand_s", t0)
     order = _stable_argsort(xp, key)
     key = key[order]
@@ -170,10 +175,10 @@ def run_domain_gpu(xp, dev_trace, host_step_ptr, sched, pbits: int, n_partitions
     seg = xp.searchsorted(key, xp.arange(n_simulated + 1, dtype=np.int32)).astype(np.int64)
     del key
     t0 = _phase(xp, "sort_s", t0)
-    sets = walk.new_sets(n_sets * n_partitions, ways, xp)
+    sets = walk.new_sets(0 if local else n_sets * n_partitions, ways, xp)
     stats = xp.zeros((n_simulated, walk.N_STATS), dtype=np.int64)
     got = xp.zeros(n if record else 0, dtype=np.uint8)
-    k.walk_sets_for(ways, n_partitions, pbits)[_blocks(n_simulated), THREADS_PER_BLOCK](
+    walk_kernel[_blocks(n_simulated), THREADS_PER_BLOCK](
         rec, shw, seg, np.int64(pbits), np.int64(n_partitions), np.int64(ways), sets, stats, got)
     t0 = _phase(xp, "walk_s", t0)
     total = stats.sum(axis=0)

@@ -8,16 +8,16 @@ from __future__ import annotations
 import numpy as np
 from numba import cuda
 
-from swizzlelab.sim.walk import flush_sets, walk_records
+from swizzlelab.sim.walk import EMPTY, flush_sets, walk_records
 
 walk_dev = cuda.jit(device=True)(walk_records)
 flush_dev = cuda.jit(device=True)(flush_sets)
 
 
 @cuda.jit
-def expand(step_ptr, steps, near, starts, lines, masks, writes, set_home, pbits, n_simulated, rec, shw, key):
+def expand(step_ptr, steps, near, starts, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec, shw, key):
     """One thread per step: its accesses become records at the step's place in the domain's stream, each keyed
-    by its set index (n_simulated for sets outside the sample)."""
+    by its set index (n_simulated for sets outside the sample); set words keep the bits of `shw_mask`."""
     k = cuda.grid(1)
     if k < steps.shape[0]:
         step = steps[k]
@@ -27,14 +27,18 @@ def expand(step_ptr, steps, near, starts, lines, masks, writes, set_home, pbits,
             s = np.int64(set_home[a])
             st = s >> pbits
             rec[p] = (lines[a] << 8) | nbits | (np.int64(writes[a]) << 4) | np.int64(masks[a])
-            shw[p] = s
+            shw[p] = s & shw_mask
             key[p] = st if st < n_simulated else n_simulated
             p += 1
 
 
-def _make_walk_sets(WAYS: int, PARTITIONS: int, PBITS: int):
+def _make_walk_sets(WAYS: int, PARTITIONS: int, PBITS: int, LOCAL: bool):
     """walk_sets compiled with the set geometry as constants when WAYS > 0 (as sim.kernels does for the CPU), else
-    taking it from its arguments."""
+    taking it from its arguments. LOCAL (with WAYS > 0): each thread keeps its set index's sets (every partition,
+    WAYS * PARTITIONS words) in its own local memory, which the GPU caches write-back in L1, instead of the shared
+    array in global memory (whose stores go through to L2); its records' set words must then hold the home
+    partition alone (expand's shw_mask), so the walk addresses set 0 of that array."""
+    words = max(WAYS * PARTITIONS, 1)
 
     @cuda.jit
     def walk_sets(rec, shw, seg, pbits, n_partitions, ways, sets, stats, got):
@@ -42,7 +46,13 @@ def _make_walk_sets(WAYS: int, PARTITIONS: int, PBITS: int):
         in every partition, then the write-back of what they still hold dirty."""
         st = cuda.grid(1)
         if st < seg.shape[0] - 1:
-            if WAYS > 0:
+            if LOCAL:
+                own = cuda.local.array(words, np.int64)
+                for i in range(words):
+                    own[i] = EMPTY
+                walk_dev(rec, shw, seg[st], seg[st + 1], PBITS, PARTITIONS, WAYS, own, stats, st, got)
+                flush_dev(own, 0, 1, PARTITIONS, WAYS, stats, st)
+            elif WAYS > 0:
                 walk_dev(rec, shw, seg[st], seg[st + 1], PBITS, PARTITIONS, WAYS, sets, stats, st, got)
                 flush_dev(sets, st, st + 1, PARTITIONS, WAYS, stats, st)
             else:
@@ -52,16 +62,18 @@ def _make_walk_sets(WAYS: int, PARTITIONS: int, PBITS: int):
     return walk_sets
 
 
-walk_sets = _make_walk_sets(0, 0, 0)
-_VARIANTS: dict[tuple[int, int, int], object] = {}
+walk_sets = _make_walk_sets(0, 0, 0, False)
+_VARIANTS: dict[tuple[int, int, int, bool], object] = {}
 _GEOMETRIES = ((16, 2, 1), (16, 1, 0))  # the models' L2 sets: 16 ways; 2 partitions on NVIDIA, 1 on AMD
 
 
-def walk_sets_for(ways: int, n_partitions: int, pbits: int):
-    """The walk_sets kernel for this set geometry (compiled on first use)."""
+def walk_sets_for(ways: int, n_partitions: int, pbits: int, local: bool):
+    """(kernel, whether it keeps sets in local memory) for this set geometry: a compiled-in variant for the models'
+    geometries (compiled on first use), else the generic kernel on global memory."""
     geometry = (int(ways), int(n_partitions), int(pbits))
     if geometry not in _GEOMETRIES:
-        return walk_sets
-    if geometry not in _VARIANTS:
-        _VARIANTS[geometry] = _make_walk_sets(*geometry)
-    return _VARIANTS[geometry]
+        return walk_sets, False
+    key = (*geometry, bool(local))
+    if key not in _VARIANTS:
+        _VARIANTS[key] = _make_walk_sets(*key)
+    return _VARIANTS[key], bool(local)

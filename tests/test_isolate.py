@@ -131,6 +131,10 @@ def test_timed_flow_scores_an_honest_kernel():
     bench = [v for v in result.verdicts if v["kind"] == "benchmark"]
     assert bench and bench[0]["n"] >= 10 and bench[0]["clocks"]["n_checked"] >= 2
     assert "Ranking score" in result.report_text
+    # The library row ran through the same isolated loop (a child of its own) and is compared unpaired.
+    case = result.report["ranked"]["cases"][0]
+    assert case["baseline"]["n"] >= 10 and case["baseline"]["mean_ms"] > 0
+    assert "same isolated loop" in result.report_text and "speedup vs baseline" in result.report_text
 
 
 @pytest.mark.parametrize("name", ["work_after_end_mark", pytest.param("patched_child_clock", marks=pytest.mark.slow),

@@ -31,6 +31,7 @@ import swizzlelab
 from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.correctness import CaseResult, RunCheck, case_sizes, count_poisoned, derive_seed, poison_
 from swizzlelab.harness.evaluate import MODES, BenchRow, Candidate, EvalReport, ExtraBaseline
+from swizzlelab.harness.gpuclock import sampler_for, wait_for_first_sample
 from swizzlelab.harness.isolate import protocol
 from swizzlelab.harness.isolate.limits import NOBODY, Limits
 from swizzlelab.harness.isolate.profiling import profile_isolated
@@ -753,6 +754,18 @@ class _Evaluation:
         return inputs
 
     def _timed_loop(self, row: BenchRow, prep: Prepared, case: dict[str, Any], verdict: dict[str, Any]) -> None:
+        """The timed requests with the GPU's SM clock sampled over them (the parent's nvidia-smi, not the child)."""
+        torch = None
+        if self.on_gpu:
+            import torch
+        with sampler_for(torch) as clock:
+            wait_for_first_sample(clock)
+            self._timed_requests(row, prep, case, verdict)
+        if row.candidate is not None:
+            row.candidate.gpu_clock = clock.summary()
+            verdict["gpu_clock"] = row.candidate.gpu_clock
+
+    def _timed_requests(self, row: BenchRow, prep: Prepared, case: dict[str, Any], verdict: dict[str, Any]) -> None:
         sizes, seed, pool, cal = case_sizes(case), prep.seed, prep.pool, prep.calibration
         # Warm-up over every slot set: compiles, autotunes, fills caches; its figures are dropped.
         warm_start = time.perf_counter()
@@ -972,7 +985,8 @@ def _time_library_rows(task: str | Path, loaded: Any, report: Any, mode: str, *,
             error = ""
             if cand and cand.get("samples_ms"):
                 timing = Timing(**{k: cand[k] for k in ("mean_ms", "std_ms", "best_ms", "worst_ms", "n", "sem_ms",
-                                                        "stopped_by", "rel_sem_target", "device", "samples_ms")})
+                                                        "stopped_by", "rel_sem_target", "device", "samples_ms")},
+                                gpu_clock=cand.get("gpu_clock"))
                 if row.candidate is not None and len(row.candidate.samples_ms) >= 2 and timing.n >= 2:
                     speedup, low, high = ratio_ci_unpaired(np.asarray(timing.samples_ms),
                                                            np.asarray(row.candidate.samples_ms))

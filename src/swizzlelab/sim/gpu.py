@@ -9,6 +9,7 @@ import importlib.metadata
 import os
 import threading
 import time
+import warnings
 import weakref
 from typing import Any
 
@@ -178,8 +179,12 @@ def run_domain_gpu(xp, dev_trace, host_step_ptr, sched, pbits: int, n_partitions
     sets = walk.new_sets(0 if local else n_sets * n_partitions, ways, xp)
     stats = xp.zeros((n_simulated, walk.N_STATS), dtype=np.int64)
     got = xp.zeros(n if record else 0, dtype=np.uint8)
-    walk_kernel[_blocks(n_simulated), THREADS_PER_BLOCK](
-        rec, shw, seg, np.int64(pbits), np.int64(n_partitions), np.int64(ways), sets, stats, got)
+    with warnings.catch_warnings():
+        # One thread per set index is the design: a sample of a few thousand sets is a small grid, and numba-cuda's
+        # low-occupancy warning would only repeat that on every screening estimate.
+        warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
+        walk_kernel[_blocks(n_simulated), THREADS_PER_BLOCK](
+            rec, shw, seg, np.int64(pbits), np.int64(n_partitions), np.int64(ways), sets, stats, got)
     t0 = _phase(xp, "walk_s", t0)
     total = stats.sum(axis=0)
     got_stream = np.zeros(0, dtype=np.uint8)

@@ -18,7 +18,7 @@ import pytest
 from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.isolate import Limits, evaluate_isolated, secret_seed
 from swizzlelab.harness.isolate.limits import seccomp_program
-from swizzlelab.harness.isolate.runner import Calibration, _Tail, clock_verdict
+from swizzlelab.harness.isolate.runner import Calibration, _Tail, clock_verdict, residual_ci_ok
 from swizzlelab.runtime import cuda_available
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -131,6 +131,10 @@ def test_timed_flow_scores_an_honest_kernel():
     bench = [v for v in result.verdicts if v["kind"] == "benchmark"]
     assert bench and bench[0]["n"] >= 10 and bench[0]["clocks"]["n_checked"] >= 2
     assert "Ranking score" in result.report_text
+    # The library row ran through the same isolated loop (a child of its own) and is compared unpaired.
+    case = result.report["ranked"]["cases"][0]
+    assert case["baseline"]["n"] >= 10 and case["baseline"]["mean_ms"] > 0
+    assert "same isolated loop" in result.report_text and "speedup vs baseline" in result.report_text
 
 
 @pytest.mark.parametrize("name", ["work_after_end_mark", pytest.param("patched_child_clock", marks=pytest.mark.slow),
@@ -238,6 +242,20 @@ def test_clock_verdict_refuses_a_wall_clock_too_noisy_to_vouch():
     noisy = [w + rng.normal(0, 0.3) * k / 4 for w, k in zip(walls, ks)]
     clocks, error = clock_verdict(ks, noisy, [0.2295 * k for k in ks], CAL, on_gpu=True)
     assert "varies too much" in error or "each call adds" in error, (clocks, error)
+
+
+def test_timing_goes_on_while_the_interval_is_too_wide_to_judge():
+    # Few requests with 0.3 ms of host jitter: the residual's growth is not pinned down yet, so the loop must keep
+    # timing rather than refuse; with four times the requests at the usual 20 us jitter it is.
+    rng = np.random.default_rng(3)
+    ks = [int(k) for k in rng.permutation(np.arange(1, 17))]
+    walls = [0.6 + 0.2295 * k + 0.02 * k + rng.normal(0, 0.3) for k in ks]
+    assert not residual_ci_ok(ks, walls, [0.2295 * k for k in ks], on_gpu=True)
+    ks, walls = _requests(0.2295, 0.6)
+    more_ks = ks * 4
+    more_walls = walls + [w + rng.normal(0, 0.005) for w in walls * 3]
+    assert residual_ci_ok(more_ks, more_walls, [0.2295 * k for k in more_ks], on_gpu=True)
+    assert not residual_ci_ok([4, 4], [1.0, 1.0], [0.9, 0.9], on_gpu=True)
 
 
 def test_clock_verdict_refuses_padding_that_flattens_the_slope():

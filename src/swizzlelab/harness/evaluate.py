@@ -256,7 +256,7 @@ def time_extra_baselines(task: Any, candidate: Candidate, data: dict[str, Any], 
         row = ExtraBaseline(name=name, description=description)
         try:
             fn(data)
-            row.comparison = compare_interleaved(fn, candidate.fn, data, data, budget_s)
+            row.comparison = compare_interleaved(fn, candidate.fn, data, data, budget_s, sample_clock=True)
             row.timing = row.comparison.a
         except NoGpuError:
             raise
@@ -287,10 +287,10 @@ def time_case(
     try:
         if baseline is not None:
             row.comparison = compare_interleaved(baseline, candidate.fn, data, data, budget_s,
-                                                 check_b=_check_for(task, data))
+                                                 check_b=_check_for(task, data), sample_clock=True)
             row.baseline, row.candidate = row.comparison.a, row.comparison.b
         else:
-            row.candidate = time_fn(candidate.fn, data, budget_s, check=_check_for(task, data))
+            row.candidate = time_fn(candidate.fn, data, budget_s, check=_check_for(task, data), sample_clock=True)
     except NoGpuError:
         raise
     except UserError as err:

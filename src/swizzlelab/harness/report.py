@@ -66,8 +66,16 @@ def timing_lines(timing: Timing, indent: str = "  ") -> list[str]:
         f"{indent}⌚ {fmt_ms(timing.mean_ms)} ± {fmt_std(timing.std_ms)} ms",
         f"{indent}⚡ {fmt_ms(timing.best_ms)} ms 🐌 {fmt_ms(timing.worst_ms)} ms",
         f"{indent}{timing.label}: n={timing.n}, sem {fmt_std(timing.sem_ms)} ms "
-        f"({100 * timing.rel_sem:.3f}%), stopped by {timing.stopped_by}",
+        f"({100 * timing.rel_sem:.3f}%), stopped by {timing.stopped_by}{_clock_note(timing.gpu_clock)}",
     ]
+
+
+def _clock_note(clock: dict[str, Any] | None) -> str:
+    """The SM clock while timed: a power-bound kernel's time follows it."""
+    if not clock:
+        return ""
+    return (f", SM clock {clock['sm_mhz_mean']:.0f} MHz mean (min {clock['sm_mhz_min']:.0f}), "
+            f"{clock['power_w_mean']:.0f} W")
 
 
 def _order_line(order: dict[str, Any]) -> str:

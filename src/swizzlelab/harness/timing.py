@@ -16,6 +16,7 @@ from scipy.stats import t as student_t
 
 from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.correctness import poison_
+from swizzlelab.harness.gpuclock import ClockSampler, sampler_for, wait_for_first_sample
 from swizzlelab.runtime import device
 
 NO_GPU_MESSAGE = "benchmark needs a CUDA GPU; run --mode test on the CPU"
@@ -47,6 +48,7 @@ class Timing:
     device: str = ""
     check_after: str = ""  # verdict of the output check after timing ("" when none was asked for)
     samples_ms: list[float] = field(default_factory=list)
+    gpu_clock: dict[str, Any] | None = None  # SM clock / power while timed (harness.gpuclock), when sampled
 
     @property
     def rel_sem(self) -> float:
@@ -386,6 +388,7 @@ def time_fn(
     poison: bool = True,
     check: Callable[[Any], Any] | None = None,
     hide_launch_overhead: bool = True,
+    sample_clock: bool = False,
 ) -> Timing:
     """Time `fn(data)`: warm-up, then repetitions (each after an L2 flush and, when `poison`, poisoning
     data["out"]) until sem/mean < `rel_sem_target` or `budget_s` is spent.
@@ -393,13 +396,17 @@ def time_fn(
     `check(output)` (e.g. the task's check) runs on the last timed output; its verdict is kept in
     `Timing.check_after` and a failure raises UserError, so a kernel that breaks under repetition is caught.
     With `hide_launch_overhead`, a short GPU spin before each start event keeps host-side launch cost (Python,
-    Triton's launcher) out of the measured interval: the times are GPU execution times.
+    Triton's launcher) out of the measured interval: the times are GPU execution times. With `sample_clock`,
+    the SM clock and power while timed are kept in `Timing.gpu_clock`.
     """
     torch = require_cuda()
     runner = _Runner(torch, fn, data, _L2Flusher(torch), poison, hide_launch_overhead)
     _warm_up(runner, warmup_s)
-    samples, stopped_by = collect_samples(runner.run_batch, budget_s, min_reps, max_reps, rel_sem_target)
+    with (sampler_for(torch) if sample_clock else ClockSampler(None)) as clock:
+        wait_for_first_sample(clock)
+        samples, stopped_by = collect_samples(runner.run_batch, budget_s, min_reps, max_reps, rel_sem_target)
     timing = summarize(samples, stopped_by, rel_sem_target, _device_name(torch))
+    timing.gpu_clock = clock.summary()
     if check is not None:
         timing.check_after = _check_verdict(check, runner.last_output)
     return timing
@@ -420,6 +427,7 @@ def compare_interleaved(
     check_a: Callable[[Any], Any] | None = None,
     check_b: Callable[[Any], Any] | None = None,
     hide_launch_overhead: bool = True,
+    sample_clock: bool = False,
 ) -> Comparison:
     """Time A and B interleaved (A B A B ..., L2 flushed before each) and return speedup mean_a/mean_b with a
     95% CI (delta method on the paired samples); `is_improvement` only when the CI lies above 1.0."""
@@ -440,8 +448,11 @@ def compare_interleaved(
         torch.cuda.synchronize()
         return ([float(s.elapsed_time(e)) for s, e in events_a], [float(s.elapsed_time(e)) for s, e in events_b])
 
-    a, b, stopped_by = collect_pairs(run_pairs, budget_s, min_reps, max_reps, rel_sem_target)
+    with (sampler_for(torch) if sample_clock else ClockSampler(None)) as clock:
+        wait_for_first_sample(clock)
+        a, b, stopped_by = collect_pairs(run_pairs, budget_s, min_reps, max_reps, rel_sem_target)
     comparison = compare_samples(a, b, stopped_by, rel_sem_target, _device_name(torch))
+    comparison.a.gpu_clock = comparison.b.gpu_clock = clock.summary()
     if check_a is not None:
         comparison.a.check_after = _check_verdict(check_a, runner_a.last_output)
     if check_b is not None:

@@ -1,0 +1,294 @@
+"""The cost of isolation on honest kernels: the isolated evaluator's ranked mean vs the in-process (trusted) one,
+same run, same GPU, rounds rotated so that clock drift falls on every method alike. Writes eval_overhead.json.
+
+Three figures per benchmark case and round:
+  A  in-process ranked mode as `swizzlelab eval --trusted` runs it (one fixed input, L2 flushed before each call);
+  B  the same in-process loop, run on the first inputs the isolated run draws (same secret, same seeds);
+  C  the isolated evaluator (`swizzlelab eval`, the default path) with that secret.
+C vs B is the overhead of isolation proper; A vs B is how much the kernel's time depends on which input it gets.
+The GPU's SM clock, power and temperature are logged by nvidia-smi over the whole run and averaged per segment.
+
+    python benchmarks/eval_overhead_h100/run.py --out DIR [--rounds 3] [--budget-s 1.0]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parent.parent
+sys.path.insert(0, str(ROOT / "src"))
+
+from swizzlelab.harness.correctness import case_sizes  # noqa: E402
+from swizzlelab.harness.isolate import TASK_KERNEL_CODE, evaluate_isolated  # noqa: E402
+from swizzlelab.harness.isolate.runner import secret_seed  # noqa: E402
+from swizzlelab.io import atomic_write_text  # noqa: E402
+
+SECRET = b"eval-overhead-study"
+# Inputs of the isolated run that B times in-process: the first ones its timed requests use.
+B_INPUTS = 8
+
+
+class ClockLog:
+    """nvidia-smi sampling SM clock, power and temperature every 50 ms into a file, read back per segment."""
+
+    def __init__(self, path: Path):
+        self.path = path
+        self.proc = None
+        fields = "timestamp,clocks.sm,power.draw,temperature.gpu"
+        try:
+            # Why the clock is below its maximum (bit mask; 0x4 SW power cap, 0x20/0x40 thermal), where supported.
+            probe = subprocess.run(["nvidia-smi", f"--query-gpu={fields},clocks_event_reasons.active",
+                                    "--format=csv,noheader,nounits"], capture_output=True, text=True, timeout=20)
+            if probe.returncode == 0:
+                fields += ",clocks_event_reasons.active"
+            self.proc = subprocess.Popen(["nvidia-smi", f"--query-gpu={fields}", "--format=csv,noheader,nounits",
+                                          "-lms", "50"], stdout=path.open("w"), stderr=subprocess.DEVNULL)
+        except (OSError, subprocess.SubprocessError):
+            self.proc = None
+
+    def segment(self, start: float, stop: float) -> dict[str, float] | None:
+        if self.proc is None:
+            return None
+        rows = []
+        for line in self.path.read_text().splitlines():
+            parts = [p.strip() for p in line.split(",")][:4]
+            if len(parts) != 4:
+                continue
+            try:
+                stamp = time.mktime(time.strptime(parts[0].split(".")[0], "%Y/%m/%d %H:%M:%S"))
+                stamp += float("0." + parts[0].split(".")[1]) if "." in parts[0] else 0.0
+                rows.append((stamp, float(parts[1]), float(parts[2]), float(parts[3])))
+            except ValueError:
+                continue
+        inside = [r for r in rows if start <= r[0] <= stop]
+        if not inside:
+            return None
+        arr = np.asarray(inside)
+        busy = arr[arr[:, 2] >= 0.8 * arr[:, 2].max()]  # the segment's timed part, not its set-up
+        return {"sm_mhz": float(arr[:, 1].mean()), "power_w": float(arr[:, 2].mean()),
+                "temp_c": float(arr[:, 3].mean()), "samples": len(inside),
+                "busy_sm_mhz": float(busy[:, 1].mean()), "busy_power_w": float(busy[:, 2].mean())}
+
+    def close(self) -> None:
+        if self.proc is not None:
+            self.proc.terminate()
+
+
+def in_process_fixed(task: Any, budget_s: float) -> list[dict[str, Any]]:
+    from swizzlelab.harness.evaluate import make_candidate, run_mode
+
+    report = run_mode(task, make_candidate(task, None, None), "ranked", budget_s=budget_s)
+    return [{"mean_ms": row.candidate.mean_ms, "n": row.candidate.n, "sem_ms": row.candidate.sem_ms}
+            for row in report.ranked]
+
+
+def in_process_same_inputs(task: Any, budget_s: float) -> list[dict[str, Any]]:
+    """The in-process timing loop (flush before each call) on each of the isolated run's first inputs."""
+    import torch
+
+    from swizzlelab.harness.timing import time_fn
+
+    rows = []
+    for case in task.cases("benchmarks"):
+        case_seed = secret_seed(SECRET, case["seed"], "ranked")
+        means, ns = [], []
+        for i in range(1, B_INPUTS + 1):
+            data = task.generate_input({"seed": secret_seed(SECRET, case_seed, f"rep{i}"), **case_sizes(case)})
+            timing = time_fn(lambda d: task.custom_kernel(d, None), data, budget_s / B_INPUTS,
+                             warmup_s=0.2 if i == 1 else 0.02, min_reps=5)
+            means.append(timing.mean_ms)
+            ns.append(timing.n)
+            del data
+            torch.cuda.empty_cache()
+        rows.append({"mean_ms": float(np.mean(means)), "n": int(sum(ns)), "per_input_ms": means})
+    return rows
+
+
+def in_process_requests(task: Any, budget_s: float, checks: bool) -> list[dict[str, Any]]:
+    """The isolated loop's structure without the process boundary: requests of k calls back to back on k
+    input sets (k shuffled over 1..pool) after one flush; with `checks`, fresh inputs before each request and
+    the task's check on a random half of the outputs after it (what the isolated parent does between
+    requests); without, the same inputs again and nothing between requests (a sustained load)."""
+    import random
+
+    import torch
+
+    from swizzlelab.harness.correctness import poison_
+    from swizzlelab.harness.timing import _L2Flusher
+
+    rng = random.Random(7)
+    flusher = _L2Flusher(torch)
+    rows = []
+    for case in task.cases("benchmarks"):
+        case_seed = secret_seed(SECRET, case["seed"], "ranked")
+        sizes = case_sizes(case)
+        one = task.generate_input({"seed": case_seed, **sizes})
+        nbytes = sum(v.numel() * v.element_size() for v in one.values() if isinstance(v, torch.Tensor))
+        pool = max(2, min(16, (8 << 30) // max(1, nbytes)))
+        del one
+        rep = 0
+        sets = []
+        for _ in range(pool):
+            rep += 1
+            sets.append(task.generate_input({"seed": secret_seed(SECRET, case_seed, f"rep{rep}"), **sizes}))
+        fn = (lambda d: task.custom_kernel(d, None))
+        for d in sets:  # warm-up
+            fn(d)
+        torch.cuda.synchronize()
+        samples: list[float] = []
+        design: list[int] = []
+        n_bad = 0
+        start = time.perf_counter()
+        while time.perf_counter() - start < budget_s or len(samples) < 10:
+            if not design:
+                design = rng.sample(range(1, pool + 1), pool)
+            k = design.pop()
+            group = sets[:k]
+            if checks:
+                for j in range(k):
+                    rep += 1
+                    group[j] = sets[j] = task.generate_input({"seed": secret_seed(SECRET, case_seed, f"rep{rep}"),
+                                                              **sizes})
+            for d in group:
+                poison_(d["out"])
+            flusher.flush()
+            torch.cuda.synchronize()
+            marks = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in group]
+            torch.cuda._sleep(150_000)
+            for (s, e), d in zip(marks, group):
+                s.record()
+                fn(d)
+                e.record()
+            torch.cuda.synchronize()
+            samples.extend(float(s.elapsed_time(e)) for s, e in marks)
+            if checks:
+                for d in group:
+                    if rng.random() < 0.5:
+                        verdict = task.check(d, d["out"])
+                        n_bad += not bool(getattr(verdict, "ok", verdict))
+        arr = np.asarray(samples)
+        rows.append({"mean_ms": float(arr.mean()), "n": int(arr.size), "sem_ms": float(arr.std(ddof=1) / np.sqrt(arr.size)),
+                     "pool": pool, "bad_outputs": n_bad})
+        del sets, group
+        torch.cuda.empty_cache()
+    return rows
+
+
+def isolated(name: str, budget_s: float, seed_dir: Path | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
+    run = evaluate_isolated(name, TASK_KERNEL_CODE, "ranked", secret=SECRET, budget_s=budget_s, with_baseline=False,
+                            triton_cache_seed=seed_dir)
+    rows = []
+    for index, verdict in enumerate(v for v in run.verdicts if v.get("kind") == "benchmark"):
+        case_rows = run.report.get("ranked", {}).get("cases", [])
+        cand = ((case_rows[index] or {}).get("candidate") or {}) if index < len(case_rows) else {}
+        rows.append({"mean_ms": cand.get("mean_ms"), "n": cand.get("n"), "sem_ms": cand.get("sem_ms"),
+                     "passed": verdict.get("passed"), "reason": verdict.get("reason"),
+                     "clocks": verdict.get("clocks")})
+    return rows, {"passed": run.passed, "reason": run.reason}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--budget-s", type=float, default=1.0, help="timing budget per case and method")
+    parser.add_argument("--tasks", nargs="*", default=["histogram", "matmul"])
+    parser.add_argument("--deadline-s", type=float, default=500.0, help="stop starting rounds after this")
+    args = parser.parse_args()
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    seed_dir = Path(tempfile.mkdtemp(prefix="swizzlelab-seed-")) / "triton"
+    os.environ["TRITON_CACHE_DIR"] = str(seed_dir)
+    started = time.time()
+
+    from swizzlelab.harness.sysinfo import system_info
+    from swizzlelab.tasks import load_task
+
+    info = system_info()
+    data: dict[str, Any] = {
+        "study": "eval_overhead_h100", "script": "benchmarks/eval_overhead_h100/run.py",
+        "command": "python " + " ".join(shlex.quote(a) for a in sys.argv), "device": info.gpu,
+        "label": info.measured_label(), "rounds": args.rounds, "budget_s": args.budget_s, "b_inputs": B_INPUTS,
+        "methods": {"A": "in-process ranked (trusted), the case's fixed ranked input, flush before each call",
+                    "B": f"in-process timing loop on the isolated run's first {B_INPUTS} inputs (same secret)",
+                    "C": "isolated evaluator (default path), ranked",
+                    "D": "in-process, the isolated loop's structure: requests of k back-to-back calls on fresh inputs "
+                         "(same secret), one flush per request, the task's check on half the outputs between requests",
+                    "E": "in-process, requests of k back-to-back calls on the same inputs, nothing between requests "
+                         "(sustained load)"},
+        "segments": [], "cases": []}
+    clock = ClockLog(out / "clocks.csv")
+
+    def save() -> None:
+        data["elapsed_s"] = round(time.time() - started, 1)
+        atomic_write_text(out / "eval_overhead.json", json.dumps(data, indent=2) + "\n")
+
+    methods = {
+        "A": lambda task: (in_process_fixed(task, args.budget_s), None),
+        "B": lambda task: (in_process_same_inputs(task, args.budget_s), None),
+        "C": lambda task: isolated(task.name, args.budget_s, seed_dir if seed_dir.is_dir() else None),
+        "D": lambda task: (in_process_requests(task, args.budget_s, checks=True), None),
+        "E": lambda task: (in_process_requests(task, args.budget_s, checks=False), None),
+    }
+    rotations = ["ABCDE", "CDEAB", "EDCBA"]
+    for name in args.tasks:
+        task = load_task(name)
+        # Warm the Triton cache the children copy, and the kernels, before any timed segment.
+        for kind in ("tests", "benchmarks"):
+            task.custom_kernel(task.generate_input(task.cases(kind)[0]), None)
+        for rnd in range(args.rounds):
+            if time.time() - started > args.deadline_s:
+                print(f"deadline: {name} stopped after {rnd} rounds", flush=True)
+                break
+            for method in rotations[rnd % 3]:
+                t0 = time.time()
+                try:
+                    rows, extra = methods[method](task)
+                except Exception as err:  # the study goes on; the segment says what broke
+                    rows, extra = [], {"error": f"{type(err).__name__}: {err}"}
+                t1 = time.time()
+                seg = {"task": name, "round": rnd, "method": method, "rows": rows, "extra": extra,
+                       "t0": t0, "t1": t1, "clock": clock.segment(t0, t1)}
+                data["segments"].append(seg)
+                print(f"[{t1 - started:6.1f}s] {name} round {rnd} {method}: "
+                      f"{[r.get('mean_ms') for r in rows]} clock {seg['clock']} {extra or ''}", flush=True)
+                save()
+    clock.close()
+    for name in args.tasks:
+        task = load_task(name)
+        for index, case in enumerate(task.cases("benchmarks")):
+            per = {}
+            for method in "ABCDE":
+                vals = [s["rows"][index]["mean_ms"] for s in data["segments"]
+                        if s["task"] == name and s["method"] == method and len(s["rows"]) > index
+                        and s["rows"][index].get("mean_ms")]
+                per[method] = vals
+            entry: dict[str, Any] = {"task": name, "case": dict(case), "means_ms": per}
+            mean = {m: float(np.mean(per[m])) for m in "ABCDE" if per[m]}
+            entry["mean_ms"] = mean
+            if all(m in mean for m in "ABC"):
+                entry.update(isolated_vs_same_inputs=mean["C"] / mean["B"] - 1,
+                             isolated_vs_fixed_input=mean["C"] / mean["A"] - 1,
+                             same_inputs_vs_fixed_input=mean["B"] / mean["A"] - 1)
+                entry["within_2pct_same_inputs"] = abs(entry["isolated_vs_same_inputs"]) <= 0.02
+                entry["within_2pct_fixed_input"] = abs(entry["isolated_vs_fixed_input"]) <= 0.02
+            data["cases"].append(entry)
+            print(json.dumps({k: v for k, v in entry.items() if k != "means_ms"}), flush=True)
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -110,7 +110,7 @@ def _check_memory(xp, n_access: int, set_bytes: int) -> None:
 
 
 def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: int, n_simulated: int, ways: int,
-                   record: bool) -> tuple[np.ndarray, np.ndarray]:
+                   record: bool, pair: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """One domain on the device: (its statistics, its DRAM-bound sectors per stream access or an empty array)."""
     k = _kernels()
     lines, masks, writes, set_home, step_ptr = dev_trace
@@ -138,7 +138,7 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
     stats = xp.zeros((n_simulated, walk.N_STATS), dtype=np.int64)
     got = xp.zeros(n if record else 0, dtype=np.uint8)
     k.walk_sets[_blocks(n_simulated), THREADS_PER_BLOCK](
-        rec, shw, seg, np.int64(pbits), np.int64(n_partitions), np.int64(ways), sets, stats, got)
+        rec, shw, seg, np.int64(pbits), np.int64(n_partitions), np.int64(ways), sets, stats, got, np.int64(pair))
     total = stats.sum(axis=0)
     got_stream = np.zeros(0, dtype=np.uint8)
     if record:
@@ -149,7 +149,7 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
 
 
 def run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_partitions, n_sets, n_simulated, ways,
-                 record) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+                 record, pair: int = 0) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
     """Every domain on the device: ({domain: statistics}, {domain: DRAM-bound sectors per stream access})."""
     reason = unavailable_reason()
     if reason:
@@ -161,7 +161,8 @@ def run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_p
         dev = _device_trace(xp, lines, masks, writes, set_home, step_ptr)
         stats, got = {}, {}
         for d, sched in schedules.items():
-            stats[d], got[d] = run_domain_gpu(xp, dev, sched, pbits, n_partitions, n_sets, n_simulated, ways, record)
+            stats[d], got[d] = run_domain_gpu(xp, dev, sched, pbits, n_partitions, n_sets, n_simulated, ways, record,
+                                              pair)
         if xp is not np:
             xp.cuda.Device().synchronize()
     return stats, got

@@ -33,10 +33,10 @@ def expand(step_ptr, steps, near, starts, lines, masks, writes, set_home, pbits,
 
 
 @cuda.jit
-def walk_sets(rec, shw, seg, pbits, n_partitions, ways, sets, stats, got):
+def walk_sets(rec, shw, seg, pbits, n_partitions, ways, sets, stats, got, pair):
     """One thread per set index st: records seg[st]..seg[st+1]-1 (its accesses in stream order) through its sets
     in every partition, then the write-back of what they still hold dirty."""
     st = cuda.grid(1)
     if st < seg.shape[0] - 1:
-        walk_dev(rec, shw, seg[st], seg[st + 1], pbits, n_partitions, ways, sets, stats, st, got)
+        walk_dev(rec, shw, seg[st], seg[st + 1], pbits, n_partitions, ways, sets, stats, st, got, pair)
         flush_dev(sets, st, st + 1, n_partitions, ways, stats, st)

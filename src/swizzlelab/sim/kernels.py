@@ -386,6 +386,7 @@ def run_domain(
     direct: np.ndarray,
     step_cv: np.float64,
     seed: np.uint64,
+    pair: np.int64 = 0,
 ) -> None:
     """Simulate one L2 domain: `programs` (tiles in launch order) run on `n_slots` slots in simulated time.
 
@@ -402,7 +403,8 @@ def run_domain(
     partition (a lookup that counts as a hit; it updates a near copy if one is there, without allocating)
     and is kept at the home partition: write-back, write-allocate without a DRAM read, counted as sector hits
     (as ncu counts stores that fill whole sectors). `direct` is an int32 map of every key
-    (line * n_partitions + partition) filled with -1, or empty to use the hash table.
+    (line * n_partitions + partition) filled with -1, or empty to use the hash table. `pair` = 1: a read miss
+    fetches the aligned 64-byte pair of each missing sector (as walk_records).
     """
     # The hot path is written out inline: helper calls here cost numba a 2-3x slowdown (measured).
     ways = capacity // n_sets
@@ -515,6 +517,11 @@ def run_domain(
                 set_count[st] += 1
             if missing != 0 and not w:
                 if first == home:
+                    if pair:
+                        # The aligned 64-byte pair of each missing sector comes from DRAM (walk_records).
+                        extra = (((missing & 5) << 1) | ((missing >> 1) & 5)) & ~node_info[4 * node + 2]
+                        node_info[4 * node + 2] |= extra
+                        missing = missing | extra
                     dram_read += popcount[missing]
                 else:
                     fabric += popcount[missing]
@@ -535,8 +542,11 @@ def run_domain(
                         dram_write += written
                         evictions += evicted
                     hit_sectors += popcount[missing & hv]
-                    dram_read += popcount[missing & ~hv]
-                    node_info[4 * hnode + 2] = hv | missing
+                    fetched = missing & ~hv
+                    if pair:
+                        fetched = (fetched | ((fetched & 5) << 1) | ((fetched >> 1) & 5)) & ~hv
+                    dram_read += popcount[fetched]
+                    node_info[4 * hnode + 2] = hv | missing | fetched
         n_active, next_program = _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions,
                                              step_cv, seed, slot_step, slot_end, slot_prog, slot_part, slot_time)
     # Write back what is still dirty at the end of the kernel.
@@ -679,6 +689,7 @@ def run_share(
     stats: np.ndarray,
     row: np.int64,
     got_stream: np.ndarray,
+    pair: np.int64 = 0,
 ) -> None:
     """Simulate sets set_lo..set_hi-1 (every partition) of one domain whose steps run in the order `sched_step`
     (near partitions `sched_near`); counts go to stats[row]. Same model and counts as `run_domain` with the same
@@ -740,7 +751,7 @@ def run_share(
             g = pending[i]
             f = fill[g]
             lo = g * queue_len
-            _walk(queue_rec, queue_set, lo, lo + f, pbits, n_partitions, ways, sets, stats, row, got)
+            _walk(queue_rec, queue_set, lo, lo + f, pbits, n_partitions, ways, sets, stats, row, got, pair)
             if record:
                 for r in range(lo, lo + f):
                     got_stream[queue_pos[r]] = got[r]
@@ -883,6 +894,7 @@ def run_groups(
     stats: np.ndarray,
     row: np.int64,
     got_stream: np.ndarray,
+    pair: np.int64 = 0,
 ) -> None:
     """Simulate groups g_lo..g_hi-1 (sets group_sets[g]..group_sets[g+1]-1, every partition) of one domain whose
     steps run in the order `sched_step` (near partitions `sched_near`); counts go to stats[row]. Same model and
@@ -912,7 +924,7 @@ def run_groups(
                 hi = 0
             if n + hi - lo > queue_len or k == sched_step.shape[0]:
                 if n > 0:
-                    _walk(q_rec, q_set, 0, n, pbits, n_partitions, ways, sets, stats, row, got)
+                    _walk(q_rec, q_set, 0, n, pbits, n_partitions, ways, sets, stats, row, got, pair)
                     if record:
                         for r in range(n):
                             got_stream[q_pos[r]] = got[r]

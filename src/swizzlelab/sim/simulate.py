@@ -200,6 +200,11 @@ def default_workers() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
+def fetch_pair(model: HardwareModel) -> int:
+    """1 when a read miss fetches the aligned pair of 32-byte sectors from DRAM (the model's dram_fetch_bytes)."""
+    return int(model.dram_fetch_bytes == 2 * model.sector_bytes)
+
+
 def domain_seed_of(seed: int, domain: int) -> int:
     """The step-duration seed of one L2 domain (domains draw independent durations)."""
     return (int(seed) * 0x9E3779B1 + int(domain)) % (1 << 64)
@@ -359,7 +364,7 @@ def _run_list_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
                 lines, masks, writes, step_ptr, tile_step_ptr, np.ascontiguousarray(programs),
                 np.int64(n_slots), np.int64(model.units_per_domain), np.int64(n_partitions),
                 np.int64(capacity), np.int64(n_sets), popcount, stats, direct,
-                np.float64(cv), np.uint64(domain_seed_of(seed, d)),
+                np.float64(cv), np.uint64(domain_seed_of(seed, d)), np.int64(fetch_pair(model)),
             )
         return stats
 
@@ -408,12 +413,13 @@ def _share_layout(n_partitions: int, ways: int, lo: int, hi: int, max_step: int)
     return n_sub, max(QUEUE_RECORDS, 2 * max_step)
 
 
-def _run_share(job, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, ways, max_step, stats, got_stream):
+def _run_share(job, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, ways, max_step, stats, got_stream,
+               pair=0):
     d, (steps, near, _), lo, hi, sets, row = job
     n_sub, queue_len = _share_layout(n_partitions, ways, lo, hi, max_step)
     kernels.run_share(lines, masks, writes, set_home, np.int64(pbits), step_ptr, steps, near, np.int64(n_partitions),
                       np.int64(ways), np.int64(lo), np.int64(hi), np.int64(n_sub), np.int64(queue_len),
-                      np.int64(max_step), sets, stats, np.int64(row), got_stream)
+                      np.int64(max_step), sets, stats, np.int64(row), got_stream, np.int64(pair))
 
 
 def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed):
@@ -440,7 +446,7 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed)
     if use_gpu:
         gpu_stats, got = gpu.run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_partitions,
-                                          n_sets, n_simulated, ways, record)
+                                          n_sets, n_simulated, ways, record, fetch_pair(model))
         by_domain = {d: gpu_stats.get(d, np.zeros(kernels.N_STATS, dtype=np.int64)) for d, _ in work}
         return _scaled(by_domain, work, _run_llc(model, lines, step_ptr, schedules, got, n_workers) if record else None,
                        n_sets, n_simulated)
@@ -470,12 +476,13 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     def run_job(job):
         if groups is None:
             _run_share(job, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, ways, max_step, stats,
-                       got[job[0]])
+                       got[job[0]], fetch_pair(model))
             return
         d, (steps, near, _), lo, hi, sets, row = job
         kernels.run_groups(*spans[d], groups.rec, groups.shw, groups.offset, groups.group_sets, np.int64(lo),
                            np.int64(hi), steps, near, starts[d], np.int64(pbits), np.int64(n_partitions),
-                           np.int64(ways), np.int64(queue_len), sets, stats, np.int64(row), got[d])
+                           np.int64(ways), np.int64(queue_len), sets, stats, np.int64(row), got[d],
+                           np.int64(fetch_pair(model)))
 
     if n_workers > 1 and len(jobs) > 1:
         with ThreadPoolExecutor(max_workers=n_workers) as pool:

@@ -33,8 +33,9 @@ ENGINES = ("auto", "sets", "list", "gpu")
 # on matmul 4096^3 and transpose 16384^2: benchmarks/sim_calibration/run.py -> sim_calibration_h100.json.
 # Refitted for the 16-way set-associative L2 (issue 15) on the square matmul rows (8192^3 and 4096^3, 11 orders)
 # of benchmarks/sim_gpu/sim_vs_ncu_validation_h100.json: fit-set MAE 4.77 pp at 0.3, 3.33 at 0.4, 2.37 at 0.5;
-# the held-out rows there are predicted with 0.5.
-# Untested on other GPUs: the AMD models use the same value until measurements say otherwise.
+# the held-out rows there are predicted with 0.5. Checked again with 64-byte DRAM fetches on the 20 square-matmul
+# rows of benchmarks/sim_validation (H100 and H200): 2.96 pp at 0.4, 2.86 at 0.5, 3.51 at 0.6 (sim_validation.json).
+# Measured on H100 and H200 only: the AMD models use the same value until measurements say otherwise.
 STEP_TIME_CV = 0.5
 STEP_TIME_SEED = 0x5EED
 NCU_COUNTER = "ncu lts__t_sector_hit_rate (32-byte sectors; stores that fill sectors hit)"

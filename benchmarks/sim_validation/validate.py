@@ -226,7 +226,7 @@ def main(argv: list[str]) -> int:
     record = {
         "script": "benchmarks/sim_validation/validate.py",
         "command": " ".join(["python", "benchmarks/sim_validation/validate.py", *argv]),
-        "measured": sources, "fit_parameter": "step_cv", "fit_grid": cvs, "fit_sweep_mae_pp": sweep,
+        "device": " + ".join(src["device"] for src in sources), "measured": sources, "fit_parameter": "step_cv", "fit_grid": cvs, "fit_sweep_mae_pp": sweep,
         "fitted_step_cv": best_cv,
         "fit_rule": "set 'fit' = the square matmul cases (4096^3, 8192^3) on both GPUs; the step_cv with the lowest "
                     "fit-set MAE (L2 hit) predicts every row",

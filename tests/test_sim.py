@@ -139,6 +139,8 @@ def test_a_read_miss_fetches_the_sector_pair_when_dram_fetch_is_64_bytes(engine)
     single = simulate(trace, np.array([0]), tiny_model(64), engine=engine)
     assert pair.l2_hit_rate == pytest.approx(1 / 3) and single.l2_hit_rate == 0.0
     assert pair.dram_read_bytes == 6 * 4 * SECTOR and single.dram_read_bytes == 6 * 3 * SECTOR
+    # The bound any order must respect follows the fetch: only the first read of each pair must miss.
+    assert pair.best_hit_rate == pytest.approx(1 / 3) and single.best_hit_rate == 0.0
     assert get_model("h100").dram_fetch_bytes == 64 and get_model("mi300x").dram_fetch_bytes == 32
     with pytest.raises(UserError, match="dram_fetch_bytes"):
         tiny_model(8, fetch_bytes=128)

@@ -571,7 +571,8 @@ def footprint(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, 
               popcount: np.ndarray) -> np.ndarray:
     """Unique lines, union-of-sectors count, and sectors whose first touch is a read, over a whole trace.
 
-    Returns int64[3]: n_unique_lines, touched_sectors, first_read_sectors.
+    Returns int64[4]: n_unique_lines, touched_sectors, first_read_sectors, and the sectors a read must miss when
+    misses fetch aligned 64-byte sector pairs (those a read requests from a pair nothing touched before).
     """
     size = 1
     bits = 0
@@ -583,6 +584,7 @@ def footprint(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, 
     touched = np.zeros(max(table_lines, 1), dtype=np.uint8)
     first_read = np.zeros(max(table_lines, 1), dtype=np.uint8)
     n_unique = 0
+    pair_first = 0
     for a in range(lines.shape[0]):
         line = lines[a]
         m = sector_mask[a]
@@ -596,8 +598,12 @@ def footprint(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, 
         fresh = m & ~touched[node]
         if not is_write[a]:
             first_read[node] |= fresh
+            for pair in (3, 12):
+                if (touched[node] & pair) == 0:
+                    pair_first += popcount[m & pair]
         touched[node] |= m
-    out = np.zeros(3, dtype=np.int64)
+    out = np.zeros(4, dtype=np.int64)
+    out[3] = pair_first
     out[0] = n_unique
     for node in range(n_unique):
         out[1] += popcount[touched[node]]

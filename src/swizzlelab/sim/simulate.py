@@ -218,12 +218,19 @@ def trace_upper_bound_lines(trace: Any, n_access: int) -> int:
     return min(total, n_access) if total > 0 else n_access
 
 
-def footprint_of(trace: Any) -> tuple[int, int, int]:
-    """(unique lines, touched sectors, sectors first touched by a read) over the whole trace."""
+def footprint_of(trace: Any) -> tuple[int, int, int, int]:
+    """(unique lines, touched sectors, sectors first touched by a read, sectors a read must miss when misses fetch
+    64-byte sector pairs) over the whole trace."""
     lines, masks, writes, _, _ = _trace_arrays(trace)
     bound = trace_upper_bound_lines(trace, lines.size)
     out = kernels.footprint(lines, masks, writes, np.int64(bound), kernels.popcount_table())
-    return int(out[0]), int(out[1]), int(out[2])
+    return int(out[0]), int(out[1]), int(out[2]), int(out[3])
+
+
+def compulsory_read_sectors(footprint: tuple[int, ...], model: HardwareModel) -> int:
+    """Sectors every order must miss on a read (a lower bound of missed sectors and of DRAM sectors read): with
+    sector-pair fetches a read of one sector also brings its partner, so only the first read of a pair must miss."""
+    return footprint[3] if fetch_pair(model) and len(footprint) > 3 else footprint[2]
 
 
 _SET_INDEX_CACHE: dict[tuple[int, int, int, int], tuple[Any, np.ndarray]] = {}
@@ -658,7 +665,7 @@ def simulate(
     elapsed_s = time.perf_counter() - started
     if footprint is None:
         footprint = footprint_of(trace)
-    _, touched_sectors, first_read_sectors = footprint
+    touched_sectors, first_read_sectors = footprint[1], compulsory_read_sectors(footprint, model)
 
     requested_sectors = sum(d.requested_sectors for d in per_domain)
     lookup_sectors = sum(d.lookup_sectors for d in per_domain)

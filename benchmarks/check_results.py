@@ -85,7 +85,35 @@ def every_study_names_its_device_and_command() -> list[str]:
     return problems
 
 
-CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, every_study_names_its_device_and_command)
+def sim_validation() -> list[str]:
+    """The simulator's validation set (issue 15): >= 40 rows per GPU on an H100 and an H200, each with the fields
+    the issue names, orders that differ within each case, held-out rows reported apart from the fit rows."""
+    problems = []
+    report = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())
+    fields = ("task", "case", "order", "device", "set", "predicted_l2_hit_pct", "measured_l2_hit_pct",
+              "predicted_dram_read_bytes", "measured_dram_read_bytes")
+    rows = report["rows"]
+    for gpu in ("H100", "H200"):
+        mine = [r for r in rows if gpu in r["device"]]
+        if len(mine) < 40:
+            problems.append(f"{len(mine)} rows on the {gpu}, fewer than 40")
+        cases: dict[str, list[float]] = {}
+        for r in mine:
+            cases.setdefault(r["task"] + json.dumps(r["case"], sort_keys=True), []).append(r["measured_l2_hit_pct"])
+        flat = [key for key, hits in cases.items() if max(hits) - min(hits) < 2.0]
+        if flat:
+            problems.append(f"{gpu}: cases whose orders all measure within 2 pp: {flat}")
+    if any(r.get(f) is None for r in rows for f in fields) or {r["set"] for r in rows} != {"fit", "held_out"}:
+        problems.append("a row lacks a field, or the sets are not fit / held_out")
+    if not all(r["output_correct"] for r in rows):
+        problems.append("a measured kernel's output was wrong")
+    if "held_out" not in report or report["held_out"]["all"]["rows"] < 40:
+        problems.append("no held-out summary of at least 40 rows")
+    return problems
+
+
+CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation,
+                                               every_study_names_its_device_and_command)
 
 
 def main() -> int:

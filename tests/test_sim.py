@@ -40,13 +40,15 @@ def make_trace(tiles: list[list[list[tuple[int, int, bool]]]]) -> AccessTrace:
     )
 
 
-def tiny_model(capacity_lines: int, units: int = 1, domains: int = 1, partitions: int = 1) -> HardwareModel:
+def tiny_model(capacity_lines: int, units: int = 1, domains: int = 1, partitions: int = 1,
+               fetch_bytes: int = SECTOR) -> HardwareModel:
     return HardwareModel(
         name="tiny", vendor="test", n_units=units * domains, n_domains=domains, units_per_domain=units,
         l2_bytes_per_domain=capacity_lines * LINE * partitions, line_bytes=LINE, sector_bytes=SECTOR,
         dispatch="in_order" if domains == 1 else "round_robin_domains", dram_bw_bytes_per_s=1.0,
         source="test model", l2_partitions=partitions,
         l2_ways=capacity_lines,  # one set: the fully associative LRU the hand-worked expectations assume
+        dram_fetch_bytes=fetch_bytes,
     )
 
 
@@ -126,6 +128,24 @@ def test_partial_write_then_full_read_reads_only_missing_sectors():
     assert result.line_hit_rate == pytest.approx(1 / 2)
 
 
+@pytest.mark.parametrize("engine", ["sets", "list"])
+def test_a_read_miss_fetches_the_sector_pair_when_dram_fetch_is_64_bytes(engine):
+    # Sector 0 then sector 1 of each line, then sector 2 alone: with 64-byte fetches the first read brings its
+    # pair (sectors 0+1), so the second read hits; sector 2's miss brings sector 3 along (read, never used).
+    steps = [[(line, 0b0001, False)] for line in range(6)] + [[(line, 0b0010, False)] for line in range(6)]
+    steps += [[(line, 0b0100, False)] for line in range(6)]
+    trace = make_trace([steps])
+    pair = simulate(trace, np.array([0]), tiny_model(64, fetch_bytes=64), engine=engine)
+    single = simulate(trace, np.array([0]), tiny_model(64), engine=engine)
+    assert pair.l2_hit_rate == pytest.approx(1 / 3) and single.l2_hit_rate == 0.0
+    assert pair.dram_read_bytes == 6 * 4 * SECTOR and single.dram_read_bytes == 6 * 3 * SECTOR
+    # The bound any order must respect follows the fetch: only the first read of each pair must miss.
+    assert pair.best_hit_rate == pytest.approx(1 / 3) and single.best_hit_rate == 0.0
+    assert get_model("h100").dram_fetch_bytes == 64 and get_model("mi300x").dram_fetch_bytes == 32
+    with pytest.raises(UserError, match="dram_fetch_bytes"):
+        tiny_model(8, fetch_bytes=128)
+
+
 @pytest.mark.parametrize("lookup", ["direct", "hashed"])
 def test_two_partitions_count_the_far_lookup_as_ncu_does(lookup, monkeypatch):
     if lookup == "hashed":
@@ -184,9 +204,13 @@ def reference(trace: AccessTrace, perm: np.ndarray, model: HardwareModel, occupa
                         totals["write"] += pop[old_dirty]
                     valid, dirty = 0, 0
                 totals["hit"] += pop[m] if w else pop[m & valid]
+                fetched = 0
                 if not w:
-                    totals["read"] += pop[m & ~valid & 0xFF]
-                cache[line] = [valid | m, dirty | (m if w else 0)]
+                    fetched = m & ~valid & 0xFF
+                    if model.dram_fetch_bytes == 2 * model.sector_bytes:  # the aligned sector pair comes along
+                        fetched = (fetched | ((fetched & 5) << 1) | ((fetched >> 1) & 5)) & ~valid & 0xFF
+                    totals["read"] += pop[fetched]
+                cache[line] = [valid | m | fetched, dirty | (m if w else 0)]
             now += kernels.step_duration(step_cv, domain_seed, slot[2], slot[0] - slot[3])
             slot[0] += 1
             if slot[0] == slot[1]:
@@ -216,7 +240,8 @@ def test_matches_python_reference_on_random_traces(seed, lookup, step_cv, monkey
     trace = make_trace(tiles)
     perm = rng.permutation(n_tiles)
     domains = int(rng.choice([1, 3]))
-    model = tiny_model(int(rng.integers(2, 30)), units=int(rng.integers(1, 4)), domains=domains)
+    model = tiny_model(int(rng.integers(2, 30)), units=int(rng.integers(1, 4)), domains=domains,
+                       fetch_bytes=SECTOR * int(rng.choice([1, 2])))
     occupancy = int(rng.integers(1, 3))
     got = simulate(trace, perm, model, occupancy=occupancy, step_cv=step_cv, seed=seed + 7)
     want = reference(trace, perm, model, occupancy, step_cv=step_cv, seed=seed + 7)

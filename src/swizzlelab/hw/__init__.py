@@ -42,6 +42,9 @@ class HardwareModel:
     # Ways per L2 set (hashed set index). Not published for H100/H200 or MI300X; 16 is the usual figure for
     # GPU L2s (measured on V100 and A100 by microbenchmarks) and the simulator's results change little above it.
     l2_ways: int = 16
+    # Bytes a read miss brings from DRAM: one sector, or the aligned pair of sectors around it (64 B on Hopper:
+    # measured with ncu on H100 and H200, benchmarks/sim_validation; docs/hit-rates.md).
+    dram_fetch_bytes: int = 32
     aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -53,6 +56,8 @@ class HardwareModel:
             raise UserError(f"hardware model {self.name}: n_domains x units_per_domain must equal n_units")
         if self.l2_partitions < 1 or self.units_per_domain % self.l2_partitions:
             raise UserError(f"hardware model {self.name}: units per domain must split evenly over L2 partitions")
+        if self.dram_fetch_bytes not in (self.sector_bytes, 2 * self.sector_bytes):
+            raise UserError(f"hardware model {self.name}: dram_fetch_bytes must be one or two sectors")
         if self.line_bytes % self.sector_bytes or self.line_bytes // self.sector_bytes > 8:
             raise UserError(f"hardware model {self.name}: a line must hold 1..8 whole sectors")
 
@@ -96,6 +101,9 @@ H100_SXM = HardwareModel(
         "lines of four 32-byte sectors"
     ),
     l2_partitions=2,
+    # ncu on H100 and H200 (benchmarks/sim_validation): a transpose whose tiles read 16 bytes per row reads 4x
+    # its bytes from DRAM when no neighbour reuses them, and spmv's random gathers read ~1.7x the missed sectors.
+    dram_fetch_bytes=64,
     aliases=("h100", "h100-sxm", "h100_sxm", "h100sxm"),
 )
 
@@ -111,9 +119,8 @@ H200_SXM = _variant(
     l2_bytes_per_domain=60 * MB,
     dram_bw_bytes_per_s=4.8e12,
     source=(
-        "NVIDIA H200 datasheet (2024): GH100 with 132 SMs, 141 GB HBM3e at 4.8 TB/s; L2 60 MB (all 12 memory "
-        "controllers enabled: 96 L2 slices; less well documented than H100's 50 MB - check "
-        "torch.cuda.get_device_properties(0).L2_cache_size)"
+        "NVIDIA H200 datasheet (2024): GH100 with 132 SMs, 141 GB HBM3e at 4.8 TB/s; L2 60 MiB as the device "
+        "reports it (torch L2_cache_size 62,914,560 on an H200 SXM, benchmarks/sim_validation)"
     ),
     aliases=("h200", "h200-sxm", "h200_sxm"),
 )

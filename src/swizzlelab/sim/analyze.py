@@ -15,7 +15,7 @@ from swizzlelab.errors import UserError
 from swizzlelab.hw import HardwareModel, get_model
 from swizzlelab.sim import kernels
 from swizzlelab.fmt import fmt_bytes
-from swizzlelab.sim.simulate import SimResult, footprint_of, simulate
+from swizzlelab.sim.simulate import SimResult, compulsory_read_sectors, footprint_of, simulate
 
 # Dense per-line arrays (~22 bytes a line) are used up to this span of line ids; sparser ids are compacted.
 MAX_DENSE_LINES = 1 << 25
@@ -83,7 +83,8 @@ class Analysis:
     line_accesses: int
     requested_bytes: int
     compulsory_bytes: int  # every touched sector once
-    compulsory_read_bytes: int  # sectors whose first touch is a read: they must come from DRAM
+    compulsory_read_bytes: int  # sectors whose first touch is a read (with 64-byte pair fetches: the first read
+    # of each pair): they must come from DRAM
     best_hit_rate: float  # 1 - compulsory_read / requested: stores count as hits
     bytes_per_program_mean: float
     bytes_per_program_max: int
@@ -386,7 +387,7 @@ def analyze(
     compulsory_sectors = int(union_sectors.sum())
     requested_sectors = int(requested.sum())
     footprint = footprint_of(trace)
-    first_read_sectors = footprint[2]
+    first_read_sectors = compulsory_read_sectors(footprint, model)
     identity = simulate(trace, np.arange(n_tiles, dtype=np.int64), model, occupancy=occupancy, footprint=footprint)
     current = None
     if perm is not None:

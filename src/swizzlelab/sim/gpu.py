@@ -148,7 +148,7 @@ def _phase(xp, name: str, t0: float) -> float:
 
 
 def run_domain_gpu(xp, dev_trace, host_step_ptr, sched, pbits: int, n_partitions: int, n_sets: int, n_simulated: int,
-                   ways: int, record: bool) -> tuple[np.ndarray, np.ndarray]:
+                   ways: int, record: bool, pair: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """One domain on the device: (its statistics, its DRAM-bound sectors per stream access or an empty array)."""
     k = _kernels()
     walk_kernel, local = k.walk_sets_for(ways, n_partitions, pbits, LOCAL_SETS)
@@ -184,7 +184,7 @@ def run_domain_gpu(xp, dev_trace, host_step_ptr, sched, pbits: int, n_partitions
         # low-occupancy warning would only repeat that on every screening estimate.
         warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
         walk_kernel[_blocks(n_simulated), THREADS_PER_BLOCK](
-            rec, shw, seg, np.int64(pbits), np.int64(n_partitions), np.int64(ways), sets, stats, got)
+            rec, shw, seg, np.int64(pbits), np.int64(n_partitions), np.int64(ways), sets, stats, got, np.int64(pair))
     t0 = _phase(xp, "walk_s", t0)
     total = stats.sum(axis=0)
     got_stream = np.zeros(0, dtype=np.uint8)
@@ -198,7 +198,7 @@ def run_domain_gpu(xp, dev_trace, host_step_ptr, sched, pbits: int, n_partitions
 
 
 def run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_partitions, n_sets, n_simulated, ways,
-                 record) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+                 record, pair: int = 0) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
     """Every domain on the device: ({domain: statistics}, {domain: DRAM-bound sectors per stream access})."""
     reason = unavailable_reason()
     if reason:
@@ -214,7 +214,7 @@ def run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_p
         stats, got = {}, {}
         for d, sched in schedules.items():
             stats[d], got[d] = run_domain_gpu(xp, dev, step_ptr, sched, pbits, n_partitions, n_sets, n_simulated,
-                                              ways, record)
+                                              ways, record, pair)
         if xp is not np:
             xp.cuda.Device().synchronize()
     return stats, got

@@ -41,7 +41,7 @@ def _make_walk_sets(WAYS: int, PARTITIONS: int, PBITS: int, LOCAL: bool):
     words = max(WAYS * PARTITIONS, 1)
 
     @cuda.jit
-    def walk_sets(rec, shw, seg, pbits, n_partitions, ways, sets, stats, got):
+    def walk_sets(rec, shw, seg, pbits, n_partitions, ways, sets, stats, got, pair):
         """One thread per set index st: records seg[st]..seg[st+1]-1 (its accesses in stream order) through its sets
         in every partition, then the write-back of what they still hold dirty."""
         st = cuda.grid(1)
@@ -50,13 +50,13 @@ def _make_walk_sets(WAYS: int, PARTITIONS: int, PBITS: int, LOCAL: bool):
                 own = cuda.local.array(words, np.int64)
                 for i in range(words):
                     own[i] = EMPTY
-                walk_dev(rec, shw, seg[st], seg[st + 1], PBITS, PARTITIONS, WAYS, own, stats, st, got)
+                walk_dev(rec, shw, seg[st], seg[st + 1], PBITS, PARTITIONS, WAYS, own, stats, st, got, pair)
                 flush_dev(own, 0, 1, PARTITIONS, WAYS, stats, st)
             elif WAYS > 0:
-                walk_dev(rec, shw, seg[st], seg[st + 1], PBITS, PARTITIONS, WAYS, sets, stats, st, got)
+                walk_dev(rec, shw, seg[st], seg[st + 1], PBITS, PARTITIONS, WAYS, sets, stats, st, got, pair)
                 flush_dev(sets, st, st + 1, PARTITIONS, WAYS, stats, st)
             else:
-                walk_dev(rec, shw, seg[st], seg[st + 1], pbits, n_partitions, ways, sets, stats, st, got)
+                walk_dev(rec, shw, seg[st], seg[st + 1], pbits, n_partitions, ways, sets, stats, st, got, pair)
                 flush_dev(sets, st, st + 1, n_partitions, ways, stats, st)
 
     return walk_sets

@@ -409,6 +409,7 @@ def run_domain(
     direct: np.ndarray,
     step_cv: np.float64,
     seed: np.uint64,
+    pair: np.int64 = 0,
 ) -> None:
     """Simulate one L2 domain: `programs` (tiles in launch order) run on `n_slots` slots in simulated time.
 
@@ -425,7 +426,8 @@ def run_domain(
     partition (a lookup that counts as a hit; it updates a near copy if one is there, without allocating)
     and is kept at the home partition: write-back, write-allocate without a DRAM read, counted as sector hits
     (as ncu counts stores that fill whole sectors). `direct` is an int32 map of every key
-    (line * n_partitions + partition) filled with -1, or empty to use the hash table.
+    (line * n_partitions + partition) filled with -1, or empty to use the hash table. `pair` = 1: a read miss
+    fetches the aligned 64-byte pair of each missing sector (as walk_records).
     """
     # The hot path is written out inline: helper calls here cost numba a 2-3x slowdown (measured).
     ways = capacity // n_sets
@@ -538,6 +540,11 @@ def run_domain(
                 set_count[st] += 1
             if missing != 0 and not w:
                 if first == home:
+                    if pair:
+                        # The aligned 64-byte pair of each missing sector comes from DRAM (walk_records).
+                        extra = (((missing & 5) << 1) | ((missing >> 1) & 5)) & ~node_info[4 * node + 2]
+                        node_info[4 * node + 2] |= extra
+                        missing = missing | extra
                     dram_read += popcount[missing]
                 else:
                     fabric += popcount[missing]
@@ -558,8 +565,11 @@ def run_domain(
                         dram_write += written
                         evictions += evicted
                     hit_sectors += popcount[missing & hv]
-                    dram_read += popcount[missing & ~hv]
-                    node_info[4 * hnode + 2] = hv | missing
+                    fetched = missing & ~hv
+                    if pair:
+                        fetched = (fetched | ((fetched & 5) << 1) | ((fetched >> 1) & 5)) & ~hv
+                    dram_read += popcount[fetched]
+                    node_info[4 * hnode + 2] = hv | missing | fetched
         n_active, next_program = _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions,
                                              step_cv, seed, slot_step, slot_end, slot_prog, slot_part, slot_time)
     # Write back what is still dirty at the end of the kernel.
@@ -584,7 +594,8 @@ def footprint(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, 
               popcount: np.ndarray) -> np.ndarray:
     """Unique lines, union-of-sectors count, and sectors whose first touch is a read, over a whole trace.
 
-    Returns int64[3]: n_unique_lines, touched_sectors, first_read_sectors.
+    Returns int64[4]: n_unique_lines, touched_sectors, first_read_sectors, and the sectors a read must miss when
+    misses fetch aligned 64-byte sector pairs (those a read requests from a pair nothing touched before).
     """
     size = 1
     bits = 0
@@ -596,6 +607,7 @@ def footprint(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, 
     touched = np.zeros(max(table_lines, 1), dtype=np.uint8)
     first_read = np.zeros(max(table_lines, 1), dtype=np.uint8)
     n_unique = 0
+    pair_first = 0
     for a in range(lines.shape[0]):
         line = lines[a]
         m = sector_mask[a]
@@ -609,8 +621,12 @@ def footprint(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, 
         fresh = m & ~touched[node]
         if not is_write[a]:
             first_read[node] |= fresh
+            for pair in (3, 12):
+                if (touched[node] & pair) == 0:
+                    pair_first += popcount[m & pair]
         touched[node] |= m
-    out = np.zeros(3, dtype=np.int64)
+    out = np.zeros(4, dtype=np.int64)
+    out[3] = pair_first
     out[0] = n_unique
     for node in range(n_unique):
         out[1] += popcount[touched[node]]
@@ -702,6 +718,7 @@ def run_share(
     stats: np.ndarray,
     row: np.int64,
     got_stream: np.ndarray,
+    pair: np.int64 = 0,
 ) -> None:
     """Simulate sets set_lo..set_hi-1 (every partition) of one domain whose steps run in the order `sched_step`
     (near partitions `sched_near`); counts go to stats[row]. Same model and counts as `run_domain` with the same
@@ -763,7 +780,7 @@ def run_share(
             g = pending[i]
             f = fill[g]
             lo = g * queue_len
-            _walk(queue_rec, queue_set, lo, lo + f, pbits, n_partitions, ways, sets, stats, row, got)
+            _walk(queue_rec, queue_set, lo, lo + f, pbits, n_partitions, ways, sets, stats, row, got, pair)
             if record:
                 for r in range(lo, lo + f):
                     got_stream[queue_pos[r]] = got[r]
@@ -916,6 +933,7 @@ def _make_run_groups(WAYS: int, PARTITIONS: int, PBITS: int, RECORD: int):
         stats: np.ndarray,
         row: np.int64,
         got_stream: np.ndarray,
+        pair: np.int64 = 0,
     ) -> None:
         """Simulate groups g_lo..g_hi-1 (sets group_sets[g]..group_sets[g+1]-1, every partition) of one domain whose
         steps run in the order `sched_step` (near partitions `sched_near`); counts go to stats[row]. Same model and
@@ -962,7 +980,7 @@ def _make_run_groups(WAYS: int, PARTITIONS: int, PBITS: int, RECORD: int):
                     hi = 0
                 if n + hi - lo > queue_len or k == n_k:
                     if n > 0:
-                        _walk(q_rec, q_set, 0, n, pbits, n_partitions, ways, sets, stats, row, got)
+                        _walk(q_rec, q_set, 0, n, pbits, n_partitions, ways, sets, stats, row, got, pair)
                         if record:
                             for r in range(n):
                                 got_stream[q_pos[r]] = got[r]

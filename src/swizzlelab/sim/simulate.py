@@ -33,8 +33,9 @@ ENGINES = ("auto", "sets", "list", "gpu")
 # on matmul 4096^3 and transpose 16384^2: benchmarks/sim_calibration/run.py -> sim_calibration_h100.json.
 # Refitted for the 16-way set-associative L2 (issue 15) on the square matmul rows (8192^3 and 4096^3, 11 orders)
 # of benchmarks/sim_gpu/sim_vs_ncu_validation_h100.json: fit-set MAE 4.77 pp at 0.3, 3.33 at 0.4, 2.37 at 0.5;
-# the held-out rows there are predicted with 0.5.
-# Untested on other GPUs: the AMD models use the same value until measurements say otherwise.
+# the held-out rows there are predicted with 0.5. Checked again with 64-byte DRAM fetches on the 20 square-matmul
+# rows of benchmarks/sim_validation (H100 and H200): 2.96 pp at 0.4, 2.86 at 0.5, 3.51 at 0.6 (sim_validation.json).
+# Measured on H100 and H200 only: the AMD models use the same value until measurements say otherwise.
 STEP_TIME_CV = 0.5
 STEP_TIME_SEED = 0x5EED
 NCU_COUNTER = "ncu lts__t_sector_hit_rate (32-byte sectors; stores that fill sectors hit)"
@@ -200,6 +201,11 @@ def default_workers() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
+def fetch_pair(model: HardwareModel) -> int:
+    """1 when a read miss fetches the aligned pair of 32-byte sectors from DRAM (the model's dram_fetch_bytes)."""
+    return int(model.dram_fetch_bytes == 2 * model.sector_bytes)
+
+
 def domain_seed_of(seed: int, domain: int) -> int:
     """The step-duration seed of one L2 domain (domains draw independent durations)."""
     return (int(seed) * 0x9E3779B1 + int(domain)) % (1 << 64)
@@ -212,12 +218,19 @@ def trace_upper_bound_lines(trace: Any, n_access: int) -> int:
     return min(total, n_access) if total > 0 else n_access
 
 
-def footprint_of(trace: Any) -> tuple[int, int, int]:
-    """(unique lines, touched sectors, sectors first touched by a read) over the whole trace."""
+def footprint_of(trace: Any) -> tuple[int, int, int, int]:
+    """(unique lines, touched sectors, sectors first touched by a read, sectors a read must miss when misses fetch
+    64-byte sector pairs) over the whole trace."""
     lines, masks, writes, _, _ = _trace_arrays(trace)
     bound = trace_upper_bound_lines(trace, lines.size)
     out = kernels.footprint(lines, masks, writes, np.int64(bound), kernels.popcount_table())
-    return int(out[0]), int(out[1]), int(out[2])
+    return int(out[0]), int(out[1]), int(out[2]), int(out[3])
+
+
+def compulsory_read_sectors(footprint: tuple[int, ...], model: HardwareModel) -> int:
+    """Sectors every order must miss on a read (a lower bound of missed sectors and of DRAM sectors read): with
+    sector-pair fetches a read of one sector also brings its partner, so only the first read of a pair must miss."""
+    return footprint[3] if fetch_pair(model) and len(footprint) > 3 else footprint[2]
 
 
 _SET_INDEX_CACHE: dict[tuple[int, int, int, int], tuple[Any, np.ndarray]] = {}
@@ -359,7 +372,7 @@ def _run_list_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
                 lines, masks, writes, step_ptr, tile_step_ptr, np.ascontiguousarray(programs),
                 np.int64(n_slots), np.int64(model.units_per_domain), np.int64(n_partitions),
                 np.int64(capacity), np.int64(n_sets), popcount, stats, direct,
-                np.float64(cv), np.uint64(domain_seed_of(seed, d)),
+                np.float64(cv), np.uint64(domain_seed_of(seed, d)), np.int64(fetch_pair(model)),
             )
         return stats
 
@@ -408,12 +421,13 @@ def _share_layout(n_partitions: int, ways: int, lo: int, hi: int, max_step: int)
     return n_sub, max(QUEUE_RECORDS, 2 * max_step)
 
 
-def _run_share(job, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, ways, max_step, stats, got_stream):
+def _run_share(job, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, ways, max_step, stats, got_stream,
+               pair=0):
     d, (steps, near, _), lo, hi, sets, row = job
     n_sub, queue_len = _share_layout(n_partitions, ways, lo, hi, max_step)
     kernels.run_share(lines, masks, writes, set_home, np.int64(pbits), step_ptr, steps, near, np.int64(n_partitions),
                       np.int64(ways), np.int64(lo), np.int64(hi), np.int64(n_sub), np.int64(queue_len),
-                      np.int64(max_step), sets, stats, np.int64(row), got_stream)
+                      np.int64(max_step), sets, stats, np.int64(row), got_stream, np.int64(pair))
 
 
 def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed):
@@ -440,7 +454,7 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed)
     if use_gpu:
         gpu_stats, got = gpu.run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_partitions,
-                                          n_sets, n_simulated, ways, record)
+                                          n_sets, n_simulated, ways, record, fetch_pair(model))
         by_domain = {d: gpu_stats.get(d, np.zeros(kernels.N_STATS, dtype=np.int64)) for d, _ in work}
         return _scaled(by_domain, work, _run_llc(model, lines, step_ptr, schedules, got, n_workers) if record else None,
                        n_sets, n_simulated)
@@ -471,12 +485,13 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     def run_job(job):
         if groups is None:
             _run_share(job, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, ways, max_step, stats,
-                       got[job[0]])
+                       got[job[0]], fetch_pair(model))
             return
         d, (steps, near, _), lo, hi, sets, row = job
         kernel(*spans[d], groups.rec, groups.shw, groups.offset, groups.group_sets, np.int64(lo),
                            np.int64(hi), steps, near, starts[d], np.int64(pbits), np.int64(n_partitions),
-                           np.int64(ways), np.int64(queue_len), sets, stats, np.int64(row), got[d])
+                           np.int64(ways), np.int64(queue_len), sets, stats, np.int64(row), got[d],
+                           np.int64(fetch_pair(model)))
 
     if n_workers > 1 and len(jobs) > 1:
         with ThreadPoolExecutor(max_workers=n_workers) as pool:
@@ -651,7 +666,7 @@ def simulate(
     elapsed_s = time.perf_counter() - started
     if footprint is None:
         footprint = footprint_of(trace)
-    _, touched_sectors, first_read_sectors = footprint
+    touched_sectors, first_read_sectors = footprint[1], compulsory_read_sectors(footprint, model)
 
     requested_sectors = sum(d.requested_sectors for d in per_domain)
     lookup_sectors = sum(d.lookup_sectors for d in per_domain)

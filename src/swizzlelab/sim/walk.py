@@ -41,7 +41,7 @@ def new_sets(n_sets, ways, xp):
     return xp.full(n_sets * ways, EMPTY, dtype=xp.int64)
 
 
-def walk_records(rec, shw, lo, hi, pbits, n_partitions, ways, sets, stats, row, got):
+def walk_records(rec, shw, lo, hi, pbits, n_partitions, ways, sets, stats, row, got, pair):
     """Run records lo..hi-1 (in order) through their sets and add the counts to stats[row].
 
     A set (index st, partition p) is `ways` int64 entries at (st * n_partitions + p) * ways, most recently used
@@ -52,7 +52,10 @@ def walk_records(rec, shw, lo, hi, pbits, n_partitions, ways, sets, stats, row, 
     write-back, write-allocate without a DRAM read. Sector hits are counted as ncu's lts__t_sector_hit_rate
     counts them (a store hits); line requests as AMD's TCC_HIT counts them (a store hits only a present line, a
     read only if every requested sector is valid). When `got` is non-empty, got[r] is the sector mask record r
-    read from DRAM (0: none), for a memory-side cache behind the L2s.
+    read from DRAM (0: none), for a memory-side cache behind the L2s. With `pair` = 1 a read miss fetches the
+    aligned 64-byte pair of each missing sector (Hopper's DRAM access granularity: an H100 transpose whose tiles
+    read 16 bytes per row read 4x their bytes from DRAM in ncu when no neighbour reused them); the partner
+    sector becomes valid at the partition that fetched it, and DRAM reads count both.
 
     Lookups stop at the match, moving the entries they pass in the same loop: recently used lines are found
     after a few compares (a branch-free compare of every way measured 1.6x slower on matmul 8192, one thread).
@@ -138,12 +141,15 @@ def walk_records(rec, shw, lo, hi, pbits, n_partitions, ways, sets, stats, row, 
             if w != 0:
                 hit_sectors += pm
                 e = e | (m << 4)
-        sets[base] = e
         fetched = 0
+        if missing != 0 and w == 0 and first == home:
+            fetched = missing
+            if pair != 0:
+                fetched = missing | ((((missing & 5) << 1) | ((missing >> 1) & 5)) & ~(e & 15))
+                e = e | fetched
+        sets[base] = e
         if missing != 0 and w == 0:
-            if first == home:
-                fetched = missing
-            else:
+            if first != home:
                 c = (missing & 5) + ((missing >> 1) & 5)
                 pmiss = (c & 3) + (c >> 2)
                 fabric += pmiss
@@ -174,7 +180,9 @@ def walk_records(rec, shw, lo, hi, pbits, n_partitions, ways, sets, stats, row, 
                 c = (missing & hv & 5) + (((missing & hv) >> 1) & 5)
                 hit_sectors += (c & 3) + (c >> 2)
                 fetched = missing & ~hv
-                sets[hb] = he | missing
+                if pair != 0:
+                    fetched = (fetched | ((fetched & 5) << 1) | ((fetched >> 1) & 5)) & ~hv
+                sets[hb] = he | missing | fetched
             c = (fetched & 5) + ((fetched >> 1) & 5)
             dram_read += (c & 3) + (c >> 2)
         if record:

@@ -6,9 +6,10 @@ The tile order is set at the kernel's swizzle site (row-major by default); custo
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
+from swizzlelab.errors import UserError
 from swizzlelab.runtime import device, ensure_triton_backend
 
 ensure_triton_backend()
@@ -45,6 +46,17 @@ def default_config() -> TransposeConfig:
     return GPU_CONFIG if device() == "cuda" else CPU_CONFIG
 
 
+def with_tile_n(cfg: TransposeConfig, tile_n: int | None) -> TransposeConfig:
+    """`cfg` with BLOCK_N = tile_n when a case names one. A narrow tile (tile_n * element bytes < 32) reads part
+    of a 32-byte sector per row of x, so tiles next to each other along n share sectors and the order decides
+    whether the second one finds them in L2: the case where transpose orders differ as ncu counts hits."""
+    if tile_n is None:
+        return cfg
+    if not isinstance(tile_n, int) or isinstance(tile_n, bool) or tile_n < 1 or tile_n & (tile_n - 1):
+        raise UserError(f"transpose: tile_n must be a power of two >= 1 (Triton block sizes), got {tile_n!r}")
+    return replace(cfg, block_n=tile_n)
+
+
 @triton.jit
 def transpose_kernel(x_ptr, out_ptr, m, n, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr):
     num_pid_m = tl.cdiv(m, BLOCK_M)  # noqa: F841 - read by swizzle formulas
@@ -63,17 +75,18 @@ def transpose_kernel(x_ptr, out_ptr, m, n, BLOCK_M: tl.constexpr, BLOCK_N: tl.co
     tl.store(out_ptrs, tl.trans(tile), mask=tl.trans(in_bounds))
 
 
-def tile_grid(*, m: int, n: int, config: TransposeConfig | None = None, **_: Any) -> tuple[int, int]:
+def tile_grid(*, m: int, n: int, config: TransposeConfig | None = None, tile_n: int | None = None,
+              **_: Any) -> tuple[int, int]:
     """(row tiles, column tiles) of x."""
-    cfg = config or default_config()
+    cfg = with_tile_n(config or default_config(), tile_n)
     return (math.ceil(m / cfg.block_m), math.ceil(n / cfg.block_n))
 
 
 def swizzle_args(
-    *, m: int, n: int, config: TransposeConfig | None = None, **_: Any
+    *, m: int, n: int, config: TransposeConfig | None = None, tile_n: int | None = None, **_: Any
 ) -> tuple[dict[str, int], dict[str, int]]:
     """Runtime scalars and constexprs a swizzle formula may name at this kernel's site."""
-    cfg = config or default_config()
+    cfg = with_tile_n(config or default_config(), tile_n)
     return {"m": m, "n": n}, {"BLOCK_M": cfg.block_m, "BLOCK_N": cfg.block_n}
 
 
@@ -83,8 +96,8 @@ def kernel_for(order: Any = None) -> Any:
 
 
 def custom_kernel(data: dict[str, Any], order: Any = None, config: TransposeConfig | None = None) -> torch.Tensor:
-    """Write data["x"].T into data["out"] and return it."""
-    cfg = config or default_config()
+    """Write data["x"].T into data["out"] and return it (data["tile_n"], when the case names one, narrows the tile)."""
+    cfg = with_tile_n(config or default_config(), data.get("tile_n"))
     x, out = data["x"], data["out"]
     m, n = x.shape
     grid = tile_grid(m=m, n=n, config=cfg)

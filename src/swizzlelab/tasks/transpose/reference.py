@@ -23,13 +23,17 @@ def torch_dtype(name: str) -> torch.dtype:
     return DTYPES[name]
 
 
-def generate_input(seed: int, m: int, n: int, dtype: str = "float32") -> dict[str, Any]:
-    """x: [m, n] random normal on the kernel device; out: [n, m] preallocated (NaN-filled)."""
+def generate_input(seed: int, m: int, n: int, dtype: str = "float32", tile_n: int | None = None) -> dict[str, Any]:
+    """x: [m, n] random normal on the kernel device; out: [n, m] preallocated (NaN-filled); a case's tile_n
+    (the kernel's tile width) travels with the data."""
     dev = device()
     gen = torch.Generator(device=dev).manual_seed(seed)
     x = torch.randn((m, n), generator=gen, device=dev, dtype=torch.float32).to(torch_dtype(dtype))
     out = torch.full((n, m), float("nan"), dtype=x.dtype, device=dev)
-    return {"x": x, "out": out}
+    data = {"x": x, "out": out}
+    if tile_n is not None:
+        data["tile_n"] = int(tile_n)
+    return data
 
 
 def ref_kernel(data: dict[str, Any]) -> torch.Tensor:

@@ -134,8 +134,8 @@ def _check_memory(xp, n_access: int, set_bytes: int) -> None:
         )
 
 
-# Seconds each phase of the last domain run on the device took (the benchmark records them; device work is
-# synchronised at each phase's end, which costs microseconds).
+# Seconds each phase of the last simulation on the device took, summed over its domains (the benchmark records
+# them; device work is synchronised at each phase's end, which costs microseconds).
 LAST_PHASES: dict[str, float] = {}
 
 

@@ -44,6 +44,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--deadline-s", type=float, default=250)
     parser.add_argument("--orders", required=True, help="';'-separated order specs; grouped:GROUP_M=8 is added first")
     parser.add_argument("--time-top", type=int, default=2, help="how many of the fewest-DRAM orders to time")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="profile every order this many times, each in its own ncu process (run-to-run noise)")
     args = parser.parse_args(argv)
     start = time.time()
     deadline = start + args.deadline_s
@@ -71,14 +73,14 @@ def main(argv: list[str]) -> int:
     sim_gpu = load_module(SIM_GPU, "sim_gpu_run", str(SIM_GPU))
     workdir = Path(tempfile.mkdtemp(prefix="orders_"))
     # ncu in chunks, so a slow chunk near the deadline loses only itself.
-    for i in range(0, len(orders), 6):
-        chunk = orders[i:i + 6]
+    chunks = [(rep, i, orders[i:i + 6]) for rep in range(args.repeats) for i in range(0, len(orders), 6)]
+    for rep, i, chunk in chunks:
         if time.time() > deadline - 60:
             record["failures"].append(f"ncu skipped (deadline): {chunk}")
             continue
         try:
             case = dict(CASE)
-            chunk_dir = workdir / f"c{i}"
+            chunk_dir = workdir / f"r{rep}c{i}"
             chunk_dir.mkdir(parents=True, exist_ok=True)
             rows = sim_gpu.measure_case("matmul", case, chunk, None, chunk_dir)
         except Exception:  # noqa: BLE001 - keep the other chunks
@@ -88,6 +90,7 @@ def main(argv: list[str]) -> int:
             continue
         for r in rows:
             r["measured_by"] = f"measured ({device}, ncu)"
+            r["repeat"] = rep
             record["rows"].append(r)
             print(f"ncu {r['order']}: DRAM read {r['measured_dram_read_bytes']:.4g} B, L2 hit "
                   f"{r['measured_l2_hit_pct']}%, correct {r['output_correct']}", flush=True)

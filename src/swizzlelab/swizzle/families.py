@@ -325,7 +325,8 @@ def _rename_interface(formula: Formula, prefix: str, names: dict[str, str]) -> F
 def nest(outer: Formula, inner: Formula, block_m: int, block_n: int) -> Formula:
     """Two 2-D orders nested: the grid cut into block_m x block_n blocks, `outer` orders the blocks (on the grid
     of blocks), `inner` the tiles inside each block (on a block_m x block_n grid). Rows and columns left over
-    when the grid is not a multiple of the block run after the blocks, row-major (right strip, then bottom), so
+    when the grid is not a multiple of the block run after the blocks (the right strip row-major, then the bottom
+    strip column by column), so
     any grid is covered exactly once whatever the two orders are (if each is a bijection on its own grid)."""
     for name, f in (("outer", outer), ("inner", inner)):
         if f.outputs != ("pid_m", "pid_n"):
@@ -360,8 +361,10 @@ def nest(outer: Formula, inner: Formula, block_m: int, block_n: int) -> Formula:
         "swzn_right_m = swzn_rest // tl.maximum(swzn_right_w, 1)\n"
         "swzn_right_n = swzn_full_n * swzn_block_n + swzn_rest % tl.maximum(swzn_right_w, 1)\n"
         "swzn_bottom = swzn_rest - swzn_right_count\n"
-        "swzn_bottom_m = swzn_full_m * swzn_block_m + swzn_bottom // num_pid_n\n"
-        "swzn_bottom_n = swzn_bottom % num_pid_n\n"
+        # The bottom strip (under block_m rows, full width) column by column, as grouped runs its last group.
+        "swzn_bottom_h = tl.maximum(num_pid_m - swzn_full_m * swzn_block_m, 1)\n"
+        "swzn_bottom_m = swzn_full_m * swzn_block_m + swzn_bottom % swzn_bottom_h\n"
+        "swzn_bottom_n = swzn_bottom // swzn_bottom_h\n"
         "swzn_in_right = swzn_rest < swzn_right_count\n"
         "pid_m = tl.where(swzn_in_full, swzn_bm * swzn_block_m + swzn_dm, "
         "tl.where(swzn_in_right, swzn_right_m, swzn_bottom_m))\n"

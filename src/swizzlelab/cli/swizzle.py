@@ -184,7 +184,9 @@ def register(app: typer.Typer) -> None:
         """List the built-in order families and their parameters."""
         from swizzlelab.swizzle import FAMILIES
 
-        table = Table(title="swizzle families")
+        table = Table(title="swizzle families", caption=(
+            "compose: LINEAR+FAMILY, e.g. xcd:NUM_XCDS=8+grouped:GROUP_M=8; nest: OUTER>INNER@BMxBN, e.g. "
+            "serpentine>column_major@11x8 (blocks walked by OUTER, tiles of a block by INNER); docs/orders.md"))
         table.add_column("name")
         table.add_column("kind")
         table.add_column("parameters")

@@ -319,6 +319,7 @@ def _make_proposers(
         explore=bool(state.device),
         context=state.memory_text,
         periods=state.sharing_periods,
+        resident=model.units_per_domain * state.scenario.occupancy.programs,
         rejected=rejected,
         on_screen=on_screen,
     )

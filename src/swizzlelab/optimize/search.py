@@ -30,12 +30,19 @@ class Candidate:
     params: tuple[tuple[str, int], ...] = ()
     xcd: int = 0  # NUM_XCDS of an XCD-chunking step composed before the family (0: none)
     text: str = ""  # raw formula text for non-family orders
+    # A nested order (family NEST, params BLOCK_M/BLOCK_N): `outer` walks the blocks, `inner` the tiles of one.
+    outer: str = ""
+    inner: str = ""
 
     @property
     def spec(self) -> str:
         if self.text:
             return self.family
-        body = self.family + (":" + ",".join(f"{k}={v}" for k, v in self.params) if self.params else "")
+        if self.family == NEST:
+            size = dict(self.params)
+            body = f"{self.outer}>{self.inner}@{size['BLOCK_M']}x{size['BLOCK_N']}"
+        else:
+            body = self.family + (":" + ",".join(f"{k}={v}" for k, v in self.params) if self.params else "")
         return f"xcd:NUM_XCDS={self.xcd}+{body}" if self.xcd else body
 
     def formula_text(self, rank: int) -> str:
@@ -45,11 +52,16 @@ class Candidate:
 
     def group(self) -> str:
         """The family group used for exploration: family plus whether XCD chunking is composed."""
-        return ("xcd+" if self.xcd else "") + self.family
+        return ("xcd+" if self.xcd else "") + (f"{self.outer}>{self.inner}" if self.family == NEST else self.family)
 
     def describe(self) -> str:
         if self.text:
             return f"{self.family}: {self.text.strip()}"
+        if self.family == NEST:
+            size = dict(self.params)
+            text = (f"blocks of {size['BLOCK_M']} x {size['BLOCK_N']} tiles walked by {self.outer}, the tiles of a "
+                    f"block by {self.inner}")
+            return text + (f", after XCD chunking with NUM_XCDS={self.xcd}" if self.xcd else "")
         doc = FAMILIES[self.family].doc if self.family in FAMILIES else self.family
         params = ", ".join(f"{k}={v}" for k, v in self.params)
         text = f"family {self.family} ({doc})" + (f" with {params}" if params else "")
@@ -59,6 +71,44 @@ class Candidate:
                 "cut into contiguous runs, one per domain, so neighbours in the order share a domain's L2"
             )
         return text
+
+
+NEST = "nest"
+# Orders of the blocks (outer) and of the tiles inside a block (inner) that nested candidates combine; the
+# search swaps each for the others of its list around a good nest.
+NEST_OUTERS = ("serpentine", "identity", "hilbert:SIDE=8", "grouped:GROUP_M=2")
+NEST_INNERS = ("column_major", "grouped:GROUP_M=4", "identity", "hilbert:SIDE=8")
+
+
+def wave_blocks(resident: int, rows: int, cols: int) -> list[tuple[int, int]]:
+    """Block shapes (rows x columns of tiles) sized to the programs resident at once: a block of about
+    `resident`, `resident / 2` or `resident / 4` tiles, near-square (a wave of r x c tiles reads r + c
+    panels, least when r ~ c), plus bands as tall as a near-square quarter wave. Shapes that do not fit the
+    grid are dropped."""
+    out: list[tuple[int, int]] = []
+    for share in (1, 2, 4):
+        area = max(resident // share, 1)
+        side = max(int(round(area ** 0.5)), 1)
+        for bm, bn in ((side, max(area // side, 1)), (max(side // 2, 1), max(2 * area // side, 1)),
+                       (2 * side, max(area // (2 * side), 1))):
+            if bm <= rows and bn <= cols and (bm, bn) not in out and bm * bn > 1:
+                out.append((bm, bn))
+    return out
+
+
+def nest_candidates(grid: tuple[int, ...], resident: int) -> list[Candidate]:
+    """Wave-aware nested orders: blocks sized to the resident programs (wave_blocks) walked serpentine (the
+    next block starts next to where the last ended, so what the last wave read is still in L2) or along a
+    Hilbert curve, tiles inside a block column by column (consecutive programs share a column panel)."""
+    if len(grid) != 2 or resident < 2:
+        return []
+    rows, cols = grid
+    out = []
+    for bm, bn in wave_blocks(resident, rows, cols):
+        for outer, inner in (("serpentine", "column_major"), ("hilbert:SIDE=8", "column_major"),
+                             ("serpentine", "grouped:GROUP_M=4")):
+            out.append(Candidate(NEST, (("BLOCK_M", bm), ("BLOCK_N", bn)), outer=outer, inner=inner))
+    return out
 
 
 def _powers_of_two(low: int, high: int) -> list[int]:
@@ -80,9 +130,11 @@ def period_candidates(periods: tuple[int, ...], n_domains: int) -> list[Candidat
     return out
 
 
-def coarse_candidates(grid: tuple[int, ...], n_domains: int, periods: tuple[int, ...] = ()) -> list[Candidate]:
+def coarse_candidates(grid: tuple[int, ...], n_domains: int, periods: tuple[int, ...] = (),
+                      resident: int = 0) -> list[Candidate]:
     """The first sweep: every family with parameters on a coarse ladder, most plausible first; on 1-D grids
-    the stride orders of the trace's sharing periods come right after the launch order."""
+    the stride orders of the trace's sharing periods come right after the launch order. `resident` (programs
+    resident at once per L2 domain; 0: unknown) adds nested orders whose blocks are sized to it."""
     if len(grid) == 1:
         n = grid[0]
         out = [Candidate("identity1d"), Candidate("reverse", text=REVERSE_1D)]
@@ -113,12 +165,14 @@ def coarse_candidates(grid: tuple[int, ...], n_domains: int, periods: tuple[int,
     base += [Candidate("wave", (("GROUP_M", gm), ("BLOCK_N", bn)))
              for gm, bn in ((16, 16), (8, 32), (16, 8), (12, 24), (24, 12), (32, 8)) if gm <= rows and bn <= cols]
     base = _plausible_first(base)
+    # After the plain families: cheap to skip when the screening time runs out before them.
+    base += [c for c in nest_candidates(grid, resident) if c not in base]
     if n_domains > 1:
         # On multi-domain GPUs every 2-D order is also tried behind XCD chunking, interleaved so the most
         # plausible of both kinds are screened first when the screening time runs out.
         out = []
         for cand in base:
-            out += [Candidate(cand.family, cand.params, n_domains), cand]
+            out += [Candidate(cand.family, cand.params, n_domains, outer=cand.outer, inner=cand.inner), cand]
         return out
     return base
 
@@ -140,7 +194,8 @@ def neighbours(cand: Candidate, grid: tuple[int, ...], n_domains: int) -> list[C
     if cand.text:
         return out
     limits = {"GROUP_M": grid[0] if len(grid) == 2 else 1, "TILE_M": grid[0], "TILE_N": grid[-1], "BLOCK_N": grid[-1],
-              "SIDE": min(grid) if len(grid) == 2 else 1, "NUM_XCDS": grid[0] // 2, "STRIDE": grid[0] // 2}
+              "BLOCK_M": grid[0], "SIDE": min(grid) if len(grid) == 2 else 1, "NUM_XCDS": grid[0] // 2,
+              "STRIDE": grid[0] // 2}
     for index, (name, value) in enumerate(cand.params):
         steps = {value - 1, value + 1, value * 2, value // 2, value - 2, value + 2}
         if name == "SIDE":
@@ -150,9 +205,14 @@ def neighbours(cand: Candidate, grid: tuple[int, ...], n_domains: int) -> list[C
                 continue
             params = list(cand.params)
             params[index] = (name, new)
-            out.append(Candidate(cand.family, tuple(params), cand.xcd))
+            out.append(Candidate(cand.family, tuple(params), cand.xcd, outer=cand.outer, inner=cand.inner))
+    if cand.family == NEST:
+        # Composition tuned too: the other block walks and the other in-block orders at the same block size.
+        out += [Candidate(NEST, cand.params, cand.xcd, outer=o, inner=cand.inner) for o in NEST_OUTERS if o != cand.outer]
+        out += [Candidate(NEST, cand.params, cand.xcd, outer=cand.outer, inner=i) for i in NEST_INNERS if i != cand.inner]
     if n_domains > 1 and len(grid) == 2:
-        out.append(Candidate(cand.family, cand.params, 0 if cand.xcd else n_domains))
+        out.append(Candidate(cand.family, cand.params, 0 if cand.xcd else n_domains, outer=cand.outer,
+                             inner=cand.inner))
     return out
 
 
@@ -191,6 +251,8 @@ class SearchProposer:
     context: Callable[[], str] = lambda: ""
     # Sharing periods of a 1-D trace (see sim.index_periods); called once, when the first sweep is built.
     periods: Callable[[], tuple[int, ...]] = lambda: ()
+    # Programs resident at once per L2 domain (units x occupancy; 0: unknown): sizes the nested wave orders.
+    resident: int = 0
     # Candidates screened at once on threads (the simulator releases the GIL); rankings do not depend on it.
     workers: int = 1
     # Called once per candidate the screen rejected (spec, formula text, reason), so every rejection is logged.
@@ -299,7 +361,8 @@ class SearchProposer:
         """The next candidate, or None when every enumerated order has been tried."""
         seen = {a.permutation_id for a in history if a.permutation_id}
         if not self._coarse_done:
-            cands = coarse_candidates(self.grid, self.n_domains, self.periods() if len(self.grid) == 1 else ())
+            cands = coarse_candidates(self.grid, self.n_domains, self.periods() if len(self.grid) == 1 else (),
+                                      resident=self.resident)
             self._screen_all(cands)
             self._coarse_done = True
             self._coarse_distinct = self.n_distinct()

@@ -6,6 +6,7 @@ yield a new `pid`, 2-D families yield `pid_m`, `pid_n`. `compose` chains a linea
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -309,7 +310,88 @@ def compose(linear: Formula, outer: Formula) -> Formula:
     return parse_formula(first.normalized_source() + "\n".join(second_lines) + "\n", outer.outputs)
 
 
+NEST_RE = re.compile(r"^(?P<outer>[^>@]+)>(?P<inner>[^>@]+)@(?P<bm>\d+)x(?P<bn>\d+)$")
+
+
+def _rename_interface(formula: Formula, prefix: str, names: dict[str, str]) -> Formula:
+    """`formula` without its program_id header, temporaries prefixed, interface names renamed to `names`."""
+    body = [line for line in formula.normalized_source().splitlines() if line.replace(" ", "") != "pid=tl.program_id(0)"]
+    bare = parse_formula("\n".join(body) + "\n", formula.outputs)
+    mapping = {name: f"{prefix}{name.removeprefix('swz_')}" for name in bare.assigned_names if name not in names}
+    mapping.update(names)
+    return rename(bare, mapping)
+
+
+def nest(outer: Formula, inner: Formula, block_m: int, block_n: int) -> Formula:
+    """Two 2-D orders nested: the grid cut into block_m x block_n blocks, `outer` orders the blocks (on the grid
+    of blocks), `inner` the tiles inside each block (on a block_m x block_n grid). Rows and columns left over
+    when the grid is not a multiple of the block run after the blocks (the right strip row-major, then the bottom
+    strip column by column), so
+    any grid is covered exactly once whatever the two orders are (if each is a bijection on its own grid)."""
+    for name, f in (("outer", outer), ("inner", inner)):
+        if f.outputs != ("pid_m", "pid_n"):
+            raise UserError(f"nest: the {name} order must be 2-D (yield pid_m, pid_n), e.g. serpentine or column_major")
+    for name, value in (("block_m", block_m), ("block_n", block_n)):
+        if int(value) < 1:
+            raise UserError(f"nest: {name}={value} must be >= 1")
+    first = _rename_interface(outer, "swzo_", {"pid": "swzn_blk", "num_pid_m": "swzn_bm_count",
+                                                "num_pid_n": "swzn_bn_count", "pid_m": "swzn_bm", "pid_n": "swzn_bn"})
+    second = _rename_interface(inner, "swzi_", {"pid": "swzn_in", "num_pid_m": "swzn_block_m",
+                                                 "num_pid_n": "swzn_block_n", "pid_m": "swzn_dm", "pid_n": "swzn_dn"})
+    head = (
+        HEADER
+        + f"swzn_block_m = {int(block_m)}\n"
+        f"swzn_block_n = {int(block_n)}\n"
+        "swzn_full_m = num_pid_m // swzn_block_m\n"
+        "swzn_full_n = num_pid_n // swzn_block_n\n"
+        "swzn_size = swzn_block_m * swzn_block_n\n"
+        "swzn_n_full = swzn_full_m * swzn_full_n * swzn_size\n"
+        "swzn_in_full = pid < swzn_n_full\n"
+        # Programs past the blocks still evaluate both orders (their results are discarded below): clamp so
+        # they see a valid block index on a grid of at least one block.
+        "swzn_bm_count = tl.maximum(swzn_full_m, 1)\n"
+        "swzn_bn_count = tl.maximum(swzn_full_n, 1)\n"
+        "swzn_blk = tl.where(swzn_in_full, pid // swzn_size, 0)\n"
+        "swzn_in = pid % swzn_size\n"
+    )
+    tail = (
+        "swzn_rest = pid - swzn_n_full\n"
+        "swzn_right_w = num_pid_n - swzn_full_n * swzn_block_n\n"
+        "swzn_right_count = swzn_full_m * swzn_block_m * swzn_right_w\n"
+        "swzn_right_m = swzn_rest // tl.maximum(swzn_right_w, 1)\n"
+        "swzn_right_n = swzn_full_n * swzn_block_n + swzn_rest % tl.maximum(swzn_right_w, 1)\n"
+        "swzn_bottom = swzn_rest - swzn_right_count\n"
+        # The bottom strip (under block_m rows, full width) column by column, as grouped runs its last group.
+        "swzn_bottom_h = tl.maximum(num_pid_m - swzn_full_m * swzn_block_m, 1)\n"
+        "swzn_bottom_m = swzn_full_m * swzn_block_m + swzn_bottom % swzn_bottom_h\n"
+        "swzn_bottom_n = swzn_bottom // swzn_bottom_h\n"
+        "swzn_in_right = swzn_rest < swzn_right_count\n"
+        "pid_m = tl.where(swzn_in_full, swzn_bm * swzn_block_m + swzn_dm, "
+        "tl.where(swzn_in_right, swzn_right_m, swzn_bottom_m))\n"
+        "pid_n = tl.where(swzn_in_full, swzn_bn * swzn_block_n + swzn_dn, "
+        "tl.where(swzn_in_right, swzn_right_n, swzn_bottom_n))\n"
+    )
+    return parse_formula(head + first.normalized_source() + second.normalized_source() + tail, ("pid_m", "pid_n"))
+
+
+def _parse_nest_spec(part: str) -> Formula | None:
+    """'OUTER>INNER@BMxBN' (e.g. 'serpentine>column_major@8x8') as a nested order; None if not that form."""
+    match = NEST_RE.match(part.strip().replace(" ", ""))
+    if match is None:
+        if ">" in part or "@" in part:
+            raise UserError(
+                f"order {part!r}: a nested order is OUTER>INNER@BMxBN, e.g. serpentine>column_major@8x8 (blocks of "
+                "8x8 tiles walked by serpentine, tiles inside a block by column_major)"
+            )
+        return None
+    return nest(_parse_family_spec(match["outer"]), _parse_family_spec(match["inner"]), int(match["bm"]),
+                int(match["bn"]))
+
+
 def _parse_family_spec(part: str) -> Formula:
+    nested = _parse_nest_spec(part)
+    if nested is not None:
+        return nested
     name, _, param_text = part.strip().partition(":")
     params: dict[str, object] = {}
     for item in filter(None, (p.strip() for p in param_text.split(","))):

@@ -1,17 +1,16 @@
 """The benchmark / ranked flow on the CPU: correctness before timing, ranked inputs from a re-derived seed,
-wrong kernels not timed, score = geometric mean. CUDA-event timing is replaced by a perf_counter timer here
-(real CPU wall times of the interpreter, labelled as such), since the flow, not the GPU, is under test.
+wrong kernels not timed, score = geometric mean. The shared request loop runs with the host clock in place of
+CUDA events (real CPU wall times of the interpreter, labelled as such), since the flow, not the GPU, is under test.
 """
 
-import time
-
-import numpy as np
 import pytest
 
 from swizzlelab.harness import evaluate as evaluate_mod
+from swizzlelab.harness.clocks import HOST_CLOCK_DEVICE, HostClock
 from swizzlelab.harness.correctness import derive_seed
 from swizzlelab.harness.evaluate import Candidate, run_benchmarks
-from swizzlelab.harness.timing import compare_samples, geometric_mean
+from swizzlelab.harness.requests import MIN_TIMED_REPS, time_requests
+from swizzlelab.harness.timing import geometric_mean
 from test_harness_correctness import AffineTask, affine
 
 
@@ -37,23 +36,14 @@ class BenchAffineTask(AffineTask):
         return 2.0 * data["x"] + 1.0
 
 
-def cpu_compare(fn_a, fn_b, data_a, data_b, budget_s, check_b=None, **_):
-    """Interleaved A/B wall-clock timing on the CPU (perf_counter), then the same statistics as on the GPU."""
-    a, b = [], []
-    for _ in range(6):
-        for fn, data, out in ((fn_a, data_a, a), (fn_b, data_b, b)):
-            start = time.perf_counter()
-            fn(data)
-            out.append((time.perf_counter() - start) * 1e3)
-    comparison = compare_samples(np.array(a), np.array(b), "max_reps", device="CPU perf_counter (test)")
-    if check_b is not None:
-        assert check_b(fn_b(data_b)).ok
-    return comparison
+def cpu_time_requests(*args, **kwargs):
+    """The shared request loop with the host clock standing in for CUDA events (real CPU wall times)."""
+    return time_requests(*args, clock=HostClock(), **kwargs)
 
 
 @pytest.fixture
 def cpu_timer(monkeypatch):
-    monkeypatch.setattr(evaluate_mod, "compare_interleaved", cpu_compare)
+    monkeypatch.setattr(evaluate_mod, "time_requests", cpu_time_requests)
 
 
 def test_ranked_uses_derived_seeds_and_checks_before_timing(cpu_timer):
@@ -63,12 +53,13 @@ def test_ranked_uses_derived_seeds_and_checks_before_timing(cpu_timer):
     assert [row.seed for row in rows] == expected
     assert 21 not in task.seeds_seen and 22 not in task.seeds_seen
     assert all(row.check.passed and row.candidate is not None and row.baseline is not None for row in rows)
-    assert rows[0].candidate.n == 6 and rows[0].candidate.label == "measured (CPU perf_counter (test))"
+    assert rows[0].candidate.n >= MIN_TIMED_REPS and rows[0].candidate.label == f"measured ({HOST_CLOCK_DEVICE})"
+    assert rows[0].comparison is not None and rows[0].comparison.method == evaluate_mod.TRUSTED_UNPAIRED_METHOD
     score = geometric_mean([row.candidate.mean_ms for row in rows])
     assert min(r.candidate.mean_ms for r in rows) <= score <= max(r.candidate.mean_ms for r in rows)
 
 
-def test_benchmark_uses_the_case_seed():
+def test_benchmark_uses_the_case_seed(cpu_timer):
     task = BenchAffineTask()
     rows = run_benchmarks(task, Candidate(fn=affine(1), source="test"), budget_s=0.1)
     assert [row.seed for row in rows] == [21, 22]
@@ -81,12 +72,7 @@ def test_wrong_kernel_is_not_timed(cpu_timer):
     assert all(row.error == "not timed: the output is wrong" for row in rows)
 
 
-def test_failing_baseline_still_times_the_candidate(cpu_timer, monkeypatch):
-    def cpu_time_fn(fn, data, budget_s, check=None, **_):
-        comparison = cpu_compare(fn, fn, data, data, budget_s, check_b=check)
-        return comparison.b
-
-    monkeypatch.setattr(evaluate_mod, "time_fn", cpu_time_fn)
+def test_failing_baseline_still_times_the_candidate(cpu_timer):
     task = BenchAffineTask()
 
     def unsupported(data):
@@ -121,17 +107,17 @@ def test_ranked_times_the_extra_library_rows(cpu_timer):
     rows = run_benchmarks(task, Candidate(fn=affine(0), source="test"), budget_s=0.1, salt="ranked")
     for row in rows:
         fast, missing = row.extra_baselines
-        assert fast.name == "fastlib" and fast.timing is not None and fast.timing.n == 6
-        assert fast.comparison.b.n == 6 and fast.comparison.speedup > 0 and not fast.error
+        assert fast.name == "fastlib" and fast.timing is not None and fast.timing.n >= MIN_TIMED_REPS
+        assert fast.comparison.b is row.candidate and fast.comparison.speedup > 0 and not fast.error
         assert missing.timing is None
         assert missing.error == "missing not timed: RuntimeError: no cuDNN attention on this machine"
         as_dict = row.to_dict()["extra_baselines"]
-        # CPU timings of 6 samples on a loaded machine can put the CI's lower end below 0; what the row must
-        # carry is a CI around its own speedup.
+        # CPU timings on a loaded machine can put the CI's lower end below 0; what the row must carry is a CI
+        # around its own speedup.
         speedup = as_dict[0]["speedup_vs_baseline"]
-        assert as_dict[0]["timing"]["n"] == 6 and speedup["ci95"][0] <= speedup["speedup"] <= speedup["ci95"][1]
+        assert as_dict[0]["timing"]["n"] == fast.timing.n and speedup["ci95"][0] <= speedup["speedup"] <= speedup["ci95"][1]
         assert as_dict[1]["error"].startswith("missing not timed")
-    assert task.extra_calls >= 2 * 6
+    assert task.extra_calls >= 2 * MIN_TIMED_REPS
 
 
 def test_benchmark_mode_skips_the_extra_library_rows(cpu_timer):

@@ -1,14 +1,18 @@
 """The cost of isolation on honest kernels: the isolated evaluator's ranked mean vs the in-process (trusted) one,
-same run, same GPU, rounds rotated so that clock drift falls on every method alike. Writes eval_overhead.json.
+same run, same GPU, rounds rotated so that clock drift falls on every method alike. Writes NAME.json.
 
-Three figures per benchmark case and round:
-  A  in-process ranked mode as `swizzlelab eval --trusted` runs it (one fixed input, L2 flushed before each call);
-  B  the same in-process loop, run on the first inputs the isolated run draws (same secret, same seeds);
-  C  the isolated evaluator (`swizzlelab eval`, the default path) with that secret.
-C vs B is the overhead of isolation proper; A vs B is how much the kernel's time depends on which input it gets.
-The GPU's SM clock, power and temperature are logged by nvidia-smi over the whole run and averaged per segment.
+Figures per benchmark case and round (choose with --methods; the default is TCS):
+  T  in-process ranked mode as `swizzlelab eval --trusted` runs it now: the shared request loop (harness.requests);
+  C  the isolated evaluator (`swizzlelab eval`, the default path), ranked, with a fixed secret;
+  S  the sustained in-process loop `--trusted` used before the request loop was shared (one fixed input, L2
+     flushed before each call; what method A measured in the first run of this study, eval_overhead.json);
+  B  S's loop on the first inputs the isolated run draws (same secret, same seeds);
+  D  in-process, a Python copy of the isolated loop's structure (superseded by T, which shares its code);
+  E  in-process, requests of k back-to-back calls on the same inputs, nothing between requests (sustained load).
+C vs T is the overhead of isolation proper. The GPU's SM clock, power and temperature are logged by nvidia-smi
+over the whole run and averaged per segment.
 
-    python benchmarks/eval_overhead_h100/run.py --out DIR [--rounds 3] [--budget-s 1.0]
+    python benchmarks/eval_overhead_h100/run.py --out DIR [--rounds 3] [--budget-s 1.0] [--methods TCS]
 """
 
 from __future__ import annotations
@@ -90,8 +94,24 @@ def in_process_fixed(task: Any, budget_s: float) -> list[dict[str, Any]]:
     from swizzlelab.harness.evaluate import make_candidate, run_mode
 
     report = run_mode(task, make_candidate(task, None, None), "ranked", budget_s=budget_s)
-    return [{"mean_ms": row.candidate.mean_ms, "n": row.candidate.n, "sem_ms": row.candidate.sem_ms}
-            for row in report.ranked]
+    return [{"mean_ms": row.candidate.mean_ms, "n": row.candidate.n, "sem_ms": row.candidate.sem_ms,
+             "gpu_clock": row.candidate.gpu_clock, "stopped_by": row.candidate.stopped_by} if row.candidate else
+            {"mean_ms": None, "error": row.error} for row in report.ranked]
+
+
+def in_process_sustained(task: Any, budget_s: float) -> list[dict[str, Any]]:
+    """The loop `--trusted` ranked used before it shared the request loop: the case's fixed ranked input, flush and
+    poison before each call, calls back to back (a sustained load)."""
+    from swizzlelab.harness.correctness import derive_seed
+    from swizzlelab.harness.timing import time_fn
+
+    rows = []
+    for case in task.cases("benchmarks"):
+        data = task.generate_input({"seed": derive_seed(case["seed"], "ranked"), **case_sizes(case)})
+        timing = time_fn(lambda d: task.custom_kernel(d, None), data, budget_s, check=lambda o: task.check(data, o),
+                         sample_clock=True)
+        rows.append({"mean_ms": timing.mean_ms, "n": timing.n, "sem_ms": timing.sem_ms, "gpu_clock": timing.gpu_clock})
+    return rows
 
 
 def in_process_same_inputs(task: Any, budget_s: float) -> list[dict[str, Any]]:
@@ -206,6 +226,8 @@ def main() -> int:
     parser.add_argument("--budget-s", type=float, default=1.0, help="timing budget per case and method")
     parser.add_argument("--tasks", nargs="*", default=["histogram", "matmul"])
     parser.add_argument("--deadline-s", type=float, default=500.0, help="stop starting rounds after this")
+    parser.add_argument("--methods", default="TCS", help="letters of the methods to run (see the docstring)")
+    parser.add_argument("--name", default="eval_overhead_shared_loop", help="stem of the JSON and clock CSV")
     args = parser.parse_args()
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -221,7 +243,9 @@ def main() -> int:
         "study": "eval_overhead_h100", "script": "benchmarks/eval_overhead_h100/run.py",
         "command": "python " + " ".join(shlex.quote(a) for a in sys.argv), "device": info.gpu,
         "label": info.measured_label(), "rounds": args.rounds, "budget_s": args.budget_s, "b_inputs": B_INPUTS,
-        "methods": {"A": "in-process ranked (trusted), the case's fixed ranked input, flush before each call",
+        "methods": {"T": "in-process ranked (trusted) as `swizzlelab eval --trusted` runs it: the shared request loop",
+                    "S": "the sustained in-process loop --trusted used before: the case's fixed ranked input, flush "
+                         "before each call",
                     "B": f"in-process timing loop on the isolated run's first {B_INPUTS} inputs (same secret)",
                     "C": "isolated evaluator (default path), ranked",
                     "D": "in-process, the isolated loop's structure: requests of k back-to-back calls on fresh inputs "
@@ -229,20 +253,23 @@ def main() -> int:
                     "E": "in-process, requests of k back-to-back calls on the same inputs, nothing between requests "
                          "(sustained load)"},
         "segments": [], "cases": []}
-    clock = ClockLog(out / "clocks.csv")
+    data["methods"] = {m: data["methods"][m] for m in args.methods}
+    clock = ClockLog(out / f"{args.name}-clocks.csv")
 
     def save() -> None:
         data["elapsed_s"] = round(time.time() - started, 1)
-        atomic_write_text(out / "eval_overhead.json", json.dumps(data, indent=2) + "\n")
+        atomic_write_text(out / f"{args.name}.json", json.dumps(data, indent=2) + "\n")
 
     methods = {
-        "A": lambda task: (in_process_fixed(task, args.budget_s), None),
+        "T": lambda task: (in_process_fixed(task, args.budget_s), None),
+        "S": lambda task: (in_process_sustained(task, args.budget_s), None),
         "B": lambda task: (in_process_same_inputs(task, args.budget_s), None),
         "C": lambda task: isolated(task.name, args.budget_s, seed_dir if seed_dir.is_dir() else None),
         "D": lambda task: (in_process_requests(task, args.budget_s, checks=True), None),
         "E": lambda task: (in_process_requests(task, args.budget_s, checks=False), None),
     }
-    rotations = ["ABCDE", "CDEAB", "EDCBA"]
+    letters = args.methods
+    rotations = [letters, letters[len(letters) // 2:] + letters[:len(letters) // 2], letters[::-1]]
     for name in args.tasks:
         task = load_task(name)
         # Warm the Triton cache the children copy, and the kernels, before any timed segment.
@@ -270,20 +297,21 @@ def main() -> int:
         task = load_task(name)
         for index, case in enumerate(task.cases("benchmarks")):
             per = {}
-            for method in "ABCDE":
+            for method in letters:
                 vals = [s["rows"][index]["mean_ms"] for s in data["segments"]
                         if s["task"] == name and s["method"] == method and len(s["rows"]) > index
                         and s["rows"][index].get("mean_ms")]
                 per[method] = vals
             entry: dict[str, Any] = {"task": name, "case": dict(case), "means_ms": per}
-            mean = {m: float(np.mean(per[m])) for m in "ABCDE" if per[m]}
+            mean = {m: float(np.mean(per[m])) for m in letters if per[m]}
             entry["mean_ms"] = mean
-            if all(m in mean for m in "ABC"):
-                entry.update(isolated_vs_same_inputs=mean["C"] / mean["B"] - 1,
-                             isolated_vs_fixed_input=mean["C"] / mean["A"] - 1,
-                             same_inputs_vs_fixed_input=mean["B"] / mean["A"] - 1)
-                entry["within_2pct_same_inputs"] = abs(entry["isolated_vs_same_inputs"]) <= 0.02
-                entry["within_2pct_fixed_input"] = abs(entry["isolated_vs_fixed_input"]) <= 0.02
+            # The overhead of isolation: the isolated mean against the trusted path's, same loop, same run.
+            if "C" in mean and "T" in mean:
+                entry["isolated_vs_trusted"] = mean["C"] / mean["T"] - 1
+                entry["within_2pct"] = abs(entry["isolated_vs_trusted"]) <= 0.02
+            for ref in "SABD":
+                if "C" in mean and ref in mean:
+                    entry[f"isolated_vs_{ref}"] = mean["C"] / mean[ref] - 1
             data["cases"].append(entry)
             print(json.dumps({k: v for k, v in entry.items() if k != "means_ms"}), flush=True)
     save()

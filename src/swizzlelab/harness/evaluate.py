@@ -15,16 +15,10 @@ from typing import Any, Callable
 
 from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.ncu import NAMED_METRIC_IDS, run_ncu
-from swizzlelab.harness.correctness import CaseResult, case_sizes, check_correctness, derive_seed
+from swizzlelab.harness.correctness import CaseResult, check_correctness, derive_seed
 from swizzlelab.harness.sysinfo import SystemInfo, system_info
-from swizzlelab.harness.timing import (
-    NO_GPU_MESSAGE,
-    Comparison,
-    Timing,
-    compare_interleaved,
-    geometric_mean,
-    time_fn,
-)
+from swizzlelab.harness.requests import LIBRARY_BUDGET_S, time_requests
+from swizzlelab.harness.timing import NO_GPU_MESSAGE, Comparison, Timing, compare_unpaired, geometric_mean
 from swizzlelab.hw import resolve_target
 from swizzlelab.io import atomic_write_text, load_module, module_name_for
 from swizzlelab.scenario import load_scenario
@@ -53,7 +47,7 @@ class Candidate:
 
 @dataclass
 class ExtraBaseline:
-    """A further library row of a ranked case (e.g. cuDNN attention), timed interleaved with the candidate."""
+    """A further library row of a ranked case (e.g. cuDNN attention), timed as the candidate is and compared."""
 
     name: str
     description: str
@@ -77,7 +71,7 @@ class ExtraBaseline:
 
 @dataclass
 class BenchRow:
-    """One timed case: its correctness, the candidate's timing and the library baseline's, interleaved."""
+    """One timed case: its correctness, the candidate's timing and the library baseline's (same loop)."""
 
     case: dict[str, Any]
     seed: int
@@ -243,21 +237,23 @@ def run_tests(task: Any, candidate: Candidate, progress: ProgressFn | None = Non
     return results
 
 
-def _check_for(task: Any, data: dict[str, Any]) -> Callable[[Any], Any]:
-    return lambda output: task.check(data, output)
+# How the trusted path compares library rows with the candidate: each timed by the same request loop, apart.
+TRUSTED_UNPAIRED_METHOD = ("unpaired delta method: the library timed by the same request loop after the "
+                           "candidate, on inputs from the same seed")
 
 
-def time_extra_baselines(task: Any, candidate: Candidate, data: dict[str, Any], budget_s: float) -> list[ExtraBaseline]:
-    """Each of the task's extra library rows, timed interleaved with the candidate on the same inputs; a
-    library that cannot run the case (e.g. no cuDNN attention here) becomes a row with its one-line error."""
+def time_extra_baselines(task: Any, candidate: Timing | None, case: dict[str, Any], seed: int) -> list[ExtraBaseline]:
+    """Each of the task's extra library rows, timed by the request loop on inputs from `seed` and compared with
+    the candidate's figure; a library that cannot run the case (e.g. no cuDNN attention here) becomes a row with
+    its one-line error."""
     extras = getattr(task, "extra_baselines", None)
     rows = []
     for name, (description, fn) in (extras() if extras is not None else {}).items():
         row = ExtraBaseline(name=name, description=description)
         try:
-            fn(data)
-            row.comparison = compare_interleaved(fn, candidate.fn, data, data, budget_s, sample_clock=True)
-            row.timing = row.comparison.a
+            row.timing = time_requests(task, fn, case, seed, LIBRARY_BUDGET_S)
+            if candidate is not None:
+                row.comparison = compare_unpaired(row.timing, candidate, TRUSTED_UNPAIRED_METHOD)
         except NoGpuError:
             raise
         except Exception as err:  # the library row is informative; the candidate's row stands without it
@@ -269,36 +265,35 @@ def time_extra_baselines(task: Any, candidate: Candidate, data: dict[str, Any], 
 def time_case(
     task: Any, candidate: Candidate, case: dict[str, Any], seed: int, budget_s: float, extra_baselines: bool = False
 ) -> BenchRow:
-    """Check the candidate on inputs of `seed`, then time it interleaved with the task's library baseline (and,
-    with `extra_baselines`, with each further library row of the task)."""
+    """Check the candidate on inputs of `seed`, then time it by the request loop the isolated evaluator uses
+    (harness.requests), then the task's library baseline the same way (and, with `extra_baselines`, each
+    further library row of the task)."""
     row = BenchRow(case=dict(case), seed=seed, check=check_correctness(task, candidate.fn, case, seed=seed),
                    order=order_info(task, candidate, case))
     if not row.check.passed:
         row.error = "not timed: the output is wrong"
         return row
-    data = task.generate_input({"seed": seed, **case_sizes(case)})
-    baseline = getattr(task, "baseline", None)
-    if baseline is not None:
-        try:
-            baseline(data)
-        except Exception as err:  # the library may not support a case; the candidate is still timed
-            row.baseline_error = f"baseline not timed: {type(err).__name__}: {err}".splitlines()[0]
-            baseline = None
     try:
-        if baseline is not None:
-            row.comparison = compare_interleaved(baseline, candidate.fn, data, data, budget_s,
-                                                 check_b=_check_for(task, data), sample_clock=True)
-            row.baseline, row.candidate = row.comparison.a, row.comparison.b
-        else:
-            row.candidate = time_fn(candidate.fn, data, budget_s, check=_check_for(task, data), sample_clock=True)
+        row.candidate = time_requests(task, candidate.fn, case, seed, budget_s)
     except NoGpuError:
         raise
     except UserError as err:
         row.error = str(err)
     except Exception as err:  # a kernel that crashes only under repetition: reported, the run goes on
         row.error = f"timing failed: {type(err).__name__}: {err}".splitlines()[0]
-    if extra_baselines and not row.error:
-        row.extra_baselines = time_extra_baselines(task, candidate, data, budget_s)
+    if row.error:
+        return row
+    baseline = getattr(task, "baseline", None)
+    if baseline is not None:
+        try:
+            row.baseline = time_requests(task, baseline, case, seed, LIBRARY_BUDGET_S)
+            row.comparison = compare_unpaired(row.baseline, row.candidate, TRUSTED_UNPAIRED_METHOD)
+        except NoGpuError:
+            raise
+        except Exception as err:  # the library may not support a case; the candidate's figure stands
+            row.baseline_error = f"baseline not timed: {type(err).__name__}: {err}".splitlines()[0]
+    if extra_baselines:
+        row.extra_baselines = time_extra_baselines(task, row.candidate, case, seed)
     return row
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from typing import Any, Callable
 
 import numpy as np
@@ -65,6 +65,12 @@ class Timing:
         if not with_samples:
             out.pop("samples_ms")
         return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> "Timing":
+        """The inverse of `to_dict` (derived keys such as rel_sem and label are recomputed, not read)."""
+        names = {f.name for f in fields(cls)}
+        return cls(**{key: value for key, value in data.items() if key in names})
 
 
 @dataclass
@@ -177,6 +183,15 @@ def ratio_ci_unpaired(a_ms: np.ndarray, b_ms: np.ndarray) -> tuple[float, float,
     rel_var = a.var(ddof=1) / (a.size * mean_a**2) + b.var(ddof=1) / (b.size * mean_b**2)
     half = t_quantile_975(min(a.size, b.size) - 1) * ratio * math.sqrt(max(rel_var, 0.0))
     return ratio, ratio - half, ratio + half
+
+
+def compare_unpaired(a: Timing, b: Timing, method: str) -> Comparison | None:
+    """A vs B timed apart (different loops or processes): speedup mean_a/mean_b with the unpaired 95% CI; None
+    when either side has fewer than two samples."""
+    if a.n < 2 or b.n < 2 or len(a.samples_ms) < 2 or len(b.samples_ms) < 2:
+        return None
+    speedup, low, high = ratio_ci_unpaired(np.asarray(a.samples_ms), np.asarray(b.samples_ms))
+    return Comparison(a=a, b=b, speedup=speedup, ci_low=low, ci_high=high, method=method)
 
 
 def bootstrap_ratio_ci(

@@ -37,7 +37,15 @@ from swizzlelab.harness.isolate.limits import NOBODY, Limits
 from swizzlelab.harness.isolate.profiling import profile_isolated
 from swizzlelab.harness.isolate.transport import SlotSet
 from swizzlelab.harness.sysinfo import system_info
-from swizzlelab.harness.timing import DEFAULT_REL_SEM, geometric_mean, sem_target_reached, summarize
+from swizzlelab.harness.requests import (
+    CHECK_FRACTION,
+    LIBRARY_BUDGET_S,
+    WARMUP_S,
+    next_request_size,
+    pool_size,
+    stop_reason,
+)
+from swizzlelab.harness.timing import Timing, compare_unpaired, geometric_mean, summarize
 
 ProgressFn = Callable[[str], None]
 
@@ -63,20 +71,13 @@ BOOT = (
 # tokens, database URLs and seeds in the parent's environment never reach a submission.
 KEEP_ENV = ("PATH", "LD_LIBRARY_PATH", "CUDA_HOME", "CUDA_PATH", "CUDA_VISIBLE_DEVICES", "LANG", "LC_ALL",
             "TRITON_PTXAS_PATH", "TRITON_CUOBJDUMP_PATH", "TRITON_NVDISASM_PATH", "CC", "CXX")
-CHECK_FRACTION = 0.5  # share of timed calls whose output the parent checks, chosen after each call
-MIN_TIMED_REPS = 10
 # A timed request runs k calls back to back on k slot sets of fresh inputs, k drawn by the parent from 1..pool
 # size (shuffled rounds). The parent's wall clock over a request, minus the child's figures (the residual), grows
 # per call only by what happens between calls (the seal); whatever the child skips or forges once per request
 # cannot change that growth. Both the residual's growth per call and its fixed part are compared with those of
 # trusted requests of busy stand-in calls made before the submission is imported.
-MAX_POOL = 32
-MAX_POOL_CPU = 4
-POOL_BYTES_GPU = 16 << 30  # and at most a fifth of the GPU's memory
-POOL_BYTES_CPU = 256 << 20
 SEAL_N = 1024  # output elements sampled right after each call ends (a call must be complete when it returns)
 SEAL_WAIT_S = 5.0  # after that the seal check refuses the request anyway
-MIN_REQUESTS = 16
 # When the budget is spent but the residual's interval is still too wide to judge, timing goes on up to
 # EXTEND_FACTOR x the budget + EXTEND_S: more requests narrow it; a child cannot gain from the extra requests.
 EXTEND_FACTOR, EXTEND_S = 3.0, 2.0
@@ -523,13 +524,12 @@ class _Evaluation:
                 seed = self.bench_seed(case, bench_salt)
                 data0 = self.task.generate_input({"seed": seed, **case_sizes(case)})
                 pool = [self.bind(data0)]
-                size = max(1, pool[0].nbytes())
-                cap = POOL_BYTES_GPU if self.on_gpu else POOL_BYTES_CPU
+                total = 0
                 if self.on_gpu:
                     import torch
 
-                    cap = min(cap, torch.cuda.get_device_properties(0).total_memory // 5)
-                want = max(2, min(MAX_POOL if self.on_gpu else MAX_POOL_CPU, cap // size))
+                    total = int(torch.cuda.get_device_properties(0).total_memory)
+                want = pool_size(pool[0].nbytes(), self.on_gpu, total)
                 # A few sets are enough to fit the empty requests' line; the full pool is bound when the case is
                 # timed, so memory holds one case's pool at a time.
                 while len(pool) < min(want, CALIBRATION_POOL):
@@ -777,7 +777,7 @@ class _Evaluation:
                 row.error = _one_line(reply.get("error", "the call failed"))
                 verdict.update(passed=False, reason=f"warm-up: {row.error}")
                 return
-            if time.perf_counter() - warm_start > 0.2:
+            if time.perf_counter() - warm_start > WARMUP_S:
                 break
         samples: list[float] = []
         ks: list[int] = []
@@ -790,9 +790,7 @@ class _Evaluation:
         started = time.perf_counter()
         stopped_by = "budget"
         while failure is None:
-            if not design:
-                design = self.rng.sample(range(1, len(pool) + 1), len(pool))
-            k = design.pop()
+            k = next_request_size(design, self.rng, len(pool))
             group = pool[:k]
             seeds = [secret_seed(self.secret, seed, f"rep{n_calls + j + 1}") for j in range(k)]
             inputs = self._load_group(group, seeds, sizes)
@@ -834,13 +832,14 @@ class _Evaluation:
             sums.append(sum(figures))
             tails.append(float(tail_ms))
             elapsed = time.perf_counter() - started
-            if len(ks) >= MIN_REQUESTS and len(samples) >= MIN_TIMED_REPS:
-                if len(ks) >= len(pool) and sem_target_reached(np.asarray(samples), DEFAULT_REL_SEM, MIN_TIMED_REPS):
-                    stopped_by = "sem"
-                    break
-                if elapsed >= self.budget_s and (elapsed >= self.budget_s * EXTEND_FACTOR + EXTEND_S
-                                                 or residual_ci_ok(ks, walls, sums, self.on_gpu)):
-                    break
+            reason = stop_reason(len(ks), samples, len(pool), elapsed, self.budget_s)
+            if reason == "sem":
+                stopped_by = "sem"
+                break
+            # Past the budget, the loop also waits (up to the extension) until the clocks can be judged.
+            if reason == "budget" and (elapsed >= self.budget_s * EXTEND_FACTOR + EXTEND_S
+                                       or residual_ci_ok(ks, walls, sums, self.on_gpu)):
+                break
         if failure is not None:
             row.error = f"refused: {failure}"
             verdict.update(passed=False, reason=f"benchmark: {failure}")
@@ -967,15 +966,13 @@ def _time_library_rows(task: str | Path, loaded: Any, report: Any, mode: str, *,
                        limits: Limits, budget_s: float, triton_cache_seed: Path | None, cpu_timing: bool) -> None:
     """The task's library rows for each timed case: each library implementation in a child of its own through
     the same loop (same secret, so the same inputs when one is given), compared unpaired with the submission."""
-    from swizzlelab.harness.timing import Comparison, Timing, ratio_ci_unpaired
-
     rows = report.ranked if mode == "ranked" else report.benchmarks
     names = [("baseline", "")] if getattr(loaded, "baseline", None) is not None else []
     if mode == "ranked":
         names += [(name, description) for name, (description, _) in loaded.extra_baselines().items()]
     for name, description in names:
         run = evaluate_isolated(task, BASELINE_CODE.format(name=name), mode, filename=f"library_{name}.py",
-                                secret=secret, limits=limits, budget_s=min(budget_s, 1.0), with_baseline=False,
+                                secret=secret, limits=limits, budget_s=min(budget_s, LIBRARY_BUDGET_S), with_baseline=False,
                                 triton_cache_seed=triton_cache_seed, tests=False, cpu_timing=cpu_timing)
         lib_rows = run.report.get("ranked" if mode == "ranked" else "benchmarks", {})
         lib_cases = lib_rows.get("cases", []) if isinstance(lib_rows, dict) else []
@@ -984,14 +981,9 @@ def _time_library_rows(task: str | Path, loaded: Any, report: Any, mode: str, *,
             timing = comparison = None
             error = ""
             if cand and cand.get("samples_ms"):
-                timing = Timing(**{k: cand[k] for k in ("mean_ms", "std_ms", "best_ms", "worst_ms", "n", "sem_ms",
-                                                        "stopped_by", "rel_sem_target", "device", "samples_ms")},
-                                gpu_clock=cand.get("gpu_clock"))
-                if row.candidate is not None and len(row.candidate.samples_ms) >= 2 and timing.n >= 2:
-                    speedup, low, high = ratio_ci_unpaired(np.asarray(timing.samples_ms),
-                                                           np.asarray(row.candidate.samples_ms))
-                    comparison = Comparison(a=timing, b=row.candidate, speedup=speedup, ci_low=low, ci_high=high,
-                                            method=UNPAIRED_METHOD)
+                timing = Timing.from_dict(cand)
+                if row.candidate is not None:
+                    comparison = compare_unpaired(timing, row.candidate, UNPAIRED_METHOD)
             else:
                 error = _one_line(f"{name} not timed: {run.reason or 'no figure for this case'}")
             if name == "baseline":

@@ -1,0 +1,182 @@
+"""Probe (issue 15, DRAM reads of matmul 8192^3): does alternating the K direction from one wave of programs to
+the next let a wave start on the panel data the previous wave read last, while it is still in L2?
+
+An order alone cannot go much below ~1.06 GB here: with 264 resident 128x128 programs a wave covers ~4.3 M
+outputs of C, reads a ~2076-row A panel and ~2076-column B panel (~68 MB) streaming along K, and by the time
+the next wave starts the first k-steps it shares with it were evicted (L2 50 MB). If odd waves walk K backwards,
+their first k-steps are the previous wave's last ones. This script measures it on the GPU: the task kernel's
+structure with a REVERSE flag (k-blocks in reverse order on odd waves, wave = launch index // WAVE), under a few
+orders, with ncu (DRAM read bytes, L2 hit rate, duration; caches flushed before the profiled launch), then
+interleaved timings against the forward kernel.
+
+    python benchmarks/matmul_kdir_h100/run.py OUT_DIR [--orders 'grouped:GROUP_M=8;...'] [--deadline-s 200]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shlex
+import sys
+import time
+from pathlib import Path
+from typing import Any
+
+from swizzlelab.runtime import ensure_triton_backend
+
+ensure_triton_backend()
+
+import torch  # noqa: E402
+import triton  # noqa: E402
+import triton.language as tl  # noqa: E402
+
+from swizzlelab.io import atomic_write_text  # noqa: E402
+from swizzlelab.swizzle import apply_swizzle  # noqa: E402
+
+CASE = {"seed": 12, "m": 8192, "n": 8192, "k": 8192}
+BM, BN, BK, WARPS, STAGES = 128, 128, 64, 8, 3  # the task's GPU_CONFIG
+WAVE = 132 * 2  # H100 SXM: 132 SMs x 2 resident programs of this config
+METRICS = ["dram__bytes_read.sum", "lts__t_sector_hit_rate.pct", "gpu__time_duration.sum"]
+
+
+@triton.jit
+def matmul_kdir_kernel(
+    a_ptr, b_ptr, c_ptr, M, N, K,
+    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
+    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, REVERSE: tl.constexpr, WAVE: tl.constexpr,
+):
+    num_pid_m = tl.cdiv(M, BLOCK_M)  # noqa: F841 - read by swizzle formulas
+    num_pid_n = tl.cdiv(N, BLOCK_N)
+    pid = tl.program_id(0)
+    GROUP_M = 8
+    num_pid_in_group = GROUP_M * num_pid_n
+    group_id = pid // num_pid_in_group
+    first_pid_m = group_id * GROUP_M
+    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
+    pid_m = first_pid_m + pid % num_pid_in_group % group_size_m
+    pid_n = pid % num_pid_in_group // group_size_m
+    backwards = ((tl.program_id(0) // WAVE) % 2) * REVERSE == 1
+    n_k = tl.cdiv(K, BLOCK_K)
+    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
+    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
+    offs_k = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for i in range(0, n_k):
+        kb = tl.where(backwards, n_k - 1 - i, i)
+        k0 = kb * BLOCK_K
+        a = tl.load(a_ptr + offs_am[:, None] * stride_am + (k0 + offs_k[None, :]) * stride_ak,
+                    mask=(k0 + offs_k[None, :]) < K, other=0.0)
+        b = tl.load(b_ptr + (k0 + offs_k[:, None]) * stride_bk + offs_bn[None, :] * stride_bn,
+                    mask=(k0 + offs_k[:, None]) < K, other=0.0)
+        acc = tl.dot(a, b, acc)
+    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
+    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+
+
+def launcher(task: Any, order: str, reverse: int) -> Any:
+    kernel = apply_swizzle(matmul_kdir_kernel, task.parse_order(order))
+
+    def run(data: dict[str, Any]) -> Any:
+        a, b, out = data["a"], data["b"], data["out"]
+        m, k = a.shape
+        n = b.shape[1]
+        grid = (triton.cdiv(m, BM) * triton.cdiv(n, BN),)
+        kernel[grid](a, b, out, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0),
+                     out.stride(1), BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, REVERSE=reverse, WAVE=WAVE,
+                     num_warps=WARPS, num_stages=STAGES)
+        return out
+
+    return run
+
+
+def child(order: str, reverse: int, result: Path) -> int:
+    """Two launches (the first compiles; ncu profiles the second) and the task's check of the output."""
+    from swizzlelab.tasks import load_task
+
+    task = load_task("matmul")
+    data = task.generate_input(CASE)
+    run = launcher(task, order, reverse)
+    run(data)
+    torch.cuda.synchronize()
+    data["out"].fill_(float("nan"))
+    run(data)
+    torch.cuda.synchronize()
+    verdict = task.check(data, data["out"])
+    atomic_write_text(result, json.dumps({"ok": bool(getattr(verdict, "ok", verdict)),
+                                          "message": str(getattr(verdict, "message", ""))}))
+    return 0
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("out_dir", nargs="?")
+    parser.add_argument("--orders", default="grouped:GROUP_M=8;serpentine>column_major@11x8;grouped:GROUP_M=16")
+    parser.add_argument("--deadline-s", type=float, default=200)
+    parser.add_argument("--time-s", type=float, default=3.0, help="budget per interleaved timing")
+    parser.add_argument("--child", nargs=3, metavar=("ORDER", "REVERSE", "RESULT"))
+    args = parser.parse_args(argv)
+    if args.child:
+        return child(args.child[0], int(args.child[1]), Path(args.child[2]))
+    from swizzlelab.harness.ncu import run_ncu
+    from swizzlelab.harness.timing import compare_interleaved
+    from swizzlelab.tasks import load_task
+
+    start = time.time()
+    out = Path(args.out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    device = torch.cuda.get_device_name(0)
+    orders = [o.strip() for o in args.orders.split(";") if o.strip()]
+    record: dict[str, Any] = {
+        "study": "matmul_kdir_h100", "script": "benchmarks/matmul_kdir_h100/run.py",
+        "command": "python benchmarks/matmul_kdir_h100/run.py " + " ".join(shlex.quote(a) for a in argv),
+        "device": device, "case": CASE, "config": {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "num_warps": WARPS,
+                                                    "num_stages": STAGES, "WAVE": WAVE},
+        "label": f"measured ({device}, ncu; CUDA events for timings)", "rows": [], "timings": [], "failures": []}
+
+    def save() -> None:
+        record["elapsed_s"] = round(time.time() - start, 1)
+        atomic_write_text(out / "matmul_kdir_h100.json", json.dumps(record, indent=1) + "\n")
+
+    for order in orders:
+        for reverse in (0, 1):
+            if time.time() - start > args.deadline_s - 40:
+                record["failures"].append(f"ncu skipped (deadline): {order} reverse={reverse}")
+                continue
+            result = out / f"child-{len(record['rows'])}.json"
+            try:
+                kernels = run_ncu([sys.executable, __file__, "--child", order, str(reverse), str(result)], METRICS,
+                                  kernel_regex="matmul_kdir", launch_skip=1, launch_count=1, timeout_s=120)
+                metrics = kernels[0].values if kernels else {}
+                verdict = json.loads(result.read_text()) if result.exists() else {"ok": False, "message": "no result"}
+                row = {"order": order, "reverse": reverse, "metrics": {k: metrics.get(k) for k in METRICS},
+                       "output_ok": verdict["ok"], "check": verdict["message"]}
+            except Exception as err:  # noqa: BLE001 - the other variants still run
+                record["failures"].append(f"{order} reverse={reverse}: {type(err).__name__}: {err}")
+                save()
+                continue
+            record["rows"].append(row)
+            print(json.dumps(row), flush=True)
+            save()
+    task = load_task("matmul")
+    data = task.generate_input(CASE)
+    base = launcher(task, "grouped:GROUP_M=8", 0)
+    for order in orders:
+        if time.time() - start > args.deadline_s - args.time_s - 10:
+            record["failures"].append(f"timing skipped (deadline): {order}")
+            continue
+        variant = launcher(task, order, 1)
+        cmp = compare_interleaved(base, variant, data, budget_s=args.time_s, check_a=lambda o: task.check(data, o),
+                                  check_b=lambda o: task.check(data, o), sample_clock=True)
+        entry = {"a": "grouped:GROUP_M=8 forward", "b": f"{order} reverse=1", **cmp.to_dict(with_samples=False)}
+        record["timings"].append(entry)
+        print(f"time {entry['b']} vs {entry['a']}: {cmp.speedup:.4f}x [{cmp.ci_low:.4f}, {cmp.ci_high:.4f}] "
+              f"({cmp.a.mean_ms:.4f} vs {cmp.b.mean_ms:.4f} ms)", flush=True)
+        save()
+    save()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

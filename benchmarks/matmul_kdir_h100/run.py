@@ -169,9 +169,9 @@ def main(argv: list[str]) -> int:
         variant = launcher(task, order, 1)
         cmp = compare_interleaved(base, variant, data, budget_s=args.time_s, check_a=lambda o: task.check(data, o),
                                   check_b=lambda o: task.check(data, o), sample_clock=True)
-        entry = {"a": "grouped:GROUP_M=8 forward", "b": f"{order} reverse=1", **cmp.to_dict(with_samples=False)}
+        entry = {**cmp.to_dict(with_samples=False), "base": "grouped:GROUP_M=8 reverse=0", "variant": f"{order} reverse=1"}
         record["timings"].append(entry)
-        print(f"time {entry['b']} vs {entry['a']}: {cmp.speedup:.4f}x [{cmp.ci_low:.4f}, {cmp.ci_high:.4f}] "
+        print(f"time {entry['variant']} vs {entry['base']}: {cmp.speedup:.4f}x [{cmp.ci_low:.4f}, {cmp.ci_high:.4f}] "
               f"({cmp.a.mean_ms:.4f} vs {cmp.b.mean_ms:.4f} ms)", flush=True)
         save()
     save()

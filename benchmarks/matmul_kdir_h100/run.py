@@ -9,7 +9,8 @@ structure with a REVERSE flag (k-blocks in reverse order on odd waves, wave = la
 orders, with ncu (DRAM read bytes, L2 hit rate, duration; caches flushed before the profiled launch), then
 interleaved timings against the forward kernel.
 
-    python benchmarks/matmul_kdir_h100/run.py OUT_DIR [--orders 'grouped:GROUP_M=8;...'] [--deadline-s 200]
+    python benchmarks/matmul_kdir_h100/run.py OUT_DIR [--orders 'grouped:GROUP_M=8;...'] [--waves 264,528]
+        [--time-top N] [--deadline-s 200]
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import argparse
 import json
 import shlex
 import sys
+import tempfile
 import time
 from pathlib import Path
 from typing import Any
@@ -75,7 +77,8 @@ def matmul_kdir_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
 
 
-def launcher(task: Any, order: str, reverse: int) -> Any:
+def launcher(task: Any, order: str, wave: int) -> Any:
+    """The kernel under `order`; K alternates every `wave` launches (0: every program walks K forwards)."""
     kernel = apply_swizzle(matmul_kdir_kernel, task.parse_order(order))
 
     def run(data: dict[str, Any]) -> Any:
@@ -84,20 +87,20 @@ def launcher(task: Any, order: str, reverse: int) -> Any:
         n = b.shape[1]
         grid = (triton.cdiv(m, BM) * triton.cdiv(n, BN),)
         kernel[grid](a, b, out, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0),
-                     out.stride(1), BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, REVERSE=reverse, WAVE=WAVE,
+                     out.stride(1), BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, REVERSE=1 if wave else 0, WAVE=wave or WAVE,
                      num_warps=WARPS, num_stages=STAGES)
         return out
 
     return run
 
 
-def child(order: str, reverse: int, result: Path) -> int:
+def child(order: str, wave: int, result: Path) -> int:
     """Two launches (the first compiles; ncu profiles the second) and the task's check of the output."""
     from swizzlelab.tasks import load_task
 
     task = load_task("matmul")
     data = task.generate_input(CASE)
-    run = launcher(task, order, reverse)
+    run = launcher(task, order, wave)
     run(data)
     torch.cuda.synchronize()
     data["out"].fill_(float("nan"))
@@ -115,7 +118,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--orders", default="grouped:GROUP_M=8;serpentine>column_major@11x8;grouped:GROUP_M=16")
     parser.add_argument("--deadline-s", type=float, default=200)
     parser.add_argument("--time-s", type=float, default=3.0, help="budget per interleaved timing")
-    parser.add_argument("--child", nargs=3, metavar=("ORDER", "REVERSE", "RESULT"))
+    parser.add_argument("--waves", default=str(WAVE), help="comma-separated launches per wave for alternating K")
+    parser.add_argument("--time-top", type=int, default=0,
+                        help="time only this many alternating variants with the fewest DRAM reads (0: one per order)")
+    parser.add_argument("--name", default="matmul_kdir_h100", help="stem of the JSON written")
+    parser.add_argument("--child", nargs=3, metavar=("ORDER", "WAVE", "RESULT"))
     args = parser.parse_args(argv)
     if args.child:
         return child(args.child[0], int(args.child[1]), Path(args.child[2]))
@@ -129,7 +136,7 @@ def main(argv: list[str]) -> int:
     device = torch.cuda.get_device_name(0)
     orders = [o.strip() for o in args.orders.split(";") if o.strip()]
     record: dict[str, Any] = {
-        "study": "matmul_kdir_h100", "script": "benchmarks/matmul_kdir_h100/run.py",
+        "study": "matmul_kdir_h100", "out_name": args.name, "script": "benchmarks/matmul_kdir_h100/run.py",
         "command": "python benchmarks/matmul_kdir_h100/run.py " + " ".join(shlex.quote(a) for a in argv),
         "device": device, "case": CASE, "config": {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "num_warps": WARPS,
                                                     "num_stages": STAGES, "WAVE": WAVE},
@@ -137,23 +144,26 @@ def main(argv: list[str]) -> int:
 
     def save() -> None:
         record["elapsed_s"] = round(time.time() - start, 1)
-        atomic_write_text(out / "matmul_kdir_h100.json", json.dumps(record, indent=1) + "\n")
+        atomic_write_text(out / f"{args.name}.json", json.dumps(record, indent=1) + "\n")
 
+    waves = [int(w) for w in args.waves.split(",") if w.strip()]
     for order in orders:
-        for reverse in (0, 1):
+        for wave in [0] + waves:
+            reverse = 1 if wave else 0
             if time.time() - start > args.deadline_s - 40:
-                record["failures"].append(f"ncu skipped (deadline): {order} reverse={reverse}")
+                record["failures"].append(f"ncu skipped (deadline): {order} wave={wave}")
                 continue
-            result = out / f"child-{len(record['rows'])}.json"
+            # Outside OUT: only the study's JSON should come back from the GPU machine.
+            result = Path(tempfile.mkdtemp(prefix="kdir-")) / "child.json"
             try:
-                kernels = run_ncu([sys.executable, __file__, "--child", order, str(reverse), str(result)], METRICS,
+                kernels = run_ncu([sys.executable, __file__, "--child", order, str(wave), str(result)], METRICS,
                                   kernel_regex="matmul_kdir", launch_skip=1, launch_count=1, timeout_s=120)
                 metrics = kernels[0].values if kernels else {}
                 verdict = json.loads(result.read_text()) if result.exists() else {"ok": False, "message": "no result"}
-                row = {"order": order, "reverse": reverse, "metrics": {k: metrics.get(k) for k in METRICS},
+                row = {"order": order, "reverse": reverse, "wave": wave, "metrics": {k: metrics.get(k) for k in METRICS},
                        "output_ok": verdict["ok"], "check": verdict["message"]}
             except Exception as err:  # noqa: BLE001 - the other variants still run
-                record["failures"].append(f"{order} reverse={reverse}: {type(err).__name__}: {err}")
+                record["failures"].append(f"{order} wave={wave}: {type(err).__name__}: {err}")
                 save()
                 continue
             record["rows"].append(row)
@@ -162,14 +172,21 @@ def main(argv: list[str]) -> int:
     task = load_task("matmul")
     data = task.generate_input(CASE)
     base = launcher(task, "grouped:GROUP_M=8", 0)
-    for order in orders:
+    alternating = [r for r in record["rows"] if r["wave"] and r["output_ok"] and r["metrics"]["dram__bytes_read.sum"]]
+    if args.time_top:
+        plan = sorted(alternating, key=lambda r: r["metrics"]["dram__bytes_read.sum"])[:args.time_top]
+    else:
+        plan = [next(r for r in alternating if r["order"] == o) for o in orders if any(r["order"] == o for r in alternating)]
+    for row in plan:
+        order, wave = row["order"], row["wave"]
         if time.time() - start > args.deadline_s - args.time_s - 10:
-            record["failures"].append(f"timing skipped (deadline): {order}")
+            record["failures"].append(f"timing skipped (deadline): {order} wave={wave}")
             continue
-        variant = launcher(task, order, 1)
+        variant = launcher(task, order, wave)
         cmp = compare_interleaved(base, variant, data, budget_s=args.time_s, check_a=lambda o: task.check(data, o),
                                   check_b=lambda o: task.check(data, o), sample_clock=True)
-        entry = {**cmp.to_dict(with_samples=False), "base": "grouped:GROUP_M=8 reverse=0", "variant": f"{order} reverse=1"}
+        entry = {**cmp.to_dict(with_samples=False), "base": "grouped:GROUP_M=8 reverse=0",
+                 "variant": f"{order} reverse=1" + (f" wave={wave}" if wave != WAVE else "")}
         record["timings"].append(entry)
         print(f"time {entry['variant']} vs {entry['base']}: {cmp.speedup:.4f}x [{cmp.ci_low:.4f}, {cmp.ci_high:.4f}] "
               f"({cmp.a.mean_ms:.4f} vs {cmp.b.mean_ms:.4f} ms)", flush=True)

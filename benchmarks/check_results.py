@@ -85,13 +85,60 @@ def every_study_names_its_device_and_command() -> list[str]:
     return problems
 
 
+def number(value: object) -> bool:
+    """A real number (bool is not one), finite."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
+
+
+def validation_row_problems(row: dict) -> list[str]:
+    """The row schema issue 15 names for the validation JSON: task/order/device strings, case a dict, set fit or
+    held_out, hit rates in [0, 100] pp and DRAM read bytes >= 0."""
+    problems = []
+    for key in ("task", "order", "device"):
+        if not (isinstance(row.get(key), str) and row[key]):
+            problems.append(f"{key} is {row.get(key)!r}, not a non-empty string")
+    if not (isinstance(row.get("case"), dict) and row["case"]):
+        problems.append(f"case is {row.get('case')!r}, not a non-empty object")
+    if row.get("set") not in ("fit", "held_out"):
+        problems.append(f"set is {row.get('set')!r}, not fit / held_out")
+    for key in ("predicted_l2_hit_pct", "measured_l2_hit_pct"):
+        if not (number(row.get(key)) and 0.0 <= row[key] <= 100.0):
+            problems.append(f"{key} is {row.get(key)!r}, not a percentage")
+    for key in ("predicted_dram_read_bytes", "measured_dram_read_bytes"):
+        if not (number(row.get(key)) and row[key] >= 0):
+            problems.append(f"{key} is {row.get(key)!r}, not a byte count")
+    return problems
+
+
+def optimize_matmul_h100() -> list[str]:
+    """The matmul 8192 order study on an H100 (issue 15): device, how it was made, and a best DRAM read figure
+    that is one of its measured orders' means."""
+    problems = []
+    report = json.loads((ROOT / "optimize_matmul_h100" / "optimize_matmul_orders_h100.json").read_text())
+    if not str(report.get("device", "")).startswith("NVIDIA H100"):
+        problems.append(f"device is {report.get('device')!r}, not an H100")
+    if not (report.get("script") and (report.get("command") or report.get("commands"))):
+        problems.append("no script, or no command")
+    best = report.get("best_dram_read_bytes")
+    if not (number(best) and best > 0):
+        problems.append(f"best_dram_read_bytes is {best!r}, not a positive byte count")
+    else:
+        means = {o["order"]: o.get("mean_dram_read_bytes") for o in report.get("orders", [])}
+        if means.get(report.get("best_order")) != best:
+            problems.append(f"best_dram_read_bytes {best} is not the measured mean of best_order "
+                            f"{report.get('best_order')!r}")
+        if any(number(m) and m < best for m in means.values()):
+            problems.append("a measured order has a lower mean DRAM read than best_dram_read_bytes")
+    if report.get("target_met") != (number(best) and best <= report.get("target_dram_read_bytes", 0)):
+        problems.append("target_met disagrees with best_dram_read_bytes and target_dram_read_bytes")
+    return problems
+
+
 def sim_validation() -> list[str]:
     """The simulator's validation set (issue 15): >= 40 rows per GPU on an H100 and an H200, each with the fields
     the issue names, orders that differ within each case, held-out rows reported apart from the fit rows."""
     problems = []
     report = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())
-    fields = ("task", "case", "order", "device", "set", "predicted_l2_hit_pct", "measured_l2_hit_pct",
-              "predicted_dram_read_bytes", "measured_dram_read_bytes")
     rows = report["rows"]
     for gpu in ("H100", "H200"):
         mine = [r for r in rows if gpu in r["device"]]
@@ -103,8 +150,9 @@ def sim_validation() -> list[str]:
         flat = [key for key, hits in cases.items() if max(hits) - min(hits) < 2.0]
         if flat:
             problems.append(f"{gpu}: cases whose orders all measure within 2 pp: {flat}")
-    if any(r.get(f) is None for r in rows for f in fields) or {r["set"] for r in rows} != {"fit", "held_out"}:
-        problems.append("a row lacks a field, or the sets are not fit / held_out")
+    problems += [f"row {i}: {p}" for i, r in enumerate(rows) for p in validation_row_problems(r)][:10]
+    if {r["set"] for r in rows} != {"fit", "held_out"}:
+        problems.append("the sets are not fit / held_out")
     if not all(r["output_correct"] for r in rows):
         problems.append("a measured kernel's output was wrong")
     if "held_out" not in report or report["held_out"]["all"]["rows"] < 40:
@@ -112,7 +160,7 @@ def sim_validation() -> list[str]:
     return problems
 
 
-CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation,
+CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, optimize_matmul_h100,
                                                every_study_names_its_device_and_command)
 
 

@@ -320,7 +320,7 @@ def _timing_row(task_name: str, kind: str, path: str, timing: dict[str, Any] | N
         n = int(timing["n"])
         row.update(mean_ms=timing["mean_ms"], ci95_ms=t_quantile_975(n - 1) * timing["sem_ms"] if n > 1 else None,
                    n=n, std_ms=timing["std_ms"], best_ms=timing["best_ms"], stopped_by=timing["stopped_by"],
-                   gpu_clock=timing.get("gpu_clock"), check=timing.get("check_after"))
+                   gpu_clock=timing.get("gpu_clock"), check=timing.get("check_after"), device=timing.get("device"))
     return row
 
 

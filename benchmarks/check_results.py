@@ -112,8 +112,47 @@ def sim_validation() -> list[str]:
     return problems
 
 
-CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation,
-                                               every_study_names_its_device_and_command)
+def evaluator_h100() -> list[str]:
+    """Issue 11's measured claims: every exploit rejected or given its honest time, none fooled; an isolated
+    honest kernel within 2% of the in-process (--trusted) mean of the same run, on every case."""
+    problems = []
+    exploits = json.loads((ROOT / "exploits_h100" / "exploits_h100.json").read_text())
+    bad = [r for r in exploits["rows"] if r["kind"] == "exploit"]
+    if len(bad) < 20:
+        problems.append(f"only {len(bad)} exploit rows")
+    for r in bad:
+        if r["verdict"] not in ("rejected", "honest_time") or r["fooled"] or not r["as_expected"]:
+            problems.append(f"exploit {r['name']}: verdict {r['verdict']}, fooled {r['fooled']}")
+        if r["verdict"] == "rejected" and not r["reason"]:
+            problems.append(f"exploit {r['name']}: rejected without a reason")
+    if exploits["summary"]["fooled"] != 0:
+        problems.append("an exploit fooled the evaluator")
+    overhead = json.loads((ROOT / "eval_overhead_h100" / "eval_overhead_shared_loop.json").read_text())
+    tasks = {c["task"] for c in overhead["cases"]}
+    if not {"histogram", "matmul"} <= tasks:
+        problems.append(f"overhead study covers {sorted(tasks)}, not histogram and matmul")
+    for c in overhead["cases"]:
+        if not c.get("within_2pct") or abs(c["mean_ms"]["C"] / c["mean_ms"]["T"] - 1) > 0.02:
+            problems.append(f"overhead {c['task']} {c['case']}: isolated vs --trusted {c.get('isolated_vs_trusted')}")
+    return problems
+
+
+def optimize_matmul_orders() -> list[str]:
+    """Issue 15's order study on matmul 8192^3: measured on the H100, its best order's DRAM reads and the
+    grouped-8 reference come from its rows, and the target verdict matches the numbers."""
+    problems = []
+    report = json.loads((ROOT / "optimize_matmul_h100" / "optimize_matmul_orders_h100.json").read_text())
+    if "H100" not in report.get("device", "") or not report.get("script"):
+        problems.append("optimize_matmul_orders_h100.json: no H100 device or script")
+    best, target = report["best_dram_read_bytes"], report["target_dram_read_bytes"]
+    if not 0 < best <= report["base_dram_read_bytes"] or report["target_met"] != (best <= target):
+        problems.append(f"optimize_matmul_orders_h100.json: best {best}, base {report['base_dram_read_bytes']}, "
+                        f"target_met {report['target_met']} vs target {target}")
+    return problems
+
+
+CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, evaluator_h100,
+                                               optimize_matmul_orders, every_study_names_its_device_and_command)
 
 
 def main() -> int:

@@ -110,58 +110,78 @@ def validation_row_problems(row: dict) -> list[str]:
     return problems
 
 
-def optimize_matmul_h100() -> list[str]:
-    """The matmul 8192 order study on an H100 (issue 15): device, how it was made, and a best DRAM read figure
-    that is one of its measured orders' means."""
-    problems = []
-    report = json.loads((ROOT / "optimize_matmul_h100" / "optimize_matmul_orders_h100.json").read_text())
-    if not str(report.get("device", "")).startswith("NVIDIA H100"):
-        problems.append(f"device is {report.get('device')!r}, not an H100")
-    if not (report.get("script") and (report.get("command") or report.get("commands"))):
-        problems.append("no script, or no command")
-    best = report.get("best_dram_read_bytes")
-    if not (number(best) and best > 0):
-        problems.append(f"best_dram_read_bytes is {best!r}, not a positive byte count")
-    else:
-        means = {o["order"]: o.get("mean_dram_read_bytes") for o in report.get("orders", [])}
-        if means.get(report.get("best_order")) != best:
-            problems.append(f"best_dram_read_bytes {best} is not the measured mean of best_order "
-                            f"{report.get('best_order')!r}")
-        if any(number(m) and m < best for m in means.values()):
-            problems.append("a measured order has a lower mean DRAM read than best_dram_read_bytes")
-    if report.get("target_met") != (number(best) and best <= report.get("target_dram_read_bytes", 0)):
-        problems.append("target_met disagrees with best_dram_read_bytes and target_dram_read_bytes")
-    return problems
-
-
 def sim_validation() -> list[str]:
     """The simulator's validation set (issue 15): >= 40 rows per GPU on an H100 and an H200, each with the fields
     the issue names, orders that differ within each case, held-out rows reported apart from the fit rows."""
     problems = []
     report = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())
-    rows = report["rows"]
+    problems += [f"row {i}: {p}" for i, r in enumerate(report["rows"]) for p in validation_row_problems(r)][:10]
+    rows = [r for r in report["rows"] if not validation_row_problems(r)]  # the checks below read the schema's fields
     for gpu in ("H100", "H200"):
         mine = [r for r in rows if gpu in r["device"]]
         if len(mine) < 40:
-            problems.append(f"{len(mine)} rows on the {gpu}, fewer than 40")
+            problems.append(f"{len(mine)} well-formed rows on the {gpu}, fewer than 40")
         cases: dict[str, list[float]] = {}
         for r in mine:
             cases.setdefault(r["task"] + json.dumps(r["case"], sort_keys=True), []).append(r["measured_l2_hit_pct"])
         flat = [key for key, hits in cases.items() if max(hits) - min(hits) < 2.0]
         if flat:
             problems.append(f"{gpu}: cases whose orders all measure within 2 pp: {flat}")
-    problems += [f"row {i}: {p}" for i, r in enumerate(rows) for p in validation_row_problems(r)][:10]
     if {r["set"] for r in rows} != {"fit", "held_out"}:
         problems.append("the sets are not fit / held_out")
-    if not all(r["output_correct"] for r in rows):
+    if not all(r.get("output_correct") for r in report["rows"]):
         problems.append("a measured kernel's output was wrong")
     if "held_out" not in report or report["held_out"]["all"]["rows"] < 40:
         problems.append("no held-out summary of at least 40 rows")
     return problems
 
 
-CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, optimize_matmul_h100,
-                                               every_study_names_its_device_and_command)
+def evaluator_h100() -> list[str]:
+    """Issue 11's measured claims: every exploit rejected or given its honest time, none fooled; an isolated
+    honest kernel within 2% of the in-process (--trusted) mean of the same run, on every case."""
+    problems = []
+    exploits = json.loads((ROOT / "exploits_h100" / "exploits_h100.json").read_text())
+    bad = [r for r in exploits["rows"] if r["kind"] == "exploit"]
+    if len(bad) < 20:
+        problems.append(f"only {len(bad)} exploit rows")
+    for r in bad:
+        if r["verdict"] not in ("rejected", "honest_time") or r["fooled"] or not r["as_expected"]:
+            problems.append(f"exploit {r['name']}: verdict {r['verdict']}, fooled {r['fooled']}")
+        if r["verdict"] == "rejected" and not r["reason"]:
+            problems.append(f"exploit {r['name']}: rejected without a reason")
+    if exploits["summary"]["fooled"] != 0:
+        problems.append("an exploit fooled the evaluator")
+    overhead = json.loads((ROOT / "eval_overhead_h100" / "eval_overhead_shared_loop.json").read_text())
+    tasks = {c["task"] for c in overhead["cases"]}
+    if not {"histogram", "matmul"} <= tasks:
+        problems.append(f"overhead study covers {sorted(tasks)}, not histogram and matmul")
+    for c in overhead["cases"]:
+        if not c.get("within_2pct") or abs(c["mean_ms"]["C"] / c["mean_ms"]["T"] - 1) > 0.02:
+            problems.append(f"overhead {c['task']} {c['case']}: isolated vs --trusted {c.get('isolated_vs_trusted')}")
+    return problems
+
+
+def optimize_matmul_orders() -> list[str]:
+    """Issue 15's order study on matmul 8192^3: measured on the H100, its best order's DRAM reads and the
+    grouped-8 reference come from its rows, and the target verdict matches the numbers."""
+    problems = []
+    report = json.loads((ROOT / "optimize_matmul_h100" / "optimize_matmul_orders_h100.json").read_text())
+    if "H100" not in report.get("device", "") or not report.get("script"):
+        problems.append("optimize_matmul_orders_h100.json: no H100 device or script")
+    if not (report.get("command") or report.get("commands")):
+        problems.append("optimize_matmul_orders_h100.json: no command")
+    means = {o["order"]: o.get("mean_dram_read_bytes") for o in report.get("orders", [])}
+    if means.get(report.get("best_order")) != report.get("best_dram_read_bytes"):
+        problems.append("optimize_matmul_orders_h100.json: best_dram_read_bytes is not the measured mean of best_order")
+    best, target = report["best_dram_read_bytes"], report["target_dram_read_bytes"]
+    if not 0 < best <= report["base_dram_read_bytes"] or report["target_met"] != (best <= target):
+        problems.append(f"optimize_matmul_orders_h100.json: best {best}, base {report['base_dram_read_bytes']}, "
+                        f"target_met {report['target_met']} vs target {target}")
+    return problems
+
+
+CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, evaluator_h100,
+                                               optimize_matmul_orders, every_study_names_its_device_and_command)
 
 
 def main() -> int:

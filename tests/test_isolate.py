@@ -16,6 +16,7 @@ import numpy as np
 import pytest
 
 from swizzlelab.errors import NoGpuError, UserError
+from swizzlelab.harness.clocks import GATE_NS, GATE_NS_PER_CALL
 from swizzlelab.harness.isolate import Limits, evaluate_isolated, secret_seed
 from swizzlelab.harness.isolate.limits import seccomp_program
 from swizzlelab.harness.isolate.runner import Calibration, _Tail, clock_verdict, residual_ci_ok
@@ -207,10 +208,12 @@ def test_seccomp_program_shape():
 
 def _requests(per_call: float, fixed: float, pad=lambda k: 0.0, seed: int = 0):
     """Wall times of timed requests of k = 1..16 calls (two shuffled rounds) with 20 us of host jitter: each
-    call costs `per_call` plus 20 us between calls (its seal), each request `fixed` beyond its calls."""
+    call costs `per_call` plus 20 us between calls (its seal), each request `fixed` beyond its calls, plus the
+    trusted gate before the first call (GATE_NS + GATE_NS_PER_CALL x k)."""
     rng = np.random.default_rng(seed)
     ks = [int(k) for _ in range(2) for k in rng.permutation(np.arange(1, 17))]
-    walls = [fixed + (per_call + 0.02) * k + pad(k) + rng.normal(0, 0.02) for k in ks]
+    walls = [fixed + (GATE_NS + GATE_NS_PER_CALL * k) / 1e6 + (per_call + 0.02) * k + pad(k) + rng.normal(0, 0.02)
+             for k in ks]
     return ks, walls
 
 

@@ -98,8 +98,11 @@ def _leader() -> dict:
 
 
 def test_leader_json_has_the_rows_the_issue_asks_for():
+    """The leader run: every row from one run of the isolated ranked evaluator on the H100."""
     doc = _leader()
-    assert doc["device"] == "NVIDIA H100 80GB HBM3" and doc["command"].startswith("python benchmarks/leader_h100/run.py final")
+    assert doc["device"] == "NVIDIA H100 80GB HBM3"
+    assert doc["command"].startswith("python benchmarks/leader_h100/run.py isolated")
+    assert doc["runs"] and all(run["passed"] and run["reason"] is None for run in doc["runs"])
     rows = {(r["task"], r["kind"]): r for r in doc["rows"]}
     assert set(rows) == {
         ("histogram", "ours"), ("histogram", "task_kernel"), ("histogram", "baseline:torch"),
@@ -108,16 +111,21 @@ def test_leader_json_has_the_rows_the_issue_asks_for():
     }
     for row in doc["rows"]:
         assert row["mean_ms"] > 0 and 0 < row["ci95_ms"] < row["mean_ms"] and (ROOT / row["submission"]).is_file()
-        assert row["check"].startswith("out: all") and row["device"] == doc["device"]
+        assert row["check"].startswith("out: all") and row["n"] >= 10
     assert rows[("histogram", "ours")]["submission"] == "examples/leaderboard/histogram/submission.py"
-    # Issue 14's histogram target, and where flash attention stands: below cuDNN in the same run (its < 13 ms
-    # target is not met; docs/worklogs/flash_attention.md).
+    # Issue 14's histogram target, and where flash attention stands: faster than cuDNN in the same run (its
+    # < 13 ms target is not met; docs/worklogs/flash_attention.md).
     assert rows[("histogram", "ours")]["mean_ms"] < 0.30
     fa_ours = rows[("flash_attention", "ours")]
     assert fa_ours["mean_ms"] < rows[("flash_attention", "task_kernel")]["mean_ms"]
     cudnn = rows[("flash_attention", "baseline:cudnn")]
     assert fa_ours["mean_ms"] + fa_ours["ci95_ms"] < cudnn["mean_ms"] - cudnn["ci95_ms"]
-    # The run used the CUDA kernel (the autotune log names the chosen CudaConfig), not the Triton fallback.
+    assert cudnn["ours_speedup_ci95"][0] > 1.0
+
+
+def test_sustained_leader_run_used_the_cuda_kernel():
+    """The earlier in-process leader run logged the submission's autotune: the CUDA kernel was chosen."""
+    doc = json.loads((LEADER / "leader_h100_sustained.json").read_text())
     (tune,) = doc["flash_attention_autotune"]
     assert tune["chosen"]["kind"] == "CudaConfig" and all(v == "ok" for v in tune["cuda_checks"].values())
 
@@ -138,12 +146,14 @@ def test_ranked_report_is_the_isolated_evaluation_of_the_submission():
 
 # ---------------------------------------------------------------- work logs trace to committed JSON
 
-JSON_CELL = re.compile(r"^(steps_\d+|leader_h100|flash_attention-ranked)\.json$")
+JSON_CELL = re.compile(r"^(steps_\d+|leader_h100|leader_h100_sustained|flash_attention-ranked)\.json$")
 NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
 
 def _records(doc: dict, name: str) -> list:
-    found = [r for r in doc.get("rows", []) if name in (r.get("name"), r.get("variant"))]
+    # Rows are named by their variant, or (the isolated leader run) by "task/kind".
+    found = [r for r in doc.get("rows", []) if name in (r.get("name"), r.get("variant"),
+                                                         f"{r.get('task')}/{r.get('kind')}")]
     found += [p for p in doc.get("profiles", []) if p.get("name") == name]
     return found
 

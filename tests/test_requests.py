@@ -111,3 +111,31 @@ def test_stop_rule():
     assert stop_reason(MIN_REQUESTS, noisy, 4, 1.5, 1.0) == "budget"
     # "sem" waits until every request size has run once.
     assert stop_reason(MIN_REQUESTS, steady, MIN_REQUESTS + 1, 0.0, 1.0) is None
+
+
+@pytest.mark.gpu
+def test_request_loop_on_the_gpu_times_real_work(matmul):
+    """CUDA events through the shared loop: an 8x larger matmul takes several times longer, and the figure
+    carries the GPU's name and its SM clock over the timed phase."""
+    small = time_requests(matmul, honest, {"seed": 1, "m": 1024, "n": 1024, "k": 1024}, 1, 0.5)
+    large = time_requests(matmul, honest, {"seed": 2, "m": 2048, "n": 2048, "k": 2048}, 2, 0.5)
+    assert small.device == large.device == torch.cuda.get_device_name(0)
+    assert small.n >= MIN_TIMED_REPS and large.n >= MIN_TIMED_REPS
+    assert 3.0 < large.mean_ms / small.mean_ms < 12.0
+    assert "elements match" in large.check_after
+    # nvidia-smi samples the clock where it exists; without it the figure says nothing rather than a guess.
+    assert large.gpu_clock is None or "sm_mhz_mean" in large.gpu_clock
+
+
+@pytest.mark.gpu
+def test_request_loop_on_the_gpu_refuses_a_cached_result(matmul):
+    cache = {}
+
+    def cached(data):
+        if "out" not in cache:
+            cache["out"] = honest(data).clone()
+        data["out"].copy_(cache["out"])
+        return data["out"]
+
+    with pytest.raises(UserError, match="output wrong"):
+        time_requests(matmul, cached, {"seed": 3, "m": 512, "n": 512, "k": 512}, 3, 0.3)

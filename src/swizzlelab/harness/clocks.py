@@ -8,8 +8,12 @@ import time
 from typing import Any, Callable
 
 # Gate length: long enough that the host has enqueued the submission's kernels before the gate ends (Python,
-# Triton's launcher), so launch overhead stays out of the interval as it does in-process.
+# Triton's launcher), so launch overhead stays out of the interval as it does in-process. It grows with the calls
+# of a request: back to back, a kernel shorter than its own launch (~10-40 us of host time) would otherwise be
+# timed at the host's pace once the host falls behind (measured on an H100: a 1024^3 cuBLAS matmul at 0.024 ms,
+# a 2048^3 one at 0.037 ms, through a fixed 80 us gate).
 GATE_NS = 80_000
+GATE_NS_PER_CALL = 40_000
 # The calibration's stand-in call: a trusted kernel busy this long, so empty requests keep the GPU ahead of the
 # host as a real kernel does and the cost around each call (its seal, event gaps) is measured as it is then.
 SPIN_NS = 200_000
@@ -74,7 +78,7 @@ class TrustedClock(_Clock):
         self.flush()
         self._device_sync()
         if gate:
-            self.gate()
+            self.gate(GATE_NS + GATE_NS_PER_CALL * len(calls))
         results = []
         for index, call in enumerate(calls):
             self._record(marks[2 * index], self.stream)
@@ -149,8 +153,11 @@ def _make_gate(torch: Any, n_sms: int) -> tuple[Callable[[], None], str, Callabl
         grid = (n_sms * BLOCKS_PER_SM,)
         gate_kernel[grid](GATE_NS, num_warps=1)
         torch.cuda.synchronize()
-        return ((lambda: gate_kernel[grid](GATE_NS, num_warps=1)), f"{grid[0]} one-warp blocks for {GATE_NS} ns",
+        return ((lambda ns=GATE_NS: gate_kernel[grid](ns, num_warps=1)),
+                f"{grid[0]} one-warp blocks for {GATE_NS} ns + {GATE_NS_PER_CALL} ns per call",
                 lambda: gate_kernel[(n_sms,)](SPIN_NS, num_warps=1))
     except Exception as err:  # documented fallback: a one-thread sleep hides launch overhead but gates nothing
         sleep = torch.cuda._sleep
-        return (lambda: sleep(150_000)), f"torch.cuda._sleep fallback ({type(err).__name__})", lambda: sleep(300_000)
+        # _sleep counts SM cycles: ~2 per ns at Hopper/Ampere boost clocks.
+        return ((lambda ns=GATE_NS: sleep(2 * ns)), f"torch.cuda._sleep fallback ({type(err).__name__})",
+                lambda: sleep(2 * SPIN_NS))

@@ -29,6 +29,7 @@ from scipy.stats import theilslopes
 
 import swizzlelab
 from swizzlelab.errors import NoGpuError, UserError
+from swizzlelab.harness.clocks import GATE_NS_PER_CALL
 from swizzlelab.harness.correctness import CaseResult, RunCheck, case_sizes, count_poisoned, derive_seed, poison_
 from swizzlelab.harness.evaluate import MODES, BenchRow, Candidate, EvalReport, ExtraBaseline
 from swizzlelab.harness.gpuclock import sampler_for, wait_for_first_sample
@@ -895,8 +896,8 @@ def clock_verdict(ks: list[int], walls_ms: list[float], sums_ms: list[float], ca
                   on_gpu: bool) -> tuple[dict[str, float], str | None]:
     """The parent's wall clock against the child's figures over timed requests of k calls each.
 
-    The residual (wall - the request's figures) is fitted over k (Theil-Sen, 99% interval). Its growth per call
-    may be at most RESIDUAL_SLOPE_MS + RESIDUAL_SLOPE_REL of the figure + its interval: more means work each
+    The residual (wall - the request's figures) is fitted over k (Theil-Sen, 99% interval). Its growth per call,
+    less the trusted gate's, may be at most RESIDUAL_SLOPE_MS + RESIDUAL_SLOPE_REL of the figure + its interval: more means work each
     call did outside its marks, or a forged figure; the interval itself may be at most RESIDUAL_CI_MS +
     RESIDUAL_CI_REL of the figure. Its fixed part may exceed the trusted calibration's by INTERCEPT_MS + the
     interval over the mean k: more means work done once per request outside the marks, e.g. a child that pads
@@ -904,6 +905,9 @@ def clock_verdict(ks: list[int], walls_ms: list[float], sums_ms: list[float], ca
     if len(set(ks)) < 2:
         return {}, "the timed requests all had the same size, so the wall clock cannot be checked"
     slope, intercept, low, high = _residual_fit(ks, walls_ms, sums_ms)
+    # The trusted gate before a request grows by GATE_NS_PER_CALL per call (clocks.py): not the child's doing.
+    gate_ms = GATE_NS_PER_CALL / 1e6 if on_gpu else 0.0
+    slope -= gate_ms
     per_call = float(sum(sums_ms) / sum(ks))
     half = (high - low) / 2
     if on_gpu:
@@ -913,7 +917,8 @@ def clock_verdict(ks: list[int], walls_ms: list[float], sums_ms: list[float], ca
     ci_allowed = _ci_allowed(per_call, on_gpu)
     slope_allowed = abs_ms + rel * per_call + half
     intercept_allowed = fixed + half * float(np.mean(ks))
-    clocks = {"figure_per_call_ms": per_call, "residual_slope_ms": slope, "residual_slope_ci99_ms": half,
+    clocks = {"figure_per_call_ms": per_call, "residual_slope_ms": slope, "gate_slope_ms": gate_ms,
+              "residual_slope_ci99_ms": half,
               "residual_slope_ci99_allowed_ms": ci_allowed, "slope_allowed_ms": slope_allowed,
               "calibration_slope_ms": cal.slope_ms, "residual_intercept_ms": intercept,
               "calibration_intercept_ms": cal.intercept_ms, "intercept_excess_ms": intercept - cal.intercept_ms,

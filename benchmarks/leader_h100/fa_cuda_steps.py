@@ -3,6 +3,8 @@ small shapes in a child process (a hung or crashing kernel cannot stop the sweep
 agree with the fp32 reference next to cuDNN and the best Triton kernel.
 
 Usage (repository root, CUDA machine): python benchmarks/leader_h100/fa_cuda_steps.py --out DIR [--name steps_3.json]
+    [--paired BASE --paired-budget-s 3]: also time each variant against BASE interleaved (A B A B ..., L2 flushed
+    before each call), whose paired ratio cancels the card's clock drift that separates rows timed one after another.
 Exit status 0 only when every variant ran without hanging or crashing (the submission self-checks every
 variant at its first call, so a hanging one must not reach it) and the fastest correct one beats both
 --target-ms and cuDNN in this run; a shell chain then goes on to the leader run.
@@ -16,6 +18,7 @@ import subprocess
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
@@ -23,6 +26,7 @@ sys.path.insert(0, str(HERE))
 import run  # noqa: E402  (benchmarks/leader_h100/run.py: inputs, timing, profiling, environment)
 import torch  # noqa: E402
 
+from swizzlelab.harness.timing import compare_interleaved  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 
 SMALL_CASES = ((1, 2, 128), (2, 3, 384), (2, 2, 256), (1, 4, 1024))
@@ -31,6 +35,7 @@ SMALL_CASES = ((1, 2, 128), (2, 3, 384), (2, 2, 256), (1, 4, 1024))
 def child_check(variants: list[int]) -> int:
     """Small seeded shapes against an fp32 reference, variant by variant; one START and one CHECK line each."""
     sub = run.load_submission(run.FLASH_SUB)
+    sub.BUILD_VARIANTS = tuple(sub.CUDA_VARIANTS)  # every variant, not only the submission's preference
     for variant in variants:
         print(f"START {variant}", flush=True)
         res: dict = {"variant": variant, "cases": []}
@@ -88,6 +93,27 @@ def checks_in_children(variants: list[int]) -> list[dict]:
     return results
 
 
+def paired_rows(base: int, others: list[int], variants: dict, inputs: Any, budget_s: float, save: Any,
+                doc: dict) -> list[dict]:
+    """Each variant against `base`, interleaved: speedup = base mean / variant mean (> 1: the variant is faster)."""
+    rows: list[dict] = []
+    doc["paired"] = rows
+    case, data, ref = inputs.get("flash_attention")
+    check = run.checker("flash_attention", ref)
+    for vid in others:
+        a, b = f"fa.cuda_v{base}", f"fa.cuda_v{vid}"
+        comp = compare_interleaved(variants[a], variants[b], data, budget_s=budget_s, check_a=check, check_b=check,
+                                   sample_clock=True)
+        rows.append({"base": a, "variant": b, "case": case, "speedup": comp.speedup,
+                     "ci95": [comp.ci_low, comp.ci_high], "method": comp.method, "base_mean_ms": comp.a.mean_ms,
+                     "variant_mean_ms": comp.b.mean_ms, "n": comp.a.n, "gpu_clock": comp.a.gpu_clock,
+                     "check": [comp.a.check_after, comp.b.check_after]})
+        print(f"paired {b} vs {a}: {comp.a.mean_ms:.4f} -> {comp.b.mean_ms:.4f} ms, speedup {comp.speedup:.4f} "
+              f"[{comp.ci_low:.4f}, {comp.ci_high:.4f}] (n={comp.a.n})", flush=True)
+        save()
+    return rows
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser()
     parser.add_argument("--out")
@@ -97,6 +123,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--target-ms", type=float, default=13.0)
     parser.add_argument("--time", default="", help="variant ids to time (default: every one that passed)")
     parser.add_argument("--profile", default="", help="variant names to profile with ncu after timing")
+    parser.add_argument("--paired", type=int, default=None, help="variant id every timed variant is compared with")
+    parser.add_argument("--paired-budget-s", type=float, default=3.0)
     args = parser.parse_args(argv)
     if args.check is not None:
         return child_check([int(v) for v in args.check.split(",")])
@@ -109,6 +137,7 @@ def main(argv: list[str]) -> int:
         atomic_write_text(out_dir / args.name, json.dumps(doc, indent=2, default=str) + "\n")
 
     sub = run.load_submission(run.FLASH_SUB)
+    sub.BUILD_VARIANTS = tuple(sub.CUDA_VARIANTS)
     started = time.perf_counter()
     module = sub._cuda_module()
     doc["build"] = {"seconds": time.perf_counter() - started, "error": sub._cuda_state.get("error"),
@@ -142,6 +171,9 @@ def main(argv: list[str]) -> int:
     for n in names:
         doc["rows"].append(run.time_variant(n, variants[n], inputs, args.budget_s))
         save()
+    if args.paired is not None:
+        doc["paired"] = paired_rows(args.paired, [v for v in wanted if v in passed and v != args.paired], variants,
+                                    inputs, args.paired_budget_s, save, doc)
     inputs.cache.clear()
     torch.cuda.empty_cache()
     for name in args.profile.split(",") if args.profile else []:

@@ -180,8 +180,29 @@ def optimize_matmul_orders() -> list[str]:
     return problems
 
 
+def kdir_prediction() -> list[str]:
+    """The simulator's K-direction rows (matmul_kdir_h100/matmul_kdir_sim.json): every measured row of the two
+    ncu studies is predicted, and the summary's error is the one its rows give."""
+    problems = []
+    folder = ROOT / "matmul_kdir_h100"
+    doc = json.loads((folder / "matmul_kdir_sim.json").read_text())
+    measured = sum(1 for name in ("matmul_kdir_h100.json", "matmul_kdir_sweep_h100.json")
+                   for row in json.loads((folder / name).read_text())["rows"] if row.get("output_ok"))
+    rows = doc["rows"]
+    if len(rows) != measured or not all(number(r.get("predicted_dram_read_bytes")) and
+                                        number(r.get("measured_dram_read_bytes")) for r in rows):
+        problems.append(f"matmul_kdir_sim.json: {len(rows)} rows for {measured} measured, or a value missing")
+    elif rows:
+        err = sum(abs(r["predicted_dram_read_bytes"] / r["measured_dram_read_bytes"] - 1) for r in rows) / len(rows)
+        if abs(err - doc["summary"]["dram_read_mean_abs_rel_error"]) > 1e-9:
+            problems.append(f"matmul_kdir_sim.json: summary error {doc['summary']['dram_read_mean_abs_rel_error']} "
+                            f"but the rows give {err}")
+    return problems
+
+
 CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, evaluator_h100,
-                                               optimize_matmul_orders, every_study_names_its_device_and_command)
+                                               optimize_matmul_orders, kdir_prediction,
+                                               every_study_names_its_device_and_command)
 
 
 def main() -> int:

@@ -2,7 +2,7 @@
 by benchmarks/sim_validation/run.py on the H100 and the H200, a parameter fit on one part, the rest held out.
 
     python benchmarks/sim_validation/validate.py OUT_JSON MEASURED_JSON... [--cv-grid 0.4,0.5,0.6]
-        [--hit-grid 0,0.05] [--cache FILE]
+        [--hit-grid 0,0.05] [--engine sets] [--cache FILE]
 Each row is predicted with the model of its GPU (h100 / h200). The fitted parameters are the progress model's
 step-time spread (step_cv) and hit speedup (hit_speedup), chosen on a grid by the fit rows' mean |error| of L2 hit;
 the held-out rows use them unchanged.
@@ -65,21 +65,23 @@ def point_label(point: tuple[float, float]) -> str:
     return f"{cv}" if hit == 0 else f"{cv},h{hit}"
 
 
-def _cache_key(row: dict[str, Any], point: tuple[float, float]) -> str:
+def _cache_key(row: dict[str, Any], point: tuple[float, float], engine: str = "auto") -> str:
     cv, hit = point
+    # Every engine gives the same results without hit speedup; with it, "auto" (linked-list, hits inside the
+    # schedule) and the set engines (fixed-point passes) differ.
     return json.dumps([model_name(row["device"]), row["task"], row["case"], row["order"], int(row["occupancy"]), cv]
-                      + ([hit] if hit else []), sort_keys=True)
+                      + ([hit] if hit else []) + ([engine] if hit and engine != "auto" else []), sort_keys=True)
 
 
 def predict_rows(rows: list[dict[str, Any]], points: list[tuple[float, float]], cache: dict[str, Any],
-                 cache_path: str | None, workers: int | None) -> None:
+                 cache_path: str | None, workers: int | None, engine: str = "auto") -> None:
     """Adds predictions at every (step_cv, hit_speedup) to each row (one trace per case, shared by both GPUs' rows)."""
     by_case: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_case[case_key(row)].append(row)
     for key, case_rows in by_case.items():
         t0 = time.time()
-        todo = [(row, pt) for row in case_rows for pt in points if _cache_key(row, pt) not in cache]
+        todo = [(row, pt) for row in case_rows for pt in points if _cache_key(row, pt, engine) not in cache]
         if todo:
             task = load_task(case_rows[0]["task"])
             case = case_rows[0]["case"]
@@ -94,8 +96,8 @@ def predict_rows(rows: list[dict[str, Any]], points: list[tuple[float, float]], 
                     perms[row["order"]] = to_permutation(task.parse_order(row["order"]), grid, args, consts)
                 res = simulate(trace, perms[row["order"]], get_model(model_name(row["device"])),
                                occupancy=int(row["occupancy"]), footprint=footprint, step_cv=pt[0],
-                               hit_speedup=pt[1], workers=workers)
-                cache[_cache_key(row, pt)] = {"l2_hit_pct": 100 * res.l2_hit_rate,
+                               hit_speedup=pt[1], workers=workers, engine=engine)
+                cache[_cache_key(row, pt, engine)] = {"l2_hit_pct": 100 * res.l2_hit_rate,
                                               "dram_read_bytes": int(res.dram_read_bytes),
                                               "dram_write_bytes": int(res.dram_write_bytes),
                                               "lookup_bytes_per_requested": res.requested_bytes and
@@ -107,7 +109,7 @@ def predict_rows(rows: list[dict[str, Any]], points: list[tuple[float, float]], 
         for row in case_rows:
             row.setdefault("predictions", {})
             for pt in points:
-                row["predictions"][point_label(pt)] = cache[_cache_key(row, pt)]
+                row["predictions"][point_label(pt)] = cache[_cache_key(row, pt, engine)]
         print(f"{key}: {len(case_rows)} rows predicted in {time.time() - t0:.0f} s", flush=True)
 
 
@@ -182,6 +184,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("measured", nargs="+")
     parser.add_argument("--cv-grid", default=f"{STEP_TIME_CV}")
     parser.add_argument("--hit-grid", default=f"{HIT_SPEEDUP}", help="hit_speedup values (fitted with step_cv)")
+    parser.add_argument("--engine", default="auto", choices=["auto", "sets"],
+                        help="simulator engine (sets: hit speedup by fixed-point passes)")
     parser.add_argument("--cache", default=None, help="JSON file of predictions kept between runs")
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args(argv)
@@ -201,14 +205,14 @@ def main(argv: list[str]) -> int:
     for r in rows:
         r["set"] = fit_set(r)
     fit_rows = [r for r in rows if r["set"] == "fit"]
-    predict_rows(fit_rows, points, cache, args.cache, args.workers)
+    predict_rows(fit_rows, points, cache, args.cache, args.workers, args.engine)
     sweep = {point_label(pt): mean([abs(r["predictions"][point_label(pt)]["l2_hit_pct"] - r["measured_l2_hit_pct"])
                                     for r in fit_rows]) for pt in points}
     best = min(points, key=lambda pt: sweep[point_label(pt)])
     best_cv, best_hit = best
     print(f"fit sweep (MAE L2 hit pp by step_cv[,h hit_speedup]): {sweep}; fitted step_cv {best_cv}, "
           f"hit_speedup {best_hit}", flush=True)
-    predict_rows([r for r in rows if r["set"] == "held_out"], [best], cache, args.cache, args.workers)
+    predict_rows([r for r in rows if r["set"] == "held_out"], [best], cache, args.cache, args.workers, args.engine)
     out_rows = []
     for r in rows:
         p = r["predictions"][point_label(best)]
@@ -230,7 +234,7 @@ def main(argv: list[str]) -> int:
             "measured_noise_pp": noise_pp(r),
             "output_correct": r["output_correct"],
             "predicted_by": f"predicted (model {model.name}, {model.l2_ways}-way, step_cv {best_cv}, "
-                            f"hit_speedup {best_hit})",
+                            f"hit_speedup {best_hit}, engine {args.engine})",
             "predict_s": p.get("elapsed_s"),
             "measured_by": f"measured ({r['device']}, ncu lts__t_sector_hit_rate.pct, dram__bytes_read.sum)",
             "sweep": r["predictions"],

@@ -68,6 +68,7 @@ def main(argv: list[str]) -> int:
         del trace
     record = {"script": "benchmarks/sim_validation/hit_speedup_cost.py",
               "command": " ".join(["python", "benchmarks/sim_validation/hit_speedup_cost.py", *argv]),
+              "device": f"this host's CPU ({platform.machine()}, {default_workers()} CPUs): simulator timings, no GPU",
               "host": {"cpus": default_workers(), "machine": platform.machine(), "processor": platform.processor(),
                        "load_avg": os.getloadavg()},
               "rows": rows}

@@ -76,3 +76,12 @@ def test_bad_hit_speedup_is_a_user_error():
     for bad in (-0.1, 1.0, "fast"):
         with pytest.raises(UserError):
             simulate(trace, np.arange(8), model, hit_speedup=bad)
+
+
+def test_behind_a_memory_side_cache_auto_keeps_the_set_engine_and_its_infinity_cache():
+    trace, perm = _matmul()
+    small = replace(get_model("mi300x"), l2_bytes_per_domain=64 * 1024, l2_effective_bytes_per_domain=64 * 1024)
+    auto = simulate(trace, perm, small, occupancy=2, workers=1, hit_speedup=0.6)
+    sets = simulate(trace, perm, small, occupancy=2, workers=1, hit_speedup=0.6, engine="sets")
+    assert auto.llc_hit_rate is not None
+    assert replace(auto, elapsed_s=0.0) == replace(sets, elapsed_s=0.0)

@@ -642,8 +642,9 @@ def simulate(
     lines) and scales the counts up: an estimate for screening many orders quickly (1.0 = exact). `hit_speedup`
     (default HIT_SPEEDUP; 0 = off) shortens each step by that share times the share of its accesses that did not
     read from DRAM, as the cache state at the step gives it (engine "auto" then runs the linked-list engine, which
-    keeps the cache inside the schedule); the set-partitioned engines ("sets", "gpu", set_fraction < 1) schedule
-    before the cache and approximate it by HIT_PASSES fixed-point passes, each timed by the previous pass's hits.
+    keeps the cache inside the schedule, unless the model has a memory-side cache); the set-partitioned engines
+    ("sets", "gpu", set_fraction < 1) schedule before the cache and approximate it by HIT_PASSES fixed-point
+    passes, each timed by the previous pass's hits.
     """
     model = get_model(hw) if isinstance(hw, str) else hw
     cv = STEP_TIME_CV if step_cv is None else step_cv
@@ -692,8 +693,10 @@ def simulate(
     started = time.perf_counter()
     work = [(d, programs) for d, programs in enumerate(domain_programs(order, model))]
     n_workers = default_workers() if workers is None else max(int(workers), 1)
-    # Hit-dependent step times need the cache inside the schedule: "auto" runs them on the linked-list engine.
-    use_sets = engine in ("sets", "gpu") or (engine == "auto" and assoc is not None and speedup == 0) or set_fraction < 1.0
+    # Hit-dependent step times need the cache inside the schedule: "auto" runs them on the linked-list engine,
+    # except behind a memory-side cache, which only the set-partitioned engine models (it then takes passes).
+    live = speedup > 0 and model.llc_bytes == 0
+    use_sets = engine in ("sets", "gpu") or (engine == "auto" and assoc is not None and not live) or set_fraction < 1.0
     if engine == "gpu" and assoc is None:
         raise UserError("engine 'gpu' needs a set-associative L2 (give assoc)")
     if n_partitions > walk.MAX_PARTITIONS:

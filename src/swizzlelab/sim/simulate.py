@@ -44,9 +44,10 @@ STEP_TIME_SEED = 0x5EED
 # draws alone such programs drift apart. The linked-list engine runs the cache inside the schedule, so each step
 # is timed by its own hits. The set-partitioned engines schedule before the cache: they take the hits from the
 # previous pass (pass 1 without them, HIT_PASSES in all). Fitted on the square matmul rows of
-# benchmarks/sim_validation (0.025: fit MAE 2.86 -> 2.76 pp, held-out 3.80 -> 3.69 pp, sim_validation_hit_speedup.json)
-# but off by default: the gain is small and the linked-list engine takes about 10x the time
-# (hit_speedup_cost.json; README there). 0 = the progress model without it.
+# benchmarks/sim_validation (0.025: fit MAE 2.86 -> 2.76 pp, held-out 3.80 -> 3.69 pp, sim_validation_hit_speedup.json;
+# the passes give the same within 0.11 pp a row, sim_validation_hit_speedup_sets.json) but off by default: the gain
+# is small and costs 2.3-3.6x (passes) or about 10x (linked-list engine) the time (hit_speedup_cost.json; README
+# there). 0 = the progress model without it.
 HIT_SPEEDUP = 0.0
 HIT_PASSES = 3
 NCU_COUNTER = "ncu lts__t_sector_hit_rate (32-byte sectors; stores that fill sectors hit)"

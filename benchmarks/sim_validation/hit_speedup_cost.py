@@ -62,7 +62,8 @@ def main(argv: list[str]) -> int:
             rows.append({"task": name, "case": case, "order": order, "occupancy": occupancy, "engine": engine,
                          "hit_speedup": hit,
                          "passes": HIT_PASSES if engine == "sets" and hit > 0 else 1, "seconds": min(times),
-                         "predicted_l2_hit_pct": 100 * res.l2_hit_rate, "predicted_dram_read_bytes": res.dram_read_bytes,
+                         "predicted_l2_hit_pct": 100 * res.l2_hit_rate,
+                         "predicted_dram_read_bytes": res.dram_read_bytes,
                          "kind": f"predicted (model {model.name}, step_cv {res.step_cv})"})
             print(json.dumps(rows[-1]), flush=True)
         del trace

@@ -1,9 +1,11 @@
 """The simulator's validation table (issue 15, part 2): the current model's predictions for every ncu row measured
 by benchmarks/sim_validation/run.py on the H100 and the H200, a parameter fit on one part, the rest held out.
 
-    python benchmarks/sim_validation/validate.py OUT_JSON MEASURED_JSON... [--cv-grid 0.4,0.5,0.6] [--cache FILE]
-Each row is predicted with the model of its GPU (h100 / h200). The one fitted parameter is the progress model's
-step-time spread (step_cv), chosen by the fit rows' mean |error| of L2 hit; the held-out rows use it unchanged.
+    python benchmarks/sim_validation/validate.py OUT_JSON MEASURED_JSON... [--cv-grid 0.4,0.5,0.6]
+        [--hit-grid 0,0.05] [--engine sets] [--cache FILE]
+Each row is predicted with the model of its GPU (h100 / h200). The fitted parameters are the progress model's
+step-time spread (step_cv) and hit speedup (hit_speedup), chosen on a grid by the fit rows' mean |error| of L2 hit;
+the held-out rows use them unchanged.
 """
 
 from __future__ import annotations
@@ -24,7 +26,7 @@ from swizzlelab.hw import get_model  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
 from swizzlelab.sim.agreement import kendall_tau  # noqa: E402
-from swizzlelab.sim.simulate import STEP_TIME_CV  # noqa: E402
+from swizzlelab.sim.simulate import HIT_SPEEDUP, STEP_TIME_CV  # noqa: E402
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
 
@@ -57,20 +59,29 @@ def case_key(row: dict[str, Any]) -> str:
     return row["task"] + " " + " ".join(f"{k}={v}" for k, v in row["case"].items() if k != "seed")
 
 
-def _cache_key(row: dict[str, Any], cv: float) -> str:
-    return json.dumps([model_name(row["device"]), row["task"], row["case"], row["order"], int(row["occupancy"]), cv],
-                      sort_keys=True)
+def point_label(point: tuple[float, float]) -> str:
+    """'0.5' for step_cv 0.5 without hit speedup (the key earlier runs used), '0.5,h0.05' with it."""
+    cv, hit = point
+    return f"{cv}" if hit == 0 else f"{cv},h{hit}"
 
 
-def predict_rows(rows: list[dict[str, Any]], cvs: list[float], cache: dict[str, Any], cache_path: str | None,
-                 workers: int | None) -> None:
-    """Adds predictions at every cv to each row (one trace per case, shared by both GPUs' rows)."""
+def _cache_key(row: dict[str, Any], point: tuple[float, float], engine: str = "auto") -> str:
+    cv, hit = point
+    # Every engine gives the same results without hit speedup; with it, "auto" (linked-list, hits inside the
+    # schedule) and the set engines (fixed-point passes) differ.
+    return json.dumps([model_name(row["device"]), row["task"], row["case"], row["order"], int(row["occupancy"]), cv]
+                      + ([hit] if hit else []) + ([engine] if hit and engine != "auto" else []), sort_keys=True)
+
+
+def predict_rows(rows: list[dict[str, Any]], points: list[tuple[float, float]], cache: dict[str, Any],
+                 cache_path: str | None, workers: int | None, engine: str = "auto") -> None:
+    """Adds predictions at every (step_cv, hit_speedup) to each row (one trace per case, shared by both GPUs' rows)."""
     by_case: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_case[case_key(row)].append(row)
     for key, case_rows in by_case.items():
         t0 = time.time()
-        todo = [(row, cv) for row in case_rows for cv in cvs if _cache_key(row, cv) not in cache]
+        todo = [(row, pt) for row in case_rows for pt in points if _cache_key(row, pt, engine) not in cache]
         if todo:
             task = load_task(case_rows[0]["task"])
             case = case_rows[0]["case"]
@@ -80,23 +91,25 @@ def predict_rows(rows: list[dict[str, Any]], cvs: list[float], cache: dict[str, 
             grid = task.tile_grid(case, config)
             args, consts = task.swizzle_args(case, config)
             perms: dict[str, Any] = {}
-            for row, cv in todo:
+            for row, pt in todo:
                 if row["order"] not in perms:
                     perms[row["order"]] = to_permutation(task.parse_order(row["order"]), grid, args, consts)
                 res = simulate(trace, perms[row["order"]], get_model(model_name(row["device"])),
-                               occupancy=int(row["occupancy"]), footprint=footprint, step_cv=cv, workers=workers)
-                cache[_cache_key(row, cv)] = {"l2_hit_pct": 100 * res.l2_hit_rate,
+                               occupancy=int(row["occupancy"]), footprint=footprint, step_cv=pt[0],
+                               hit_speedup=pt[1], workers=workers, engine=engine)
+                cache[_cache_key(row, pt, engine)] = {"l2_hit_pct": 100 * res.l2_hit_rate,
                                               "dram_read_bytes": int(res.dram_read_bytes),
                                               "dram_write_bytes": int(res.dram_write_bytes),
                                               "lookup_bytes_per_requested": res.requested_bytes and
-                                              (res.fabric_bytes + res.requested_bytes) / res.requested_bytes}
+                                              (res.fabric_bytes + res.requested_bytes) / res.requested_bytes,
+                                              "elapsed_s": res.elapsed_s}
             if cache_path:
                 atomic_write_text(cache_path, json.dumps(cache))
             del trace
         for row in case_rows:
             row.setdefault("predictions", {})
-            for cv in cvs:
-                row["predictions"][str(cv)] = cache[_cache_key(row, cv)]
+            for pt in points:
+                row["predictions"][point_label(pt)] = cache[_cache_key(row, pt, engine)]
         print(f"{key}: {len(case_rows)} rows predicted in {time.time() - t0:.0f} s", flush=True)
 
 
@@ -170,6 +183,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("out")
     parser.add_argument("measured", nargs="+")
     parser.add_argument("--cv-grid", default=f"{STEP_TIME_CV}")
+    parser.add_argument("--hit-grid", default=f"{HIT_SPEEDUP}", help="hit_speedup values (fitted with step_cv)")
+    parser.add_argument("--engine", default="auto", choices=["auto", "sets"],
+                        help="simulator engine (sets: hit speedup by fixed-point passes)")
     parser.add_argument("--cache", default=None, help="JSON file of predictions kept between runs")
     parser.add_argument("--workers", type=int, default=None)
     args = parser.parse_args(argv)
@@ -181,21 +197,25 @@ def main(argv: list[str]) -> int:
                                                        "nvidia_smi", "ncu_version", "failures")} | {"file": path})
         rows += [r for r in measured["rows"] if r.get("measured_l2_hit_pct") is not None]
     cvs = [float(v) for v in args.cv_grid.split(",")]
+    hits = [float(v) for v in args.hit_grid.split(",")]
+    points = [(cv, hit) for cv in cvs for hit in hits]
     cache: dict[str, Any] = {}
     if args.cache and Path(args.cache).exists():
         cache = json.loads(Path(args.cache).read_text())
     for r in rows:
         r["set"] = fit_set(r)
     fit_rows = [r for r in rows if r["set"] == "fit"]
-    predict_rows(fit_rows, cvs, cache, args.cache, args.workers)
-    sweep = {str(cv): mean([abs(r["predictions"][str(cv)]["l2_hit_pct"] - r["measured_l2_hit_pct"])
-                            for r in fit_rows]) for cv in cvs}
-    best_cv = min(cvs, key=lambda cv: sweep[str(cv)])
-    print(f"fit sweep (MAE L2 hit pp by step_cv): {sweep}; fitted step_cv {best_cv}", flush=True)
-    predict_rows([r for r in rows if r["set"] == "held_out"], [best_cv], cache, args.cache, args.workers)
+    predict_rows(fit_rows, points, cache, args.cache, args.workers, args.engine)
+    sweep = {point_label(pt): mean([abs(r["predictions"][point_label(pt)]["l2_hit_pct"] - r["measured_l2_hit_pct"])
+                                    for r in fit_rows]) for pt in points}
+    best = min(points, key=lambda pt: sweep[point_label(pt)])
+    best_cv, best_hit = best
+    print(f"fit sweep (MAE L2 hit pp by step_cv[,h hit_speedup]): {sweep}; fitted step_cv {best_cv}, "
+          f"hit_speedup {best_hit}", flush=True)
+    predict_rows([r for r in rows if r["set"] == "held_out"], [best], cache, args.cache, args.workers, args.engine)
     out_rows = []
     for r in rows:
-        p = r["predictions"][str(best_cv)]
+        p = r["predictions"][point_label(best)]
         model = get_model(model_name(r["device"]))
         counters = r.get("counters") or {}
         out_rows.append({
@@ -213,7 +233,9 @@ def main(argv: list[str]) -> int:
             if counters.get("lts__t_sectors.sum") and "lts__t_sectors_lookup_miss.sum" in counters else None,
             "measured_noise_pp": noise_pp(r),
             "output_correct": r["output_correct"],
-            "predicted_by": f"predicted (model {model.name}, {model.l2_ways}-way, step_cv {best_cv})",
+            "predicted_by": f"predicted (model {model.name}, {model.l2_ways}-way, step_cv {best_cv}, "
+                            f"hit_speedup {best_hit}, engine {args.engine})",
+            "predict_s": p.get("elapsed_s"),
             "measured_by": f"measured ({r['device']}, ncu lts__t_sector_hit_rate.pct, dram__bytes_read.sum)",
             "sweep": r["predictions"],
         })
@@ -226,10 +248,11 @@ def main(argv: list[str]) -> int:
     record = {
         "script": "benchmarks/sim_validation/validate.py",
         "command": " ".join(["python", "benchmarks/sim_validation/validate.py", *argv]),
-        "device": " + ".join(src["device"] for src in sources), "measured": sources, "fit_parameter": "step_cv", "fit_grid": cvs, "fit_sweep_mae_pp": sweep,
-        "fitted_step_cv": best_cv,
-        "fit_rule": "set 'fit' = the square matmul cases (4096^3, 8192^3) on both GPUs; the step_cv with the lowest "
-                    "fit-set MAE (L2 hit) predicts every row",
+        "device": " + ".join(src["device"] for src in sources), "measured": sources,
+        "fit_parameter": "step_cv, hit_speedup", "fit_grid": cvs, "fit_grid_hit_speedup": hits,
+        "fit_sweep_mae_pp": sweep, "fitted_step_cv": best_cv, "fitted_hit_speedup": best_hit,
+        "fit_rule": "set 'fit' = the square matmul cases (4096^3, 8192^3) on both GPUs; the (step_cv, hit_speedup) "
+                    "with the lowest fit-set MAE (L2 hit) predicts every row",
         "tie_rule": "per case, a pair of orders whose measured L2 hit differs by less than the larger of the two "
                     f"rows' measured_noise_pp and {TIE_PP} pp (DRAM read: < {100 * TIE_DRAM_REL:.0f}%) is a tie and "
                     "left out of tau; measured_noise_pp = |ncu % - lookup_hit/(lookup_hit+lookup_miss)| of the row "

@@ -373,11 +373,15 @@ def _start_slots(n_slots, programs, tile_step_ptr, n_partitions):
 
 @njit(cache=True, inline="always")
 def _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions, step_cv, seed, slot_step,
-                slot_end, slot_prog, slot_part, slot_time):
-    """Slot s (the heap's top) has run its current step: its next step starts after this one's duration; a slot
-    whose program is done takes the next one, or leaves the heap. Returns (n_active, next_program)."""
+                slot_end, slot_prog, slot_part, slot_time, step_scale):
+    """Slot s (the heap's top) has run its current step: its next step starts after this one's duration (times
+    step_scale[step] when that array is not empty); a slot whose program is done takes the next one, or leaves the
+    heap. Returns (n_active, next_program)."""
     step = slot_step[s]
-    slot_time[s] += step_duration(step_cv, seed, slot_prog[s], step - tile_step_ptr[programs[slot_prog[s]]])
+    duration = step_duration(step_cv, seed, slot_prog[s], step - tile_step_ptr[programs[slot_prog[s]]])
+    if step_scale.shape[0] > 0:
+        duration *= step_scale[step]
+    slot_time[s] += duration
     step += 1
     if step < slot_end[s]:
         slot_step[s] = step
@@ -409,6 +413,9 @@ def run_domain(
     direct: np.ndarray,
     step_cv: np.float64,
     seed: np.uint64,
+    step_scale: np.ndarray,
+    step_miss: np.ndarray,
+    live_speedup: np.float64 = 0.0,
     pair: np.int64 = 0,
 ) -> None:
     """Simulate one L2 domain: `programs` (tiles in launch order) run on `n_slots` slots in simulated time.
@@ -427,10 +434,13 @@ def run_domain(
     and is kept at the home partition: write-back, write-allocate without a DRAM read, counted as sector hits
     (as ncu counts stores that fill whole sectors). `direct` is an int32 map of every key
     (line * n_partitions + partition) filled with -1, or empty to use the hash table. `pair` = 1: a read miss
-    fetches the aligned 64-byte pair of each missing sector (as walk_records).
+    fetches the aligned 64-byte pair of each missing sector (as walk_records). A non-empty `step_scale` multiplies
+    each step's drawn duration (schedule_domain); a non-empty `step_miss` (one per step of the trace) gets, for each
+    step run, the number of its accesses that read from DRAM.
     """
     # The hot path is written out inline: helper calls here cost numba a 2-3x slowdown (measured).
     ways = capacity // n_sets
+    count_miss = step_miss.shape[0] > 0
     if direct.shape[0] > 0:
         direct[:] = -1
     table, shift, node_key, node_info, set_head, set_tail, set_count = _new_cache(
@@ -546,6 +556,8 @@ def run_domain(
                         node_info[4 * node + 2] |= extra
                         missing = missing | extra
                     dram_read += popcount[missing]
+                    if count_miss:
+                        step_miss[step] += 1
                 else:
                     fabric += popcount[missing]
                     lookups += popcount[missing]
@@ -569,9 +581,16 @@ def run_domain(
                     if pair:
                         fetched = (fetched | ((fetched & 5) << 1) | ((fetched >> 1) & 5)) & ~hv
                     dram_read += popcount[fetched]
+                    if count_miss and fetched != 0:
+                        step_miss[step] += 1
                     node_info[4 * hnode + 2] = hv | missing | fetched
+        if live_speedup > 0.0:
+            n_acc = step_ptr[step + 1] - step_ptr[step]
+            if n_acc > 0:
+                step_scale[step] = 1.0 - live_speedup * (1.0 - step_miss[step] / n_acc)
         n_active, next_program = _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions,
-                                             step_cv, seed, slot_step, slot_end, slot_prog, slot_part, slot_time)
+                                             step_cv, seed, slot_step, slot_end, slot_prog, slot_part, slot_time,
+                                             step_scale)
     # Write back what is still dirty at the end of the kernel.
     for node in range(n_used):
         dram_write += popcount[node_info[4 * node + 3]]
@@ -654,10 +673,12 @@ def schedule_domain(
     n_partitions: np.int64,
     step_cv: np.float64,
     seed: np.uint64,
+    step_scale: np.ndarray,
 ):
     """The steps of one domain in the order `run_domain` runs them, with each step's near partition and time.
 
     Same slots, heap, ties and step durations as `run_domain`: (steps int64[n], near int8[n], start f64[n]).
+    A non-empty `step_scale` (float64, one per step of the trace) multiplies each step's drawn duration.
     """
     n_total = 0
     for i in range(programs.shape[0]):
@@ -676,7 +697,8 @@ def schedule_domain(
         out_time[k] = slot_time[s]
         k += 1
         n_active, next_program = _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions,
-                                             step_cv, seed, slot_step, slot_end, slot_prog, slot_part, slot_time)
+                                             step_cv, seed, slot_step, slot_end, slot_prog, slot_part, slot_time,
+                                             step_scale)
     return out_step[:k], out_near[:k], out_time[:k]
 
 
@@ -810,6 +832,34 @@ def stream_misses(lines: np.ndarray, step_ptr: np.ndarray, sched_step: np.ndarra
                 out_time[n] = sched_time[k]
                 n += 1
     return out_line, out_mask, out_time
+
+
+@njit(cache=True, nogil=True)
+def step_miss_counts(step_ptr: np.ndarray, sched_step: np.ndarray, got_stream: np.ndarray,
+                     step_miss: np.ndarray) -> None:
+    """step_miss[step] = how many accesses of each scheduled step read from DRAM (got_stream != 0, in stream
+    order, as run_groups writes it)."""
+    pos = 0
+    for k in range(sched_step.shape[0]):
+        step = sched_step[k]
+        n = 0
+        for a in range(step_ptr[step], step_ptr[step + 1]):
+            n += got_stream[pos] != 0
+            pos += 1
+        step_miss[step] = n
+
+
+@njit(cache=True, nogil=True)
+def step_access_counts(step_ptr: np.ndarray, set_home: np.ndarray, pbits: np.int64, n_simulated: np.int64) -> np.ndarray:
+    """Accesses of each step of the trace to sets 0..n_simulated-1 (the ones a sampled run simulates)."""
+    n_steps = step_ptr.shape[0] - 1
+    out = np.zeros(n_steps, dtype=np.int64)
+    for s in range(n_steps):
+        n = 0
+        for a in range(step_ptr[s], step_ptr[s + 1]):
+            n += (np.int64(set_home[a]) >> pbits) < n_simulated
+        out[s] = n
+    return out
 
 
 @njit(cache=True, nogil=True)

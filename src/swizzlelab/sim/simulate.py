@@ -38,6 +38,18 @@ ENGINES = ("auto", "sets", "list", "gpu")
 # Measured on H100 and H200 only: the AMD models use the same value until measurements say otherwise.
 STEP_TIME_CV = 0.5
 STEP_TIME_SEED = 0x5EED
+# How much shorter a step whose accesses all hit in L2 is than one whose accesses all read from DRAM (0..1): a
+# step's duration is its draw x (1 - HIT_SPEEDUP x the share of its accesses that did not read from DRAM). On the
+# hardware a program that trails a neighbour over a shared operand hits in L2 and catches up; with independent
+# draws alone such programs drift apart. The linked-list engine runs the cache inside the schedule, so each step
+# is timed by its own hits. The set-partitioned engines schedule before the cache: they take the hits from the
+# previous pass (pass 1 without them, HIT_PASSES in all). Fitted on the square matmul rows of
+# benchmarks/sim_validation (0.025: fit MAE 2.86 -> 2.76 pp, held-out 3.80 -> 3.69 pp, sim_validation_hit_speedup.json;
+# the passes give the same within 0.11 pp a row, sim_validation_hit_speedup_sets.json) but off by default: the gain
+# is small and costs 2.3-3.6x (passes) or about 10x (linked-list engine) the time (hit_speedup_cost.json; README
+# there). 0 = the progress model without it.
+HIT_SPEEDUP = 0.0
+HIT_PASSES = 3
 NCU_COUNTER = "ncu lts__t_sector_hit_rate (32-byte sectors; stores that fill sectors hit)"
 TCC_COUNTER = "rocprof TCC_HIT/(TCC_HIT+TCC_MISS) (line requests; a store hits only a present line)"
 
@@ -103,6 +115,7 @@ class SimResult:
     l2_miss_read_bytes: int = 0  # bytes the L2s read from behind them (memory-side cache or DRAM)
     llc_hit_rate: float | None = None  # memory-side cache (Infinity Cache) hit rate of those reads
     set_fraction: float = 1.0  # share of L2 sets simulated (< 1: counts scaled up from a sample of sets)
+    hit_speedup: float = 0.0  # how much L2 hits shorten a step in the progress model (0 = not at all)
 
     @property
     def best_hit_rate(self) -> float:
@@ -148,7 +161,8 @@ class SimResult:
             f"requested from L2    {fmt_bytes(self.requested_bytes):>10}   from trace",
             f"best possible hit    {100 * self.best_hit_rate:6.2f} %   from trace (1 - compulsory reads/requested)",
             f"occupancy            {self.occupancy} program(s) per unit, {self.n_slots_per_domain} slots per domain",
-            f"progress model       step time spread (cv) {self.step_cv:g}" + ("  (lockstep)" if self.step_cv == 0 else ""),
+            f"progress model       step time spread (cv) {self.step_cv:g}" + ("  (lockstep)" if self.step_cv == 0 else "")
+            + (f", hit speedup {self.hit_speedup:g}" if self.hit_speedup else ""),
         ]
         if len(self.per_domain) > 1:
             rates = ", ".join(f"{100 * rate:.1f}" for rate in self.domain_hit_rates())
@@ -359,11 +373,27 @@ def set_groups(lines, masks, writes, set_home, step_ptr, n_sets, n_partitions, w
     return groups
 
 
+def hit_passes(hit_speedup: float) -> int:
+    """Passes of the simulation: one without hit-dependent step times, HIT_PASSES with."""
+    return HIT_PASSES if hit_speedup > 0 else 1
+
+
+def hit_step_scale(step_miss: np.ndarray, step_accesses: np.ndarray, hit_speedup: float) -> np.ndarray:
+    """Each step's duration factor, 1 - hit_speedup x (share of its accesses that did not read from DRAM)."""
+    hit_share = 1.0 - step_miss / np.maximum(step_accesses, 1)
+    return np.ascontiguousarray(1.0 - hit_speedup * np.clip(hit_share, 0.0, 1.0), dtype=np.float64)
+
+
 def _run_list_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, capacity,
-                     n_sets, popcount, cv, seed, n_workers) -> list[np.ndarray]:
-    """Linked-list LRU engine (any associativity, fully associative included); domains on threads."""
+                     n_sets, popcount, cv, seed, n_workers, hit_speedup=0.0) -> list[np.ndarray]:
+    """Linked-list LRU engine (any associativity, fully associative included); domains on threads. It runs the
+    cache inside the schedule, so with `hit_speedup` > 0 each step's duration follows its own hits (one pass)."""
     key_space = (line_range(lines)[1] + 1) * n_partitions if lines.size else 0
     direct = np.empty(key_space if key_space <= kernels.MAX_DIRECT_KEYS else 0, dtype=np.int32)
+    # Per step of the trace: every step belongs to one program of one domain, so threads write disjoint entries.
+    live = hit_speedup > 0
+    step_scale = np.ones(step_ptr.size - 1 if live else 0, dtype=np.float64)
+    step_miss = np.zeros(step_ptr.size - 1 if live else 0, dtype=np.int64)
 
     def run_one(d: int, programs: np.ndarray, direct: np.ndarray) -> np.ndarray:
         stats = np.zeros(kernels.N_STATS, dtype=np.int64)
@@ -372,7 +402,8 @@ def _run_list_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
                 lines, masks, writes, step_ptr, tile_step_ptr, np.ascontiguousarray(programs),
                 np.int64(n_slots), np.int64(model.units_per_domain), np.int64(n_partitions),
                 np.int64(capacity), np.int64(n_sets), popcount, stats, direct,
-                np.float64(cv), np.uint64(domain_seed_of(seed, d)), np.int64(fetch_pair(model)),
+                np.float64(cv), np.uint64(domain_seed_of(seed, d)), step_scale, step_miss, np.float64(hit_speedup),
+                np.int64(fetch_pair(model)),
             )
         return stats
 
@@ -430,10 +461,13 @@ def _run_share(job, lines, masks, writes, set_home, pbits, step_ptr, n_partition
                       np.int64(max_step), sets, stats, np.int64(row), got_stream, np.int64(pair))
 
 
-def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed):
-    """{domain: (steps, near partitions, start times)}: the order in which each domain runs its programs' steps."""
+def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, step_scale=None):
+    """{domain: (steps, near partitions, start times)}: the order in which each domain runs its programs' steps
+    (`step_scale`: each step's duration factor, or None)."""
+    scale = np.zeros(0, dtype=np.float64) if step_scale is None else step_scale
     return {d: kernels.schedule_domain(step_ptr, tile_step_ptr, np.ascontiguousarray(programs), np.int64(n_slots),
-                                       np.int64(n_partitions), np.float64(cv), np.uint64(domain_seed_of(seed, d)))
+                                       np.int64(n_partitions), np.float64(cv), np.uint64(domain_seed_of(seed, d)),
+                                       scale)
             for d, programs in work if programs.size}
 
 
@@ -443,21 +477,43 @@ def _stream_length(step_ptr: np.ndarray, steps: np.ndarray) -> int:
 
 def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
                      ways, popcount, cv, seed, n_workers, set_fraction=1.0,
-                     use_gpu=False) -> tuple[list[np.ndarray], LlcStats | None]:
+                     use_gpu=False, hit_speedup=0.0) -> tuple[list[np.ndarray], LlcStats | None]:
     """Set-partitioned engine: per domain one schedule, then ranges of sets on threads (same sums as serial), or
-    every set index on its own GPU thread (`use_gpu`; the memory-side cache replay stays on the CPU)."""
+    every set index on its own GPU thread (`use_gpu`; the memory-side cache replay stays on the CPU). With
+    `hit_speedup` > 0, HIT_PASSES passes: each reschedules with the step times the previous pass's hits give."""
     set_home = set_index_array(lines, n_sets, n_partitions, n_workers)
     pbits = partition_bits(n_partitions)
-    record = model.llc_bytes > 0
-    max_step = _max_step(step_ptr)
+    llc = model.llc_bytes > 0
+    n_passes = hit_passes(hit_speedup)
+    # The DRAM-bound sectors of every access: the memory-side cache replays them, the next pass counts misses.
+    record = llc or n_passes > 1
     n_simulated = n_sets if set_fraction >= 1.0 else max(1, int(round(n_sets * set_fraction)))
-    schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed)
+    step_scale = None
+    for p in range(n_passes):
+        schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, step_scale)
+        by_domain, got = _sets_pass(model, work, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, n_sets,
+                                    ways, n_simulated, n_workers, record, use_gpu, schedules)
+        if p + 1 < n_passes:
+            step_miss = np.zeros(step_ptr.size - 1, dtype=np.int64)
+            for d, sched in schedules.items():
+                kernels.step_miss_counts(step_ptr, sched[0], got[d], step_miss)
+            accesses = (np.diff(step_ptr) if n_simulated == n_sets else
+                        kernels.step_access_counts(step_ptr, set_home, np.int64(pbits), np.int64(n_simulated)))
+            step_scale = hit_step_scale(step_miss, accesses, hit_speedup)
+            del got
+    return _scaled(by_domain, work, _run_llc(model, lines, step_ptr, schedules, got, n_workers) if llc else None,
+                   n_sets, n_simulated)
+
+
+def _sets_pass(model, work, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, n_sets, ways, n_simulated,
+               n_workers, record, use_gpu, schedules) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
+    """One run of every domain's schedule through its L2: ({domain: statistics}, {domain: DRAM-bound sectors per
+    access of its stream}, empty unless `record`)."""
+    max_step = _max_step(step_ptr)
     if use_gpu:
         gpu_stats, got = gpu.run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_partitions,
                                           n_sets, n_simulated, ways, record, fetch_pair(model))
-        by_domain = {d: gpu_stats.get(d, np.zeros(kernels.N_STATS, dtype=np.int64)) for d, _ in work}
-        return _scaled(by_domain, work, _run_llc(model, lines, step_ptr, schedules, got, n_workers) if record else None,
-                       n_sets, n_simulated)
+        return {d: gpu_stats.get(d, np.zeros(kernels.N_STATS, dtype=np.int64)) for d, _ in work}, got
     groups = set_groups(lines, masks, writes, set_home, step_ptr, n_sets, n_partitions, ways, n_simulated, max_step)
     # With the set-group split, a share runs a range of groups over the domain's schedule; without it (too
     # little memory) a share walks the domain's whole stream once, keeping its own range of sets' accesses.
@@ -502,8 +558,7 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     by_domain = {d: np.zeros(kernels.N_STATS, dtype=np.int64) for d, _ in work}
     for job in jobs:
         by_domain[job[0]] += stats[job[5]]
-    return _scaled(by_domain, work, _run_llc(model, lines, step_ptr, schedules, got, n_workers) if record else None, n_sets,
-                   n_simulated)
+    return by_domain, got
 
 
 def _scaled(by_domain, work, llc, n_sets, n_simulated) -> tuple[list[np.ndarray], LlcStats | None]:
@@ -569,6 +624,7 @@ def simulate(
     workers: int | None = None,
     engine: str = "auto",
     set_fraction: float = 1.0,
+    hit_speedup: float | None = None,
 ) -> SimResult:
     """Predict L2 hit rates and DRAM traffic of running `trace`'s tiles in the order `perm` on `hw`.
 
@@ -584,12 +640,21 @@ def simulate(
     linked-list engine (identical results, slower: kept to check the fast one); "gpu" runs the set-partitioned
     model on a CUDA GPU (numba.cuda + CuPy, one thread per set index; identical results). `set_fraction` < 1 simulates
     only that share of the L2 sets (the first ones; the set index is a hash, so they are a uniform sample of the
-    lines) and scales the counts up: an estimate for screening many orders quickly (1.0 = exact).
+    lines) and scales the counts up: an estimate for screening many orders quickly (1.0 = exact). `hit_speedup`
+    (default HIT_SPEEDUP; 0 = off) shortens each step by that share times the share of its accesses that did not
+    read from DRAM, as the cache state at the step gives it (engine "auto" then runs the linked-list engine, which
+    keeps the cache inside the schedule, unless the model has a memory-side cache); the set-partitioned engines
+    ("sets", "gpu", set_fraction < 1) schedule before the cache and approximate it by HIT_PASSES fixed-point
+    passes, each timed by the previous pass's hits.
     """
     model = get_model(hw) if isinstance(hw, str) else hw
     cv = STEP_TIME_CV if step_cv is None else step_cv
     if not isinstance(cv, (int, float, np.integer, np.floating)) or not 0.0 <= float(cv) <= 1.0:
         raise UserError(f"step_cv (spread of a step's duration) must be a number in 0..1, got {step_cv!r}")
+    speedup = HIT_SPEEDUP if hit_speedup is None else hit_speedup
+    if not isinstance(speedup, (int, float, np.integer, np.floating)) or not 0.0 <= float(speedup) < 1.0:
+        raise UserError(f"hit_speedup (share of a step's time L2 hits save) must be a number in 0..1 (1 excluded), "
+                        f"got {hit_speedup!r}")
     if not isinstance(occupancy, (int, np.integer)) or not 1 <= int(occupancy) <= MAX_OCCUPANCY:
         raise UserError(f"occupancy must be an integer 1..{MAX_OCCUPANCY} programs per unit, got {occupancy!r}")
     lines, masks, writes, step_ptr, tile_step_ptr = _trace_arrays(trace)
@@ -629,7 +694,10 @@ def simulate(
     started = time.perf_counter()
     work = [(d, programs) for d, programs in enumerate(domain_programs(order, model))]
     n_workers = default_workers() if workers is None else max(int(workers), 1)
-    use_sets = engine in ("sets", "gpu") or (engine == "auto" and assoc is not None) or set_fraction < 1.0
+    # Hit-dependent step times need the cache inside the schedule: "auto" runs them on the linked-list engine,
+    # except behind a memory-side cache, which only the set-partitioned engine models (it then takes passes).
+    live = speedup > 0 and model.llc_bytes == 0
+    use_sets = engine in ("sets", "gpu") or (engine == "auto" and assoc is not None and not live) or set_fraction < 1.0
     if engine == "gpu" and assoc is None:
         raise UserError("engine 'gpu' needs a set-associative L2 (give assoc)")
     if n_partitions > walk.MAX_PARTITIONS:
@@ -640,11 +708,12 @@ def simulate(
             raise UserError("set_fraction < 1 needs a set-associative L2 (give assoc)")
         all_stats, llc = _run_sets_engine(
             model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
-            capacity // n_sets, popcount, float(cv), seed, n_workers, float(set_fraction), use_gpu=engine == "gpu")
+            capacity // n_sets, popcount, float(cv), seed, n_workers, float(set_fraction), use_gpu=engine == "gpu",
+            hit_speedup=float(speedup))
     else:
         all_stats = _run_list_engine(
             model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, capacity, n_sets,
-            popcount, float(cv), seed, n_workers)
+            popcount, float(cv), seed, n_workers, float(speedup))
     per_domain = [
         DomainStats(
             domain=d,
@@ -709,4 +778,5 @@ def simulate(
         l2_miss_read_bytes=l2_read,
         llc_hit_rate=None if llc is None else llc.hit_rate,
         set_fraction=float(set_fraction),
+        hit_speedup=float(speedup),
     )

@@ -93,11 +93,10 @@ def checks_in_children(variants: list[int]) -> list[dict]:
     return results
 
 
-def paired_rows(base: int, others: list[int], variants: dict, inputs: Any, budget_s: float, save: Any,
-                doc: dict) -> list[dict]:
-    """Each variant against `base`, interleaved: speedup = base mean / variant mean (> 1: the variant is faster)."""
-    rows: list[dict] = []
-    doc["paired"] = rows
+def paired_rows(base: int, others: list[int], variants: dict, inputs: Any, budget_s: float, rows: list[dict],
+                save: Any) -> None:
+    """Each variant against `base`, interleaved: speedup = base mean / variant mean (> 1: the variant is faster);
+    appended to `rows` and saved one by one."""
     case, data, ref = inputs.get("flash_attention")
     check = run.checker("flash_attention", ref)
     for vid in others:
@@ -111,7 +110,6 @@ def paired_rows(base: int, others: list[int], variants: dict, inputs: Any, budge
         print(f"paired {b} vs {a}: {comp.a.mean_ms:.4f} -> {comp.b.mean_ms:.4f} ms, speedup {comp.speedup:.4f} "
               f"[{comp.ci_low:.4f}, {comp.ci_high:.4f}] (n={comp.a.n})", flush=True)
         save()
-    return rows
 
 
 def main(argv: list[str]) -> int:
@@ -172,8 +170,9 @@ def main(argv: list[str]) -> int:
         doc["rows"].append(run.time_variant(n, variants[n], inputs, args.budget_s))
         save()
     if args.paired is not None:
-        doc["paired"] = paired_rows(args.paired, [v for v in wanted if v in passed and v != args.paired], variants,
-                                    inputs, args.paired_budget_s, save, doc)
+        doc["paired"] = []
+        paired_rows(args.paired, [v for v in wanted if v in passed and v != args.paired], variants, inputs,
+                    args.paired_budget_s, doc["paired"], save)
     inputs.cache.clear()
     torch.cuda.empty_cache()
     for name in args.profile.split(",") if args.profile else []:

@@ -1009,15 +1009,16 @@ def _pick_config(data: dict[str, Any]) -> FlashConfig | CudaConfig:
     key = (tuple(q.shape), torch.cuda.get_device_name(q.device))
     if key in _best:
         return _best[key]
-    entry: dict[str, Any] = {"shape": list(q.shape), "device": key[1], "method": "triton.testing.do_bench "
-                             "median (warm L2, no flush)", "candidates": []}
+    entry: dict[str, Any] = {"shape": list(q.shape), "device": key[1], "candidates": []}
     cuda = _cuda_candidates(q, entry)
     if cuda:
         # CUDA_PREFERENCE is ordered by paired timing; the Triton kernels are 15-20% slower there (steps_3-9.json).
         _best[key] = cuda[0]
-        entry["chosen"] = {"kind": "CudaConfig", "variant": cuda[0].variant, "by": "CUDA_PREFERENCE order"}
+        entry.update(method="the first of CUDA_PREFERENCE that passes its self-check",
+                     chosen={"kind": "CudaConfig", "variant": cuda[0].variant})
         AUTOTUNE_LOG.append(entry)
         return _best[key]
+    entry["method"] = "triton.testing.do_bench median (warm L2, no flush)"
     if batch * heads * seq * seq < AUTOTUNE_MIN_SCORES:
         _best[key] = GPU_CANDIDATES[0]
         return _best[key]

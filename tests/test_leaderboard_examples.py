@@ -146,7 +146,7 @@ def test_ranked_report_is_the_isolated_evaluation_of_the_submission():
 
 # ---------------------------------------------------------------- work logs trace to committed JSON
 
-JSON_CELL = re.compile(r"^(steps_\d+(_unpaired)?|leader_h100(_sustained|_20261124)?|flash_attention-ranked|ranked_runs)\.json$")
+JSON_CELL = re.compile(r"^(steps_\d+(_unpaired)?|leader_h100(_sustained|_20261124|_v22)?|flash_attention-ranked|ranked_runs)\.json$")
 NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
 

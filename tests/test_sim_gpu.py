@@ -101,7 +101,8 @@ def test_gpu_backend_equals_the_cpu_engines_under_the_cuda_simulator():
 
 
 # Every way of building and sorting the stream (sim.gpu.EXPAND, SORT) on traces with steps of no access and steps
-# longer than a warp's lanes, exact and sampled, with and without the DRAM-bound sectors recorded (hit passes).
+# longer than a warp's lanes, exact and sampled, with and without the DRAM-bound sectors recorded (hit passes), and
+# a domain with no access.
 VARIANTS_CHILD = r"""
 import json, sys
 from dataclasses import replace
@@ -133,6 +134,16 @@ for seed in range(2):
                                hit_speedup=speedup)
                 out.append({"case": f"seed {seed} fraction {fraction} speedup {speedup} {expand} {sort}",
                             "same": same(cpu, got), "evictions": sum(d.evictions for d in cpu.per_domain)})
+# A domain whose stream has no access at all (its programs' steps are all empty).
+trace = make_trace([[[]] * 3, [[], [(5, 3, False)]], [[]]])
+model = tiny_model(64, units=4, domains=2, partitions=2)
+cpu = simulate(trace, np.array([2, 0, 1]), model, occupancy=2, assoc=4, engine="sets", workers=1)
+for expand in ("lanes", "thread"):
+    for sort in ("gather2", "gather3"):
+        sim_gpu.EXPAND, sim_gpu.SORT = expand, sort
+        got = simulate(trace, np.array([2, 0, 1]), model, occupancy=2, assoc=4, engine="gpu")
+        out.append({"case": f"empty domain {expand} {sort}", "same": same(cpu, got), "evictions": 1,
+                    "accesses": got.line_accesses})
 print(json.dumps({"rows": out, "lanes": sim_gpu._kernels().EXPAND_LANES,
                   "empty_steps": int(np.sum(np.diff(trace.step_ptr) == 0))}))
 """
@@ -146,7 +157,8 @@ def test_gpu_stream_variants_equal_the_cpu_engine_with_empty_and_long_steps():
     assert done.returncode == 0, done.stderr[-3000:]
     got = json.loads(done.stdout.strip().splitlines()[-1])
     assert got["lanes"] == 32 and got["empty_steps"] > 0  # the steps' lengths above are chosen around a warp
-    assert len(got["rows"]) == 2 * 3 * 4
+    assert len(got["rows"]) == 2 * 3 * 4 + 4
+    assert all(row["accesses"] == 1 for row in got["rows"][-4:])
     for row in got["rows"]:
         assert row["same"] and row["evictions"] > 0, row
 

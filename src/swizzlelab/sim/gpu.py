@@ -185,9 +185,12 @@ def run_domain_gpu(xp, dev_trace, host_step_ptr, sched, pbits: int, n_partitions
     order = _stable_argsort(xp, key)
     if SORT == "gather2":
         # Keys below i, for each i: where set i's records start once sorted (the sorted keys are never needed).
-        seg = xp.zeros(n_simulated + 1, dtype=np.int64)
-        xp.cumsum(xp.bincount(key, minlength=n_simulated + 1)[:n_simulated], out=seg[1:])
+        # (A kernel of its own: CuPy's bincount reduces the keys to their maximum first and fails on none.)
+        counts = xp.zeros(n_simulated + 1, dtype=np.int64)
+        k.count_keys[max(1, -(-n // EXPAND_THREADS)), EXPAND_THREADS](key, counts)
         del key
+        seg = xp.zeros(n_simulated + 1, dtype=np.int64)
+        seg[1:] = xp.cumsum(counts[:n_simulated])
         sorted_rec = xp.empty(n, dtype=np.int64)
         sorted_shw = xp.empty(n, dtype=np.int32)
         k.gather_records[max(1, -(-n // EXPAND_THREADS)), EXPAND_THREADS](order, rec, shw, sorted_rec, sorted_shw)

@@ -60,6 +60,14 @@ def expand_lanes(step_ptr, steps, near, starts, lines, masks, writes, set_home, 
 
 
 @cuda.jit
+def count_keys(key, counts):
+    """counts[v] += how many keys equal v (counts zeroed by the caller)."""
+    i = cuda.grid(1)
+    if i < key.shape[0]:
+        cuda.atomic.add(counts, key[i], 1)
+
+
+@cuda.jit
 def gather_records(order, rec, shw, rec_out, shw_out):
     """rec_out[i], shw_out[i] = rec[order[i]], shw[order[i]]: both sorted copies from one read of the order."""
     i = cuda.grid(1)

@@ -100,6 +100,69 @@ def test_gpu_backend_equals_the_cpu_engines_under_the_cuda_simulator():
     assert any(row["fabric"] > 0 for row in rows)  # far lookups (two partitions) were exercised
 
 
+# Every way of building and sorting the stream (sim.gpu.EXPAND, SORT) on traces with steps of no access and steps
+# longer than a warp's lanes, exact and sampled, with and without the DRAM-bound sectors recorded (hit passes), and
+# a domain with no access.
+VARIANTS_CHILD = r"""
+import json, sys
+from dataclasses import replace
+import numpy as np
+from swizzlelab.sim import gpu as sim_gpu, simulate
+sys.path.insert(0, sys.argv[1])
+from tests.test_sim import make_trace, tiny_model
+
+def same(a, b):
+    return replace(a, elapsed_s=0.0) == replace(b, elapsed_s=0.0)
+
+rng = np.random.default_rng(11)
+out = []
+for seed in range(2):
+    lanes = 32
+    tiles = [[[(int(rng.integers(0, 300)), int(rng.integers(1, 16)), bool(rng.random() < 0.25))
+               for _ in range(int(rng.choice([0, 0, 1, 5, lanes - 1, lanes, lanes + 1, 2 * lanes + 3])))]
+              for _ in range(int(rng.integers(1, 6)))] for _ in range(int(rng.integers(8, 20)))]
+    trace = make_trace(tiles)
+    perm = rng.permutation(len(tiles))
+    model = tiny_model(64, units=4, domains=1 + seed, partitions=2)
+    for fraction, speedup in ((1.0, 0.0), (0.5, 0.0), (1.0, 0.05)):
+        cpu = simulate(trace, perm, model, occupancy=2, assoc=4, engine="sets", workers=1, set_fraction=fraction,
+                       hit_speedup=speedup)
+        for expand in ("lanes", "thread"):
+            for sort in ("gather2", "gather3"):
+                sim_gpu.EXPAND, sim_gpu.SORT = expand, sort
+                got = simulate(trace, perm, model, occupancy=2, assoc=4, engine="gpu", set_fraction=fraction,
+                               hit_speedup=speedup)
+                out.append({"case": f"seed {seed} fraction {fraction} speedup {speedup} {expand} {sort}",
+                            "same": same(cpu, got), "evictions": sum(d.evictions for d in cpu.per_domain)})
+# A domain whose stream has no access at all (its programs' steps are all empty).
+trace = make_trace([[[]] * 3, [[], [(5, 3, False)]], [[]]])
+model = tiny_model(64, units=4, domains=2, partitions=2)
+cpu = simulate(trace, np.array([2, 0, 1]), model, occupancy=2, assoc=4, engine="sets", workers=1)
+for expand in ("lanes", "thread"):
+    for sort in ("gather2", "gather3"):
+        sim_gpu.EXPAND, sim_gpu.SORT = expand, sort
+        got = simulate(trace, np.array([2, 0, 1]), model, occupancy=2, assoc=4, engine="gpu")
+        out.append({"case": f"empty domain {expand} {sort}", "same": same(cpu, got), "evictions": 1,
+                    "accesses": got.line_accesses})
+print(json.dumps({"rows": out, "lanes": sim_gpu._kernels().EXPAND_LANES,
+                  "empty_steps": int(np.sum(np.diff(trace.step_ptr) == 0))}))
+"""
+
+
+def test_gpu_stream_variants_equal_the_cpu_engine_with_empty_and_long_steps():
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": os.pathsep.join(
+        [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", VARIANTS_CHILD, str(ROOT)], env=env, capture_output=True, text=True,
+                          timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    got = json.loads(done.stdout.strip().splitlines()[-1])
+    assert got["lanes"] == 32 and got["empty_steps"] > 0  # the steps' lengths above are chosen around a warp
+    assert len(got["rows"]) == 2 * 3 * 4 + 4
+    assert all(row["accesses"] == 1 for row in got["rows"][-4:])
+    for row in got["rows"]:
+        assert row["same"] and row["evictions"] > 0, row
+
+
 @pytest.mark.gpu
 def test_gpu_backend_equals_the_cpu_engine_on_a_gpu():
     reason = unavailable_reason()

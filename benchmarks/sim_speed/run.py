@@ -3,6 +3,8 @@ on a GPU (engine 'gpu', where numba.cuda and CuPy find one), and the search's sc
 
     python benchmarks/sim_speed/run.py OUT_JSON [--size 8192] [--search-s 30] [--deadline-s 900]
         [--stages one_core,all_cores,gpu,search] [--targets h100,mi300x]
+(stage gpu_variants, not run by default: each way sim.gpu builds and sorts a domain's stream, EXPAND x SORT, timed
+with its device phases on the default place of the sets)
 Trace: matmul N^3 fp16 (GPU_CONFIG), grouped-8 order, the task's H100 occupancy, exact simulation of the H100
 and MI300X models. Timings are the simulator's own (`SimResult.elapsed_s`: schedule + cache model, the trace and
 its footprint built beforehand, as a search uses it), after a first call that compiles and caches the set index.
@@ -227,7 +229,38 @@ def main(argv: list[str]) -> int:
         sim_gpu.LOCAL_SETS = default_local
         return runs
 
+    def gpu_variants():
+        reason = unavailable_reason()
+        if reason:
+            return {"skipped": reason}
+        runs = []
+        default = (sim_gpu.EXPAND, sim_gpu.SORT)
+        try:
+            for model in models:
+                reps = 3 if model.llc_bytes == 0 else 1
+                cpu = cpu_results.get(model.name)
+                reference = None
+                for expand in ("lanes", "thread"):
+                    for sort in ("gather2", "gather3"):
+                        sim_gpu.EXPAND, sim_gpu.SORT = expand, sort
+                        simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine="gpu")
+                        run = timed_runs(trace, perm, model, occupancy, footprint, workers=cores, engine="gpu",
+                                         reps=reps)
+                        result = replace(run["_result"], elapsed_s=0.0)
+                        if reference is None:
+                            reference = result
+                        phases = dict(sim_gpu.LAST_PHASES)
+                        runs.append({**public(run), "expand": expand, "sort": sort, "local_sets": sim_gpu.LOCAL_SETS,
+                                     "default": (expand, sort) == default, "phases_s_last_run": phases,
+                                     "equal_to_cpu_engine": None if cpu is None else replace(
+                                         cpu, elapsed_s=0.0) == result, "equal_to_first_variant": reference == result})
+                        print(f"gpu expand={expand} sort={sort}: {run['sim_s']} phases {phases}", flush=True)
+        finally:
+            sim_gpu.EXPAND, sim_gpu.SORT = default
+        return runs
+
     stages = {"one_core": (40, one_core), "all_cores": (20, all_cores), "gpu": (25, on_gpu),
+              "gpu_variants": (25, gpu_variants),
               "search": (args.search_s + 10, lambda: screening(scenario, args.search_s, cores))}
     for name in args.stages.split(","):
         stage(name, *stages[name])

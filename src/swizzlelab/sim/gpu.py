@@ -27,6 +27,15 @@ BYTES_PER_ACCESS = 8 + 4 + 4 + 8 + 16 + 8 + 4 + 4 + 2
 # one shared array in global memory. Both give the same results; benchmarks/sim_speed times both.
 LOCAL_SETS = True
 
+# How a domain's stream is built and put in set order; each pair gives the same records in the same order, and
+# benchmarks/sim_speed (--gpu-variants) times them. EXPAND: "lanes" (a warp per step, consecutive lanes writing
+# consecutive records) or "thread" (one thread per step). SORT: "gather2" (stable argsort of the keys, one kernel
+# gathers records and set words, each set's bounds from a count of its keys) or "gather3" (stable argsort, the keys,
+# records and set words gathered one by one, the bounds by a binary search of the sorted keys).
+EXPAND = "lanes"
+SORT = "gather2"
+EXPAND_THREADS = 256
+
 _LOCK = threading.Lock()  # one simulation on the device at a time (kernels, sort scratch, trace cache)
 _TRACE_CACHE: dict[tuple[int, int, int], tuple[Any, tuple[Any, ...]]] = {}
 
@@ -165,16 +174,34 @@ def run_domain_gpu(xp, dev_trace, host_step_ptr, sched, pbits: int, n_partitions
     key = xp.empty(n, dtype=np.int32)
     d_steps, d_near, d_starts = (xp.asarray(a) for a in (steps, near, starts))
     t0 = _phase(xp, "upload_s", t0)
-    k.expand[_blocks(steps.size), THREADS_PER_BLOCK](
-        step_ptr, d_steps, d_near, d_starts, lines, masks, writes, set_home, np.int64(pbits), np.int64(n_simulated),
-        np.int64((1 << pbits) - 1 if local else -1), rec, shw, key)
+    args = (step_ptr, d_steps, d_near, d_starts, lines, masks, writes, set_home, np.int64(pbits),
+            np.int64(n_simulated), np.int64((1 << pbits) - 1 if local else -1), rec, shw, key)
+    if EXPAND == "lanes":
+        k.expand_lanes[max(1, -(-steps.size * k.EXPAND_LANES // EXPAND_THREADS)), EXPAND_THREADS](*args)
+    else:
+        k.expand[_blocks(steps.size), THREADS_PER_BLOCK](*args)
+    del args
     t0 = _phase(xp, "expand_s", t0)
     order = _stable_argsort(xp, key)
-    key = key[order]
-    rec = rec[order]
-    shw = shw[order]
-    seg = xp.searchsorted(key, xp.arange(n_simulated + 1, dtype=np.int32)).astype(np.int64)
-    del key
+    if SORT == "gather2":
+        # Keys below i, for each i: where set i's records start once sorted (the sorted keys are never needed).
+        # (A kernel of its own: CuPy's bincount reduces the keys to their maximum first and fails on none.)
+        counts = xp.zeros(n_simulated + 1, dtype=np.int64)
+        k.count_keys[max(1, -(-n // EXPAND_THREADS)), EXPAND_THREADS](key, counts)
+        del key
+        seg = xp.zeros(n_simulated + 1, dtype=np.int64)
+        seg[1:] = xp.cumsum(counts[:n_simulated])
+        sorted_rec = xp.empty(n, dtype=np.int64)
+        sorted_shw = xp.empty(n, dtype=np.int32)
+        k.gather_records[max(1, -(-n // EXPAND_THREADS)), EXPAND_THREADS](order, rec, shw, sorted_rec, sorted_shw)
+        rec, shw = sorted_rec, sorted_shw
+        del sorted_rec, sorted_shw
+    else:
+        key = key[order]
+        rec = rec[order]
+        shw = shw[order]
+        seg = xp.searchsorted(key, xp.arange(n_simulated + 1, dtype=np.int32)).astype(np.int64)
+        del key
     t0 = _phase(xp, "sort_s", t0)
     sets = walk.new_sets(0 if local else n_sets * n_partitions, ways, xp)
     stats = xp.zeros((n_simulated, walk.N_STATS), dtype=np.int64)

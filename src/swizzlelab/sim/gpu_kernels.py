@@ -14,6 +14,20 @@ walk_dev = cuda.jit(device=True)(walk_records)
 flush_dev = cuda.jit(device=True)(flush_sets)
 
 
+# Threads per step in `expand_lanes`: a warp, so that consecutive lanes read and write consecutive records (one
+# thread per step, as `expand` runs, makes every lane's load and store its own memory sector).
+EXPAND_LANES = 32
+
+
+@cuda.jit(device=True)
+def _put_record(a, p, nbits, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec, shw, key):
+    s = np.int64(set_home[a])
+    st = s >> pbits
+    rec[p] = (lines[a] << 8) | nbits | (np.int64(writes[a]) << 4) | np.int64(masks[a])
+    shw[p] = s & shw_mask
+    key[p] = st if st < n_simulated else n_simulated
+
+
 @cuda.jit
 def expand(step_ptr, steps, near, starts, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec, shw, key):
     """One thread per step: its accesses become records at the step's place in the domain's stream, each keyed
@@ -24,12 +38,43 @@ def expand(step_ptr, steps, near, starts, lines, masks, writes, set_home, pbits,
         p = starts[k]
         nbits = np.int64(near[k]) << 5
         for a in range(step_ptr[step], step_ptr[step + 1]):
-            s = np.int64(set_home[a])
-            st = s >> pbits
-            rec[p] = (lines[a] << 8) | nbits | (np.int64(writes[a]) << 4) | np.int64(masks[a])
-            shw[p] = s & shw_mask
-            key[p] = st if st < n_simulated else n_simulated
+            _put_record(a, p, nbits, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec, shw, key)
             p += 1
+
+
+@cuda.jit
+def expand_lanes(step_ptr, steps, near, starts, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec,
+                 shw, key):
+    """`expand`'s records with EXPAND_LANES threads per step (grid: steps x EXPAND_LANES), lane i taking the step's
+    accesses i, i + EXPAND_LANES, ...: the same records at the same places."""
+    t = cuda.grid(1)
+    k = t // EXPAND_LANES
+    if k < steps.shape[0]:
+        step = steps[k]
+        a0 = step_ptr[step]
+        shift = starts[k] - a0
+        nbits = np.int64(near[k]) << 5
+        for a in range(a0 + t % EXPAND_LANES, step_ptr[step + 1], EXPAND_LANES):
+            _put_record(a, shift + a, nbits, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec, shw,
+                        key)
+
+
+@cuda.jit
+def count_keys(key, counts):
+    """counts[v] += how many keys equal v (counts zeroed by the caller)."""
+    i = cuda.grid(1)
+    if i < key.shape[0]:
+        cuda.atomic.add(counts, key[i], 1)
+
+
+@cuda.jit
+def gather_records(order, rec, shw, rec_out, shw_out):
+    """rec_out[i], shw_out[i] = rec[order[i]], shw[order[i]]: both sorted copies from one read of the order."""
+    i = cuda.grid(1)
+    if i < order.shape[0]:
+        j = order[i]
+        rec_out[i] = rec[j]
+        shw_out[i] = shw[j]
 
 
 def _make_walk_sets(WAYS: int, PARTITIONS: int, PBITS: int, LOCAL: bool):

@@ -461,14 +461,25 @@ def _run_share(job, lines, masks, writes, set_home, pbits, step_ptr, n_partition
                       np.int64(max_step), sets, stats, np.int64(row), got_stream, np.int64(pair))
 
 
-def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, step_scale=None):
+def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, step_scale=None, n_workers=1):
     """{domain: (steps, near partitions, start times)}: the order in which each domain runs its programs' steps
-    (`step_scale`: each step's duration factor, or None)."""
+    (`step_scale`: each step's duration factor, or None); domains on up to `n_workers` threads (each domain's
+    schedule is its own sequential loop, so a multi-domain GPU's schedules are independent)."""
     scale = np.zeros(0, dtype=np.float64) if step_scale is None else step_scale
-    return {d: kernels.schedule_domain(step_ptr, tile_step_ptr, np.ascontiguousarray(programs), np.int64(n_slots),
+    jobs = [(d, programs) for d, programs in work if programs.size]
+
+    def one(job):
+        d, programs = job
+        return kernels.schedule_domain(step_ptr, tile_step_ptr, np.ascontiguousarray(programs), np.int64(n_slots),
                                        np.int64(n_partitions), np.float64(cv), np.uint64(domain_seed_of(seed, d)),
                                        scale)
-            for d, programs in work if programs.size}
+
+    if n_workers > 1 and len(jobs) > 1:
+        with ThreadPoolExecutor(max_workers=min(n_workers, len(jobs))) as pool:
+            done = list(pool.map(one, jobs))
+    else:
+        done = [one(job) for job in jobs]
+    return {d: sched for (d, _), sched in zip(jobs, done)}
 
 
 def _stream_length(step_ptr: np.ndarray, steps: np.ndarray) -> int:
@@ -490,7 +501,8 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     n_simulated = n_sets if set_fraction >= 1.0 else max(1, int(round(n_sets * set_fraction)))
     step_scale = None
     for p in range(n_passes):
-        schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, step_scale)
+        schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, step_scale,
+                                      n_workers)
         by_domain, got = _sets_pass(model, work, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, n_sets,
                                     ways, n_simulated, n_workers, record, use_gpu, schedules)
         if p + 1 < n_passes:

@@ -200,8 +200,26 @@ def kdir_prediction() -> list[str]:
     return problems
 
 
+def kalt_optimize() -> list[str]:
+    """The optimizer with --k-dir alternate (matmul_kdir_h100/optimize_matmul_kalt_h100.json): its best is the
+    fewest measured reads of the GPU run's alternating rows, its verdict matches the target, and its rows are the
+    GPU run's."""
+    problems = []
+    folder = ROOT / "matmul_kdir_h100"
+    doc = json.loads((folder / "optimize_matmul_kalt_h100.json").read_text())
+    run = json.loads((folder / "matmul_kalt_opt_h100.json").read_text())
+    measured = [r["metrics"]["dram__bytes_read.sum"] for r in run["rows"] if r["wave"] and r["output_ok"]]
+    if not measured or doc["best_dram_read_bytes"] != min(measured):
+        problems.append(f"best_dram_read_bytes {doc['best_dram_read_bytes']} is not the fewest measured {measured}")
+    if doc["target_met"] != (doc["best_dram_read_bytes"] <= doc["target_dram_read_bytes"]):
+        problems.append("target_met disagrees with best_dram_read_bytes")
+    if doc["measure_command"] != run["command"] or doc["device"] != run["device"]:
+        problems.append("the summary names another run than matmul_kalt_opt_h100.json")
+    return problems
+
+
 CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, evaluator_h100,
-                                               optimize_matmul_orders, kdir_prediction,
+                                               optimize_matmul_orders, kdir_prediction, kalt_optimize,
                                                every_study_names_its_device_and_command)
 
 

@@ -163,3 +163,26 @@ def test_a_corrupt_line_in_the_middle_of_the_log_loses_nothing_else(tmp_path: Pa
         if attempt.iteration in kept:
             assert json.loads(json.dumps(attempt.to_dict())) == kept[attempt.iteration]
     assert len(result.state.attempts) - 1 == 4
+
+
+@pytest.mark.parametrize("argv, reason", [
+    (["simulate", "matmul", *SMALL_MATMUL, "--k-dir", "sideways"], "--k-dir 'sideways' unknown"),
+    (["simulate", "histogram", "--k-dir", "alternate"], "no K-direction switch"),
+    (["optimize", "spmv", "--k-dir", "alternate", "--budget", "1"], "no K-direction switch"),
+])
+def test_k_dir_refusals_are_one_line(argv, reason, monkeypatch, capsys) -> None:
+    line = one_error_line(*cli(argv, monkeypatch, capsys)[::2])
+    assert reason in line
+
+
+def test_k_dir_alternate_is_in_the_simulate_record(monkeypatch, capsys) -> None:
+    """--k-dir alternate reaches the prediction: on a grid larger than one wave (1024 tiles against 264), with A and
+    B (64 MB) larger than L2, the predicted reads differ from forwards."""
+    sizes = ["--size", "m=4096", "--size", "n=4096", "--size", "k=4096"]
+    records = []
+    for k_dir in ("forward", "alternate"):
+        code, out, _ = cli(["simulate", "matmul", *sizes, "--target", "h100", "--json", "--k-dir", k_dir],
+                           monkeypatch, capsys)
+        assert code == 0
+        records.append(json.loads(out)["orders"][0])
+    assert records[0]["dram_read_bytes"] != records[1]["dram_read_bytes"]

@@ -4,6 +4,7 @@ alternates K by wave (benchmarks/matmul_kdir_h100/run.py), and against a plain p
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -92,3 +93,50 @@ def test_alternate_by_wave_rejects_bad_input():
     with pytest.raises(UserError, match="tile indices"):
         reverse_steps(trace, np.array([12]))
     assert alternate_by_wave(trace, np.arange(12), 0) is trace
+
+
+def test_task_kernel_alternating_k_is_correct_and_traced_as_modelled():
+    """The matmul task kernel's own K switch (config k_wave): right output under the interpreter in a swizzled
+    order, and its recorded trace is the analytic one with odd waves reversed (Scenario.trace_for)."""
+    from swizzlelab.scenario import load_scenario
+
+    scenario = load_scenario("matmul", {"seed": 4, "m": 40, "n": 64, "k": 80}, config="cpu", k_dir="alternate",
+                             occupancy=1, target="h100")
+    assert scenario.config.k_wave == -1 and scenario.k_wave == scenario.model.n_units
+    task = scenario.task
+    cfg = replace(scenario.config, k_wave=5)  # a wave the 12-tile grid splits into odd and even waves
+    data = task.generate_input(scenario.case)
+    data["out"].fill_(float("nan"))
+    order = task.parse_order("grouped:GROUP_M=2")
+    assert task.check(data, task.custom_kernel(data, order, cfg)).ok
+    traced = trace_call(lambda: task.custom_kernel(data, task.parse_order("identity"), cfg), scenario.grid)
+    perm = scenario.permutation("identity")
+    modelled = alternate_by_wave(task.access_model(scenario.case, config=cfg), perm, 5)
+    diff = compare_traces(modelled, traced)
+    assert diff.equal, diff.message
+    # forwards (k_wave 0) the recorded trace is the plain analytic one, and differs from the alternating one
+    forward = trace_call(lambda: task.custom_kernel(data, task.parse_order("identity"), replace(cfg, k_wave=0)),
+                         scenario.grid)
+    assert compare_traces(task.access_model(scenario.case, config=cfg), forward).equal
+    assert not compare_traces(modelled, forward).equal
+
+
+def test_k_dir_reaches_the_simulation_and_refuses_what_has_no_switch():
+    from swizzlelab.scenario import load_scenario
+
+    case = {"seed": 4, "m": 256, "n": 256, "k": 512}
+    fwd = load_scenario("matmul", case, target="h100", occupancy=2)
+    alt = load_scenario("matmul", case, target="h100", occupancy=2, k_dir="alternate")
+    assert fwd.k_wave == 0 and alt.k_wave == 264 and "k_wave" in alt.identity() and "k_wave" not in fwd.identity()
+    assert alt.kernel_key() != fwd.kernel_key()
+    perm = fwd.permutation("grouped:GROUP_M=8")
+    assert fwd.trace_for(perm) is fwd.trace
+    # 64 tiles, fewer than one wave of 264: nothing runs backwards
+    assert np.array_equal(alt.trace_for(perm).lines, alt.trace.lines)
+    small = load_scenario("matmul", {**case, "m": 512}, target="h100", occupancy=2, k_dir="alternate", config="cpu")
+    flipped = small.trace_for(small.permutation("grouped:GROUP_M=8"))
+    assert small.k_wave == 264 and small.n_tiles > 264 and not np.array_equal(flipped.lines, small.trace.lines)
+    with pytest.raises(UserError, match="K-direction switch"):
+        load_scenario("histogram", None, target="h100", k_dir="alternate")
+    with pytest.raises(UserError, match="--k-dir 'sideways' unknown"):
+        load_scenario("matmul", case, target="h100", k_dir="sideways")

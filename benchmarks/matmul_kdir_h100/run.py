@@ -77,8 +77,18 @@ def matmul_kdir_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
 
 
+# --task-kernel: measure the task's own kernel (tasks/matmul/kernel.py, its K switch `k_wave`), which
+# `swizzlelab optimize --k-dir alternate` ranks and times, instead of this file's probe kernel.
+KERNEL_CHOICE = {"task": False}
+
+
 def launcher(task: Any, order: str, wave: int) -> Any:
     """The kernel under `order`; K alternates every `wave` launches (0: every program walks K forwards)."""
+    if KERNEL_CHOICE["task"]:
+        from swizzlelab.tasks.matmul.kernel import GPU_CONFIG, with_k_alternation
+
+        formula, cfg = task.parse_order(order), with_k_alternation(GPU_CONFIG, wave)
+        return lambda data: task.custom_kernel(data, formula, cfg)
     kernel = apply_swizzle(matmul_kdir_kernel, task.parse_order(order))
 
     def run(data: dict[str, Any]) -> Any:
@@ -123,7 +133,9 @@ def main(argv: list[str]) -> int:
                         help="time only this many alternating variants with the fewest DRAM reads (0: one per order)")
     parser.add_argument("--name", default="matmul_kdir_h100", help="stem of the JSON written")
     parser.add_argument("--child", nargs=3, metavar=("ORDER", "WAVE", "RESULT"))
+    parser.add_argument("--task-kernel", action="store_true", help="measure tasks/matmul/kernel.py, not the probe")
     args = parser.parse_args(argv)
+    KERNEL_CHOICE["task"] = args.task_kernel
     if args.child:
         return child(args.child[0], int(args.child[1]), Path(args.child[2]))
     from swizzlelab.harness.ncu import run_ncu
@@ -138,7 +150,9 @@ def main(argv: list[str]) -> int:
     record: dict[str, Any] = {
         "study": "matmul_kdir_h100", "out_name": args.name, "script": "benchmarks/matmul_kdir_h100/run.py",
         "command": "python benchmarks/matmul_kdir_h100/run.py " + " ".join(shlex.quote(a) for a in argv),
-        "device": device, "case": CASE, "config": {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "num_warps": WARPS,
+        "device": device, "case": CASE,
+        "kernel": "tasks/matmul/kernel.py (config k_wave)" if args.task_kernel else "this file's matmul_kdir_kernel",
+        "config": {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "num_warps": WARPS,
                                                     "num_stages": STAGES, "WAVE": WAVE},
         "label": f"measured ({device}, ncu; CUDA events for timings)", "rows": [], "timings": [], "failures": []}
 
@@ -156,8 +170,10 @@ def main(argv: list[str]) -> int:
             # Outside OUT: only the study's JSON should come back from the GPU machine.
             result = Path(tempfile.mkdtemp(prefix="kdir-")) / "child.json"
             try:
-                kernels = run_ncu([sys.executable, __file__, "--child", order, str(wave), str(result)], METRICS,
-                                  kernel_regex="matmul_kdir", launch_skip=1, launch_count=1, timeout_s=120)
+                child_cmd = [sys.executable, __file__, "--child", order, str(wave), str(result)]
+                kernels = run_ncu(child_cmd + (["--task-kernel"] if args.task_kernel else []), METRICS,
+                                  kernel_regex="matmul_kernel" if args.task_kernel else "matmul_kdir", launch_skip=1,
+                                  launch_count=1, timeout_s=120)
                 metrics = kernels[0].values if kernels else {}
                 verdict = json.loads(result.read_text()) if result.exists() else {"ok": False, "message": "no result"}
                 row = {"order": order, "reverse": reverse, "wave": wave, "metrics": {k: metrics.get(k) for k in METRICS},

@@ -130,6 +130,7 @@ def main(argv: list[str]) -> int:
     record: dict[str, Any] = {
         "script": "benchmarks/sim_speed/run.py",
         "command": " ".join(["python", "benchmarks/sim_speed/run.py", *argv]),
+        "device": f"{gpu_name() or 'no GPU'}; {cpu_name()}, {cores} cores",
         "cpu": cpu_name(), "cores": cores, "gpu": gpu_name(), "python": sys.version.split()[0],
         "packages": sim_gpu.versions(),
         "load_avg_before": os.getloadavg(),

@@ -10,7 +10,7 @@ import inspect
 import math
 import textwrap
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields, is_dataclass, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -29,11 +29,15 @@ from swizzlelab.swizzle.lang import read_formula_file
 from swizzlelab.swizzle.proof import Proof, permutation_id, prove_outputs
 from swizzlelab.tasks import Task, load_task
 from swizzlelab.trace import AccessTrace
+from swizzlelab.trace.kdir import alternate_by_wave
 from swizzlelab.trace.tracer import trace_call
 
 # Kernel launch configurations a scenario may use: the GPU one (what predictions and measurements are for), the
 # CPU interpreter's, or whichever this process's backend would pick ("backend").
 CONFIGS = {"gpu": "GPU_CONFIG", "cpu": "CPU_CONFIG", "backend": ""}
+# K directions a kernel with a `k_wave` field in its configuration can take (--k-dir): forwards in every program,
+# or backwards in odd waves of the programs resident at once (tasks/matmul/kernel.py; k_wave = -1).
+K_DIRS = {"forward": 0, "alternate": -1}
 # Task kernels launch a 1-D grid of prod(tile grid) programs (docs/ARCHITECTURE.md, "Launch").
 KERNEL_LAUNCH_RANK = 1
 # Peak memory while a formula is evaluated and proved on the grid, per program (tracemalloc on a 2048x2048 grid:
@@ -142,7 +146,15 @@ class Scenario:
 
     def header(self) -> str:
         """One line for a command's output: task, case, grid, target and occupancy with its source."""
-        return f"task {self.label()}, target {self.model.name}, {self.occupancy.text()}"
+        k_dir = f", K walked backwards by odd waves of {self.k_wave} launches" if self.k_wave else ""
+        return f"task {self.label()}, target {self.model.name}, {self.occupancy.text()}{k_dir}"
+
+    @property
+    def k_wave(self) -> int:
+        """Launches per wave of the kernel's K alternation (0: every program walks K forwards); the configuration's
+        -1 is the programs resident at once on the target (units x occupancy)."""
+        wave = int(getattr(self.config, "k_wave", 0) or 0)
+        return self.model.n_units * self.occupancy.programs if wave < 0 else wave
 
     def identity(self) -> dict[str, Any]:
         """What makes two runs the same scenario (an optimize run resumes only into an identical one)."""
@@ -156,7 +168,13 @@ class Scenario:
             "kernel_hash": self.kernel.source_hash,
             "occupancy": self.occupancy.programs,
             "occupancy_source": self.occupancy.source,
+            # Only when set, so runs written before the K direction existed still resume.
+            **({"k_wave": self.k_wave} if self.k_wave else {}),
         }
+
+    def kernel_key(self) -> str:
+        """The kernel part of a measurement cache key: its source, and the K direction it launches with."""
+        return self.kernel.source_hash + (f"|k_wave={self.k_wave}" if self.k_wave else "")
 
     # -- the kernel and its orders ---------------------------------------------------------------------------
     @property
@@ -273,6 +291,11 @@ class Scenario:
                 )
             self._trace = trace
         return self._trace
+
+    def trace_for(self, perm: Any) -> AccessTrace:
+        """The trace as launched in order `perm`: the analytic one, with the steps of odd waves reversed when the
+        kernel alternates its K direction (trace.kdir; the transform depends on which tiles run in which wave)."""
+        return alternate_by_wave(self.trace, perm, self.k_wave) if self.k_wave else self.trace
 
     def recorded_trace(self, kernel_name: str | None = None, data: dict[str, Any] | None = None) -> AccessTrace:
         """The kernel's accesses recorded under the Triton interpreter (small cases only); `data` defaults to the
@@ -452,6 +475,17 @@ def _config(task: Task, module: ModuleType, name: str) -> Any:
     return config
 
 
+def _with_k_dir(task: Task, config: Any, k_dir: str) -> Any:
+    key = (k_dir or "forward").strip().lower()
+    if key not in K_DIRS:
+        raise UserError(f"--k-dir {k_dir!r} unknown: use {' or '.join(K_DIRS)}")
+    if key == "forward":
+        return config
+    if not is_dataclass(config) or "k_wave" not in {f.name for f in fields(config)}:
+        raise UserError(f"--k-dir {key}: task {task.name}'s kernel has no K-direction switch (matmul has one)")
+    return replace(config, k_wave=K_DIRS[key])
+
+
 def load_scenario(
     task: str | Path | Task,
     case: dict[str, Any] | str | None = None,
@@ -462,6 +496,7 @@ def load_scenario(
     config: str = "gpu",
     gpu_name: str | None = None,
     outputs: Sequence[str] | None = None,
+    k_dir: str = "forward",
 ) -> Scenario:
     """The scenario every command works on. `case`: a dict, 'test:N' / 'bench:N', or None (the first benchmark);
     `sizes`: NAME=VALUE overrides; `target`: a --target name (or a resolved Target), `gpu_name` stands for the
@@ -475,7 +510,7 @@ def load_scenario(
         kernel = load_kernel_file(kernel_file)
         if hasattr(kernel.module, "tile_grid") and hasattr(kernel.module, "swizzle_args"):
             module = kernel.module
-    cfg = _config(loaded, module, config)
+    cfg = _with_k_dir(loaded, _config(loaded, module, config), k_dir)
     sizes_only = {k: v for k, v in chosen.items() if k != "seed"}
     try:
         grid = tuple(int(g) for g in module.tile_grid(**sizes_only, config=cfg))

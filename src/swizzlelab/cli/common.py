@@ -29,6 +29,11 @@ def progress_bar(target: Console, transient: bool = True, label: str = "") -> Pr
     )
 
 
+# --k-dir of `simulate` and `optimize` (swizzlelab.scenario.K_DIRS).
+K_DIR_HELP = ("forward (every program walks K forwards) | alternate (programs of odd waves, a wave being the programs "
+              "resident at once, walk K backwards; task kernels with a K-direction switch: matmul)")
+
+
 def outputs_option() -> str:
     return ("names a formula file assigns for the kernel, e.g. pid_m,pid_n (default: by the grid's rank); family "
             "specs name their own")

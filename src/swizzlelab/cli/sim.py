@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from swizzlelab.cli import userkernel as uk_cli
-from swizzlelab.cli.common import console, outputs_option, progress_bar, split_outputs
+from swizzlelab.cli.common import K_DIR_HELP, console, outputs_option, progress_bar, split_outputs
 from swizzlelab.errors import UserError
 from swizzlelab.hw import targets_help
 from swizzlelab.scenario import load_scenario
@@ -76,6 +76,7 @@ def register(app: typer.Typer) -> None:
             None, "--step-cv", help="spread of a program step's duration, 0..1 (default: the value fitted on an "
             "H100; 0 = resident programs in lockstep)"),
         as_json: bool = typer.Option(False, "--json", help="print a JSON record instead of text"),
+        k_dir: str = typer.Option("forward", "--k-dir", help=K_DIR_HELP),
         kernel: Optional[str] = uk_cli.kernel_opt(),
         config: list[str] = uk_cli.config_opt(),
         autotune_config: int = uk_cli.autotune_opt(),
@@ -87,7 +88,7 @@ def register(app: typer.Typer) -> None:
         """Predict L2 hit rate and DRAM traffic of a task under one or more launch orders."""
         err = console(stderr=True)
         scenario = _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site,
-                             outputs)
+                             outputs, k_dir)
         specs = list(order) or [None]
         perms = [(spec or KERNEL_ORDER, scenario.permutation(spec)) for spec in specs]
         with err.status(f"tracing {scenario.label()} ..."):
@@ -99,7 +100,7 @@ def register(app: typer.Typer) -> None:
             for label, perm in perms:
                 progress.update(job, description=f"simulating {label} on {scenario.model.name}")
                 results.append((label, perm, simulate(
-                    trace, perm, scenario.model, occupancy=scenario.occupancy.programs, assoc=assoc,
+                    scenario.trace_for(perm), perm, scenario.model, occupancy=scenario.occupancy.programs, assoc=assoc,
                     footprint=footprint, step_cv=step_cv)))
                 progress.advance(job)
         if as_json:
@@ -122,13 +123,16 @@ def register(app: typer.Typer) -> None:
 
 
 
-def _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site, outputs):
+def _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site, outputs,
+              k_dir="forward"):
     """The task's scenario, or with --kernel a kernel file as people write it (traced through its wrapper)."""
     if uk_cli.is_wild_file(kernel):
+        if k_dir != "forward":
+            raise UserError("--k-dir applies to task kernels with a K-direction switch, not to a --kernel file")
         return uk_cli.user_scenario(console(stderr=True), kernel, target=target, occupancy=occupancy, task=task,
                                     config=config, autotune_config=autotune_config, launch=launch, tensor=tensor,
                                     arg=arg, size=size, site=site)
     if task is None:
         raise UserError("name a task (see `swizzlelab tasks`) or give --kernel FILE")
     return load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,
-                         outputs=split_outputs(outputs))
+                         outputs=split_outputs(outputs), k_dir=k_dir)

@@ -22,7 +22,7 @@ def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers
     computed once per run; `workers`: threads for the L2 sets, `set_fraction` < 1: an estimate from a sample of
     the L2 sets; see sim.simulate)."""
     model = scenario.model
-    result = simulate(scenario.trace, perm, model, occupancy=scenario.occupancy.programs, footprint=footprint,
+    result = simulate(scenario.trace_for(perm), perm, model, occupancy=scenario.occupancy.programs, footprint=footprint,
                       workers=workers, set_fraction=set_fraction)
     dram = result.dram_read_bytes + result.dram_write_bytes
     return Prediction(

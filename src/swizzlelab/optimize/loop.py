@@ -104,7 +104,7 @@ def _measure(
     if measurer is None:
         return None
     scenario = state.scenario
-    key = cache_key(scenario.kernel.source_hash, checked.permutation_id + ("|baseline" if baseline else ""),
+    key = cache_key(scenario.kernel_key(), checked.permutation_id + ("|baseline" if baseline else ""),
                     scenario.model.name, scenario.sizes)
     hit = cache.get(key)
     if hit is not None and not state.options.remeasure:

@@ -123,6 +123,11 @@ def write_best_kernel(state: RunState) -> Path | None:
             f"read {fmt_bytes(pred.dram_read_bytes if pred else 0)}"
         ),
     ]
+    if scenario.k_wave:
+        lines.append(
+            f"# found with K alternating (--k-dir alternate: odd waves of {scenario.k_wave} launches walk K backwards):"
+            " launch it so, e.g. custom_kernel(data, config=with_k_alternation(GPU_CONFIG))"
+        )
     comparison = best.comparison
     if comparison is not None:
         lines.append(

@@ -6,6 +6,7 @@ Programs are dispatched to domains and slots as the hardware does, then drift ap
 from __future__ import annotations
 
 import os
+import threading
 import time
 import weakref
 from concurrent.futures import ThreadPoolExecutor
@@ -294,12 +295,23 @@ def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers
     else:
         for i in range(max(n_workers, 1)):
             fill(i)
-    for stale in [k for k, (ref, _) in _SET_INDEX_CACHE.items() if ref() is None]:
-        del _SET_INDEX_CACHE[stale]
-    if len(_SET_INDEX_CACHE) >= 4:
-        _SET_INDEX_CACHE.pop(next(iter(_SET_INDEX_CACHE)))
-    _SET_INDEX_CACHE[key] = (weakref.ref(lines), out)
+    _cache_put(_SET_INDEX_CACHE, key, (weakref.ref(lines), out), 4)
     return out
+
+
+_CACHE_LOCK = threading.Lock()
+
+
+def _cache_put(cache: dict, key: tuple, entry: tuple, limit: int) -> None:
+    """Store `entry` (weakref to its trace array, value), dropping entries whose array is gone and the oldest
+    beyond `limit`. Under a lock: a search simulates orders on several threads (with --k-dir alternate each has
+    a trace array of its own), and unlocked clean-ups raced on the same stale key."""
+    with _CACHE_LOCK:
+        for stale in [k for k, (ref, _) in cache.items() if ref() is None]:
+            cache.pop(stale, None)
+        if len(cache) >= limit:
+            cache.pop(next(iter(cache)))
+        cache[key] = entry
 
 
 # Sets whose entries fill about this many bytes form one group: they stay in a host core's L2 cache while the
@@ -365,11 +377,7 @@ def set_groups(lines, masks, writes, set_home, step_ptr, n_sets, n_partitions, w
     offset = np.empty(n, dtype=np.int16 if max_step < 1 << 15 else np.int32)
     kernels.group_fill(lines, masks, writes, set_home, step_ptr, pbits, group_of, ptr, rec, shw, offset)
     groups = SetGroups(ptr, rec, shw, offset, group_sets)
-    for stale in [k for k, (ref, _) in _GROUP_CACHE.items() if ref() is None]:
-        del _GROUP_CACHE[stale]
-    if len(_GROUP_CACHE) >= 2:  # an exact and a sampled split of one trace: a search uses both
-        _GROUP_CACHE.pop(next(iter(_GROUP_CACHE)))
-    _GROUP_CACHE[key] = (weakref.ref(lines), groups)
+    _cache_put(_GROUP_CACHE, key, (weakref.ref(lines), groups), 2)  # an exact and a sampled split of one trace
     return groups
 
 

@@ -7,7 +7,7 @@ row-major is the family row_major); custom_kernel splices in others.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 from swizzlelab.runtime import device, ensure_triton_backend
@@ -23,13 +23,17 @@ from swizzlelab.swizzle import apply_swizzle  # noqa: E402
 
 @dataclass(frozen=True)
 class MatmulConfig:
-    """Launch configuration: tile shape, warps per program and software-pipelining stages."""
+    """Launch configuration: tile shape, warps per program, software-pipelining stages, and the K direction:
+    k_wave = 0 walks K forwards in every program; k_wave = W > 0 makes programs of odd waves (launch index // W)
+    walk it backwards, so a wave starts on the panels the previous wave read last; -1 = W is the programs
+    resident at once (SMs x occupancy: 264 on an H100)."""
 
     block_m: int
     block_n: int
     block_k: int
     num_warps: int
     num_stages: int
+    k_wave: int = 0
 
 
 # H100 fp16: 128 x 128 x 64 tiles, 8 warps, 3 stages (3 * 32 KiB of A/B staging in shared memory). The L2
@@ -41,6 +45,23 @@ CPU_CONFIG = MatmulConfig(block_m=16, block_n=16, block_k=16, num_warps=4, num_s
 # Programs resident per SM for GPU_CONFIG on an H100, as ncu measured it (the smallest launch__occupancy_limit_*;
 # benchmarks/eval_h100/matmul-profile.json): the simulator's occupancy for NVIDIA targets.
 H100_OCCUPANCY = 2
+
+
+def with_k_alternation(config: MatmulConfig, wave: int = -1) -> MatmulConfig:
+    """`config` with K walked backwards by odd waves of `wave` launches (-1: the programs resident at once)."""
+    return replace(config, k_wave=int(wave))
+
+
+def resolved_k_wave(config: MatmulConfig, resident: int | None = None) -> int:
+    """The launches per wave of the K alternation (0: off). -1 resolves to `resident`, else to this process's
+    GPU: SMs x H100_OCCUPANCY (the occupancy ncu measured for GPU_CONFIG on the H100)."""
+    if config.k_wave >= 0:
+        return config.k_wave
+    if resident is not None:
+        return int(resident)
+    if device() != "cuda":
+        raise ValueError("k_wave=-1 (the resident wave) needs a GPU or an explicit wave")
+    return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count) * H100_OCCUPANCY
 
 
 def default_config() -> MatmulConfig:
@@ -65,6 +86,7 @@ def matmul_kernel(
     BLOCK_M: tl.constexpr,
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
+    K_WAVE: tl.constexpr = 0,
 ):
     num_pid_m = tl.cdiv(M, BLOCK_M)  # noqa: F841 - read by swizzle formulas
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -83,16 +105,29 @@ def matmul_kernel(
     offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
     offs_k = tl.arange(0, BLOCK_K)
-    a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
-    b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    for k_start in range(0, K, BLOCK_K):
-        k_left = K - k_start
-        a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
-        b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
-        acc = tl.dot(a, b, acc)
-        a_ptrs += BLOCK_K * stride_ak
-        b_ptrs += BLOCK_K * stride_bk
+    if K_WAVE == 0:
+        a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
+        b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
+        for k_start in range(0, K, BLOCK_K):
+            k_left = K - k_start
+            a = tl.load(a_ptrs, mask=offs_k[None, :] < k_left, other=0.0)
+            b = tl.load(b_ptrs, mask=offs_k[:, None] < k_left, other=0.0)
+            acc = tl.dot(a, b, acc)
+            a_ptrs += BLOCK_K * stride_ak
+            b_ptrs += BLOCK_K * stride_bk
+    else:
+        # Odd waves of K_WAVE launches walk the k-blocks last to first (the launch index, not the swizzled tile,
+        # decides: the next wave then starts on what the previous one read last).
+        backwards = (tl.program_id(0) // K_WAVE) % 2 == 1
+        n_k = tl.cdiv(K, BLOCK_K)
+        for i in range(0, n_k):
+            k0 = tl.where(backwards, n_k - 1 - i, i) * BLOCK_K
+            a = tl.load(a_ptr + offs_am[:, None] * stride_am + (k0 + offs_k[None, :]) * stride_ak,
+                        mask=(k0 + offs_k[None, :]) < K, other=0.0)
+            b = tl.load(b_ptr + (k0 + offs_k[:, None]) * stride_bk + offs_bn[None, :] * stride_bn,
+                        mask=(k0 + offs_k[:, None]) < K, other=0.0)
+            acc = tl.dot(a, b, acc)
     offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
@@ -132,7 +167,7 @@ def custom_kernel(data: dict[str, Any], order: Any = None, config: MatmulConfig 
     kernel_for(order)[(grid[0] * grid[1],)](
         a, b, out, m, n, k,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
-        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k,
+        BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, K_WAVE=resolved_k_wave(cfg),
         num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return out

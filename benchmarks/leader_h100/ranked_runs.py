@@ -81,7 +81,8 @@ def main() -> int:
            "note": "ranked means of the isolated evaluator (fresh inputs, outputs judged by the parent), 95% CI from "
                    "each run's sem; baseline_mean_ms: the run's own library row (cuDNN in leader runs, the task's "
                    "reference in swizzlelab eval). Session 2 ran on other H100 machines (each device call may start a "
-                   "fresh one), where every kernel measured 2-3% slower: compare variants within a session.",
+                   "fresh one); one kernel's ranked mean moves by up to 5% between runs, so compare variants by "
+                   "alternating runs and by their ratio to the run's own baseline.",
            "rows": rows, "by_variant": by_variant}
     atomic_write_text(HERE / "ranked_runs.json", json.dumps(doc, indent=2) + "\n")
     for r in rows:

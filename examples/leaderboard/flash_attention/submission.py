@@ -1104,7 +1104,8 @@ class CudaConfig:
 
 # The CUDA variants the GPU path self-checks, fastest first by paired (interleaved) timing on the H100
 # (benchmarks/leader_h100/steps_12.json: 34 is 1.3% faster than 22, 31 0.9%; steps_7.json: 22 is 2.0% faster than 11,
-# 15 0.8%), and 34 ahead of 22 in the ranked A/B (ranked_runs.json); the first that passes its self-check runs. A fixed order rather than a do_bench autotune: the differences (1-2%) are smaller than what
+# 15 0.8%); in the ranked path 34 and 22 are alike within the run-to-run spread (ranked_runs.json). The first that
+# passes its self-check runs. A fixed order rather than a do_bench autotune: the differences (1-2%) are smaller than what
 # an unpaired first-call timing can tell apart while the card's clock drifts.
 CUDA_PREFERENCE = (34, 31, 22, 15)
 # What the submission builds (the step scripts set this to every variant of CUDA_VARIANTS).

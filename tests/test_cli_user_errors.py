@@ -169,6 +169,8 @@ def test_a_corrupt_line_in_the_middle_of_the_log_loses_nothing_else(tmp_path: Pa
     (["simulate", "matmul", *SMALL_MATMUL, "--k-dir", "sideways"], "--k-dir 'sideways' unknown"),
     (["simulate", "histogram", "--k-dir", "alternate"], "no K-direction switch"),
     (["optimize", "spmv", "--k-dir", "alternate", "--budget", "1"], "no K-direction switch"),
+    (["simulate", "--kernel", "tests/wild/tutorial_matmul.py", "--k-dir", "alternate"], "not to a --kernel file"),
+    (["optimize", "--kernel", "tests/wild/tutorial_matmul.py", "--k-dir", "alternate"], "not to a --kernel file"),
 ])
 def test_k_dir_refusals_are_one_line(argv, reason, monkeypatch, capsys) -> None:
     line = one_error_line(*cli(argv, monkeypatch, capsys)[::2])

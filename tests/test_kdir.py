@@ -129,6 +129,7 @@ def test_k_dir_reaches_the_simulation_and_refuses_what_has_no_switch():
     alt = load_scenario("matmul", case, target="h100", occupancy=2, k_dir="alternate")
     assert fwd.k_wave == 0 and alt.k_wave == 264 and "k_wave" in alt.identity() and "k_wave" not in fwd.identity()
     assert alt.kernel_key() != fwd.kernel_key()
+    assert alt.launch_config().k_wave == 264 and fwd.launch_config() is fwd.config
     perm = fwd.permutation("grouped:GROUP_M=8")
     assert fwd.trace_for(perm) is fwd.trace
     # 64 tiles, fewer than one wave of 264: nothing runs backwards

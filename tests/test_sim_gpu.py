@@ -22,8 +22,8 @@ from swizzlelab.tasks import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 
-# Runs in a child: NUMBA_ENABLE_CUDASIM must be set before numba is imported, and this process imported it.
-CHILD = r"""
+# The child scripts' common start: what they import, and results compared without their run times.
+CHILD_HEADER = r"""
 import json, sys
 from dataclasses import replace
 import numpy as np
@@ -37,7 +37,21 @@ from tests.test_sim import make_trace, tiny_model
 
 def same(a, b):
     return replace(a, elapsed_s=0.0) == replace(b, elapsed_s=0.0)
+"""
 
+
+def under_cuda_simulator(body: str):
+    """Run CHILD_HEADER + body in a child with numba's CUDA simulator (NUMBA_ENABLE_CUDASIM must be set before numba
+    is imported, and this process imported it); the JSON of its last output line."""
+    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": os.pathsep.join(
+        [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
+    done = subprocess.run([sys.executable, "-c", CHILD_HEADER + body, str(ROOT)], env=env, capture_output=True,
+                          text=True, timeout=600)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+CHILD = r"""
 out = []
 for name, case, order, target, kb, assoc in [
     ("matmul", {"m": 384, "n": 256, "k": 256}, family("grouped", GROUP_M=2), "h100", 48, 4),
@@ -87,12 +101,7 @@ print(json.dumps(out))
 
 
 def test_gpu_backend_equals_the_cpu_engines_under_the_cuda_simulator():
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": os.pathsep.join(
-        [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", CHILD, str(ROOT)], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    rows = json.loads(done.stdout.strip().splitlines()[-1])
+    rows = under_cuda_simulator(CHILD)
     assert len(rows) == 8
     for row in rows:
         assert row["same"] and row["same_sampled"], row
@@ -104,16 +113,6 @@ def test_gpu_backend_equals_the_cpu_engines_under_the_cuda_simulator():
 # longer than a warp's lanes, exact and sampled, with and without the DRAM-bound sectors recorded (hit passes), and
 # a domain with no access.
 VARIANTS_CHILD = r"""
-import json, sys
-from dataclasses import replace
-import numpy as np
-from swizzlelab.sim import gpu as sim_gpu, simulate
-sys.path.insert(0, sys.argv[1])
-from tests.test_sim import make_trace, tiny_model
-
-def same(a, b):
-    return replace(a, elapsed_s=0.0) == replace(b, elapsed_s=0.0)
-
 rng = np.random.default_rng(11)
 out = []
 for seed in range(2):
@@ -150,12 +149,7 @@ print(json.dumps({"rows": out, "lanes": sim_gpu._kernels().EXPAND_LANES,
 
 
 def test_gpu_stream_variants_equal_the_cpu_engine_with_empty_and_long_steps():
-    env = {**os.environ, "NUMBA_ENABLE_CUDASIM": "1", "PYTHONPATH": os.pathsep.join(
-        [str(ROOT / "src"), os.environ.get("PYTHONPATH", "")])}
-    done = subprocess.run([sys.executable, "-c", VARIANTS_CHILD, str(ROOT)], env=env, capture_output=True, text=True,
-                          timeout=600)
-    assert done.returncode == 0, done.stderr[-3000:]
-    got = json.loads(done.stdout.strip().splitlines()[-1])
+    got = under_cuda_simulator(VARIANTS_CHILD)
     assert got["lanes"] == 32 and got["empty_steps"] > 0  # the steps' lengths above are chosen around a warp
     assert len(got["rows"]) == 2 * 3 * 4 + 4
     assert all(row["accesses"] == 1 for row in got["rows"][-4:])

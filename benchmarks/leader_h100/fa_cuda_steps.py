@@ -33,11 +33,12 @@ from swizzlelab.io import atomic_write_text  # noqa: E402
 SMALL_CASES = ((1, 2, 128), (2, 3, 384), (2, 2, 256), (1, 4, 1024), (1, 16, 2048))
 
 
-def child_check(variants: list[int], build: tuple[int, ...]) -> int:
+def child_check(variants: list[int], build: tuple[int, ...] | None) -> int:
     """Small seeded shapes against an fp32 reference, variant by variant; one START and one CHECK line each.
-    `build`: the parent's variant set (the same source, so the child loads the library the parent built)."""
+    `build`: the parent's variant set (the same source, so the child loads the library the parent built; None:
+    every variant)."""
     sub = run.load_submission(run.FLASH_SUB)
-    sub.BUILD_VARIANTS = build
+    sub.BUILD_VARIANTS = build or tuple(sub.CUDA_VARIANTS)
     for variant in variants:
         print(f"START {variant}", flush=True)
         res: dict = {"variant": variant, "cases": []}
@@ -128,10 +129,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--paired-budget-s", type=float, default=3.0)
     parser.add_argument("--variants", default="", help="variant ids to build and check (default: all)")
     args = parser.parse_args(argv)
+    requested = tuple(int(v) for v in args.variants.split(",")) if args.variants else None
     if args.check is not None:
-        build = tuple(int(v) for v in args.variants.split(",")) if args.variants else tuple(run.load_submission(
-            run.FLASH_SUB).CUDA_VARIANTS)
-        return child_check([int(v) for v in args.check.split(",")], build)
+        return child_check([int(v) for v in args.check.split(",")], requested)
     out_dir = Path(args.out)
     doc: dict = {**run.environment(["fa_cuda_steps"] + argv), "kind": "steps", "rows": [], "profiles": [],
                  "checks": []}
@@ -142,7 +142,7 @@ def main(argv: list[str]) -> int:
 
     sub = run.load_submission(run.FLASH_SUB)
     # Building and checking only the variants of this step keeps a step call short (all 34 take minutes to build).
-    sub.BUILD_VARIANTS = tuple(int(v) for v in args.variants.split(",")) if args.variants else tuple(sub.CUDA_VARIANTS)
+    sub.BUILD_VARIANTS = requested or tuple(sub.CUDA_VARIANTS)
     started = time.perf_counter()
     module = sub._cuda_module()
     doc["build"] = {"seconds": time.perf_counter() - started, "error": sub._cuda_state.get("error"),

@@ -33,8 +33,7 @@ PAIRS = (  # (label, (base kernel, order, wave), (variant kernel, order, wave))
 
 
 def launcher(task, kind: str, order: str, wave: int):
-    run.KERNEL_CHOICE["task"] = kind == "task"
-    return run.launcher(task, order, wave)
+    return run.launcher(task, order, wave, task_kernel=kind == "task")
 
 
 def main(argv: list[str]) -> int:

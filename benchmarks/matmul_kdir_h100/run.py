@@ -77,14 +77,11 @@ def matmul_kdir_kernel(
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
 
 
-# --task-kernel: measure the task's own kernel (tasks/matmul/kernel.py, its K switch `k_wave`), which
-# `swizzlelab optimize --k-dir alternate` ranks and times, instead of this file's probe kernel.
-KERNEL_CHOICE = {"task": False}
-
-
-def launcher(task: Any, order: str, wave: int) -> Any:
-    """The kernel under `order`; K alternates every `wave` launches (0: every program walks K forwards)."""
-    if KERNEL_CHOICE["task"]:
+def launcher(task: Any, order: str, wave: int, task_kernel: bool = False) -> Any:
+    """The kernel under `order`; K alternates every `wave` launches (0: every program walks K forwards).
+    `task_kernel` (--task-kernel): the task's own kernel (tasks/matmul/kernel.py, its K switch `k_wave`), which
+    `swizzlelab optimize --k-dir alternate` ranks and times, instead of this file's probe kernel."""
+    if task_kernel:
         from swizzlelab.tasks.matmul.kernel import GPU_CONFIG, with_k_alternation
 
         formula, cfg = task.parse_order(order), with_k_alternation(GPU_CONFIG, wave)
@@ -104,13 +101,13 @@ def launcher(task: Any, order: str, wave: int) -> Any:
     return run
 
 
-def child(order: str, wave: int, result: Path) -> int:
+def child(order: str, wave: int, result: Path, task_kernel: bool) -> int:
     """Two launches (the first compiles; ncu profiles the second) and the task's check of the output."""
     from swizzlelab.tasks import load_task
 
     task = load_task("matmul")
     data = task.generate_input(CASE)
-    run = launcher(task, order, wave)
+    run = launcher(task, order, wave, task_kernel)
     run(data)
     torch.cuda.synchronize()
     data["out"].fill_(float("nan"))
@@ -135,9 +132,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--child", nargs=3, metavar=("ORDER", "WAVE", "RESULT"))
     parser.add_argument("--task-kernel", action="store_true", help="measure tasks/matmul/kernel.py, not the probe")
     args = parser.parse_args(argv)
-    KERNEL_CHOICE["task"] = args.task_kernel
     if args.child:
-        return child(args.child[0], int(args.child[1]), Path(args.child[2]))
+        return child(args.child[0], int(args.child[1]), Path(args.child[2]), args.task_kernel)
     from swizzlelab.harness.ncu import run_ncu
     from swizzlelab.harness.timing import compare_interleaved
     from swizzlelab.tasks import load_task
@@ -187,7 +183,7 @@ def main(argv: list[str]) -> int:
             save()
     task = load_task("matmul")
     data = task.generate_input(CASE)
-    base = launcher(task, "grouped:GROUP_M=8", 0)
+    base = launcher(task, "grouped:GROUP_M=8", 0, args.task_kernel)
     alternating = [r for r in record["rows"] if r["wave"] and r["output_ok"] and r["metrics"]["dram__bytes_read.sum"]]
     if args.time_top:
         plan = sorted(alternating, key=lambda r: r["metrics"]["dram__bytes_read.sum"])[:args.time_top]
@@ -198,7 +194,7 @@ def main(argv: list[str]) -> int:
         if time.time() - start > args.deadline_s - args.time_s - 10:
             record["failures"].append(f"timing skipped (deadline): {order} wave={wave}")
             continue
-        variant = launcher(task, order, wave)
+        variant = launcher(task, order, wave, args.task_kernel)
         cmp = compare_interleaved(base, variant, data, budget_s=args.time_s, check_a=lambda o: task.check(data, o),
                                   check_b=lambda o: task.check(data, o), sample_clock=True)
         entry = {**cmp.to_dict(with_samples=False), "base": "grouped:GROUP_M=8 reverse=0",

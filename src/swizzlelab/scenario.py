@@ -172,6 +172,11 @@ class Scenario:
             **({"k_wave": self.k_wave} if self.k_wave else {}),
         }
 
+    def launch_config(self) -> Any:
+        """The configuration a GPU launch takes: with the K alternation's wave resolved as the predictions resolve it
+        (units x occupancy, --occupancy included), not again from the launching GPU."""
+        return replace(self.config, k_wave=self.k_wave) if self.k_wave else self.config
+
     def kernel_key(self) -> str:
         """The kernel part of a measurement cache key: its source, and the K direction it launches with."""
         return self.kernel.source_hash + (f"|k_wave={self.k_wave}" if self.k_wave else "")

@@ -5,7 +5,9 @@ option texts written once.
 from __future__ import annotations
 
 import sys
+from typing import Any
 
+import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
@@ -32,6 +34,10 @@ def progress_bar(target: Console, transient: bool = True, label: str = "") -> Pr
 # --k-dir of `simulate` and `optimize` (swizzlelab.scenario.K_DIRS).
 K_DIR_HELP = ("forward (every program walks K forwards) | alternate (programs of odd waves, a wave being the programs "
               "resident at once, walk K backwards; task kernels with a K-direction switch: matmul)")
+
+
+def k_dir_opt() -> Any:
+    return typer.Option("forward", "--k-dir", help=K_DIR_HELP)
 
 
 def outputs_option() -> str:

@@ -13,8 +13,7 @@ import typer
 from rich.console import Console
 
 from swizzlelab.cli import userkernel as uk_cli
-from swizzlelab.cli.common import K_DIR_HELP, console, outputs_option, progress_bar, split_outputs
-from swizzlelab.errors import UserError
+from swizzlelab.cli.common import console, k_dir_opt, outputs_option, progress_bar, split_outputs
 from swizzlelab.hw import targets_help
 from swizzlelab.optimize.loop import JSONL, Options, describe_best, read_jsonl, run
 from swizzlelab.scenario import load_scenario
@@ -47,16 +46,15 @@ def register(app: typer.Typer) -> None:
         tensor: list[str] = typer.Option([], "--tensor", help=uk_cli.TENSOR_HELP),
         arg: list[str] = typer.Option([], "--arg", help=uk_cli.ARG_HELP),
         site: str | None = typer.Option(None, "--site", help=uk_cli.SITE_HELP),
-        k_dir: str = typer.Option("forward", "--k-dir", help=K_DIR_HELP),
+        k_dir: str = k_dir_opt(),
     ) -> None:
         """Find a faster block order for a kernel: propose, prove, predict, measure (on the GPU), report."""
         out_console = console()
         if uk_cli.is_wild_file(kernel):
-            if k_dir != "forward":
-                raise UserError("--k-dir applies to task kernels with a K-direction switch, not to a --kernel file")
             scenario = uk_cli.user_scenario(
                 out_console, kernel, target=target, occupancy=occupancy, task=task, config=config,
                 autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size, site=site,
+                k_dir=k_dir,
             )
         else:
             scenario = load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,

@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from swizzlelab.cli import userkernel as uk_cli
-from swizzlelab.cli.common import K_DIR_HELP, console, outputs_option, progress_bar, split_outputs
+from swizzlelab.cli.common import console, k_dir_opt, outputs_option, progress_bar, split_outputs
 from swizzlelab.errors import UserError
 from swizzlelab.hw import targets_help
 from swizzlelab.scenario import load_scenario
@@ -76,7 +76,7 @@ def register(app: typer.Typer) -> None:
             None, "--step-cv", help="spread of a program step's duration, 0..1 (default: the value fitted on an "
             "H100; 0 = resident programs in lockstep)"),
         as_json: bool = typer.Option(False, "--json", help="print a JSON record instead of text"),
-        k_dir: str = typer.Option("forward", "--k-dir", help=K_DIR_HELP),
+        k_dir: str = k_dir_opt(),
         kernel: Optional[str] = uk_cli.kernel_opt(),
         config: list[str] = uk_cli.config_opt(),
         autotune_config: int = uk_cli.autotune_opt(),
@@ -127,11 +127,9 @@ def _scenario(task, kernel, size, target, occupancy, config, autotune_config, la
               k_dir="forward"):
     """The task's scenario, or with --kernel a kernel file as people write it (traced through its wrapper)."""
     if uk_cli.is_wild_file(kernel):
-        if k_dir != "forward":
-            raise UserError("--k-dir applies to task kernels with a K-direction switch, not to a --kernel file")
         return uk_cli.user_scenario(console(stderr=True), kernel, target=target, occupancy=occupancy, task=task,
                                     config=config, autotune_config=autotune_config, launch=launch, tensor=tensor,
-                                    arg=arg, size=size, site=site)
+                                    arg=arg, size=size, site=site, k_dir=k_dir)
     if task is None:
         raise UserError("name a task (see `swizzlelab tasks`) or give --kernel FILE")
     return load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,

@@ -97,8 +97,9 @@ class GpuMeasurer:
 
     def _launcher(self, formula: Any) -> Any:
         if self.scenario.k_wave and not self.scenario.kernel.is_user_file:
-            # The task kernel with the scenario's K direction (its configuration carries k_wave).
-            return lambda data: self.scenario.task.custom_kernel(data, formula, self.scenario.config)
+            # The task kernel with the scenario's K direction and the wave its predictions used.
+            config = self.scenario.launch_config()
+            return lambda data: self.scenario.task.custom_kernel(data, formula, config)
         launch = self.scenario.kernel.launcher or self.scenario.task.custom_kernel
         return lambda data: launch(data, formula)
 

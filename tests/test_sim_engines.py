@@ -129,3 +129,32 @@ def test_a_sample_of_sets_estimates_the_whole_cache():
     assert (results["grouped"][0] < results["identity"][0]) == (results["grouped"][1] < results["identity"][1])
     with pytest.raises(Exception, match="set_fraction"):
         simulate(trace, np.arange(int(np.prod(grid))), model, set_fraction=0.0)
+
+
+def test_schedules_of_launch_positions_equal_the_direct_schedule_for_every_order():
+    # Tiles of 0-5 steps (a tile without steps is skipped at launch) over 3 domains: each order's schedule, mapped
+    # from the cached schedule of launch positions, is the one kernels.schedule_domain computes for that order.
+    rng = np.random.default_rng(7)
+    counts = rng.integers(0, 6, size=90)
+    counts[:3] = 4  # equal counts in front: ties between slots decided by index, as in the direct schedule
+    tile_step_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
+    step_ptr = np.arange(tile_step_ptr[-1] + 1, dtype=np.int64)
+    model = tiny_model(64, units=4, domains=3, partitions=2)
+    kernels = simulate_module.kernels
+    simulate_module.clear_schedule_cache()
+    orders = [rng.permutation(counts.size) for _ in range(3)]
+    # Two orders that launch tiles of the same step counts in the same places share one cached schedule.
+    same_counts = orders[0].copy()
+    equal = np.flatnonzero(counts[same_counts] == counts[same_counts][0])
+    same_counts[equal] = same_counts[equal[::-1]]
+    for order in [*orders, same_counts]:
+        work = list(enumerate(simulate_module.domain_programs(order, model)))
+        for cv in (0.0, 0.5):
+            got = simulate_module._domain_schedules(work, step_ptr, tile_step_ptr, 4, 2, cv, 11)
+            for d, programs in work:
+                want = kernels.schedule_domain(step_ptr, tile_step_ptr, np.ascontiguousarray(programs), np.int64(4),
+                                               np.int64(2), np.float64(cv),
+                                               np.uint64(simulate_module.domain_seed_of(11, d)), np.zeros(0))
+                assert all(np.array_equal(a, b) for a, b in zip(got[d], want)), (d, cv)
+    # 3 random orders x 2 cv x 3 domains; the fourth order found its schedules in the cache.
+    assert len(simulate_module._SCHEDULE_CACHE) == 18

@@ -74,9 +74,12 @@ for name, case, order, target, kb, assoc in [
     part = simulate(trace, perm, small, occupancy=2, assoc=assoc, engine="gpu", set_fraction=0.5)
     part_cpu = simulate(trace, perm, small, occupancy=2, assoc=assoc, engine="sets", set_fraction=0.5)
     same_global = True
-    if assoc == 16:  # the models' geometry: sets in each thread's local memory (default) and in global memory
-        sim_gpu.LOCAL_SETS = False
+    if assoc == 16:  # the models' geometry: sets in each thread's local memory (default), in shared, in global
+        sim_gpu.SHARED_SETS = True
         same_global = same(cpu, simulate(trace, perm, small, occupancy=2, assoc=assoc, engine="gpu"))
+        sim_gpu.SHARED_SETS = False
+        sim_gpu.LOCAL_SETS = False
+        same_global = same_global and same(cpu, simulate(trace, perm, small, occupancy=2, assoc=assoc, engine="gpu"))
         sim_gpu.LOCAL_SETS = True
     out.append({"case": f"{name} {target}", "same": same(cpu, dev) and same_global,
                 "same_sampled": same(part_cpu, part),

@@ -3,7 +3,9 @@ on a GPU (engine 'gpu', where numba.cuda and CuPy find one), and the search's sc
 
     python benchmarks/sim_speed/run.py OUT_JSON [--size 8192] [--search-s 30] [--deadline-s 900]
         [--stages one_core,all_cores,gpu,search] [--targets h100,mi300x]
-(stage gpu_variants, not run by default: each way sim.gpu builds and sorts a domain's stream, EXPAND x SORT, timed
+(stage gpu_orders, not run by default: --gpu-orders distinct orders of the search's first sweep, each simulated
+once on the GPU, the first order (which computes the trace's schedule of launch positions) reported apart;
+stage gpu_variants, not run by default: each way sim.gpu builds and sorts a domain's stream, EXPAND x SORT, timed
 with its device phases on the default place of the sets)
 Trace: matmul N^3 fp16 (GPU_CONFIG), grouped-8 order, the task's H100 occupancy, exact simulation of the H100
 and MI300X models. Timings are the simulator's own (`SimResult.elapsed_s`: schedule + cache model, the trace and
@@ -19,6 +21,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import statistics
 import sys
 import tempfile
 import time
@@ -38,7 +41,7 @@ from swizzlelab.optimize.loop import screen_text  # noqa: E402
 from swizzlelab.optimize.search import SearchProposer, coarse_candidates, neighbours  # noqa: E402
 from swizzlelab.optimize.state import Options, RunState  # noqa: E402
 from swizzlelab.scenario import load_scenario  # noqa: E402
-from swizzlelab.sim import footprint_of, simulate  # noqa: E402
+from swizzlelab.sim import clear_schedule_cache, footprint_of, simulate  # noqa: E402
 from swizzlelab.sim import gpu as sim_gpu  # noqa: E402
 from swizzlelab.sim.gpu import unavailable_reason  # noqa: E402
 from swizzlelab.sim.simulate import default_workers  # noqa: E402
@@ -123,6 +126,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--deadline-s", type=float, default=900.0)
     parser.add_argument("--one-core-reps", type=int, default=2)
     parser.add_argument("--stages", default="one_core,all_cores,gpu,search", help="comma-separated, run in order")
+    parser.add_argument("--gpu-orders", type=int, default=12, help="distinct orders in the gpu_orders stage")
     parser.add_argument("--targets", default="h100,mi300x", help="models simulated on all cores and on the GPU")
     args = parser.parse_args(argv)
     deadline = time.time() + args.deadline_s
@@ -196,26 +200,27 @@ def main(argv: list[str]) -> int:
         if reason:
             return {"skipped": reason}
         runs = []
-        default_local = sim_gpu.LOCAL_SETS
+        default_place = (sim_gpu.LOCAL_SETS, sim_gpu.SHARED_SETS)
+        places = [default_place] + [p for p in ((True, False), (True, True), (False, False)) if p != default_place]
         for model in models:
             reps = 3 if model.llc_bytes == 0 else 1
             cpu = cpu_results.get(model.name)
-            # Both places for a thread's sets (sim.gpu.LOCAL_SETS): each variant compiled by its first call.
-            for local in (default_local, not default_local):
-                sim_gpu.LOCAL_SETS = local
+            # Every place for a thread's sets (sim.gpu.LOCAL_SETS, SHARED_SETS): each compiled by its first call.
+            for local, shared in places:
+                sim_gpu.LOCAL_SETS, sim_gpu.SHARED_SETS = local, shared
                 t1 = time.perf_counter()
                 first = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine="gpu")
                 first_s = time.perf_counter() - t1
                 run = timed_runs(trace, perm, model, occupancy, footprint, workers=cores, engine="gpu", reps=reps)
                 phases = dict(sim_gpu.LAST_PHASES)
-                row = {**public(run), "local_sets": local, "first_call_s": first_s,
+                row = {**public(run), "local_sets": local, "shared_sets": shared, "first_call_s": first_s,
                        "first_call_note": "numba.cuda compile + trace upload",
                        "equal_to_cpu_engine": None if cpu is None else replace(cpu, elapsed_s=0.0) == replace(
                            run["_result"], elapsed_s=0.0),
                        "first_equal": replace(first, elapsed_s=0.0) == replace(run["_result"], elapsed_s=0.0),
                        "phases_s_last_run": phases,
                        "phases_note": "device phases of the last run; the rest of sim_s is the CPU's schedule"}
-                if local == default_local:
+                if (local, shared) == default_place:
                     # A screening estimate's size (a quarter of the sets), as a search would ask the device.
                     t1 = time.perf_counter()
                     sampled = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine="gpu",
@@ -226,8 +231,8 @@ def main(argv: list[str]) -> int:
                     row["quarter_sets_equal_to_cpu_engine"] = replace(sampled, elapsed_s=0.0) == replace(
                         sampled_cpu, elapsed_s=0.0)
                 runs.append(row)
-                print(f"gpu local_sets={local}: {run['sim_s']} phases {phases}", flush=True)
-        sim_gpu.LOCAL_SETS = default_local
+                print(f"gpu local_sets={local} shared_sets={shared}: {run['sim_s']} phases {phases}", flush=True)
+        sim_gpu.LOCAL_SETS, sim_gpu.SHARED_SETS = default_place
         return runs
 
     def gpu_variants():
@@ -260,8 +265,42 @@ def main(argv: list[str]) -> int:
             sim_gpu.EXPAND, sim_gpu.SORT = default
         return runs
 
+    def gpu_orders():
+        """A search's use of the device: many orders of one trace, each simulated once. The schedule of launch
+        positions is computed for the trace's first order and shared by the rest (sim.simulate._position_schedule),
+        so the first order and the later ones are reported apart."""
+        reason = unavailable_reason()
+        if reason:
+            return {"skipped": reason}
+        specs = [c.spec for c in coarse_candidates(scenario.grid, scenario.model.n_domains)][:args.gpu_orders]
+        runs = []
+        for model in models:
+            clear_schedule_cache()
+            rows = []
+            for i, spec in enumerate(specs):
+                result = simulate(trace, scenario.permutation(spec).perm, model, occupancy=occupancy,
+                                  footprint=footprint, engine="gpu")
+                row = {"order": spec, "sim_s": result.elapsed_s, "accesses_per_s": result.accesses_per_s,
+                       "l2_hit_pct": 100 * result.l2_hit_rate, "dram_read_bytes": result.dram_read_bytes,
+                       "phases_s": dict(sim_gpu.LAST_PHASES)}
+                if i in (1, len(specs) - 1):
+                    cpu = simulate(trace, scenario.permutation(spec).perm, model, occupancy=occupancy,
+                                   footprint=footprint, workers=cores, engine="sets")
+                    row["equal_to_cpu_engine"] = replace(cpu, elapsed_s=0.0) == replace(result, elapsed_s=0.0)
+                rows.append(row)
+                print(f"gpu order {spec}: {result.elapsed_s:.4f} s {row['phases_s']}", flush=True)
+            later = [r["sim_s"] for r in rows[1:]]
+            runs.append({
+                "target": model.name, "engine": "gpu", "line_accesses": int(trace.lines.size), "orders": rows,
+                "first_order_s": rows[0]["sim_s"] if rows else None,
+                "later_orders_median_s": statistics.median(later) if later else None,
+                "later_orders_accesses_per_s_median": int(trace.lines.size) / statistics.median(later) if later else None,
+                "label": f"predicted (model {model.name}); times measured",
+                "note": "each order simulated once; the first pays the trace's schedule of launch positions"})
+        return runs
+
     stages = {"one_core": (40, one_core), "all_cores": (20, all_cores), "gpu": (25, on_gpu),
-              "gpu_variants": (25, gpu_variants),
+              "gpu_variants": (25, gpu_variants), "gpu_orders": (25, gpu_orders),
               "search": (args.search_s + 10, lambda: screening(scenario, args.search_s, cores))}
     for name in args.stages.split(","):
         stage(name, *stages[name])

@@ -4,7 +4,8 @@
 """
 
 from swizzlelab.sim.analyze import Analysis, Period, Sharing, TensorStats, analyze, index_periods
-from swizzlelab.sim.simulate import DomainStats, SimResult, domain_programs, footprint_of, simulate
+from swizzlelab.sim.simulate import (DomainStats, SimResult, clear_schedule_cache, domain_programs, footprint_of,
+                                     simulate)
 
 __all__ = [
     "Analysis",
@@ -14,6 +15,7 @@ __all__ = [
     "SimResult",
     "TensorStats",
     "analyze",
+    "clear_schedule_cache",
     "domain_programs",
     "footprint_of",
     "index_periods",

@@ -23,9 +23,14 @@ THREADS_PER_BLOCK = 64
 # scratch, the sorted copies, the miss bytes.
 BYTES_PER_ACCESS = 8 + 4 + 4 + 8 + 16 + 8 + 4 + 4 + 2
 
-# Threads keep their sets in local memory (the models' geometries; see gpu_kernels._make_walk_sets) rather than in
-# one shared array in global memory. Both give the same results; benchmarks/sim_speed times both.
+# Threads keep their sets to themselves (the models' geometries; see gpu_kernels._make_walk_sets) rather than in
+# one array in global memory, and (SHARED_SETS) in shared rather than local memory. All give the same results.
+# The walk is latency-bound (one thread per set index: ~3 warps per SM on an H100): with the sets in local memory
+# ncu measured 94.6% of issue slots without an eligible warp, 14 of 18.3 cycles between instructions waiting on
+# L1TEX, L1 hit rate 53.7% (benchmarks/sim_speed/walk_ncu_h100.txt); shared memory cut the walk of matmul 8192
+# from 108 to 38 ms (sim_speed_gpuhost_h100_orders.json).
 LOCAL_SETS = True
+SHARED_SETS = True
 
 # How a domain's stream is built and put in set order; each pair gives the same records in the same order, and
 # benchmarks/sim_speed (--gpu-variants) times them. EXPAND: "lanes" (a warp per step, consecutive lanes writing
@@ -156,23 +161,24 @@ def _phase(xp, name: str, t0: float) -> float:
     return now
 
 
-def run_domain_gpu(xp, dev_trace, host_step_ptr, sched, pbits: int, n_partitions: int, n_sets: int, n_simulated: int,
+def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: int, n_simulated: int,
                    ways: int, record: bool, pair: int = 0) -> tuple[np.ndarray, np.ndarray]:
     """One domain on the device: (its statistics, its DRAM-bound sectors per stream access or an empty array)."""
     k = _kernels()
-    walk_kernel, local = k.walk_sets_for(ways, n_partitions, pbits, LOCAL_SETS)
+    walk_kernel, local = k.walk_sets_for(ways, n_partitions, pbits, LOCAL_SETS, SHARED_SETS)
     t0 = time.perf_counter()
     lines, masks, writes, set_home, step_ptr = dev_trace
     steps, near, _ = sched
-    lens = host_step_ptr[steps + 1] - host_step_ptr[steps]
-    starts = np.zeros(steps.size + 1, dtype=np.int64)
-    np.cumsum(lens, out=starts[1:])
-    n = int(starts[-1])
+    # Where each step's records start in the domain's stream: a prefix sum on the device, which holds step_ptr.
+    d_steps, d_near = xp.asarray(steps), xp.asarray(near)
+    d_starts = xp.zeros(steps.size + 1, dtype=np.int64)
+    xp.cumsum(step_ptr[d_steps + 1] - step_ptr[d_steps], out=d_starts[1:])
+    n = int(d_starts[-1])
     _check_memory(xp, n, n_sets * n_partitions * ways * 8)
     rec = xp.empty(n, dtype=np.int64)
     shw = xp.empty(n, dtype=np.int32)
-    key = xp.empty(n, dtype=np.int32)
-    d_steps, d_near, d_starts = (xp.asarray(a) for a in (steps, near, starts))
+    # 16-bit sort keys where the sets allow (every model's L2): the stable radix sort then makes half the passes.
+    key = xp.empty(n, dtype=np.int16 if n_simulated < np.iinfo(np.int16).max else np.int32)
     t0 = _phase(xp, "upload_s", t0)
     args = (step_ptr, d_steps, d_near, d_starts, lines, masks, writes, set_home, np.int64(pbits),
             np.int64(n_simulated), np.int64((1 << pbits) - 1 if local else -1), rec, shw, key)
@@ -210,7 +216,7 @@ def run_domain_gpu(xp, dev_trace, host_step_ptr, sched, pbits: int, n_partitions
         # One thread per set index is the design: a sample of a few thousand sets is a small grid, and numba-cuda's
         # low-occupancy warning would only repeat that on every screening estimate.
         warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
-        walk_kernel[_blocks(n_simulated), THREADS_PER_BLOCK](
+        walk_kernel[max(1, -(-n_simulated // k.WALK_THREADS)), k.WALK_THREADS](
             rec, shw, seg, np.int64(pbits), np.int64(n_partitions), np.int64(ways), sets, stats, got, np.int64(pair))
     t0 = _phase(xp, "walk_s", t0)
     total = stats.sum(axis=0)
@@ -240,7 +246,7 @@ def run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_p
         _phase(xp, "trace_upload_s", t0)
         stats, got = {}, {}
         for d, sched in schedules.items():
-            stats[d], got[d] = run_domain_gpu(xp, dev, step_ptr, sched, pbits, n_partitions, n_sets, n_simulated,
+            stats[d], got[d] = run_domain_gpu(xp, dev, sched, pbits, n_partitions, n_sets, n_simulated,
                                               ways, record, pair)
         if xp is not np:
             xp.cuda.Device().synchronize()

@@ -77,12 +77,18 @@ def gather_records(order, rec, shw, rec_out, shw_out):
         shw_out[i] = shw[j]
 
 
-def _make_walk_sets(WAYS: int, PARTITIONS: int, PBITS: int, LOCAL: bool):
+# Threads per block of the walk (sim.gpu launches it so): the shared-memory variant sizes its array by it.
+WALK_THREADS = 64
+
+
+def _make_walk_sets(WAYS: int, PARTITIONS: int, PBITS: int, LOCAL: bool, SHARED: bool = False):
     """walk_sets compiled with the set geometry as constants when WAYS > 0 (as sim.kernels does for the CPU), else
     taking it from its arguments. LOCAL (with WAYS > 0): each thread keeps its set index's sets (every partition,
     WAYS * PARTITIONS words) in its own local memory, which the GPU caches write-back in L1, instead of the shared
     array in global memory (whose stores go through to L2); its records' set words must then hold the home
-    partition alone (expand's shw_mask), so the walk addresses set 0 of that array."""
+    partition alone (expand's shw_mask), so the walk addresses set 0 of that array. SHARED (with LOCAL): the same
+    words in shared memory, word i of the block's threads side by side (lanes touching the same way hit distinct
+    banks), for the latency of shared memory rather than L1's."""
     words = max(WAYS * PARTITIONS, 1)
 
     @cuda.jit
@@ -91,7 +97,14 @@ def _make_walk_sets(WAYS: int, PARTITIONS: int, PBITS: int, LOCAL: bool):
         in every partition, then the write-back of what they still hold dirty."""
         st = cuda.grid(1)
         if st < seg.shape[0] - 1:
-            if LOCAL:
+            if LOCAL and SHARED:
+                block = cuda.shared.array((words, WALK_THREADS), np.int64)
+                own = block[:, cuda.threadIdx.x]
+                for i in range(words):
+                    own[i] = EMPTY
+                walk_dev(rec, shw, seg[st], seg[st + 1], PBITS, PARTITIONS, WAYS, own, stats, st, got, pair)
+                flush_dev(own, 0, 1, PARTITIONS, WAYS, stats, st)
+            elif LOCAL:
                 own = cuda.local.array(words, np.int64)
                 for i in range(words):
                     own[i] = EMPTY
@@ -108,17 +121,18 @@ def _make_walk_sets(WAYS: int, PARTITIONS: int, PBITS: int, LOCAL: bool):
 
 
 walk_sets = _make_walk_sets(0, 0, 0, False)
-_VARIANTS: dict[tuple[int, int, int, bool], object] = {}
+_VARIANTS: dict[tuple[int, int, int, bool, bool], object] = {}
 _GEOMETRIES = ((16, 2, 1), (16, 1, 0))  # the models' L2 sets: 16 ways; 2 partitions on NVIDIA, 1 on AMD
 
 
-def walk_sets_for(ways: int, n_partitions: int, pbits: int, local: bool):
-    """(kernel, whether it keeps sets in local memory) for this set geometry: a compiled-in variant for the models'
-    geometries (compiled on first use), else the generic kernel on global memory."""
+def walk_sets_for(ways: int, n_partitions: int, pbits: int, local: bool, shared: bool = False):
+    """(kernel, whether it keeps sets per thread) for this set geometry: a compiled-in variant for the models'
+    geometries (compiled on first use; per-thread sets in local or, with `shared`, shared memory), else the
+    generic kernel on global memory."""
     geometry = (int(ways), int(n_partitions), int(pbits))
     if geometry not in _GEOMETRIES:
         return walk_sets, False
-    key = (*geometry, bool(local))
+    key = (*geometry, bool(local), bool(local) and bool(shared))
     if key not in _VARIANTS:
         _VARIANTS[key] = _make_walk_sets(*key)
     return _VARIANTS[key], bool(local)

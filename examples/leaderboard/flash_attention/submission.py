@@ -999,6 +999,10 @@ CUDA_VARIANTS: dict[int, tuple[int, ...]] = {
     # steps_13: mode bit 7 = a tile's last P V issued with the next tile's first QK^T (no idle tensor cores between
     # tiles), on 34 and 22.
     36: (2, 1, 0, 2, 1, 0, 197, 192), 37: (3, 1, 0, 2, 1, 0, 133),
+    # steps_15, on 34 (barrier stalls 1.41 against v22's 0.79): without the ping-pong; with the lazy rescale; on the
+    # persistent grid that fetches the next Q before K; a quarter of the exponentials on the FMA pipes.
+    38: (2, 0, 0, 2, 1, 0, 69, 192), 39: (2, 1, 0, 2, 1, 0, 77, 192), 40: (2, 1, 0, 1, 1, 0, 69, 192),
+    41: (2, 1, 0, 2, 1, 0, 85, 192),
 }
 CUDA_BUILD_FLAGS = ["-gencode=arch=compute_90a,code=sm_90a", "-O3", "-std=c++17", "-shared", "-Xcompiler", "-fPIC"]
 

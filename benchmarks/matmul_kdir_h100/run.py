@@ -38,6 +38,7 @@ from swizzlelab.swizzle import apply_swizzle  # noqa: E402
 CASE = {"seed": 12, "m": 8192, "n": 8192, "k": 8192}
 BM, BN, BK, WARPS, STAGES = 128, 128, 64, 8, 3  # the task's GPU_CONFIG
 WAVE = 132 * 2  # H100 SXM: 132 SMs x 2 resident programs of this config
+SYNC_SPIN_LIMIT = tl.constexpr(1 << 22)  # ~seconds of spinning: far beyond any wave's spread
 METRICS = ["dram__bytes_read.sum", "lts__t_sector_hit_rate.pct", "gpu__time_duration.sum"]
 
 
@@ -46,6 +47,7 @@ def matmul_kdir_kernel(
     a_ptr, b_ptr, c_ptr, M, N, K,
     stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
     BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, REVERSE: tl.constexpr, WAVE: tl.constexpr,
+    done_ptr=None, SYNC: tl.constexpr = 0,
 ):
     num_pid_m = tl.cdiv(M, BLOCK_M)  # noqa: F841 - read by swizzle formulas
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -63,6 +65,14 @@ def matmul_kdir_kernel(
     offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
     offs_k = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    wave = tl.program_id(0) // WAVE
+    if SYNC:
+        # Start only once every program of the previous wave has stored its tile, so a wave's programs walk K in
+        # step rather than drifting apart over the run (bounded spin: a dispatcher out of launch order cannot hang it).
+        if wave > 0:
+            spins = 0
+            while (tl.atomic_add(done_ptr + wave - 1, 0, sem="acquire") < WAVE) & (spins < SYNC_SPIN_LIMIT):
+                spins += 1
     for i in range(0, n_k):
         kb = tl.where(backwards, n_k - 1 - i, i)
         k0 = kb * BLOCK_K
@@ -75,16 +85,19 @@ def matmul_kdir_kernel(
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+    if SYNC:
+        tl.atomic_add(done_ptr + wave, 1, sem="release")
 
 
-def launcher(task: Any, order: str, wave: int, task_kernel: bool = False) -> Any:
+def launcher(task: Any, order: str, wave: int, task_kernel: bool = False, sync: bool = False) -> Any:
     """The kernel under `order`; K alternates every `wave` launches (0: every program walks K forwards).
     `task_kernel` (--task-kernel): the task's own kernel (tasks/matmul/kernel.py, its K switch `k_wave`), which
     `swizzlelab optimize --k-dir alternate` ranks and times, instead of this file's probe kernel."""
     if task_kernel:
-        from swizzlelab.tasks.matmul.kernel import GPU_CONFIG, with_k_alternation
+        from swizzlelab.tasks.matmul.kernel import GPU_CONFIG, with_k_alternation, with_wave_sync
 
         formula, cfg = task.parse_order(order), with_k_alternation(GPU_CONFIG, wave)
+        cfg = with_wave_sync(cfg, wave or WAVE) if sync else cfg
         return lambda data: task.custom_kernel(data, formula, cfg)
     kernel = apply_swizzle(matmul_kdir_kernel, task.parse_order(order))
 
@@ -93,21 +106,23 @@ def launcher(task: Any, order: str, wave: int, task_kernel: bool = False) -> Any
         m, k = a.shape
         n = b.shape[1]
         grid = (triton.cdiv(m, BM) * triton.cdiv(n, BN),)
+        # --sync: one counter per wave of the launch, zeroed before it (part of the timed call)
+        done = torch.zeros(-(-grid[0] // (wave or WAVE)), dtype=torch.int32, device=a.device) if sync else None
         kernel[grid](a, b, out, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0),
                      out.stride(1), BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, REVERSE=1 if wave else 0, WAVE=wave or WAVE,
-                     num_warps=WARPS, num_stages=STAGES)
+                     done_ptr=done, SYNC=1 if sync else 0, num_warps=WARPS, num_stages=STAGES)
         return out
 
     return run
 
 
-def child(order: str, wave: int, result: Path, task_kernel: bool) -> int:
+def child(order: str, wave: int, result: Path, task_kernel: bool, sync: bool = False) -> int:
     """Two launches (the first compiles; ncu profiles the second) and the task's check of the output."""
     from swizzlelab.tasks import load_task
 
     task = load_task("matmul")
     data = task.generate_input(CASE)
-    run = launcher(task, order, wave, task_kernel)
+    run = launcher(task, order, wave, task_kernel, sync)
     run(data)
     torch.cuda.synchronize()
     data["out"].fill_(float("nan"))
@@ -131,9 +146,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--name", default="matmul_kdir_h100", help="stem of the JSON written")
     parser.add_argument("--child", nargs=3, metavar=("ORDER", "WAVE", "RESULT"))
     parser.add_argument("--task-kernel", action="store_true", help="measure tasks/matmul/kernel.py, not the probe")
+    parser.add_argument("--sync", action="store_true",
+                        help="the probe's programs of each wave start only once the previous wave has finished")
     args = parser.parse_args(argv)
     if args.child:
-        return child(args.child[0], int(args.child[1]), Path(args.child[2]), args.task_kernel)
+        return child(args.child[0], int(args.child[1]), Path(args.child[2]), args.task_kernel, args.sync)
     from swizzlelab.harness.ncu import run_ncu
     from swizzlelab.harness.timing import compare_interleaved
     from swizzlelab.tasks import load_task
@@ -147,10 +164,12 @@ def main(argv: list[str]) -> int:
         "study": "matmul_kdir_h100", "out_name": args.name, "script": "benchmarks/matmul_kdir_h100/run.py",
         "command": "python benchmarks/matmul_kdir_h100/run.py " + " ".join(shlex.quote(a) for a in argv),
         "device": device, "case": CASE,
-        "kernel": "tasks/matmul/kernel.py (config k_wave)" if args.task_kernel else "this file's matmul_kdir_kernel",
+        "kernel": ("tasks/matmul/kernel.py (config k_wave" + (", sync_wave" if args.sync else "") + ")")
+        if args.task_kernel else "this file's matmul_kdir_kernel",
         "config": {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "num_warps": WARPS,
                                                     "num_stages": STAGES, "WAVE": WAVE},
-        "label": f"measured ({device}, ncu; CUDA events for timings)", "rows": [], "timings": [], "failures": []}
+        "sync": args.sync, "label": f"measured ({device}, ncu; CUDA events for timings)", "rows": [], "timings": [],
+        "failures": []}
 
     def save() -> None:
         record["elapsed_s"] = round(time.time() - start, 1)
@@ -167,12 +186,13 @@ def main(argv: list[str]) -> int:
             result = Path(tempfile.mkdtemp(prefix="kdir-")) / "child.json"
             try:
                 child_cmd = [sys.executable, __file__, "--child", order, str(wave), str(result)]
-                kernels = run_ncu(child_cmd + (["--task-kernel"] if args.task_kernel else []), METRICS,
+                kernels = run_ncu(child_cmd + (["--task-kernel"] if args.task_kernel else [])
+                                  + (["--sync"] if args.sync else []), METRICS,
                                   kernel_regex="matmul_kernel" if args.task_kernel else "matmul_kdir", launch_skip=1,
                                   launch_count=1, timeout_s=120)
                 metrics = kernels[0].values if kernels else {}
                 verdict = json.loads(result.read_text()) if result.exists() else {"ok": False, "message": "no result"}
-                row = {"order": order, "reverse": reverse, "wave": wave, "metrics": {k: metrics.get(k) for k in METRICS},
+                row = {"order": order, "reverse": reverse, "wave": wave, "sync": args.sync, "metrics": {k: metrics.get(k) for k in METRICS},
                        "output_ok": verdict["ok"], "check": verdict["message"]}
             except Exception as err:  # noqa: BLE001 - the other variants still run
                 record["failures"].append(f"{order} wave={wave}: {type(err).__name__}: {err}")
@@ -194,11 +214,11 @@ def main(argv: list[str]) -> int:
         if time.time() - start > args.deadline_s - args.time_s - 10:
             record["failures"].append(f"timing skipped (deadline): {order} wave={wave}")
             continue
-        variant = launcher(task, order, wave, args.task_kernel)
+        variant = launcher(task, order, wave, args.task_kernel, args.sync)
         cmp = compare_interleaved(base, variant, data, budget_s=args.time_s, check_a=lambda o: task.check(data, o),
                                   check_b=lambda o: task.check(data, o), sample_clock=True)
         entry = {**cmp.to_dict(with_samples=False), "base": "grouped:GROUP_M=8 reverse=0",
-                 "variant": f"{order} reverse=1" + (f" wave={wave}" if wave != WAVE else "")}
+                 "variant": f"{order} reverse=1" + (f" wave={wave}" if wave != WAVE else "") + (" sync" if args.sync else "")}
         record["timings"].append(entry)
         print(f"time {entry['variant']} vs {entry['base']}: {cmp.speedup:.4f}x [{cmp.ci_low:.4f}, {cmp.ci_high:.4f}] "
               f"({cmp.a.mean_ms:.4f} vs {cmp.b.mean_ms:.4f} ms)", flush=True)

@@ -147,13 +147,21 @@ class Scenario:
     def header(self) -> str:
         """One line for a command's output: task, case, grid, target and occupancy with its source."""
         k_dir = f", K walked backwards by odd waves of {self.k_wave} launches" if self.k_wave else ""
-        return f"task {self.label()}, target {self.model.name}, {self.occupancy.text()}{k_dir}"
+        sync = f", each wave of {self.wave_sync} launches starting after the previous one" if self.wave_sync else ""
+        return f"task {self.label()}, target {self.model.name}, {self.occupancy.text()}{k_dir}{sync}"
 
     @property
     def k_wave(self) -> int:
         """Launches per wave of the kernel's K alternation (0: every program walks K forwards); the configuration's
         -1 is the programs resident at once on the target (units x occupancy)."""
         wave = int(getattr(self.config, "k_wave", 0) or 0)
+        return self.model.n_units * self.occupancy.programs if wave < 0 else wave
+
+    @property
+    def wave_sync(self) -> int:
+        """Launches per wave of the kernel's barrier between waves (0: none); -1 in the configuration is the
+        programs resident at once on the target, as for k_wave."""
+        wave = int(getattr(self.config, "sync_wave", 0) or 0)
         return self.model.n_units * self.occupancy.programs if wave < 0 else wave
 
     def identity(self) -> dict[str, Any]:
@@ -170,16 +178,20 @@ class Scenario:
             "occupancy_source": self.occupancy.source,
             # Only when set, so runs written before the K direction existed still resume.
             **({"k_wave": self.k_wave} if self.k_wave else {}),
+            **({"sync_wave": self.wave_sync} if self.wave_sync else {}),
         }
 
     def launch_config(self) -> Any:
         """The configuration a GPU launch takes: with the K alternation's wave resolved as the predictions resolve it
         (units x occupancy, --occupancy included), not again from the launching GPU."""
-        return replace(self.config, k_wave=self.k_wave) if self.k_wave else self.config
+        waves = {**({"k_wave": self.k_wave} if self.k_wave else {}),
+                 **({"sync_wave": self.wave_sync} if self.wave_sync else {})}
+        return replace(self.config, **waves) if waves else self.config
 
     def kernel_key(self) -> str:
         """The kernel part of a measurement cache key: its source, and the K direction it launches with."""
-        return self.kernel.source_hash + (f"|k_wave={self.k_wave}" if self.k_wave else "")
+        return (self.kernel.source_hash + (f"|k_wave={self.k_wave}" if self.k_wave else "")
+                + (f"|sync_wave={self.wave_sync}" if self.wave_sync else ""))
 
     # -- the kernel and its orders ---------------------------------------------------------------------------
     @property
@@ -491,6 +503,14 @@ def _with_k_dir(task: Task, config: Any, k_dir: str) -> Any:
     return replace(config, k_wave=K_DIRS[key])
 
 
+def _with_wave_sync(task: Task, config: Any, wave_sync: bool) -> Any:
+    if not wave_sync:
+        return config
+    if not is_dataclass(config) or "sync_wave" not in {f.name for f in fields(config)}:
+        raise UserError(f"--wave-sync: task {task.name}'s kernel has no barrier between waves (matmul has one)")
+    return replace(config, sync_wave=-1)
+
+
 def load_scenario(
     task: str | Path | Task,
     case: dict[str, Any] | str | None = None,
@@ -502,6 +522,7 @@ def load_scenario(
     gpu_name: str | None = None,
     outputs: Sequence[str] | None = None,
     k_dir: str = "forward",
+    wave_sync: bool = False,
 ) -> Scenario:
     """The scenario every command works on. `case`: a dict, 'test:N' / 'bench:N', or None (the first benchmark);
     `sizes`: NAME=VALUE overrides; `target`: a --target name (or a resolved Target), `gpu_name` stands for the
@@ -515,7 +536,7 @@ def load_scenario(
         kernel = load_kernel_file(kernel_file)
         if hasattr(kernel.module, "tile_grid") and hasattr(kernel.module, "swizzle_args"):
             module = kernel.module
-    cfg = _with_k_dir(loaded, _config(loaded, module, config), k_dir)
+    cfg = _with_wave_sync(loaded, _with_k_dir(loaded, _config(loaded, module, config), k_dir), wave_sync)
     sizes_only = {k: v for k, v in chosen.items() if k != "seed"}
     try:
         grid = tuple(int(g) for g in module.tile_grid(**sizes_only, config=cfg))

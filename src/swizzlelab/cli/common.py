@@ -40,6 +40,12 @@ def k_dir_opt() -> Any:
     return typer.Option("forward", "--k-dir", help=K_DIR_HELP)
 
 
+def wave_sync_opt() -> Any:
+    return typer.Option(False, "--wave-sync", help="each wave of resident programs starts only once the previous wave "
+                        "has finished (a barrier between waves; task kernels with one: matmul; simulated on the model's set-associative "
+                        "L2)")
+
+
 def outputs_option() -> str:
     return ("names a formula file assigns for the kernel, e.g. pid_m,pid_n (default: by the grid's rank); family "
             "specs name their own")

@@ -13,7 +13,7 @@ import typer
 from rich.console import Console
 
 from swizzlelab.cli import userkernel as uk_cli
-from swizzlelab.cli.common import console, k_dir_opt, outputs_option, progress_bar, split_outputs
+from swizzlelab.cli.common import console, k_dir_opt, outputs_option, progress_bar, split_outputs, wave_sync_opt
 from swizzlelab.hw import targets_help
 from swizzlelab.optimize.loop import JSONL, Options, describe_best, read_jsonl, run
 from swizzlelab.scenario import load_scenario
@@ -47,6 +47,7 @@ def register(app: typer.Typer) -> None:
         arg: list[str] = typer.Option([], "--arg", help=uk_cli.ARG_HELP),
         site: str | None = typer.Option(None, "--site", help=uk_cli.SITE_HELP),
         k_dir: str = k_dir_opt(),
+        wave_sync: bool = wave_sync_opt(),
     ) -> None:
         """Find a faster block order for a kernel: propose, prove, predict, measure (on the GPU), report."""
         out_console = console()
@@ -54,11 +55,11 @@ def register(app: typer.Typer) -> None:
             scenario = uk_cli.user_scenario(
                 out_console, kernel, target=target, occupancy=occupancy, task=task, config=config,
                 autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size, site=site,
-                k_dir=k_dir,
+                k_dir=k_dir, wave_sync=wave_sync,
             )
         else:
             scenario = load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,
-                                     outputs=split_outputs(outputs), k_dir=k_dir)
+                                     outputs=split_outputs(outputs), k_dir=k_dir, wave_sync=wave_sync)
         out_console.print(scenario.target.note, highlight=False)
         out_console.print(scenario.header(), highlight=False)
         run_name = scenario.task.name.replace(":", "-")

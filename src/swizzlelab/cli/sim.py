@@ -11,7 +11,7 @@ from typing import Optional
 import typer
 
 from swizzlelab.cli import userkernel as uk_cli
-from swizzlelab.cli.common import console, k_dir_opt, outputs_option, progress_bar, split_outputs
+from swizzlelab.cli.common import console, k_dir_opt, outputs_option, progress_bar, split_outputs, wave_sync_opt
 from swizzlelab.errors import UserError
 from swizzlelab.hw import targets_help
 from swizzlelab.scenario import load_scenario
@@ -77,6 +77,7 @@ def register(app: typer.Typer) -> None:
             "H100; 0 = resident programs in lockstep)"),
         as_json: bool = typer.Option(False, "--json", help="print a JSON record instead of text"),
         k_dir: str = k_dir_opt(),
+        wave_sync: bool = wave_sync_opt(),
         kernel: Optional[str] = uk_cli.kernel_opt(),
         config: list[str] = uk_cli.config_opt(),
         autotune_config: int = uk_cli.autotune_opt(),
@@ -88,7 +89,7 @@ def register(app: typer.Typer) -> None:
         """Predict L2 hit rate and DRAM traffic of a task under one or more launch orders."""
         err = console(stderr=True)
         scenario = _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site,
-                             outputs, k_dir)
+                             outputs, k_dir, wave_sync)
         specs = list(order) or [None]
         perms = [(spec or KERNEL_ORDER, scenario.permutation(spec)) for spec in specs]
         with err.status(f"tracing {scenario.label()} ..."):
@@ -99,9 +100,11 @@ def register(app: typer.Typer) -> None:
             job = progress.add_task(f"simulating on {scenario.model.name}", total=len(perms))
             for label, perm in perms:
                 progress.update(job, description=f"simulating {label} on {scenario.model.name}")
+                # The barrier between waves is modelled by the set-partitioned engine: the model's own sets.
+                ways = assoc if assoc is not None else ("model" if scenario.wave_sync else None)
                 results.append((label, perm, simulate(
-                    scenario.trace_for(perm), perm, scenario.model, occupancy=scenario.occupancy.programs, assoc=assoc,
-                    footprint=footprint, step_cv=step_cv)))
+                    scenario.trace_for(perm), perm, scenario.model, occupancy=scenario.occupancy.programs, assoc=ways,
+                    footprint=footprint, step_cv=step_cv, wave_sync=scenario.wave_sync)))
                 progress.advance(job)
         if as_json:
             record = {
@@ -124,13 +127,13 @@ def register(app: typer.Typer) -> None:
 
 
 def _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site, outputs,
-              k_dir="forward"):
+              k_dir="forward", wave_sync=False):
     """The task's scenario, or with --kernel a kernel file as people write it (traced through its wrapper)."""
     if uk_cli.is_wild_file(kernel):
         return uk_cli.user_scenario(console(stderr=True), kernel, target=target, occupancy=occupancy, task=task,
                                     config=config, autotune_config=autotune_config, launch=launch, tensor=tensor,
-                                    arg=arg, size=size, site=site, k_dir=k_dir)
+                                    arg=arg, size=size, site=site, k_dir=k_dir, wave_sync=wave_sync)
     if task is None:
         raise UserError("name a task (see `swizzlelab tasks`) or give --kernel FILE")
     return load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,
-                         outputs=split_outputs(outputs), k_dir=k_dir)
+                         outputs=split_outputs(outputs), k_dir=k_dir, wave_sync=wave_sync)

@@ -69,12 +69,14 @@ def open_from_options(
 
 def user_scenario(out_console: Any, kernel: str, *, target: str, occupancy: int | None, task: str | None,
                   config: list[str], autotune_config: int, launch: str | None, tensor: list[str], arg: list[str],
-                  size: list[str], site: str | None, k_dir: str = "forward") -> Any:
+                  size: list[str], site: str | None, k_dir: str = "forward", wave_sync: bool = False) -> Any:
     """Open the kernel file, say what was chosen (site lines, config, launcher), trace it: its Scenario."""
     from swizzlelab.hw import resolve_target
 
     if k_dir != "forward":
         raise UserError("--k-dir applies to task kernels with a K-direction switch, not to a --kernel file")
+    if wave_sync:
+        raise UserError("--wave-sync applies to task kernels with a barrier between waves, not to a --kernel file")
     from swizzlelab.scenario import scenario_from_user_kernel
 
     resolved = resolve_target(target)

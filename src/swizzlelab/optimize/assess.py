@@ -23,7 +23,7 @@ def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers
     the L2 sets; see sim.simulate)."""
     model = scenario.model
     result = simulate(scenario.trace_for(perm), perm, model, occupancy=scenario.occupancy.programs, footprint=footprint,
-                      workers=workers, set_fraction=set_fraction)
+                      workers=workers, set_fraction=set_fraction, wave_sync=scenario.wave_sync)
     dram = result.dram_read_bytes + result.dram_write_bytes
     return Prediction(
         model=result.model,

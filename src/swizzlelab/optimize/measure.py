@@ -96,8 +96,8 @@ class GpuMeasurer:
         self.device = str(torch.cuda.get_device_name(torch.cuda.current_device()))
 
     def _launcher(self, formula: Any) -> Any:
-        if self.scenario.k_wave and not self.scenario.kernel.is_user_file:
-            # The task kernel with the scenario's K direction and the wave its predictions used.
+        if (self.scenario.k_wave or self.scenario.wave_sync) and not self.scenario.kernel.is_user_file:
+            # The task kernel with the scenario's K direction, barrier and the waves its predictions used.
             config = self.scenario.launch_config()
             return lambda data: self.scenario.task.custom_kernel(data, formula, config)
         launch = self.scenario.kernel.launcher or self.scenario.task.custom_kernel
@@ -108,10 +108,11 @@ class GpuMeasurer:
             return None
         if self.scenario.kernel.is_user_file:
             return NcuFigures(error="ncu profiles the task's own kernel file; not run for a --kernel file")
-        if self.scenario.k_wave:
-            # The profiling child launches the task's default configuration (K forwards); measuring the
-            # alternating kernel's DRAM bytes is benchmarks/matmul_kdir_h100/run.py's job.
-            return NcuFigures(error="ncu profiles the kernel with K forwards; not run for --k-dir alternate")
+        if self.scenario.k_wave or self.scenario.wave_sync:
+            # The profiling child launches the task's default configuration (K forwards, no barrier); measuring
+            # these kernels' DRAM bytes is benchmarks/matmul_kdir_h100/run.py's job.
+            return NcuFigures(error="ncu profiles the kernel's default configuration; not run for --k-dir alternate "
+                                    "or --wave-sync")
         try:
             kernels = harness.profile(self.scenario.task, self.scenario.case, formula, self.ncu_dir)
         except UserError as err:

@@ -128,6 +128,11 @@ def write_best_kernel(state: RunState) -> Path | None:
             f"# found with K alternating (--k-dir alternate: odd waves of {scenario.k_wave} launches walk K backwards):"
             " launch it so, e.g. custom_kernel(data, config=with_k_alternation(GPU_CONFIG))"
         )
+    if scenario.wave_sync:
+        lines.append(
+            f"# found with a barrier between waves (--wave-sync: each wave of {scenario.wave_sync} launches starts once"
+            " the previous one has finished): launch it so, e.g. config=with_wave_sync(GPU_CONFIG)"
+        )
     comparison = best.comparison
     if comparison is not None:
         lines.append(

@@ -118,6 +118,7 @@ class SimResult:
     llc_hit_rate: float | None = None  # memory-side cache (Infinity Cache) hit rate of those reads
     set_fraction: float = 1.0  # share of L2 sets simulated (< 1: counts scaled up from a sample of sets)
     hit_speedup: float = 0.0  # how much L2 hits shorten a step in the progress model (0 = not at all)
+    wave_sync: int = 0  # launches per wave of a kernel with a barrier between waves (0 = none)
 
     @property
     def best_hit_rate(self) -> float:
@@ -508,11 +509,36 @@ def clear_schedule_cache() -> None:
         _SCHEDULE_CACHE.clear()
 
 
-def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, step_scale=None, n_workers=1):
+def _synced_schedule(programs, tile_steps, tile_step_ptr, n_slots, n_partitions, cv, seed, chunk):
+    """A domain's schedule when each wave of `chunk` launches starts only once the previous wave has finished (a
+    kernel with a barrier between waves): every wave runs as if launched alone, all its programs starting at once,
+    and the waves follow one another. Each wave draws its own step durations (seed per wave); its start times
+    continue after the previous wave's last step start plus one mean step (they only order the memory-side cache's
+    merge of domains)."""
+    steps, nears, starts = [], [], []
+    offset = 0.0
+    for w, lo in enumerate(range(0, programs.size, chunk)):
+        wave = programs[lo:lo + chunk]
+        # Wave 0 draws what the domain draws without the barrier: a launch of one wave is the same run either way.
+        pos, k, near, start = _position_schedule(tile_steps[wave], n_slots, n_partitions, cv,
+                                                 seed if w == 0 else domain_seed_of(seed, w))
+        steps.append(tile_step_ptr[wave[pos]] + k)
+        nears.append(near)
+        starts.append(start + offset)
+        if start.size:
+            offset = float(starts[-1][-1]) + 1.0
+    if not steps:
+        return np.zeros(0, np.int64), np.zeros(0, np.int8), np.zeros(0, np.float64)
+    return np.concatenate(steps), np.concatenate(nears), np.concatenate(starts)
+
+
+def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, step_scale=None, n_workers=1,
+                      wave_chunk=0):
     """{domain: (steps, near partitions, start times)}: the order in which each domain runs its programs' steps
     (`step_scale`: each step's duration factor, or None); domains on up to `n_workers` threads (each domain's
     schedule is its own sequential loop, so a multi-domain GPU's schedules are independent). Without step scales
-    the schedule comes from the domain's position schedule (identical: kernels.schedule_domain either way)."""
+    the schedule comes from the domain's position schedule (identical: kernels.schedule_domain either way).
+    `wave_chunk` > 0: waves of that many of the domain's launches, each starting after the previous one ends."""
     scale = np.zeros(0, dtype=np.float64) if step_scale is None else step_scale
     jobs = [(d, programs) for d, programs in work if programs.size]
     tile_steps = np.diff(tile_step_ptr)
@@ -520,6 +546,9 @@ def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, 
     def one(job):
         d, programs = job
         programs = np.ascontiguousarray(programs)
+        if wave_chunk > 0:
+            return _synced_schedule(programs, tile_steps, tile_step_ptr, n_slots, n_partitions, cv,
+                                    domain_seed_of(seed, d), wave_chunk)
         if step_scale is None:
             pos, k, near, start = _position_schedule(tile_steps[programs], n_slots, n_partitions, cv,
                                                      domain_seed_of(seed, d))
@@ -542,7 +571,7 @@ def _stream_length(step_ptr: np.ndarray, steps: np.ndarray) -> int:
 
 def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
                      ways, popcount, cv, seed, n_workers, set_fraction=1.0,
-                     use_gpu=False, hit_speedup=0.0) -> tuple[list[np.ndarray], LlcStats | None]:
+                     use_gpu=False, hit_speedup=0.0, wave_chunk=0) -> tuple[list[np.ndarray], LlcStats | None]:
     """Set-partitioned engine: per domain one schedule, then ranges of sets on threads (same sums as serial), or
     every set index on its own GPU thread (`use_gpu`; the memory-side cache replay stays on the CPU). With
     `hit_speedup` > 0, HIT_PASSES passes: each reschedules with the step times the previous pass's hits give."""
@@ -556,7 +585,7 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     step_scale = None
     for p in range(n_passes):
         schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, step_scale,
-                                      n_workers)
+                                      n_workers, wave_chunk)
         by_domain, got = _sets_pass(model, work, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, n_sets,
                                     ways, n_simulated, n_workers, record, use_gpu, schedules)
         if p + 1 < n_passes:
@@ -698,6 +727,7 @@ def simulate(
     engine: str = "auto",
     set_fraction: float = 1.0,
     hit_speedup: float | None = None,
+    wave_sync: int = 0,
 ) -> SimResult:
     """Predict L2 hit rates and DRAM traffic of running `trace`'s tiles in the order `perm` on `hw`.
 
@@ -718,9 +748,17 @@ def simulate(
     read from DRAM, as the cache state at the step gives it (engine "auto" then runs the linked-list engine, which
     keeps the cache inside the schedule, unless the model has a memory-side cache); the set-partitioned engines
     ("sets", "gpu", set_fraction < 1) schedule before the cache and approximate it by HIT_PASSES fixed-point
-    passes, each timed by the previous pass's hits.
+    passes, each timed by the previous pass's hits. `wave_sync` W > 0 models a kernel whose launches come in waves
+    of W (launch index // W) and whose programs of a wave start only once the previous wave has finished (a barrier
+    between waves, as tasks/matmul's sync_wave): each wave starts all its programs at once, so its programs walk
+    their steps nearly in step instead of drifting apart over the run (set-associative engines only).
     """
     model = get_model(hw) if isinstance(hw, str) else hw
+    if not isinstance(wave_sync, (int, np.integer)) or isinstance(wave_sync, bool) or wave_sync < 0:
+        raise UserError(f"wave_sync must be a whole number of launches per wave (0 = off), got {wave_sync!r}")
+    if wave_sync and wave_sync % model.n_domains:
+        raise UserError(f"wave_sync must split evenly over the {model.n_domains} L2 domains of {model.name}, "
+                        f"got {wave_sync}")
     cv = STEP_TIME_CV if step_cv is None else step_cv
     if not isinstance(cv, (int, float, np.integer, np.floating)) or not 0.0 <= float(cv) <= 1.0:
         raise UserError(f"step_cv (spread of a step's duration) must be a number in 0..1, got {step_cv!r}")
@@ -771,6 +809,9 @@ def simulate(
     # except behind a memory-side cache, which only the set-partitioned engine models (it then takes passes).
     live = speedup > 0 and model.llc_bytes == 0
     use_sets = engine in ("sets", "gpu") or (engine == "auto" and assoc is not None and not live) or set_fraction < 1.0
+    if wave_sync and (not use_sets or assoc is None or speedup > 0):
+        raise UserError("wave_sync needs the set-partitioned engine: a set-associative L2, engine 'auto', 'sets' or "
+                        "'gpu', and no hit_speedup")
     if engine == "gpu" and assoc is None:
         raise UserError("engine 'gpu' needs a set-associative L2 (give assoc)")
     if n_partitions > walk.MAX_PARTITIONS:
@@ -782,7 +823,7 @@ def simulate(
         all_stats, llc = _run_sets_engine(
             model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
             capacity // n_sets, popcount, float(cv), seed, n_workers, float(set_fraction), use_gpu=engine == "gpu",
-            hit_speedup=float(speedup))
+            hit_speedup=float(speedup), wave_chunk=int(wave_sync) // model.n_domains)
     else:
         all_stats = _run_list_engine(
             model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, capacity, n_sets,
@@ -852,4 +893,5 @@ def simulate(
         llc_hit_rate=None if llc is None else llc.hit_rate,
         set_fraction=float(set_fraction),
         hit_speedup=float(speedup),
+        wave_sync=int(wave_sync),
     )

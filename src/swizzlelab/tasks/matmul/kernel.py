@@ -26,7 +26,9 @@ class MatmulConfig:
     """Launch configuration: tile shape, warps per program, software-pipelining stages, and the K direction:
     k_wave = 0 walks K forwards in every program; k_wave = W > 0 makes programs of odd waves (launch index // W)
     walk it backwards, so a wave starts on the panels the previous wave read last; -1 = W is the programs
-    resident at once (SMs x occupancy: 264 on an H100)."""
+    resident at once (SMs x occupancy: 264 on an H100). sync_wave = W > 0 (-1: resident) makes the programs of
+    each wave of W launches start only once the previous wave has stored its tiles: a wave then walks K in step
+    instead of drifting apart over the run, so the programs sharing a panel read it from L2 while it is there."""
 
     block_m: int
     block_n: int
@@ -34,6 +36,7 @@ class MatmulConfig:
     num_warps: int
     num_stages: int
     k_wave: int = 0
+    sync_wave: int = 0
 
 
 # H100 fp16: 128 x 128 x 64 tiles, 8 warps, 3 stages (3 * 32 KiB of A/B staging in shared memory). The L2
@@ -45,6 +48,7 @@ CPU_CONFIG = MatmulConfig(block_m=16, block_n=16, block_k=16, num_warps=4, num_s
 # Programs resident per SM for GPU_CONFIG on an H100, as ncu measured it (the smallest launch__occupancy_limit_*;
 # benchmarks/eval_h100/matmul-profile.json): the simulator's occupancy for NVIDIA targets.
 H100_OCCUPANCY = 2
+SYNC_SPIN_LIMIT = tl.constexpr(1 << 22)  # polls of the previous wave's counter: far beyond any wave's spread
 
 
 def with_k_alternation(config: MatmulConfig, wave: int = -1) -> MatmulConfig:
@@ -52,16 +56,30 @@ def with_k_alternation(config: MatmulConfig, wave: int = -1) -> MatmulConfig:
     return replace(config, k_wave=int(wave))
 
 
-def resolved_k_wave(config: MatmulConfig, resident: int | None = None) -> int:
-    """The launches per wave of the K alternation (0: off). -1 resolves to `resident`, else to this process's
-    GPU: SMs x H100_OCCUPANCY (the occupancy ncu measured for GPU_CONFIG on the H100)."""
-    if config.k_wave >= 0:
-        return config.k_wave
+def with_wave_sync(config: MatmulConfig, wave: int = -1) -> MatmulConfig:
+    """`config` with a barrier between waves of `wave` launches (-1: the programs resident at once)."""
+    return replace(config, sync_wave=int(wave))
+
+
+def _resolved_wave(wave: int, name: str, resident: int | None) -> int:
+    if wave >= 0:
+        return wave
     if resident is not None:
         return int(resident)
     if device() != "cuda":
-        raise ValueError("k_wave=-1 (the resident wave) needs a GPU or an explicit wave")
+        raise ValueError(f"{name}=-1 (the resident wave) needs a GPU or an explicit wave")
     return int(torch.cuda.get_device_properties(torch.cuda.current_device()).multi_processor_count) * H100_OCCUPANCY
+
+
+def resolved_k_wave(config: MatmulConfig, resident: int | None = None) -> int:
+    """The launches per wave of the K alternation (0: off). -1 resolves to `resident`, else to this process's
+    GPU: SMs x H100_OCCUPANCY (the occupancy ncu measured for GPU_CONFIG on the H100)."""
+    return _resolved_wave(config.k_wave, "k_wave", resident)
+
+
+def resolved_sync_wave(config: MatmulConfig, resident: int | None = None) -> int:
+    """The launches per wave of the barrier between waves (0: none); -1 as in resolved_k_wave."""
+    return _resolved_wave(config.sync_wave, "sync_wave", resident)
 
 
 def default_config() -> MatmulConfig:
@@ -87,6 +105,8 @@ def matmul_kernel(
     BLOCK_N: tl.constexpr,
     BLOCK_K: tl.constexpr,
     K_WAVE: tl.constexpr = 0,
+    done_ptr=None,
+    SYNC_WAVE: tl.constexpr = 0,
 ):
     num_pid_m = tl.cdiv(M, BLOCK_M)  # noqa: F841 - read by swizzle formulas
     num_pid_n = tl.cdiv(N, BLOCK_N)
@@ -106,6 +126,14 @@ def matmul_kernel(
     offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
     offs_k = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    if SYNC_WAVE > 0:
+        # Wait until every program of the previous wave has stored its tile (done_ptr: one counter per wave).
+        # Bounded spin: a dispatcher that ran launches out of order could otherwise hang the kernel.
+        wave = tl.program_id(0) // SYNC_WAVE
+        if wave > 0:
+            spins = 0
+            while (tl.atomic_add(done_ptr + wave - 1, 0, sem="acquire") < SYNC_WAVE) & (spins < SYNC_SPIN_LIMIT):
+                spins += 1
     if K_WAVE == 0:
         a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
         b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn
@@ -132,6 +160,8 @@ def matmul_kernel(
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
     tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
+    if SYNC_WAVE > 0:
+        tl.atomic_add(done_ptr + tl.program_id(0) // SYNC_WAVE, 1, sem="release")
 
 
 def tile_grid(*, m: int, n: int, config: MatmulConfig | None = None, **_: Any) -> tuple[int, int]:
@@ -164,10 +194,14 @@ def custom_kernel(data: dict[str, Any], order: Any = None, config: MatmulConfig 
     m, k = a.shape
     n = b.shape[1]
     grid = tile_grid(m=m, n=n, config=cfg)
-    kernel_for(order)[(grid[0] * grid[1],)](
+    n_programs = grid[0] * grid[1]
+    sync = resolved_sync_wave(cfg)
+    # One counter of stored tiles per wave, zeroed for every launch (a few bytes; part of the timed call).
+    done = torch.zeros(-(-n_programs // sync), dtype=torch.int32, device=out.device) if sync else None
+    kernel_for(order)[(n_programs,)](
         a, b, out, m, n, k,
         a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0), out.stride(1),
         BLOCK_M=cfg.block_m, BLOCK_N=cfg.block_n, BLOCK_K=cfg.block_k, K_WAVE=resolved_k_wave(cfg),
-        num_warps=cfg.num_warps, num_stages=cfg.num_stages,
+        done_ptr=done, SYNC_WAVE=sync, num_warps=cfg.num_warps, num_stages=cfg.num_stages,
     )
     return out

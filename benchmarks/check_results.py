@@ -201,20 +201,25 @@ def kdir_prediction() -> list[str]:
 
 
 def kalt_optimize() -> list[str]:
-    """The optimizer with --k-dir alternate (matmul_kdir_h100/optimize_matmul_kalt_h100.json): its best is the
-    fewest measured reads of the GPU run's alternating rows, its verdict matches the target, and its rows are the
-    GPU run's."""
+    """The optimizer with --k-dir alternate, and with --wave-sync too (matmul_kdir_h100/optimize_matmul_kalt_h100.json,
+    optimize_matmul_sync_h100.json): its best is the fewest measured reads of the GPU run's alternating rows, its
+    verdict matches the target, its rows are the GPU run's, and its speedup is one of that run's timings."""
     problems = []
     folder = ROOT / "matmul_kdir_h100"
-    doc = json.loads((folder / "optimize_matmul_kalt_h100.json").read_text())
-    run = json.loads((folder / "matmul_kalt_opt_h100.json").read_text())
-    measured = [r["metrics"]["dram__bytes_read.sum"] for r in run["rows"] if r["wave"] and r["output_ok"]]
-    if not measured or doc["best_dram_read_bytes"] != min(measured):
-        problems.append(f"best_dram_read_bytes {doc['best_dram_read_bytes']} is not the fewest measured {measured}")
-    if doc["target_met"] != (doc["best_dram_read_bytes"] <= doc["target_dram_read_bytes"]):
-        problems.append("target_met disagrees with best_dram_read_bytes")
-    if doc["measure_command"] != run["command"] or doc["device"] != run["device"]:
-        problems.append("the summary names another run than matmul_kalt_opt_h100.json")
+    for summary, measured_name in (("optimize_matmul_kalt_h100.json", "matmul_kalt_opt_h100.json"),
+                                   ("optimize_matmul_sync_h100.json", "matmul_sync_opt_h100.json")):
+        doc = json.loads((folder / summary).read_text())
+        run = json.loads((folder / measured_name).read_text())
+        measured = [r["metrics"]["dram__bytes_read.sum"] for r in run["rows"] if r["wave"] and r["output_ok"]]
+        if not measured or doc["best_dram_read_bytes"] != min(measured):
+            problems.append(f"{summary}: best_dram_read_bytes {doc['best_dram_read_bytes']} is not the fewest "
+                            f"measured {measured}")
+        if doc["target_met"] != (doc["best_dram_read_bytes"] <= doc["target_dram_read_bytes"]):
+            problems.append(f"{summary}: target_met disagrees with best_dram_read_bytes")
+        if doc["measure_command"] != run["command"] or doc["device"] != run["device"]:
+            problems.append(f"{summary}: the summary names another run than {measured_name}")
+        if not any(abs(t["speedup"] - doc["speedup_vs_grouped8"]) < 1e-12 for t in run["timings"]):
+            problems.append(f"{summary}: speedup_vs_grouped8 is none of {measured_name}'s timings")
     return problems
 
 

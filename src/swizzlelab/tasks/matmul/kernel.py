@@ -122,6 +122,12 @@ def matmul_kernel(
     # swizzle: end
     # Edge tiles wrap their rows/columns back into range instead of masking the loads (as the tutorial
     # does): the duplicated rows are computed but never stored, and the K loop stays unmasked along M/N.
+    # Odd waves of K_WAVE launches walk the k-blocks last to first (the launch index, not the swizzled tile, decides:
+    # the next wave then starts on what the previous one read last). Computed here, before the tile's offsets, as
+    # benchmarks/matmul_kdir_h100/run.py's probe does: with the barrier, the same loop placed after them compiled to
+    # 116 registers instead of 103 and ran 10% slower on an H100 (sync_variants_repeat_h100.json).
+    n_k = tl.cdiv(K, BLOCK_K)
+    backwards = (tl.program_id(0) // (K_WAVE if K_WAVE > 0 else 1)) % 2 == 1
     offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
     offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
     offs_k = tl.arange(0, BLOCK_K)
@@ -145,10 +151,6 @@ def matmul_kernel(
             a_ptrs += BLOCK_K * stride_ak
             b_ptrs += BLOCK_K * stride_bk
     else:
-        # Odd waves of K_WAVE launches walk the k-blocks last to first (the launch index, not the swizzled tile,
-        # decides: the next wave then starts on what the previous one read last).
-        backwards = (tl.program_id(0) // K_WAVE) % 2 == 1
-        n_k = tl.cdiv(K, BLOCK_K)
         for i in range(0, n_k):
             k0 = tl.where(backwards, n_k - 1 - i, i) * BLOCK_K
             a = tl.load(a_ptr + offs_am[:, None] * stride_am + (k0 + offs_k[None, :]) * stride_ak,

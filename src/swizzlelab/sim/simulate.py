@@ -61,9 +61,9 @@ HIT_PASSES = 3
 # costs a program less than its full excess and a program behind gets the bandwidth the others leave: jitter is
 # local, drift stays small. Mean reversion bounds the drift near step_cv / sqrt(2 x drift_decay) steps, whatever
 # the kernel's length. (A non-accumulating jitter of each step's issue time, the other bounded-drift model, was
-# tried first and changed nothing: a slot whose step was issued late issues its next steps at once, so widths up to
-# 32 steps moved matmul 8192^3 and 16384x16384x4096 row-major on the H100 model by less than 1.3 pp.)
-# 0 = off: the random walk of step_cv alone.
+# tried first and changed next to nothing: a slot whose step was issued late issues its next steps at once, so
+# the slots stay in lockstep order.) Fitted with step_cv on the square matmul rows of benchmarks/sim_validation
+# (sim_validation_drift_decay.json; README there); 0 = off: the random walk of step_cv alone.
 DRIFT_DECAY = 0.0
 NCU_COUNTER = "ncu lts__t_sector_hit_rate (32-byte sectors; stores that fill sectors hit)"
 TCC_COUNTER = "rocprof TCC_HIT/(TCC_HIT+TCC_MISS) (line requests; a store hits only a present line)"

@@ -31,10 +31,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--cache", default=None, help="JSON file of predictions kept between runs (validate.py's)")
     args = parser.parse_args(argv)
     started = time.time()
-    rows = []
+    rows, devices = [], []
     for path in args.measured:
-        rows += [r for r in json.loads(Path(path).read_text())["rows"]
-                 if r.get("measured_l2_hit_pct") is not None and streaming(r)]
+        measured = json.loads(Path(path).read_text())
+        devices.append(measured.get("device"))
+        rows += [r for r in measured["rows"] if r.get("measured_l2_hit_pct") is not None and streaming(r)]
     cvs = [float(v) for v in args.cv_grid.split(",")]
     points = [(cv, 0.0, 0.0) for cv in cvs]
     cache = json.loads(Path(args.cache).read_text()) if args.cache and Path(args.cache).exists() else {}
@@ -55,6 +56,7 @@ def main(argv: list[str]) -> int:
     record = {
         "script": "benchmarks/sim_validation/drift_probe.py",
         "command": " ".join(["python", "benchmarks/sim_validation/drift_probe.py", *argv]),
+        "device": " + ".join(str(d) for d in devices), "measured": list(args.measured),
         "kind": "predicted (models h100 / h200 of each row's GPU, 16-way, drift_decay 0) vs measured (ncu rows)",
         "cv_grid": cvs, "rows": out, "elapsed_s": time.time() - started,
     }

@@ -165,10 +165,11 @@ def test_two_partitions_count_the_far_lookup_as_ncu_does(lookup, monkeypatch):
 
 # ---- a slow, obvious reference: the same scheduling and LRU in plain Python (one partition) ----------------
 def reference(trace: AccessTrace, perm: np.ndarray, model: HardwareModel, occupancy: int,
-              step_cv: float = 0.0, seed: int = 0) -> dict[str, int]:
+              step_cv: float = 0.0, seed: int = 0, drift_decay: float = 0.0) -> dict[str, int]:
     """Slots run in simulated time: the earliest slot (ties: lowest index) runs one step of its program, which
-    takes kernels.step_duration(...) (1 when step_cv = 0: round-robin lockstep); a finished slot takes the
-    next program in launch order at its finishing time."""
+    takes kernels.step_duration(...) (1 when step_cv = 0: round-robin lockstep) less drift_decay x the slot's lead
+    on its lockstep clock (never below 0); a finished slot takes the next program in launch order at its finishing
+    time."""
     pop = [bin(v).count("1") for v in range(256)]
     capacity = model.l2_lines_per_partition
     totals = dict(req=0, hit=0, lines=0, line_hits=0, read=0, write=0)
@@ -185,6 +186,7 @@ def reference(trace: AccessTrace, perm: np.ndarray, model: HardwareModel, occupa
             return None
 
         slots = [load() for _ in range(model.units_per_domain * occupancy)]
+        lockstep = [0.0] * len(slots)  # each slot's clock had every step taken exactly the mean step time
         ready = [(0.0, s) for s, slot in enumerate(slots) if slot is not None]
         heapq.heapify(ready)
         while ready:
@@ -211,7 +213,12 @@ def reference(trace: AccessTrace, perm: np.ndarray, model: HardwareModel, occupa
                         fetched = (fetched | ((fetched & 5) << 1) | ((fetched >> 1) & 5)) & ~valid & 0xFF
                     totals["read"] += pop[fetched]
                 cache[line] = [valid | m | fetched, dirty | (m if w else 0)]
-            now += kernels.step_duration(step_cv, domain_seed, slot[2], slot[0] - slot[3])
+            duration = kernels.step_duration(step_cv, domain_seed, slot[2], slot[0] - slot[3])
+            if drift_decay > 0:
+                now = max(now + duration - drift_decay * (now - lockstep[s]), now)
+                lockstep[s] += 1.0
+            else:
+                now += duration
             slot[0] += 1
             if slot[0] == slot[1]:
                 slots[s] = slot = load()

@@ -2,10 +2,10 @@
 by benchmarks/sim_validation/run.py on the H100 and the H200, a parameter fit on one part, the rest held out.
 
     python benchmarks/sim_validation/validate.py OUT_JSON MEASURED_JSON... [--cv-grid 0.4,0.5,0.6]
-        [--hit-grid 0,0.05] [--engine sets] [--cache FILE]
+        [--hit-grid 0,0.05] [--decay-grid 0,0.01] [--engine sets] [--cache FILE]
 Each row is predicted with the model of its GPU (h100 / h200). The fitted parameters are the progress model's
-step-time spread (step_cv) and hit speedup (hit_speedup), chosen on a grid by the fit rows' mean |error| of L2 hit;
-the held-out rows use them unchanged.
+step-time spread (step_cv), hit speedup (hit_speedup) and drift decay (drift_decay), chosen on a grid by the fit
+rows' mean |error| of L2 hit; the held-out rows use them unchanged.
 """
 
 from __future__ import annotations
@@ -26,7 +26,7 @@ from swizzlelab.hw import get_model  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
 from swizzlelab.sim.agreement import kendall_tau  # noqa: E402
-from swizzlelab.sim.simulate import HIT_SPEEDUP, STEP_TIME_CV  # noqa: E402
+from swizzlelab.sim.simulate import HIT_SPEEDUP, DRIFT_DECAY, STEP_TIME_CV  # noqa: E402
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
 
@@ -59,23 +59,26 @@ def case_key(row: dict[str, Any]) -> str:
     return row["task"] + " " + " ".join(f"{k}={v}" for k, v in row["case"].items() if k != "seed")
 
 
-def point_label(point: tuple[float, float]) -> str:
-    """'0.5' for step_cv 0.5 without hit speedup (the key earlier runs used), '0.5,h0.05' with it."""
-    cv, hit = point
-    return f"{cv}" if hit == 0 else f"{cv},h{hit}"
+def point_label(point: tuple[float, float, float]) -> str:
+    """'0.5' for step_cv 0.5 without hit speedup or drift decay (the key earlier runs used), '0.5,h0.05' with hit
+    speedup, '0.5,d0.01' with drift decay."""
+    cv, hit, decay = point
+    return f"{cv}" + (f",h{hit}" if hit else "") + (f",d{decay}" if decay else "")
 
 
-def _cache_key(row: dict[str, Any], point: tuple[float, float], engine: str = "auto") -> str:
-    cv, hit = point
+def _cache_key(row: dict[str, Any], point: tuple[float, float, float], engine: str = "auto") -> str:
+    cv, hit, decay = point
     # Every engine gives the same results without hit speedup; with it, "auto" (linked-list, hits inside the
-    # schedule) and the set engines (fixed-point passes) differ.
+    # schedule) and the set engines (fixed-point passes) differ. Decay 0 keeps the keys earlier runs wrote.
     return json.dumps([model_name(row["device"]), row["task"], row["case"], row["order"], int(row["occupancy"]), cv]
-                      + ([hit] if hit else []) + ([engine] if hit and engine != "auto" else []), sort_keys=True)
+                      + ([hit] if hit else []) + ([engine] if hit and engine != "auto" else [])
+                      + ([["decay", decay]] if decay else []), sort_keys=True)
 
 
-def predict_rows(rows: list[dict[str, Any]], points: list[tuple[float, float]], cache: dict[str, Any],
+def predict_rows(rows: list[dict[str, Any]], points: list[tuple[float, float, float]], cache: dict[str, Any],
                  cache_path: str | None, workers: int | None, engine: str = "auto") -> None:
-    """Adds predictions at every (step_cv, hit_speedup) to each row (one trace per case, shared by both GPUs' rows)."""
+    """Adds predictions at every (step_cv, hit_speedup, drift_decay) to each row (one trace per case, shared by both
+    GPUs' rows)."""
     by_case: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_case[case_key(row)].append(row)
@@ -96,7 +99,7 @@ def predict_rows(rows: list[dict[str, Any]], points: list[tuple[float, float]], 
                     perms[row["order"]] = to_permutation(task.parse_order(row["order"]), grid, args, consts)
                 res = simulate(trace, perms[row["order"]], get_model(model_name(row["device"])),
                                occupancy=int(row["occupancy"]), footprint=footprint, step_cv=pt[0],
-                               hit_speedup=pt[1], workers=workers, engine=engine)
+                               hit_speedup=pt[1], drift_decay=pt[2], workers=workers, engine=engine)
                 cache[_cache_key(row, pt, engine)] = {"l2_hit_pct": 100 * res.l2_hit_rate,
                                               "dram_read_bytes": int(res.dram_read_bytes),
                                               "dram_write_bytes": int(res.dram_write_bytes),
@@ -184,6 +187,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("measured", nargs="+")
     parser.add_argument("--cv-grid", default=f"{STEP_TIME_CV}")
     parser.add_argument("--hit-grid", default=f"{HIT_SPEEDUP}", help="hit_speedup values (fitted with step_cv)")
+    parser.add_argument("--decay-grid", default=f"{DRIFT_DECAY}",
+                        help="drift_decay values (fitted with step_cv and hit_speedup)")
     parser.add_argument("--engine", default="auto", choices=["auto", "sets"],
                         help="simulator engine (sets: hit speedup by fixed-point passes)")
     parser.add_argument("--cache", default=None, help="JSON file of predictions kept between runs")
@@ -198,7 +203,8 @@ def main(argv: list[str]) -> int:
         rows += [r for r in measured["rows"] if r.get("measured_l2_hit_pct") is not None]
     cvs = [float(v) for v in args.cv_grid.split(",")]
     hits = [float(v) for v in args.hit_grid.split(",")]
-    points = [(cv, hit) for cv in cvs for hit in hits]
+    decays = [float(v) for v in args.decay_grid.split(",")]
+    points = [(cv, hit, decay) for cv in cvs for hit in hits for decay in decays]
     cache: dict[str, Any] = {}
     if args.cache and Path(args.cache).exists():
         cache = json.loads(Path(args.cache).read_text())
@@ -209,9 +215,9 @@ def main(argv: list[str]) -> int:
     sweep = {point_label(pt): mean([abs(r["predictions"][point_label(pt)]["l2_hit_pct"] - r["measured_l2_hit_pct"])
                                     for r in fit_rows]) for pt in points}
     best = min(points, key=lambda pt: sweep[point_label(pt)])
-    best_cv, best_hit = best
-    print(f"fit sweep (MAE L2 hit pp by step_cv[,h hit_speedup]): {sweep}; fitted step_cv {best_cv}, "
-          f"hit_speedup {best_hit}", flush=True)
+    best_cv, best_hit, best_decay = best
+    print(f"fit sweep (MAE L2 hit pp by step_cv[,h hit_speedup][,d drift_decay]): {sweep}; fitted step_cv {best_cv}, "
+          f"hit_speedup {best_hit}, drift_decay {best_decay}", flush=True)
     predict_rows([r for r in rows if r["set"] == "held_out"], [best], cache, args.cache, args.workers, args.engine)
     out_rows = []
     for r in rows:
@@ -234,7 +240,7 @@ def main(argv: list[str]) -> int:
             "measured_noise_pp": noise_pp(r),
             "output_correct": r["output_correct"],
             "predicted_by": f"predicted (model {model.name}, {model.l2_ways}-way, step_cv {best_cv}, "
-                            f"hit_speedup {best_hit}, engine {args.engine})",
+                            f"hit_speedup {best_hit}, drift_decay {best_decay}, engine {args.engine})",
             "predict_s": p.get("elapsed_s"),
             "measured_by": f"measured ({r['device']}, ncu lts__t_sector_hit_rate.pct, dram__bytes_read.sum)",
             "sweep": r["predictions"],
@@ -249,9 +255,11 @@ def main(argv: list[str]) -> int:
         "script": "benchmarks/sim_validation/validate.py",
         "command": " ".join(["python", "benchmarks/sim_validation/validate.py", *argv]),
         "device": " + ".join(src["device"] for src in sources), "measured": sources,
-        "fit_parameter": "step_cv, hit_speedup", "fit_grid": cvs, "fit_grid_hit_speedup": hits,
-        "fit_sweep_mae_pp": sweep, "fitted_step_cv": best_cv, "fitted_hit_speedup": best_hit,
-        "fit_rule": "set 'fit' = the square matmul cases (4096^3, 8192^3) on both GPUs; the (step_cv, hit_speedup) "
+        "fit_parameter": "step_cv, hit_speedup, drift_decay", "fit_grid": cvs, "fit_grid_hit_speedup": hits,
+        "fit_grid_drift_decay": decays, "fit_sweep_mae_pp": sweep, "fitted_step_cv": best_cv,
+        "fitted_hit_speedup": best_hit, "fitted_drift_decay": best_decay,
+        "fit_rule": "set 'fit' = the square matmul cases (4096^3, 8192^3) on both GPUs; the (step_cv, hit_speedup, "
+                    "drift_decay) "
                     "with the lowest fit-set MAE (L2 hit) predicts every row",
         "tie_rule": "per case, a pair of orders whose measured L2 hit differs by less than the larger of the two "
                     f"rows' measured_noise_pp and {TIE_PP} pp (DRAM read: < {100 * TIE_DRAM_REL:.0f}%) is a tie and "

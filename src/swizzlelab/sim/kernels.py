@@ -353,12 +353,13 @@ def _load_program(s, next_program, programs, tile_step_ptr, n_partitions, slot_s
 @njit(cache=True, inline="always")
 def _start_slots(n_slots, programs, tile_step_ptr, n_partitions):
     """`n_slots` resident-program slots, each given the next program with steps, all at time 0:
-    (slot_step, slot_end, slot_part, slot_prog, slot_time, heap, n_active, next_program)."""
+    (slot_step, slot_end, slot_part, slot_prog, slot_time, slot_lock, heap, n_active, next_program)."""
     slot_step = np.zeros(n_slots, dtype=np.int64)
     slot_end = np.zeros(n_slots, dtype=np.int64)
     slot_part = np.zeros(n_slots, dtype=np.int64)
     slot_prog = np.zeros(n_slots, dtype=np.int64)  # position of the slot's program in `programs`
     slot_time = np.zeros(n_slots, dtype=np.float64)  # when the slot's next step starts
+    slot_lock = np.zeros(n_slots, dtype=np.float64)  # when it would start in lockstep (mean step times, summed)
     heap = np.zeros(n_slots, dtype=np.int64)  # active slots, a min-heap by (slot_time, slot)
     next_program = 0
     n_active = 0
@@ -368,20 +369,31 @@ def _start_slots(n_slots, programs, tile_step_ptr, n_partitions):
         if loaded:
             heap[n_active] = s  # all at time 0 in increasing slot order: already a heap
             n_active += 1
-    return slot_step, slot_end, slot_part, slot_prog, slot_time, heap, n_active, next_program
+    return slot_step, slot_end, slot_part, slot_prog, slot_time, slot_lock, heap, n_active, next_program
 
 
 @njit(cache=True, inline="always")
 def _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions, step_cv, seed, slot_step,
-                slot_end, slot_prog, slot_part, slot_time, step_scale):
+                slot_end, slot_prog, slot_part, slot_time, step_scale, drift_decay, slot_lock):
     """Slot s (the heap's top) has run its current step: its next step starts after this one's duration (times
-    step_scale[step] when that array is not empty); a slot whose program is done takes the next one, or leaves the
+    step_scale[step] when that array is not empty), less `drift_decay` x the slot's drift (its clock minus its
+    lockstep clock, slot_lock) when drift_decay > 0; a slot whose program is done takes the next one, or leaves the
     heap. Returns (n_active, next_program)."""
     step = slot_step[s]
     duration = step_duration(step_cv, seed, slot_prog[s], step - tile_step_ptr[programs[slot_prog[s]]])
+    mean = 1.0
     if step_scale.shape[0] > 0:
-        duration *= step_scale[step]
-    slot_time[s] += duration
+        mean = step_scale[step]
+        duration *= mean
+    if drift_decay > 0.0:
+        # Mean reversion (a discrete Ornstein-Uhlenbeck clock): the drift d = clock - lockstep clock becomes
+        # (1 - drift_decay) d + (duration - its mean) each step, so it stays near step_cv / sqrt(2 drift_decay)
+        # steps instead of growing as step_cv x sqrt(steps). The durations are the same draws (seed, program,
+        # step); only how much of their excess a slot keeps changes. A clock never runs backwards (the max).
+        slot_time[s] = max(slot_time[s] + duration - drift_decay * (slot_time[s] - slot_lock[s]), slot_time[s])
+        slot_lock[s] += mean
+    else:
+        slot_time[s] += duration
     step += 1
     if step < slot_end[s]:
         slot_step[s] = step
@@ -417,13 +429,15 @@ def run_domain(
     step_miss: np.ndarray,
     live_speedup: np.float64 = 0.0,
     pair: np.int64 = 0,
+    drift_decay: np.float64 = 0.0,
 ) -> None:
     """Simulate one L2 domain: `programs` (tiles in launch order) run on `n_slots` slots in simulated time.
 
     Each step of a program takes `step_duration(step_cv, ...)` time units (mean 1); the slot whose program is
     earliest in time runs its next step (ties: lowest slot), and a slot that finishes takes the next program
     in launch order at its finishing time, so programs start when an earlier one ends, as on the hardware.
-    `step_cv = 0` is strict lockstep: every slot one step in turn, round-robin.
+    `step_cv = 0` is strict lockstep: every slot one step in turn, round-robin. `drift_decay` > 0 pulls each slot's
+    clock back toward its lockstep clock by that share of the difference every step (see _after_step).
     The domain's L2 is `n_partitions` caches of `capacity` lines, each in `n_sets` sets (1: fully
     associative), LRU within a set, with per-line valid and dirty sector masks. The k-th program of the
     domain runs next to a hashed partition of k: after the first wave a program lands on whichever SM
@@ -447,7 +461,7 @@ def run_domain(
         ways * n_sets * n_partitions, n_sets * n_partitions, direct.shape[0] == 0)
     n_used = 0
     n_programs = programs.shape[0]
-    slot_step, slot_end, slot_part, slot_prog, slot_time, heap, n_active, next_program = _start_slots(
+    slot_step, slot_end, slot_part, slot_prog, slot_time, slot_lock, heap, n_active, next_program = _start_slots(
         n_slots, programs, tile_step_ptr, n_partitions)
     req = 0
     hit_sectors = 0
@@ -590,7 +604,7 @@ def run_domain(
                 step_scale[step] = 1.0 - live_speedup * (1.0 - step_miss[step] / n_acc)
         n_active, next_program = _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions,
                                              step_cv, seed, slot_step, slot_end, slot_prog, slot_part, slot_time,
-                                             step_scale)
+                                             step_scale, drift_decay, slot_lock)
     # Write back what is still dirty at the end of the kernel.
     for node in range(n_used):
         dram_write += popcount[node_info[4 * node + 3]]
@@ -674,10 +688,12 @@ def schedule_domain(
     step_cv: np.float64,
     seed: np.uint64,
     step_scale: np.ndarray,
+    drift_decay: np.float64 = 0.0,
 ):
     """The steps of one domain in the order `run_domain` runs them, with each step's near partition and time.
 
-    Same slots, heap, ties and step durations as `run_domain`: (steps int64[n], near int8[n], start f64[n]).
+    Same slots, heap, ties, step durations and drift decay as `run_domain`: (steps int64[n], near int8[n],
+    start f64[n]).
     A non-empty `step_scale` (float64, one per step of the trace) multiplies each step's drawn duration.
     """
     n_total = 0
@@ -687,7 +703,7 @@ def schedule_domain(
     out_step = np.empty(n_total, dtype=np.int64)
     out_near = np.empty(n_total, dtype=np.int8)
     out_time = np.empty(n_total, dtype=np.float64)
-    slot_step, slot_end, slot_part, slot_prog, slot_time, heap, n_active, next_program = _start_slots(
+    slot_step, slot_end, slot_part, slot_prog, slot_time, slot_lock, heap, n_active, next_program = _start_slots(
         n_slots, programs, tile_step_ptr, n_partitions)
     k = 0
     while n_active > 0:
@@ -698,7 +714,7 @@ def schedule_domain(
         k += 1
         n_active, next_program = _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions,
                                              step_cv, seed, slot_step, slot_end, slot_prog, slot_part, slot_time,
-                                             step_scale)
+                                             step_scale, drift_decay, slot_lock)
     return out_step[:k], out_near[:k], out_time[:k]
 
 

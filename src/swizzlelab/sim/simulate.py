@@ -52,6 +52,19 @@ STEP_TIME_SEED = 0x5EED
 # there). 0 = the progress model without it.
 HIT_SPEEDUP = 0.0
 HIT_PASSES = 3
+# Share of a slot's drift (its clock minus the clock it would have in lockstep) that each step takes back (0..1;
+# kernels._after_step). With step_cv alone the durations accumulate, so slot clocks drift apart as a random walk
+# (about step_cv x sqrt(steps)): over the ~4000 steps a slot runs in matmul 16384x16384x4096, programs that share an
+# operand panel end up about half a program apart and never share it in L2, where the H100 measured much of that
+# sharing kept (55.2% hit; 41.8% predicted at step_cv 0.5, 63.9% in lockstep). On the hardware loads are issued
+# stages ahead (cp.async / TMA pipelines) and every SM draws on the same DRAM and L2 bandwidth, so a late step
+# costs a program less than its full excess and a program behind gets the bandwidth the others leave: jitter is
+# local, drift stays small. Mean reversion bounds the drift near step_cv / sqrt(2 x drift_decay) steps, whatever
+# the kernel's length. (A non-accumulating jitter of each step's issue time, the other bounded-drift model, was
+# tried first and changed next to nothing: a slot whose step was issued late issues its next steps at once, so
+# the slots stay in lockstep order.) Fitted with step_cv on the square matmul rows of benchmarks/sim_validation
+# (sim_validation_drift_decay.json; README there); 0 = off: the random walk of step_cv alone.
+DRIFT_DECAY = 0.0
 NCU_COUNTER = "ncu lts__t_sector_hit_rate (32-byte sectors; stores that fill sectors hit)"
 TCC_COUNTER = "rocprof TCC_HIT/(TCC_HIT+TCC_MISS) (line requests; a store hits only a present line)"
 
@@ -119,6 +132,7 @@ class SimResult:
     set_fraction: float = 1.0  # share of L2 sets simulated (< 1: counts scaled up from a sample of sets)
     hit_speedup: float = 0.0  # how much L2 hits shorten a step in the progress model (0 = not at all)
     wave_sync: int = 0  # launches per wave of a kernel with a barrier between waves (0 = none)
+    drift_decay: float = 0.0  # share of a slot's drift from lockstep taken back each step (0 = a random walk)
 
     @property
     def best_hit_rate(self) -> float:
@@ -165,7 +179,8 @@ class SimResult:
             f"best possible hit    {100 * self.best_hit_rate:6.2f} %   from trace (1 - compulsory reads/requested)",
             f"occupancy            {self.occupancy} program(s) per unit, {self.n_slots_per_domain} slots per domain",
             f"progress model       step time spread (cv) {self.step_cv:g}" + ("  (lockstep)" if self.step_cv == 0 else "")
-            + (f", hit speedup {self.hit_speedup:g}" if self.hit_speedup else ""),
+            + (f", hit speedup {self.hit_speedup:g}" if self.hit_speedup else "")
+            + (f", drift decay {self.drift_decay:g}" if self.drift_decay else ""),
         ]
         if len(self.per_domain) > 1:
             rates = ", ".join(f"{100 * rate:.1f}" for rate in self.domain_hit_rates())
@@ -395,7 +410,7 @@ def hit_step_scale(step_miss: np.ndarray, step_accesses: np.ndarray, hit_speedup
 
 
 def _run_list_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, capacity,
-                     n_sets, popcount, cv, seed, n_workers, hit_speedup=0.0) -> list[np.ndarray]:
+                     n_sets, popcount, cv, seed, n_workers, hit_speedup=0.0, drift_decay=0.0) -> list[np.ndarray]:
     """Linked-list LRU engine (any associativity, fully associative included); domains on threads. It runs the
     cache inside the schedule, so with `hit_speedup` > 0 each step's duration follows its own hits (one pass)."""
     key_space = (line_range(lines)[1] + 1) * n_partitions if lines.size else 0
@@ -413,7 +428,7 @@ def _run_list_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
                 np.int64(n_slots), np.int64(model.units_per_domain), np.int64(n_partitions),
                 np.int64(capacity), np.int64(n_sets), popcount, stats, direct,
                 np.float64(cv), np.uint64(domain_seed_of(seed, d)), step_scale, step_miss, np.float64(hit_speedup),
-                np.int64(fetch_pair(model)),
+                np.int64(fetch_pair(model)), np.float64(drift_decay),
             )
         return stats
 
@@ -479,12 +494,13 @@ _SCHEDULE_CACHE: dict[tuple, tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarra
 SCHEDULE_CACHE_ENTRIES = 32  # MI300X: 8 domains a model, each with its own seed
 
 
-def _position_schedule(counts: np.ndarray, n_slots: int, n_partitions: int, cv: float, seed: int
-                       ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+def _position_schedule(counts: np.ndarray, n_slots: int, n_partitions: int, cv: float, seed: int,
+                       drift_decay: float = 0.0) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """(launch position, step within the program, near partition, start time) of every step a domain runs, in
-    the order it runs them, for programs with `counts` steps in launch order (cached)."""
+    the order it runs them, for programs with `counts` steps in launch order (cached). Drift decay keeps this
+    true: a slot's lockstep clock counts its steps, which depend on the step counts alone."""
     key = (hashlib.blake2b(counts.tobytes(), digest_size=16).digest(), int(counts.size), int(n_slots),
-           int(n_partitions), float(cv), int(seed))
+           int(n_partitions), float(cv), int(seed), float(drift_decay))
     with _CACHE_LOCK:
         hit = _SCHEDULE_CACHE.get(key)
     if hit is not None:
@@ -493,7 +509,7 @@ def _position_schedule(counts: np.ndarray, n_slots: int, n_partitions: int, cv: 
     np.cumsum(counts, out=ptr[1:])
     steps, near, start = kernels.schedule_domain(ptr, ptr, np.arange(counts.size, dtype=np.int64), np.int64(n_slots),
                                                  np.int64(n_partitions), np.float64(cv), np.uint64(seed),
-                                                 np.zeros(0, dtype=np.float64))
+                                                 np.zeros(0, dtype=np.float64), np.float64(drift_decay))
     pos = np.searchsorted(ptr, steps, side="right") - 1
     entry = (pos, steps - ptr[pos], near, start)
     with _CACHE_LOCK:
@@ -509,7 +525,7 @@ def clear_schedule_cache() -> None:
         _SCHEDULE_CACHE.clear()
 
 
-def _synced_schedule(programs, tile_steps, tile_step_ptr, n_slots, n_partitions, cv, seed, chunk):
+def _synced_schedule(programs, tile_steps, tile_step_ptr, n_slots, n_partitions, cv, seed, chunk, drift_decay=0.0):
     """A domain's schedule when each wave of `chunk` launches starts only once the previous wave has finished (a
     kernel with a barrier between waves): every wave runs as if launched alone, all its programs starting at once,
     and the waves follow one another. Each wave draws its own step durations (seed per wave); its start times
@@ -521,7 +537,7 @@ def _synced_schedule(programs, tile_steps, tile_step_ptr, n_slots, n_partitions,
         wave = programs[lo:lo + chunk]
         # Wave 0 draws what the domain draws without the barrier: a launch of one wave is the same run either way.
         pos, k, near, start = _position_schedule(tile_steps[wave], n_slots, n_partitions, cv,
-                                                 seed if w == 0 else domain_seed_of(seed, w))
+                                                 seed if w == 0 else domain_seed_of(seed, w), drift_decay)
         steps.append(tile_step_ptr[wave[pos]] + k)
         nears.append(near)
         starts.append(start + offset)
@@ -533,12 +549,13 @@ def _synced_schedule(programs, tile_steps, tile_step_ptr, n_slots, n_partitions,
 
 
 def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, step_scale=None, n_workers=1,
-                      wave_chunk=0):
+                      wave_chunk=0, drift_decay=0.0):
     """{domain: (steps, near partitions, start times)}: the order in which each domain runs its programs' steps
     (`step_scale`: each step's duration factor, or None); domains on up to `n_workers` threads (each domain's
     schedule is its own sequential loop, so a multi-domain GPU's schedules are independent). Without step scales
     the schedule comes from the domain's position schedule (identical: kernels.schedule_domain either way).
-    `wave_chunk` > 0: waves of that many of the domain's launches, each starting after the previous one ends."""
+    `wave_chunk` > 0: waves of that many of the domain's launches, each starting after the previous one ends.
+    `drift_decay`: the progress model's mean reversion (kernels._after_step)."""
     scale = np.zeros(0, dtype=np.float64) if step_scale is None else step_scale
     jobs = [(d, programs) for d, programs in work if programs.size]
     tile_steps = np.diff(tile_step_ptr)
@@ -548,14 +565,14 @@ def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, 
         programs = np.ascontiguousarray(programs)
         if wave_chunk > 0:
             return _synced_schedule(programs, tile_steps, tile_step_ptr, n_slots, n_partitions, cv,
-                                    domain_seed_of(seed, d), wave_chunk)
+                                    domain_seed_of(seed, d), wave_chunk, drift_decay)
         if step_scale is None:
             pos, k, near, start = _position_schedule(tile_steps[programs], n_slots, n_partitions, cv,
-                                                     domain_seed_of(seed, d))
+                                                     domain_seed_of(seed, d), drift_decay)
             return tile_step_ptr[programs[pos]] + k, near, start
         return kernels.schedule_domain(step_ptr, tile_step_ptr, programs, np.int64(n_slots),
                                        np.int64(n_partitions), np.float64(cv), np.uint64(domain_seed_of(seed, d)),
-                                       scale)
+                                       scale, np.float64(drift_decay))
 
     if n_workers > 1 and len(jobs) > 1:
         with ThreadPoolExecutor(max_workers=min(n_workers, len(jobs))) as pool:
@@ -571,7 +588,8 @@ def _stream_length(step_ptr: np.ndarray, steps: np.ndarray) -> int:
 
 def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
                      ways, popcount, cv, seed, n_workers, set_fraction=1.0,
-                     use_gpu=False, hit_speedup=0.0, wave_chunk=0) -> tuple[list[np.ndarray], LlcStats | None]:
+                     use_gpu=False, hit_speedup=0.0, wave_chunk=0,
+                     drift_decay=0.0) -> tuple[list[np.ndarray], LlcStats | None]:
     """Set-partitioned engine: per domain one schedule, then ranges of sets on threads (same sums as serial), or
     every set index on its own GPU thread (`use_gpu`; the memory-side cache replay stays on the CPU). With
     `hit_speedup` > 0, HIT_PASSES passes: each reschedules with the step times the previous pass's hits give."""
@@ -585,7 +603,7 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     step_scale = None
     for p in range(n_passes):
         schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, step_scale,
-                                      n_workers, wave_chunk)
+                                      n_workers, wave_chunk, drift_decay)
         by_domain, got = _sets_pass(model, work, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, n_sets,
                                     ways, n_simulated, n_workers, record, use_gpu, schedules)
         if p + 1 < n_passes:
@@ -728,6 +746,7 @@ def simulate(
     set_fraction: float = 1.0,
     hit_speedup: float | None = None,
     wave_sync: int = 0,
+    drift_decay: float | None = None,
 ) -> SimResult:
     """Predict L2 hit rates and DRAM traffic of running `trace`'s tiles in the order `perm` on `hw`.
 
@@ -752,6 +771,9 @@ def simulate(
     of W (launch index // W) and whose programs of a wave start only once the previous wave has finished (a barrier
     between waves, as tasks/matmul's sync_wave): each wave starts all its programs at once, so its programs walk
     their steps nearly in step instead of drifting apart over the run (set-associative engines only).
+    `drift_decay` (default DRIFT_DECAY; 0 = off) is the share of a
+    slot's drift from its lockstep clock that each step takes back: the drift then stays near
+    step_cv / sqrt(2 drift_decay) steps instead of growing with the kernel's length.
     """
     model = get_model(hw) if isinstance(hw, str) else hw
     if not isinstance(wave_sync, (int, np.integer)) or isinstance(wave_sync, bool) or wave_sync < 0:
@@ -766,6 +788,11 @@ def simulate(
     if not isinstance(speedup, (int, float, np.integer, np.floating)) or not 0.0 <= float(speedup) < 1.0:
         raise UserError(f"hit_speedup (share of a step's time L2 hits save) must be a number in 0..1 (1 excluded), "
                         f"got {hit_speedup!r}")
+    decay = DRIFT_DECAY if drift_decay is None else drift_decay
+    if (isinstance(decay, bool) or not isinstance(decay, (int, float, np.integer, np.floating))
+            or not 0.0 <= float(decay) <= 1.0):
+        raise UserError(f"drift_decay (share of a slot's drift from lockstep taken back each step) must be a number "
+                        f"in 0..1, got {drift_decay!r}")
     if not isinstance(occupancy, (int, np.integer)) or not 1 <= int(occupancy) <= MAX_OCCUPANCY:
         raise UserError(f"occupancy must be an integer 1..{MAX_OCCUPANCY} programs per unit, got {occupancy!r}")
     lines, masks, writes, step_ptr, tile_step_ptr = _trace_arrays(trace)
@@ -823,11 +850,12 @@ def simulate(
         all_stats, llc = _run_sets_engine(
             model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
             capacity // n_sets, popcount, float(cv), seed, n_workers, float(set_fraction), use_gpu=engine == "gpu",
-            hit_speedup=float(speedup), wave_chunk=int(wave_sync) // model.n_domains)
+            hit_speedup=float(speedup), wave_chunk=int(wave_sync) // model.n_domains,
+            drift_decay=float(decay))
     else:
         all_stats = _run_list_engine(
             model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, capacity, n_sets,
-            popcount, float(cv), seed, n_workers, float(speedup))
+            popcount, float(cv), seed, n_workers, float(speedup), float(decay))
     per_domain = [
         DomainStats(
             domain=d,
@@ -894,4 +922,5 @@ def simulate(
         set_fraction=float(set_fraction),
         hit_speedup=float(speedup),
         wave_sync=int(wave_sync),
+        drift_decay=float(decay),
     )

@@ -28,7 +28,10 @@ class MatmulConfig:
     walk it backwards, so a wave starts on the panels the previous wave read last; -1 = W is the programs
     resident at once (SMs x occupancy: 264 on an H100). sync_wave = W > 0 (-1: resident) makes the programs of
     each wave of W launches start only once the previous wave has stored its tiles: a wave then walks K in step
-    instead of drifting apart over the run, so the programs sharing a panel read it from L2 while it is there."""
+    instead of drifting apart over the run, so the programs sharing a panel read it from L2 while it is there.
+    The barrier assumes a whole wave is resident at once (W <= SMs x occupancy, with nothing else on the GPU): a
+    program waiting for a wave that cannot all be resident gives up after SYNC_SPIN_LIMIT polls, so the output stays
+    right but that launch is slow."""
 
     block_m: int
     block_n: int

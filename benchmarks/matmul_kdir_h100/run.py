@@ -34,11 +34,11 @@ import triton.language as tl  # noqa: E402
 
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.swizzle import apply_swizzle  # noqa: E402
+from swizzlelab.tasks.matmul.kernel import wait_for_previous_wave  # noqa: E402
 
 CASE = {"seed": 12, "m": 8192, "n": 8192, "k": 8192}
 BM, BN, BK, WARPS, STAGES = 128, 128, 64, 8, 3  # the task's GPU_CONFIG
 WAVE = 132 * 2  # H100 SXM: 132 SMs x 2 resident programs of this config
-SYNC_SPIN_LIMIT = tl.constexpr(1 << 22)  # ~seconds of spinning: far beyond any wave's spread
 METRICS = ["dram__bytes_read.sum", "lts__t_sector_hit_rate.pct", "gpu__time_duration.sum"]
 
 
@@ -68,11 +68,8 @@ def matmul_kdir_kernel(
     wave = tl.program_id(0) // WAVE
     if SYNC:
         # Start only once every program of the previous wave has stored its tile, so a wave's programs walk K in
-        # step rather than drifting apart over the run (bounded spin: a dispatcher out of launch order cannot hang it).
-        if wave > 0:
-            spins = 0
-            while (tl.atomic_add(done_ptr + wave - 1, 0, sem="acquire") < WAVE) & (spins < SYNC_SPIN_LIMIT):
-                spins += 1
+        # step rather than drifting apart over the run.
+        wait_for_previous_wave(done_ptr, wave, WAVE)
     for i in range(0, n_k):
         kb = tl.where(backwards, n_k - 1 - i, i)
         k0 = kb * BLOCK_K

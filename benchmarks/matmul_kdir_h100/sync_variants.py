@@ -29,13 +29,13 @@ from swizzlelab.harness.timing import compare_interleaved  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.swizzle import apply_swizzle  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
-from swizzlelab.tasks.matmul.kernel import GPU_CONFIG, with_k_alternation, with_wave_sync  # noqa: E402
+from swizzlelab.tasks.matmul.kernel import (GPU_CONFIG, wait_for_previous_wave, with_k_alternation,  # noqa: E402
+                                            with_wave_sync)
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import run as probe  # noqa: E402  (benchmarks/matmul_kdir_h100/run.py)
 
 WAVE = probe.WAVE
-SPIN = tl.constexpr(1 << 22)
 
 
 @triton.jit
@@ -57,10 +57,7 @@ def step_kernel(
     pid_n = pid % num_pid_in_group // group_size_m
     wave = tl.program_id(0) // WAVE
     if SYNC:
-        if wave > 0:
-            spins = 0
-            while (tl.atomic_add(done_ptr + wave - 1, 0, sem="acquire") < WAVE) & (spins < SPIN):
-                spins += 1
+        wait_for_previous_wave(done_ptr, wave, WAVE)
     n_k = tl.cdiv(K, BLOCK_K)
     backwards = (wave % 2) * REVERSE == 1
     first = tl.where(backwards, n_k - 1, 0)

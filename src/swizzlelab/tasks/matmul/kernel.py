@@ -91,6 +91,16 @@ def default_config() -> MatmulConfig:
 
 
 @triton.jit
+def wait_for_previous_wave(done_ptr, wave, WAVE: tl.constexpr):
+    """Return once every program of wave `wave` - 1 has stored its tile (done_ptr: one counter of stored tiles per
+    wave of WAVE launches). Bounded spin: a dispatcher that ran launches out of order could otherwise hang."""
+    if wave > 0:
+        spins = 0
+        while (tl.atomic_add(done_ptr + wave - 1, 0, sem="acquire") < WAVE) & (spins < SYNC_SPIN_LIMIT):
+            spins += 1
+
+
+@triton.jit
 def matmul_kernel(
     a_ptr,
     b_ptr,
@@ -136,13 +146,7 @@ def matmul_kernel(
     offs_k = tl.arange(0, BLOCK_K)
     acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
     if SYNC_WAVE > 0:
-        # Wait until every program of the previous wave has stored its tile (done_ptr: one counter per wave).
-        # Bounded spin: a dispatcher that ran launches out of order could otherwise hang the kernel.
-        wave = tl.program_id(0) // SYNC_WAVE
-        if wave > 0:
-            spins = 0
-            while (tl.atomic_add(done_ptr + wave - 1, 0, sem="acquire") < SYNC_WAVE) & (spins < SYNC_SPIN_LIMIT):
-                spins += 1
+        wait_for_previous_wave(done_ptr, tl.program_id(0) // SYNC_WAVE, SYNC_WAVE)
     if K_WAVE == 0:
         a_ptrs = a_ptr + offs_am[:, None] * stride_am + offs_k[None, :] * stride_ak
         b_ptrs = b_ptr + offs_k[:, None] * stride_bk + offs_bn[None, :] * stride_bn

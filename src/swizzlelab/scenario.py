@@ -150,19 +150,24 @@ class Scenario:
         sync = f", each wave of {self.wave_sync} launches starting after the previous one" if self.wave_sync else ""
         return f"task {self.label()}, target {self.model.name}, {self.occupancy.text()}{k_dir}{sync}"
 
-    @property
-    def k_wave(self) -> int:
-        """Launches per wave of the kernel's K alternation (0: every program walks K forwards); the configuration's
-        -1 is the programs resident at once on the target (units x occupancy)."""
-        wave = int(getattr(self.config, "k_wave", 0) or 0)
+    def _config_wave(self, name: str) -> int:
+        # A configuration's wave field: -1 is the programs resident at once on the target (units x occupancy).
+        wave = int(getattr(self.config, name, 0) or 0)
         return self.model.n_units * self.occupancy.programs if wave < 0 else wave
 
     @property
+    def k_wave(self) -> int:
+        """Launches per wave of the kernel's K alternation (0: every program walks K forwards)."""
+        return self._config_wave("k_wave")
+
+    @property
     def wave_sync(self) -> int:
-        """Launches per wave of the kernel's barrier between waves (0: none); -1 in the configuration is the
-        programs resident at once on the target, as for k_wave."""
-        wave = int(getattr(self.config, "sync_wave", 0) or 0)
-        return self.model.n_units * self.occupancy.programs if wave < 0 else wave
+        """Launches per wave of the kernel's barrier between waves (0: none)."""
+        return self._config_wave("sync_wave")
+
+    def _waves(self) -> dict[str, int]:
+        """The configuration's wave fields that are set, resolved: {"k_wave": W, "sync_wave": W} or fewer."""
+        return {name: wave for name, wave in (("k_wave", self.k_wave), ("sync_wave", self.wave_sync)) if wave}
 
     def identity(self) -> dict[str, Any]:
         """What makes two runs the same scenario (an optimize run resumes only into an identical one)."""
@@ -177,21 +182,18 @@ class Scenario:
             "occupancy": self.occupancy.programs,
             "occupancy_source": self.occupancy.source,
             # Only when set, so runs written before the K direction existed still resume.
-            **({"k_wave": self.k_wave} if self.k_wave else {}),
-            **({"sync_wave": self.wave_sync} if self.wave_sync else {}),
+            **self._waves(),
         }
 
     def launch_config(self) -> Any:
         """The configuration a GPU launch takes: with the K alternation's wave resolved as the predictions resolve it
         (units x occupancy, --occupancy included), not again from the launching GPU."""
-        waves = {**({"k_wave": self.k_wave} if self.k_wave else {}),
-                 **({"sync_wave": self.wave_sync} if self.wave_sync else {})}
+        waves = self._waves()
         return replace(self.config, **waves) if waves else self.config
 
     def kernel_key(self) -> str:
-        """The kernel part of a measurement cache key: its source, and the K direction it launches with."""
-        return (self.kernel.source_hash + (f"|k_wave={self.k_wave}" if self.k_wave else "")
-                + (f"|sync_wave={self.wave_sync}" if self.wave_sync else ""))
+        """The kernel part of a measurement cache key: its source, and the waves it launches with."""
+        return self.kernel.source_hash + "".join(f"|{name}={wave}" for name, wave in self._waves().items())
 
     # -- the kernel and its orders ---------------------------------------------------------------------------
     @property
@@ -492,13 +494,17 @@ def _config(task: Task, module: ModuleType, name: str) -> Any:
     return config
 
 
+def _has_field(config: Any, name: str) -> bool:
+    return is_dataclass(config) and name in {f.name for f in fields(config)}
+
+
 def _with_k_dir(task: Task, config: Any, k_dir: str) -> Any:
     key = (k_dir or "forward").strip().lower()
     if key not in K_DIRS:
         raise UserError(f"--k-dir {k_dir!r} unknown: use {' or '.join(K_DIRS)}")
     if key == "forward":
         return config
-    if not is_dataclass(config) or "k_wave" not in {f.name for f in fields(config)}:
+    if not _has_field(config, "k_wave"):
         raise UserError(f"--k-dir {key}: task {task.name}'s kernel has no K-direction switch (matmul has one)")
     return replace(config, k_wave=K_DIRS[key])
 
@@ -506,7 +512,7 @@ def _with_k_dir(task: Task, config: Any, k_dir: str) -> Any:
 def _with_wave_sync(task: Task, config: Any, wave_sync: bool) -> Any:
     if not wave_sync:
         return config
-    if not is_dataclass(config) or "sync_wave" not in {f.name for f in fields(config)}:
+    if not _has_field(config, "sync_wave"):
         raise UserError(f"--wave-sync: task {task.name}'s kernel has no barrier between waves (matmul has one)")
     return replace(config, sync_wave=-1)
 

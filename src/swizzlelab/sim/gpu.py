@@ -120,8 +120,9 @@ def _kernels():
     return gpu_kernels
 
 
-def _blocks(n: int) -> int:
-    return max(1, -(-n // THREADS_PER_BLOCK))
+def _blocks(n: int, threads: int = THREADS_PER_BLOCK) -> int:
+    """Blocks of `threads` that cover n threads (at least one)."""
+    return max(1, -(-n // threads))
 
 
 def _device_trace(xp, lines, masks, writes, set_home, step_ptr) -> tuple[Any, ...]:
@@ -183,7 +184,7 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
     args = (step_ptr, d_steps, d_near, d_starts, lines, masks, writes, set_home, np.int64(pbits),
             np.int64(n_simulated), np.int64((1 << pbits) - 1 if local else -1), rec, shw, key)
     if EXPAND == "lanes":
-        k.expand_lanes[max(1, -(-steps.size * k.EXPAND_LANES // EXPAND_THREADS)), EXPAND_THREADS](*args)
+        k.expand_lanes[_blocks(steps.size * k.EXPAND_LANES, EXPAND_THREADS), EXPAND_THREADS](*args)
     else:
         k.expand[_blocks(steps.size), THREADS_PER_BLOCK](*args)
     del args
@@ -193,13 +194,13 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
         # Keys below i, for each i: where set i's records start once sorted (the sorted keys are never needed).
         # (A kernel of its own: CuPy's bincount reduces the keys to their maximum first and fails on none.)
         counts = xp.zeros(n_simulated + 1, dtype=np.int64)
-        k.count_keys[max(1, -(-n // EXPAND_THREADS)), EXPAND_THREADS](key, counts)
+        k.count_keys[_blocks(n, EXPAND_THREADS), EXPAND_THREADS](key, counts)
         del key
         seg = xp.zeros(n_simulated + 1, dtype=np.int64)
         seg[1:] = xp.cumsum(counts[:n_simulated])
         sorted_rec = xp.empty(n, dtype=np.int64)
         sorted_shw = xp.empty(n, dtype=np.int32)
-        k.gather_records[max(1, -(-n // EXPAND_THREADS)), EXPAND_THREADS](order, rec, shw, sorted_rec, sorted_shw)
+        k.gather_records[_blocks(n, EXPAND_THREADS), EXPAND_THREADS](order, rec, shw, sorted_rec, sorted_shw)
         rec, shw = sorted_rec, sorted_shw
         del sorted_rec, sorted_shw
     else:
@@ -216,7 +217,7 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
         # One thread per set index is the design: a sample of a few thousand sets is a small grid, and numba-cuda's
         # low-occupancy warning would only repeat that on every screening estimate.
         warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
-        walk_kernel[max(1, -(-n_simulated // k.WALK_THREADS)), k.WALK_THREADS](
+        walk_kernel[_blocks(n_simulated, k.WALK_THREADS), k.WALK_THREADS](
             rec, shw, seg, np.int64(pbits), np.int64(n_partitions), np.int64(ways), sets, stats, got, np.int64(pair))
     t0 = _phase(xp, "walk_s", t0)
     total = stats.sum(axis=0)

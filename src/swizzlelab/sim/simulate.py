@@ -527,8 +527,8 @@ def clear_schedule_cache() -> None:
 
 def _synced_schedule(programs, tile_steps, tile_step_ptr, n_slots, n_partitions, cv, seed, chunk, drift_decay=0.0):
     """A domain's schedule when each wave of `chunk` launches starts only once the previous wave has finished (a
-    kernel with a barrier between waves): every wave runs as if launched alone, all its programs starting at once,
-    and the waves follow one another. Each wave draws its own step durations (seed per wave); its start times
+    kernel with a barrier between waves; chunk = every launch is a kernel without one): every wave runs as if
+    launched alone, all its programs starting at once, and the waves follow one another. Each wave draws its own step durations (seed per wave); its start times
     continue after the previous wave's last step start plus one mean step (they only order the memory-side cache's
     merge of domains)."""
     steps, nears, starts = [], [], []
@@ -554,7 +554,8 @@ def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, 
     (`step_scale`: each step's duration factor, or None); domains on up to `n_workers` threads (each domain's
     schedule is its own sequential loop, so a multi-domain GPU's schedules are independent). Without step scales
     the schedule comes from the domain's position schedule (identical: kernels.schedule_domain either way).
-    `wave_chunk` > 0: waves of that many of the domain's launches, each starting after the previous one ends.
+    `wave_chunk` > 0: waves of that many of the domain's launches, each starting after the previous one ends
+    (simulate never asks for it with step scales, whose passes reschedule without the barrier).
     `drift_decay`: the progress model's mean reversion (kernels._after_step)."""
     scale = np.zeros(0, dtype=np.float64) if step_scale is None else step_scale
     jobs = [(d, programs) for d, programs in work if programs.size]
@@ -563,13 +564,10 @@ def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, 
     def one(job):
         d, programs = job
         programs = np.ascontiguousarray(programs)
-        if wave_chunk > 0:
-            return _synced_schedule(programs, tile_steps, tile_step_ptr, n_slots, n_partitions, cv,
-                                    domain_seed_of(seed, d), wave_chunk, drift_decay)
         if step_scale is None:
-            pos, k, near, start = _position_schedule(tile_steps[programs], n_slots, n_partitions, cv,
-                                                     domain_seed_of(seed, d), drift_decay)
-            return tile_step_ptr[programs[pos]] + k, near, start
+            # Without a barrier the whole launch is one wave.
+            return _synced_schedule(programs, tile_steps, tile_step_ptr, n_slots, n_partitions, cv,
+                                    domain_seed_of(seed, d), wave_chunk or programs.size, drift_decay)
         return kernels.schedule_domain(step_ptr, tile_step_ptr, programs, np.int64(n_slots),
                                        np.int64(n_partitions), np.float64(cv), np.uint64(domain_seed_of(seed, d)),
                                        scale, np.float64(drift_decay))

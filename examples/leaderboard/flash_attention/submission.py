@@ -632,6 +632,18 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
     static_assert(!MERGE || (PERSIST && NOPN && !QREG), "the merged step needs the persistent grid and NOPN");
     float S[BN / 2], O[64];
     uint32_t P[BN / 4], Pn[NOPN ? 1 : BN / 4], Qr[QREG ? 32 : 1];
+    // Register fences around the asynchronous wgmmas: the accumulators (O and P, or the scores S) may not be read
+    // or written across them.
+    auto fence_op = [&]() {
+#pragma unroll
+      for (int i = 0; i < 64; ++i) fence_f(O[i]);
+#pragma unroll
+      for (int i = 0; i < BN / 4; ++i) fence_u(P[i]);
+    };
+    auto fence_s = [&]() {
+#pragma unroll
+      for (int i = 0; i < BN / 2; ++i) fence_f(S[i]);
+    };
     int it = 0, tc = 0;
     // MERGE: the running state carries over tiles (the merged step below starts the next tile's softmax).
     float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f, a0 = 0.f, a1 = 0.f;
@@ -670,8 +682,7 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
         const int s = it % STAGES;
         mbar_wait(kfull(s), (it / STAGES) & 1);
         if (PINGPONG) named_sync(my_bar);
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) fence_f(S[i]);
+        fence_s();
         wg_fence();
         if constexpr (SHORT) {
           gemm_qk<QREG, BN, 128>(S, qa, Qr, sK + s * KV_TILE);
@@ -681,8 +692,7 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
         wg_commit();
         if (PINGPONG) named_arrive(other_bar);
         wg_wait<0>();
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) fence_f(S[i]);
+        fence_s();
         release(kempty(s));
         if constexpr (SHORT) {
           // The head's short block (its last <= 128 keys) comes first: 128-key products, P zero past them, so the
@@ -707,10 +717,7 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
         mbar_wait(kfull(s), ((it + j) / STAGES) & 1);
         mbar_wait(vfull(sp), ((it + j - 1) / STAGES) & 1);
         if (PINGPONG) named_sync(my_bar);
-#pragma unroll
-        for (int i = 0; i < 64; ++i) fence_f(O[i]);
-#pragma unroll
-        for (int i = 0; i < BN / 4; ++i) fence_u(P[i]);
+        fence_op();
         wg_fence();
         gemm_qk<QREG, BN, NB>(S, qa, Qr, sK + s * KV_TILE);
         wg_commit();
@@ -718,8 +725,7 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
         wg_commit();
         if (PINGPONG) named_arrive(other_bar);
         wg_wait<1>();
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) fence_f(S[i]);
+        fence_s();
         release(kempty(s));
         if (BN != 128 && !SHORT && j == nkb - 1) mask_keys<NB / 8>(S, last_valid, lane);
         if (NOPN) {
@@ -728,10 +734,7 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
           softmax_block<EXPH2, NB / 8>(S, Pn, m0, m1, l0, l1, a0, a1, scale);
         }
         wg_wait<0>();
-#pragma unroll
-        for (int i = 0; i < 64; ++i) fence_f(O[i]);
-#pragma unroll
-        for (int i = 0; i < BN / 4; ++i) fence_u(P[i]);
+        fence_op();
         release(vempty(sp));
         // LAZY: a warp skips the rescale when none of its rows raised its maximum (most blocks after the first).
         if (!LAZY || __any_sync(0xffffffff, a0 != 1.f || a1 != 1.f)) {
@@ -766,10 +769,7 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
         mbar_wait(vfull(sl), ((it + nkb - 1) / STAGES) & 1);
         mbar_wait(qfull, (tc + 1) & 1);
         if (PINGPONG) named_sync(my_bar);
-#pragma unroll
-        for (int i = 0; i < 64; ++i) fence_f(O[i]);
-#pragma unroll
-        for (int i = 0; i < BN / 4; ++i) fence_u(P[i]);
+        fence_op();
         wg_fence();
         if constexpr (SHORT) {
           gemm_qk<QREG, BN, 128>(S, qa, Qr, sK + s * KV_TILE);
@@ -781,8 +781,7 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
         wg_commit();
         if (PINGPONG) named_arrive(other_bar);
         wg_wait<1>();
-#pragma unroll
-        for (int i = 0; i < BN / 2; ++i) fence_f(S[i]);
+        fence_s();
         release(kempty(s));
         const float done0 = l0, done1 = l1;
         m0 = -INFINITY, m1 = -INFINITY, l0 = 0.f, l1 = 0.f;
@@ -794,10 +793,7 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
           softmax_inplace<ILP, LAZY, EMU, NJ>(S, m0, m1, l0, l1, a0, a1, scale);
         }
         wg_wait<0>();
-#pragma unroll
-        for (int i = 0; i < 64; ++i) fence_f(O[i]);
-#pragma unroll
-        for (int i = 0; i < BN / 4; ++i) fence_u(P[i]);
+        fence_op();
         release(vempty(sl));
         store_o(tile, done0, done1);
 #pragma unroll
@@ -811,19 +807,13 @@ fa_fwd_kernel(const __grid_constant__ CUtensorMap tq, const __grid_constant__ CU
         // Last block's P V.
         mbar_wait(vfull(sl), ((it + nkb - 1) / STAGES) & 1);
         if (PINGPONG) named_sync(my_bar);
-#pragma unroll
-        for (int i = 0; i < 64; ++i) fence_f(O[i]);
-#pragma unroll
-        for (int i = 0; i < BN / 4; ++i) fence_u(P[i]);
+        fence_op();
         wg_fence();
         gemm_pv<PVMODE, BN, BN>(O, P, sV + sl * KV_TILE);
         wg_commit();
         if (PINGPONG && c == 0) named_arrive(other_bar);  // consumer 1 waits for it; consumer 0 waits for no more
         wg_wait<0>();
-#pragma unroll
-        for (int i = 0; i < 64; ++i) fence_f(O[i]);
-#pragma unroll
-        for (int i = 0; i < BN / 4; ++i) fence_u(P[i]);
+        fence_op();
         release(vempty(sl));
         store_o(tile, l0, l1);
       }

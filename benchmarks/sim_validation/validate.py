@@ -26,7 +26,7 @@ from swizzlelab.hw import get_model  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
 from swizzlelab.sim.agreement import kendall_tau  # noqa: E402
-from swizzlelab.sim.simulate import HIT_SPEEDUP, DRIFT_DECAY, STEP_TIME_CV  # noqa: E402
+from swizzlelab.sim.simulate import DRIFT_DECAY, HIT_SPEEDUP, LRC_WINDOW, STEP_TIME_CV  # noqa: E402
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
 
@@ -59,25 +59,25 @@ def case_key(row: dict[str, Any]) -> str:
     return row["task"] + " " + " ".join(f"{k}={v}" for k, v in row["case"].items() if k != "seed")
 
 
-def point_label(point: tuple[float, float, float]) -> str:
-    """'0.5' for step_cv 0.5 without hit speedup or drift decay (the key earlier runs used), '0.5,h0.05' with hit
-    speedup, '0.5,d0.01' with drift decay."""
-    cv, hit, decay = point
-    return f"{cv}" + (f",h{hit}" if hit else "") + (f",d{decay}" if decay else "")
+def point_label(point: tuple[float, float, float, float]) -> str:
+    """'0.5' for step_cv 0.5 without hit speedup, drift decay or request coalescer (the key earlier runs used),
+    '0.5,h0.05' with hit speedup, '0.5,d0.01' with drift decay, '0.5,l0.4' with the coalescer's window."""
+    cv, hit, decay, lrc = point
+    return f"{cv}" + (f",h{hit}" if hit else "") + (f",d{decay}" if decay else "") + (f",l{lrc}" if lrc else "")
 
 
-def _cache_key(row: dict[str, Any], point: tuple[float, float, float], engine: str = "auto") -> str:
-    cv, hit, decay = point
+def _cache_key(row: dict[str, Any], point: tuple[float, float, float, float], engine: str = "auto") -> str:
+    cv, hit, decay, lrc = point
     # Every engine gives the same results without hit speedup; with it, "auto" (linked-list, hits inside the
     # schedule) and the set engines (fixed-point passes) differ. Decay 0 keeps the keys earlier runs wrote.
     return json.dumps([model_name(row["device"]), row["task"], row["case"], row["order"], int(row["occupancy"]), cv]
                       + ([hit] if hit else []) + ([engine] if hit and engine != "auto" else [])
-                      + ([["decay", decay]] if decay else []), sort_keys=True)
+                      + ([["decay", decay]] if decay else []) + ([["lrc", lrc]] if lrc else []), sort_keys=True)
 
 
-def predict_rows(rows: list[dict[str, Any]], points: list[tuple[float, float, float]], cache: dict[str, Any],
+def predict_rows(rows: list[dict[str, Any]], points: list[tuple[float, float, float, float]], cache: dict[str, Any],
                  cache_path: str | None, workers: int | None, engine: str = "auto") -> None:
-    """Adds predictions at every (step_cv, hit_speedup, drift_decay) to each row (one trace per case, shared by both
+    """Adds predictions at every (step_cv, hit_speedup, drift_decay, lrc_window) to each row (one trace per case, shared by both
     GPUs' rows)."""
     by_case: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
@@ -99,12 +99,15 @@ def predict_rows(rows: list[dict[str, Any]], points: list[tuple[float, float, fl
                     perms[row["order"]] = to_permutation(task.parse_order(row["order"]), grid, args, consts)
                 res = simulate(trace, perms[row["order"]], get_model(model_name(row["device"])),
                                occupancy=int(row["occupancy"]), footprint=footprint, step_cv=pt[0],
-                               hit_speedup=pt[1], drift_decay=pt[2], workers=workers, engine=engine)
+                               hit_speedup=pt[1], drift_decay=pt[2], lrc_window=pt[3], workers=workers,
+                               engine=engine)
                 cache[_cache_key(row, pt, engine)] = {"l2_hit_pct": 100 * res.l2_hit_rate,
                                               "dram_read_bytes": int(res.dram_read_bytes),
                                               "dram_write_bytes": int(res.dram_write_bytes),
                                               "lookup_bytes_per_requested": res.requested_bytes and
                                               (res.fabric_bytes + res.requested_bytes) / res.requested_bytes,
+                                              "requested_bytes": int(res.requested_bytes),
+                                              "coalesced_bytes": int(res.coalesced_bytes),
                                               "elapsed_s": res.elapsed_s}
             if cache_path:
                 atomic_write_text(cache_path, json.dumps(cache))
@@ -114,6 +117,16 @@ def predict_rows(rows: list[dict[str, Any]], points: list[tuple[float, float, fl
             for pt in points:
                 row["predictions"][point_label(pt)] = cache[_cache_key(row, pt, engine)]
         print(f"{key}: {len(case_rows)} rows predicted in {time.time() - t0:.0f} s", flush=True)
+
+
+def lookup_deficit(row: dict[str, Any], prediction: dict[str, Any]) -> float | None:
+    """1 - (lts__t_sectors - fabric lookups) / requested sectors: the share of the kernel's requested sectors ncu's L2
+    never looked up (the request coalescer merged them; docs/hit-rates.md). Requested sectors from the model's trace."""
+    c = row.get("counters") or {}
+    requested = prediction.get("requested_bytes")
+    if not requested or "lts__t_sectors.sum" not in c or "lts__t_sectors_srcunit_ltcfabric.sum" not in c:
+        return None
+    return 1 - (c["lts__t_sectors.sum"] - c["lts__t_sectors_srcunit_ltcfabric.sum"]) * 32 / requested
 
 
 def noise_pp(row: dict[str, Any]) -> float | None:
@@ -189,6 +202,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--hit-grid", default=f"{HIT_SPEEDUP}", help="hit_speedup values (fitted with step_cv)")
     parser.add_argument("--decay-grid", default=f"{DRIFT_DECAY}",
                         help="drift_decay values (fitted with step_cv and hit_speedup)")
+    parser.add_argument("--lrc-grid", default=f"{LRC_WINDOW}",
+                        help="lrc_window values: the L2 request coalescer's window (fitted with the others)")
     parser.add_argument("--engine", default="auto", choices=["auto", "sets"],
                         help="simulator engine (sets: hit speedup by fixed-point passes)")
     parser.add_argument("--cache", default=None, help="JSON file of predictions kept between runs")
@@ -204,7 +219,8 @@ def main(argv: list[str]) -> int:
     cvs = [float(v) for v in args.cv_grid.split(",")]
     hits = [float(v) for v in args.hit_grid.split(",")]
     decays = [float(v) for v in args.decay_grid.split(",")]
-    points = [(cv, hit, decay) for cv in cvs for hit in hits for decay in decays]
+    lrcs = [float(v) for v in args.lrc_grid.split(",")]
+    points = [(cv, hit, decay, lrc) for cv in cvs for hit in hits for decay in decays for lrc in lrcs]
     cache: dict[str, Any] = {}
     if args.cache and Path(args.cache).exists():
         cache = json.loads(Path(args.cache).read_text())
@@ -215,9 +231,9 @@ def main(argv: list[str]) -> int:
     sweep = {point_label(pt): mean([abs(r["predictions"][point_label(pt)]["l2_hit_pct"] - r["measured_l2_hit_pct"])
                                     for r in fit_rows]) for pt in points}
     best = min(points, key=lambda pt: sweep[point_label(pt)])
-    best_cv, best_hit, best_decay = best
-    print(f"fit sweep (MAE L2 hit pp by step_cv[,h hit_speedup][,d drift_decay]): {sweep}; fitted step_cv {best_cv}, "
-          f"hit_speedup {best_hit}, drift_decay {best_decay}", flush=True)
+    best_cv, best_hit, best_decay, best_lrc = best
+    print(f"fit sweep (MAE L2 hit pp by step_cv[,h hit_speedup][,d drift_decay][,l lrc_window]): {sweep}; fitted "
+          f"step_cv {best_cv}, hit_speedup {best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}", flush=True)
     predict_rows([r for r in rows if r["set"] == "held_out"], [best], cache, args.cache, args.workers, args.engine)
     out_rows = []
     for r in rows:
@@ -238,9 +254,14 @@ def main(argv: list[str]) -> int:
                                              / counters["lts__t_sectors.sum"])
             if counters.get("lts__t_sectors.sum") and "lts__t_sectors_lookup_miss.sum" in counters else None,
             "measured_noise_pp": noise_pp(r),
+            # Requested sectors ncu's L2 did not look up (the coalescer's), measured and predicted (share of requests).
+            "measured_lookup_deficit": lookup_deficit(r, p),
+            "predicted_coalesced_share": (p["coalesced_bytes"] / p["requested_bytes"]
+                                          if p.get("requested_bytes") else None),
             "output_correct": r["output_correct"],
             "predicted_by": f"predicted (model {model.name}, {model.l2_ways}-way, step_cv {best_cv}, "
-                            f"hit_speedup {best_hit}, drift_decay {best_decay}, engine {args.engine})",
+                            f"hit_speedup {best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}, "
+                            f"engine {args.engine})",
             "predict_s": p.get("elapsed_s"),
             "measured_by": f"measured ({r['device']}, ncu lts__t_sector_hit_rate.pct, dram__bytes_read.sum)",
             "sweep": r["predictions"],
@@ -255,11 +276,12 @@ def main(argv: list[str]) -> int:
         "script": "benchmarks/sim_validation/validate.py",
         "command": " ".join(["python", "benchmarks/sim_validation/validate.py", *argv]),
         "device": " + ".join(src["device"] for src in sources), "measured": sources,
-        "fit_parameter": "step_cv, hit_speedup, drift_decay", "fit_grid": cvs, "fit_grid_hit_speedup": hits,
-        "fit_grid_drift_decay": decays, "fit_sweep_mae_pp": sweep, "fitted_step_cv": best_cv,
-        "fitted_hit_speedup": best_hit, "fitted_drift_decay": best_decay,
+        "fit_parameter": "step_cv, hit_speedup, drift_decay, lrc_window", "fit_grid": cvs,
+        "fit_grid_hit_speedup": hits, "fit_grid_drift_decay": decays, "fit_grid_lrc_window": lrcs,
+        "fit_sweep_mae_pp": sweep, "fitted_step_cv": best_cv,
+        "fitted_hit_speedup": best_hit, "fitted_drift_decay": best_decay, "fitted_lrc_window": best_lrc,
         "fit_rule": "set 'fit' = the square matmul cases (4096^3, 8192^3) on both GPUs; the (step_cv, hit_speedup, "
-                    "drift_decay) "
+                    "drift_decay, lrc_window) "
                     "with the lowest fit-set MAE (L2 hit) predicts every row",
         "tie_rule": "per case, a pair of orders whose measured L2 hit differs by less than the larger of the two "
                     f"rows' measured_noise_pp and {TIE_PP} pp (DRAM read: < {100 * TIE_DRAM_REL:.0f}%) is a tie and "

@@ -623,6 +623,62 @@ def run_domain(
 
 
 @njit(cache=True, nogil=True)
+def coalesce_reads(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, step_ptr: np.ndarray,
+                   sched_step: np.ndarray, sched_near: np.ndarray, sched_time: np.ndarray, step_tile: np.ndarray,
+                   window: np.float64, table_lines: np.int64, popcount: np.ndarray, full_mask: np.int64) -> np.int64:
+    """The L2 request coalescer: a read of a whole line (sector mask `full_mask`) that another program on the same
+    side (near partition) read whole no more than `window` (mean step times) before, while that read is still the
+    line's latest whole read from that side, joins it and makes no lookup of its own. Returns the sectors
+    coalesced. Reads of part of a line never join nor are joined: on the H100 the kernels whose reads are
+    partial (the narrow transpose's 16-byte rows, the histogram's bytes, spmv's gathers) lose no lookups to the
+    coalescer while tiles share their sectors (docs/hit-rates.md).
+
+    Steps run in schedule order (`sched_step`, near partitions `sched_near`, started at `sched_time`;
+    `step_tile[step]` is the step's program). The first reader left the line in its near partition, so each
+    coalesced sector is one near lookup and one hit the cache engines count and ncu does not. A program's own
+    repeated reads are never coalesced (they are separate lookups on the hardware: the histogram's channels).
+    `table_lines` bounds the distinct lines (footprint).
+    """
+    size = 1
+    bits = 0
+    while size < 2 * max(table_lines, 1):
+        size *= 2
+        bits += 1
+    shift = np.uint64(64 - max(bits, 1))
+    n_sides = 1
+    for k in range(sched_near.shape[0]):
+        n_sides = max(n_sides, sched_near[k] + 1)
+    table = np.full(2 * size * n_sides, -1, dtype=np.int64)
+    slots = max(table_lines, 1) * n_sides
+    last_time = np.empty(slots, dtype=np.float64)  # when the line's latest lookup from that side was made
+    last_tile = np.empty(slots, dtype=np.int64)  # by which program
+    coalesced = 0
+    n_used = 0
+    for k in range(sched_step.shape[0]):
+        step = sched_step[k]
+        t = sched_time[k]
+        tile = step_tile[step]
+        near = sched_near[k]
+        for a in range(step_ptr[step], step_ptr[step + 1]):
+            if is_write[a] or sector_mask[a] != full_mask:
+                continue
+            key = lines[a] * n_sides + near
+            node = _table_lookup(table, key, shift)
+            if node < 0:
+                node = n_used
+                n_used += 1
+                if node >= slots:
+                    raise ValueError("more unique lines than the table was sized for")
+                _table_insert(table, key, node, shift)
+            elif last_tile[node] != tile and t - last_time[node] <= window:
+                coalesced += popcount[sector_mask[a]]
+                continue
+            last_time[node] = t
+            last_tile[node] = tile
+    return coalesced
+
+
+@njit(cache=True, nogil=True)
 def footprint(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, table_lines: np.int64,
               popcount: np.ndarray) -> np.ndarray:
     """Unique lines, union-of-sectors count, and sectors whose first touch is a read, over a whole trace.

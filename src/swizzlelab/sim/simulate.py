@@ -65,6 +65,13 @@ HIT_PASSES = 3
 # the slots stay in lockstep order.) Fitted with step_cv on the square matmul rows of benchmarks/sim_validation
 # (sim_validation_drift_decay.json; README there); 0 = off: the random walk of step_cv alone.
 DRIFT_DECAY = 0.0
+# How close in time (mean step times) a second program's read of a line must follow the line's latest L2 lookup for
+# NVIDIA's L2 request coalescer (LRC, between the crossbar and the L2 slices) to merge it into that request: the
+# merged read makes no L2 lookup, so ncu's lts__t_sectors (hit rate's denominator) never sees it. Measured on an
+# H100 (benchmarks/sim_validation/lookup_probe.py): the sectors ncu's L2 did not look up (requested minus lookups
+# less fabric lookups) equal lrc__request_sectors_op_read_coalescing_achieved_type_hardware within 0.02 of the
+# requested sectors, 1-30% of them in matmul by order. 0 = off (AMD has no such unit in the model).
+LRC_WINDOW = 0.0
 NCU_COUNTER = "ncu lts__t_sector_hit_rate (32-byte sectors; stores that fill sectors hit)"
 TCC_COUNTER = "rocprof TCC_HIT/(TCC_HIT+TCC_MISS) (line requests; a store hits only a present line)"
 
@@ -133,6 +140,8 @@ class SimResult:
     hit_speedup: float = 0.0  # how much L2 hits shorten a step in the progress model (0 = not at all)
     wave_sync: int = 0  # launches per wave of a kernel with a barrier between waves (0 = none)
     drift_decay: float = 0.0  # share of a slot's drift from lockstep taken back each step (0 = a random walk)
+    lrc_window: float = 0.0  # mean step times within which the L2 request coalescer merges reads (0 = off)
+    coalesced_bytes: int = 0  # requested bytes the coalescer merged into another program's lookup (no L2 lookup)
 
     @property
     def best_hit_rate(self) -> float:
@@ -580,6 +589,21 @@ def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, 
     return {d: sched for (d, _), sched in zip(jobs, done)}
 
 
+def _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, n_workers,
+                wave_chunk, drift_decay, window, n_lines, popcount, full_mask) -> int:
+    """Sectors the L2 request coalescer merges (kernels.coalesce_reads, per domain on the schedule without hit
+    speedup). The engines run every read as before: a coalesced read finds the line its first reader on that side
+    just brought, a near hit, so the result less one lookup and one hit per coalesced sector is what ncu counts,
+    and the DRAM traffic is the engines' own."""
+    schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, None, n_workers,
+                                  wave_chunk, drift_decay)
+    step_tile = np.repeat(np.arange(tile_step_ptr.size - 1, dtype=np.int64), np.diff(tile_step_ptr))
+    return sum(int(kernels.coalesce_reads(lines, masks, writes, step_ptr, sched[0], sched[1].astype(np.int64),
+                                          sched[2], step_tile, np.float64(window), np.int64(n_lines), popcount,
+                                          np.int64(full_mask)))
+               for sched in schedules.values())
+
+
 def _stream_length(step_ptr: np.ndarray, steps: np.ndarray) -> int:
     return int((step_ptr[steps + 1] - step_ptr[steps]).sum())
 
@@ -745,6 +769,7 @@ def simulate(
     hit_speedup: float | None = None,
     wave_sync: int = 0,
     drift_decay: float | None = None,
+    lrc_window: float | None = None,
 ) -> SimResult:
     """Predict L2 hit rates and DRAM traffic of running `trace`'s tiles in the order `perm` on `hw`.
 
@@ -771,7 +796,11 @@ def simulate(
     their steps nearly in step instead of drifting apart over the run (set-associative engines only).
     `drift_decay` (default DRIFT_DECAY; 0 = off) is the share of a
     slot's drift from its lockstep clock that each step takes back: the drift then stays near
-    step_cv / sqrt(2 drift_decay) steps instead of growing with the kernel's length.
+    step_cv / sqrt(2 drift_decay) steps instead of growing with the kernel's length. `lrc_window` (default
+    LRC_WINDOW; 0 = off; NVIDIA models only) models the L2 request coalescer: a whole-line read that another
+    program on the same side read whole no more than that many mean step times before joins that lookup, so ncu
+    counts neither; the hit rate is taken over the lookups left (`coalesced_bytes` says how much was merged;
+    DRAM traffic is unchanged).
     """
     model = get_model(hw) if isinstance(hw, str) else hw
     if not isinstance(wave_sync, (int, np.integer)) or isinstance(wave_sync, bool) or wave_sync < 0:
@@ -791,6 +820,11 @@ def simulate(
             or not 0.0 <= float(decay) <= 1.0):
         raise UserError(f"drift_decay (share of a slot's drift from lockstep taken back each step) must be a number "
                         f"in 0..1, got {drift_decay!r}")
+    window = LRC_WINDOW if lrc_window is None else lrc_window
+    if (isinstance(window, bool) or not isinstance(window, (int, float, np.integer, np.floating))
+            or not 0.0 <= float(window) <= 1e6):
+        raise UserError(f"lrc_window (mean step times within which the L2 request coalescer merges reads) must be a "
+                        f"number >= 0, got {lrc_window!r}")
     if not isinstance(occupancy, (int, np.integer)) or not 1 <= int(occupancy) <= MAX_OCCUPANCY:
         raise UserError(f"occupancy must be an integer 1..{MAX_OCCUPANCY} programs per unit, got {occupancy!r}")
     lines, masks, writes, step_ptr, tile_step_ptr = _trace_arrays(trace)
@@ -841,6 +875,13 @@ def simulate(
         raise UserError("engine 'gpu' needs a set-associative L2 (give assoc)")
     if n_partitions > walk.MAX_PARTITIONS:
         raise UserError(f"the simulator handles at most {walk.MAX_PARTITIONS} L2 partitions, got {n_partitions}")
+    coalesced = 0
+    if window > 0 and model.vendor == "nvidia":
+        if footprint is None:
+            footprint = footprint_of(trace)
+        coalesced = _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, float(cv),
+                                seed, n_workers, int(wave_sync) // model.n_domains, float(decay), float(window),
+                                footprint[0], popcount, (1 << (model.line_bytes // model.sector_bytes)) - 1)
     llc = None
     if use_sets:
         if assoc is None and set_fraction < 1.0:
@@ -878,8 +919,9 @@ def simulate(
     touched_sectors, first_read_sectors = footprint[1], compulsory_read_sectors(footprint, model)
 
     requested_sectors = sum(d.requested_sectors for d in per_domain)
-    lookup_sectors = sum(d.lookup_sectors for d in per_domain)
-    hit_sectors = sum(d.hit_sectors for d in per_domain)
+    # Reads the coalescer merged make no lookup (NVIDIA has one L2 domain, so the totals carry the correction).
+    lookup_sectors = sum(d.lookup_sectors for d in per_domain) - coalesced
+    hit_sectors = sum(d.hit_sectors for d in per_domain) - coalesced
     line_accesses = sum(d.line_accesses for d in per_domain)
     line_lookups = sum(d.line_lookups for d in per_domain)
     line_hits = sum(d.line_hits for d in per_domain)
@@ -921,4 +963,6 @@ def simulate(
         hit_speedup=float(speedup),
         wave_sync=int(wave_sync),
         drift_decay=float(decay),
+        lrc_window=float(window) if model.vendor == "nvidia" else 0.0,
+        coalesced_bytes=coalesced * model.sector_bytes,
     )

@@ -1,0 +1,105 @@
+"""The L2 request coalescer in the simulator: a read that joins another program's recent lookup of the same line makes
+no lookup of its own (ncu does not count it), on NVIDIA models only; the DRAM traffic is the engines' own."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from swizzlelab.errors import UserError
+from swizzlelab.hw import get_model
+from swizzlelab.sim import simulate
+from tests.test_sim import SECTOR, make_trace, tiny_model
+
+FULL = 0xF  # all four sectors of a line
+
+
+def _nvidia(capacity_lines: int = 64, units: int = 2, partitions: int = 1):
+    return replace(tiny_model(capacity_lines, units=units, partitions=partitions), vendor="nvidia")
+
+
+def test_two_programs_reading_together_make_one_lookup():
+    # Two programs on two slots read lines 0-3 in the same step (lockstep): slot 0 runs first and misses, slot 1's
+    # reads join its lookups. Without the coalescer: 32 sector lookups, 16 hits (50%); with it: 16 lookups, 0 hits.
+    step = [(line, FULL, False) for line in range(4)]
+    trace = make_trace([[step], [step]])
+    perm = np.arange(2)
+    off = simulate(trace, perm, _nvidia(), occupancy=1, step_cv=0.0, lrc_window=0.0)
+    on = simulate(trace, perm, _nvidia(), occupancy=1, step_cv=0.0, lrc_window=0.5)
+    assert off.l2_hit_rate == pytest.approx(0.5)
+    assert off.coalesced_bytes == 0
+    assert on.coalesced_bytes == 16 * SECTOR
+    assert on.l2_hit_rate == 0.0
+    assert on.requested_bytes == off.requested_bytes == 32 * SECTOR
+    assert on.dram_read_bytes == off.dram_read_bytes == 16 * SECTOR
+    assert on.lrc_window == 0.5
+
+
+def test_a_programs_own_rereads_are_separate_lookups():
+    # One program reads line 0 in two consecutive steps: the hardware looks up each load (the histogram's channels).
+    trace = make_trace([[[(0, FULL, False)], [(0, FULL, False)]]])
+    on = simulate(trace, np.arange(1), _nvidia(units=1), occupancy=1, step_cv=0.0, lrc_window=5.0)
+    assert on.coalesced_bytes == 0
+    assert on.l2_hit_rate == pytest.approx(0.5)
+
+
+@pytest.mark.parametrize("window, joined", [(0.5, False), (1.0, True)])
+def test_only_reads_within_the_window_join(window, joined):
+    # One slot: program 1 reads line 0 one mean step time after program 0 did.
+    trace = make_trace([[[(0, FULL, False)]], [[(0, FULL, False)]]])
+    on = simulate(trace, np.arange(2), _nvidia(units=1), occupancy=1, step_cv=0.0, lrc_window=window)
+    assert on.coalesced_bytes == (4 * SECTOR if joined else 0)
+    assert on.l2_hit_rate == pytest.approx(0.0 if joined else 0.5)
+
+
+def test_writes_are_never_coalesced():
+    step = [(line, FULL, True) for line in range(4)]
+    trace = make_trace([[step], [step]])
+    on = simulate(trace, np.arange(2), _nvidia(), occupancy=1, step_cv=0.0, lrc_window=1.0)
+    assert on.coalesced_bytes == 0
+
+
+def test_each_coalesced_sector_is_one_lookup_and_one_hit_less():
+    # Two partitions, drifting programs: a read joins only a lookup made from its own side, where the first reader
+    # left the line, so ncu's count is the engines' less one near hit per coalesced sector. Coalescing never changes
+    # DRAM traffic, requests or fabric lookups.
+    rng = np.random.default_rng(3)
+    tiles = [[[(int(line), FULL, False) for line in rng.choice(40, 6, replace=False)] for _ in range(5)]
+             for _ in range(24)]
+    trace = make_trace(tiles)
+    perm = rng.permutation(len(tiles))
+    model = _nvidia(capacity_lines=16, units=4, partitions=2)
+    off = simulate(trace, perm, model, occupancy=2, step_cv=0.3, lrc_window=0.0)
+    on = simulate(trace, perm, model, occupancy=2, step_cv=0.3, lrc_window=0.3)
+    assert on.coalesced_bytes > 0
+    assert (on.dram_read_bytes, on.requested_bytes, on.fabric_bytes) == (off.dram_read_bytes, off.requested_bytes,
+                                                                         off.fabric_bytes)
+    lookups_off = sum(d.lookup_sectors for d in off.per_domain)
+    hits_off = off.l2_hit_rate * lookups_off
+    coalesced = on.coalesced_bytes // SECTOR
+    assert on.l2_hit_rate == pytest.approx((hits_off - coalesced) / (lookups_off - coalesced))
+
+
+def test_reads_of_part_of_a_line_are_not_coalesced():
+    # The narrow transpose, the histogram and spmv read single sectors: the H100 merged none of them.
+    step = [(line, 0x1, False) for line in range(4)]
+    trace = make_trace([[step], [step]])
+    on = simulate(trace, np.arange(2), _nvidia(), occupancy=1, step_cv=0.0, lrc_window=1.0)
+    assert on.coalesced_bytes == 0
+    assert on.l2_hit_rate == pytest.approx(0.5)
+
+
+def test_amd_models_have_no_coalescer():
+    trace = make_trace([[[(line, FULL, False) for line in range(4)]]] * 2)
+    amd = replace(tiny_model(64, units=2), vendor="amd")
+    on = simulate(trace, np.arange(2), amd, occupancy=1, step_cv=0.0, lrc_window=1.0)
+    assert on.coalesced_bytes == 0 and on.lrc_window == 0.0
+
+
+@pytest.mark.parametrize("bad", [-0.1, "0.2", True, float("nan")])
+def test_bad_windows_are_refused(bad):
+    trace = make_trace([[[(0, FULL, False)]]])
+    with pytest.raises(UserError, match="lrc_window"):
+        simulate(trace, np.arange(1), get_model("h100"), lrc_window=bad)

@@ -21,8 +21,6 @@ import sys
 import time
 from pathlib import Path
 
-import numpy as np
-
 from swizzlelab.io import atomic_write_text
 
 METRICS = [
@@ -115,7 +113,8 @@ def main(argv: list[str]) -> int:
     metrics = [m for m in METRICS if m.rsplit(".", 1)[0] in offered] if offered else METRICS
     started = time.time()
     cmd = [ncu, "--metrics", ",".join(metrics), "--csv", "--cache-control", "all", "--clock-control", "base",
-           "--kernel-name", "regex:probe_matmul", sys.executable, __file__, str(out), "--size", str(args.size), "--orders", args.orders, "--child"]
+           "--kernel-name", "regex:probe_matmul", sys.executable, __file__, str(out), "--size", str(args.size),
+           "--orders", args.orders, "--child"]
     run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     text = run.stdout[run.stdout.find('"ID"'):] if '"ID"' in run.stdout else ""
     if run.returncode or not text:
@@ -141,8 +140,9 @@ def main(argv: list[str]) -> int:
                      "requested_sectors": requested,
                      "lookup_deficit": 1 - (m["lts__t_sectors.sum"] - m["lts__t_sectors_srcunit_ltcfabric.sum"])
                      / requested})
+        merged = m.get("lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum", 0) / requested
         print(f"{variant:8s} {order:18s} deficit {rows[-1]['lookup_deficit']:.3f} hit {m['lts__t_sector_hit_rate.pct']}% "
-              f"lrc hw-coalesced {m.get('lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum', 0) / requested:.3f} dram {m['dram__bytes_read.sum'] / 1e9:.3f} GB", flush=True)
+              f"lrc hw-coalesced {merged:.3f} dram {m['dram__bytes_read.sum'] / 1e9:.3f} GB", flush=True)
     import torch
 
     record = {"script": "benchmarks/sim_validation/lookup_probe.py",

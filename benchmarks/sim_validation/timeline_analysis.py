@@ -167,7 +167,8 @@ def main(argv: list[str]) -> int:
         "command": " ".join(["python", "benchmarks/sim_validation/timeline_analysis.py", *argv]),
         "kind": f"measured ({probe.get('device', 'GPU of the timelines')}, %globaltimer and %smid per program and "
                 "k-step) and counted from those timelines; ncu rows from " + str(measured.get("device")),
-        "device": probe.get("device") or measured.get("device"), "probe": probe, "wave": WAVE, "steady_from_launch": STEADY_FROM, "results": results,
+        "device": probe.get("device") or measured.get("device"), "probe": probe, "wave": WAVE,
+        "steady_from_launch": STEADY_FROM, "results": results,
         "elapsed_s": time.time() - started,
     }
     atomic_write_text(args.out, json.dumps(record, indent=1))

@@ -102,6 +102,17 @@ def _table_insert(table: np.ndarray, key: np.int64, node: np.int64, shift: np.ui
 
 
 @njit(cache=True)
+def _key_table(n_keys: np.int64):
+    """An empty (key, node) table for up to n_keys keys at most half full, and its Fibonacci shift."""
+    size = 1
+    bits = 0
+    while size < 2 * max(n_keys, 1):
+        size *= 2
+        bits += 1
+    return np.full(2 * size, -1, dtype=np.int64), np.uint64(64 - max(bits, 1))
+
+
+@njit(cache=True)
 def _table_delete(table: np.ndarray, key: np.int64, shift: np.uint64) -> None:
     # Linear probing with backward-shift deletion keeps lookups tombstone-free.
     mask = (table.shape[0] >> 1) - 1
@@ -639,17 +650,11 @@ def coalesce_reads(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndar
     repeated reads are never coalesced (they are separate lookups on the hardware: the histogram's channels).
     `table_lines` bounds the distinct lines (footprint).
     """
-    size = 1
-    bits = 0
-    while size < 2 * max(table_lines, 1):
-        size *= 2
-        bits += 1
-    shift = np.uint64(64 - max(bits, 1))
     n_sides = 1
     for k in range(sched_near.shape[0]):
         n_sides = max(n_sides, sched_near[k] + 1)
-    table = np.full(2 * size * n_sides, -1, dtype=np.int64)
     slots = max(table_lines, 1) * n_sides
+    table, shift = _key_table(slots)
     last_time = np.empty(slots, dtype=np.float64)  # when the line's latest lookup from that side was made
     last_tile = np.empty(slots, dtype=np.int64)  # by which program
     coalesced = 0
@@ -686,13 +691,7 @@ def footprint(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, 
     Returns int64[4]: n_unique_lines, touched_sectors, first_read_sectors, and the sectors a read must miss when
     misses fetch aligned 64-byte sector pairs (those a read requests from a pair nothing touched before).
     """
-    size = 1
-    bits = 0
-    while size < 2 * max(table_lines, 1):
-        size *= 2
-        bits += 1
-    shift = np.uint64(64 - max(bits, 1))
-    table = np.full(2 * size, -1, dtype=np.int64)
+    table, shift = _key_table(table_lines)
     touched = np.zeros(max(table_lines, 1), dtype=np.uint8)
     first_read = np.zeros(max(table_lines, 1), dtype=np.uint8)
     n_unique = 0

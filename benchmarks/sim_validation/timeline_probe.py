@@ -142,7 +142,8 @@ def main(argv: list[str]) -> int:
                 arrays[f"{key}_step"] = np.diff(times, axis=1).astype(np.int32)
             rows.append({"case": case, "order": order, "programs": n_prog, "k_steps": n_k,
                          "plain_ms": plain, "stamped_ms": stamped})
-            print(f"{case} {order}: plain {np.median(plain):.3f} ms, stamped {np.median(stamped):.3f} ms", flush=True)
+            print(f"{case} {order}: measured on {torch.cuda.get_device_name()}: plain {np.median(plain):.3f} ms, "
+                  f"stamped {np.median(stamped):.3f} ms", flush=True)
         np.savez_compressed(out / f"timeline_{case}.npz", **arrays)
     record = {"script": "benchmarks/sim_validation/timeline_probe.py",
               "command": " ".join(["python", "benchmarks/sim_validation/timeline_probe.py", *argv]),

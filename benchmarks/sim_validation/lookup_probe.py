@@ -21,6 +21,8 @@ import sys
 import time
 from pathlib import Path
 
+from validate import lookup_deficit
+
 from swizzlelab.io import atomic_write_text
 
 METRICS = [
@@ -138,8 +140,7 @@ def main(argv: list[str]) -> int:
         m = reports[launch]["metrics"]
         rows.append({"variant": variant, "order": order, "kernel": reports[launch]["kernel"], "metrics": m,
                      "requested_sectors": requested,
-                     "lookup_deficit": 1 - (m["lts__t_sectors.sum"] - m["lts__t_sectors_srcunit_ltcfabric.sum"])
-                     / requested})
+                     "lookup_deficit": lookup_deficit(m, requested)})
         merged = m.get("lrc__request_sectors_op_read_coalescing_achieved_type_hardware.sum", 0) / requested
         print(f"measured (ncu, base clocks) {variant:8s} {order:18s} deficit {rows[-1]['lookup_deficit']:.3f} hit {m['lts__t_sector_hit_rate.pct']}% "
               f"lrc hw-coalesced {merged:.3f} dram {m['dram__bytes_read.sum'] / 1e9:.3f} GB", flush=True)

@@ -19,8 +19,10 @@ from pathlib import Path
 import numpy as np
 
 from timeline_probe import order_table
+from validate import lookup_deficit
 
 from swizzlelab.io import atomic_write_text
+from swizzlelab.sim import kernels
 from swizzlelab.tasks import load_task
 
 WAVE = 264  # programs resident at once on the H100 for this kernel (132 SMs x occupancy 2, ncu)
@@ -37,8 +39,7 @@ def requested_sectors(m: int, n: int, k: int) -> int:
     """Sectors the matmul trace requests (reads and writes), as the simulator counts them."""
     task = load_task("matmul")
     trace = task.access_model({"seed": 11, "m": m, "n": n, "k": k}, config=task.kernel.GPU_CONFIG)
-    popcount = np.array([bin(i).count("1") for i in range(256)])
-    return int(popcount[np.asarray(trace.sector_mask)].sum())
+    return int(kernels.popcount_table()[np.asarray(trace.sector_mask)].sum())
 
 
 def merged_share(t: np.ndarray, sm: np.ndarray, rows: np.ndarray, cols: np.ndarray, scope: str, window: float) -> float:
@@ -126,10 +127,7 @@ def analyse(case: str, data: dict[str, np.ndarray], order: str, rows_by_key: dic
                                 for scope in SCOPES for w in WINDOWS_NS}
     row = rows_by_key.get((case, order))
     if row is not None:
-        c = row["counters"]
-        # Lookups ncu did not see: requested sectors minus (all L2 lookups - lookups over the fabric).
-        out["ncu_lookup_deficit"] = round(1 - (c["lts__t_sectors.sum"] - c["lts__t_sectors_srcunit_ltcfabric.sum"])
-                                          / n_requested, 4)
+        out["ncu_lookup_deficit"] = round(lookup_deficit(row["counters"], n_requested), 4)
         out["ncu_dram_read_gb"] = row["measured_dram_read_bytes"] / 1e9
     return out
 

@@ -119,14 +119,13 @@ def predict_rows(rows: list[dict[str, Any]], points: list[tuple[float, float, fl
         print(f"{key}: {len(case_rows)} rows predicted in {time.time() - t0:.0f} s", flush=True)
 
 
-def lookup_deficit(row: dict[str, Any], prediction: dict[str, Any]) -> float | None:
+def lookup_deficit(counters: dict[str, Any], requested_sectors: int) -> float | None:
     """1 - (lts__t_sectors - fabric lookups) / requested sectors: the share of the kernel's requested sectors ncu's L2
-    never looked up (the request coalescer merged them; docs/hit-rates.md). Requested sectors from the model's trace."""
-    c = row.get("counters") or {}
-    requested = prediction.get("requested_bytes")
-    if not requested or "lts__t_sectors.sum" not in c or "lts__t_sectors_srcunit_ltcfabric.sum" not in c:
+    never looked up (the request coalescer merged them; docs/hit-rates.md). None without the counters or a count."""
+    if not requested_sectors or "lts__t_sectors.sum" not in counters or \
+            "lts__t_sectors_srcunit_ltcfabric.sum" not in counters:
         return None
-    return 1 - (c["lts__t_sectors.sum"] - c["lts__t_sectors_srcunit_ltcfabric.sum"]) * 32 / requested
+    return 1 - (counters["lts__t_sectors.sum"] - counters["lts__t_sectors_srcunit_ltcfabric.sum"]) / requested_sectors
 
 
 def noise_pp(row: dict[str, Any]) -> float | None:
@@ -255,7 +254,7 @@ def main(argv: list[str]) -> int:
             if counters.get("lts__t_sectors.sum") and "lts__t_sectors_lookup_miss.sum" in counters else None,
             "measured_noise_pp": noise_pp(r),
             # Requested sectors ncu's L2 did not look up (the coalescer's), measured and predicted (share of requests).
-            "measured_lookup_deficit": lookup_deficit(r, p),
+            "measured_lookup_deficit": lookup_deficit(counters, p.get("requested_bytes", 0) // model.sector_bytes),
             "predicted_coalesced_share": (p["coalesced_bytes"] / p["requested_bytes"]
                                           if p.get("requested_bytes") else None),
             "output_correct": r["output_correct"],

@@ -636,7 +636,8 @@ def run_domain(
 @njit(cache=True, nogil=True)
 def coalesce_reads(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, step_ptr: np.ndarray,
                    sched_step: np.ndarray, sched_near: np.ndarray, sched_time: np.ndarray, step_tile: np.ndarray,
-                   window: np.float64, table_lines: np.int64, popcount: np.ndarray, full_mask: np.int64) -> np.int64:
+                   n_partitions: np.int64, window: np.float64, table_lines: np.int64, popcount: np.ndarray,
+                   full_mask: np.int64) -> np.int64:
     """The L2 request coalescer: a read of a whole line (sector mask `full_mask`) that another program on the same
     side (near partition) read whole no more than `window` (mean step times) before, while that read is still the
     line's latest whole read from that side, joins it and makes no lookup of its own. Returns the sectors
@@ -650,9 +651,7 @@ def coalesce_reads(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndar
     repeated reads are never coalesced (they are separate lookups on the hardware: the histogram's channels).
     `table_lines` bounds the distinct lines (footprint).
     """
-    n_sides = 1
-    for k in range(sched_near.shape[0]):
-        n_sides = max(n_sides, sched_near[k] + 1)
+    n_sides = max(n_partitions, 1)
     slots = max(table_lines, 1) * n_sides
     table, shift = _key_table(slots)
     last_time = np.empty(slots, dtype=np.float64)  # when the line's latest lookup from that side was made

@@ -599,7 +599,8 @@ def _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_
                                   wave_chunk, drift_decay)
     step_tile = np.repeat(np.arange(tile_step_ptr.size - 1, dtype=np.int64), np.diff(tile_step_ptr))
     return sum(int(kernels.coalesce_reads(lines, masks, writes, step_ptr, sched[0], sched[1].astype(np.int64),
-                                          sched[2], step_tile, np.float64(window), np.int64(n_lines), popcount,
+                                          sched[2], step_tile, np.int64(n_partitions), np.float64(window),
+                                          np.int64(n_lines), popcount,
                                           np.int64(full_mask)))
                for sched in schedules.values())
 

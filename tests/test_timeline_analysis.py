@@ -53,3 +53,11 @@ def test_packed_archive_round_trips_and_refuses_long_steps(analysis, tmp_path):
     data["64x64x128"]["row_major_r0_step"][0, 0] = 40_000
     with pytest.raises(SystemExit, match="32767"):
         analysis.pack(data, str(tmp_path / "bad.npz"))
+
+
+def test_start_slope_says_whether_late_starters_run_longer(analysis):
+    start = np.array([0.0, 1.0, 2.0, 3.0])
+    assert analysis.start_slope(start, 100 + 0.5 * start) == pytest.approx(0.5)
+    assert analysis.start_slope(start, 100 - 0.25 * start) == pytest.approx(-0.25)
+    assert analysis.start_slope(start, np.full(4, 100.0)) == 0.0
+    assert analysis.start_slope(np.zeros(4), start) == 0.0  # all started together: no slope to take

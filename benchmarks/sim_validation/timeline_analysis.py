@@ -85,6 +85,12 @@ def pack(timelines: dict[str, dict[str, np.ndarray]], path: str) -> None:
     np.savez_compressed(path, **arrays)
 
 
+def start_slope(start: np.ndarray, duration: np.ndarray) -> float:
+    """Least-squares slope of the programs' durations on their start times (both in steps)."""
+    x = start - start.mean()
+    return round(float((x * (duration - duration.mean())).sum() / max(float((x * x).sum()), 1e-9)), 3)
+
+
 def analyse(case: str, data: dict[str, np.ndarray], order: str, rows_by_key: dict, n_requested: int) -> dict:
     m, n, k = (int(v) for v in case.split("x"))
     sm = data[f"{_key(order)}_r0_sm"].astype(np.int64)
@@ -109,6 +115,11 @@ def analyse(case: str, data: dict[str, np.ndarray], order: str, rows_by_key: dic
                                     for w in range(int(wave.max()) + 1)],
         "per_wave_start_spread_steps": [round(float((start[wave == w].max() - start[wave == w].min()) / step_ns), 1)
                                         for w in range(int(wave.max()) + 1)],
+        # Whether a wave's later starters run longer (> 0: its start spread grows, the wave comes apart) or shorter
+        # (< 0: they catch up and the spread stays bounded): least-squares slope of duration on start, steps/step.
+        # The progress model draws durations independently of start, a slope of 0 at any step_cv.
+        "per_wave_duration_on_start_slope": [start_slope(start[wave == w] / step_ns, dur[wave == w])
+                                             for w in range(1, int(wave.max()))],
         # What the progress model gives a program of n_k steps at step_cv 0.5: sd 0.5 sqrt(n_k) steps.
         "model_duration_sd_steps_cv05": 0.5 * float(np.sqrt(n_k)),
     }

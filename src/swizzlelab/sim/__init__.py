@@ -4,13 +4,14 @@
 """
 
 from swizzlelab.sim.analyze import Analysis, Period, Sharing, TensorStats, analyze, index_periods
-from swizzlelab.sim.simulate import (DomainStats, SimResult, clear_schedule_cache, domain_programs, footprint_of,
-                                     simulate)
+from swizzlelab.sim.simulate import (DomainStats, Schedule, SimResult, clear_schedule_cache, domain_programs,
+                                     footprint_of, simulate)
 
 __all__ = [
     "Analysis",
     "DomainStats",
     "Period",
+    "Schedule",
     "Sharing",
     "SimResult",
     "TensorStats",

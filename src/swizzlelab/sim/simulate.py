@@ -71,9 +71,22 @@ DRIFT_DECAY = 0.0
 # H100 (benchmarks/sim_validation/lookup_probe.py): the sectors ncu's L2 did not look up (requested minus lookups
 # less fabric lookups) equal lrc__request_sectors_op_read_coalescing_achieved_type_hardware within 0.025 of the
 # requested sectors, 1-30% of them in matmul by order. 0 = off (AMD has no such unit in the model).
-LRC_WINDOW = 0.0  # fitted with step_cv: 0.3 at step_cv 0.3 (sim_validation_lrc.json); off until the drift is fixed
+# Fitted on the H100's measured schedules replayed (simulate(schedule=), sim_replay_h100.json): 0.1; on the progress
+# model's own schedules with step_cv 0.3 (sim_validation_lrc.json): 0.3, where it stands in for some drift.
+LRC_WINDOW = 0.0  # off until the progress model's drift is fixed
 NCU_COUNTER = "ncu lts__t_sector_hit_rate (32-byte sectors; stores that fill sectors hit)"
 TCC_COUNTER = "rocprof TCC_HIT/(TCC_HIT+TCC_MISS) (line requests; a store hits only a present line)"
+
+
+@dataclass(frozen=True)
+class Schedule:
+    """The steps of a trace in the order one L2 domain ran them, each with its program's near partition and its
+    start time (any unit): a measured timeline (benchmarks/sim_validation/timeline_probe.py) replayed through the
+    cache model in place of the progress model, which tells the cache model's error from the progress model's."""
+
+    steps: np.ndarray  # int64 trace step ids, each exactly once, in the order they ran
+    near: np.ndarray  # int8 near L2 partition of the program that ran each step
+    start: np.ndarray  # float64 start time of each step in mean step times (the coalescer's window unit)
 
 
 @dataclass(frozen=True)
@@ -142,6 +155,7 @@ class SimResult:
     drift_decay: float = 0.0  # share of a slot's drift from lockstep taken back each step (0 = a random walk)
     lrc_window: float = 0.0  # mean step times within which the L2 request coalescer merges reads (0 = off)
     coalesced_bytes: int = 0  # requested bytes the coalescer merged into another program's lookup (no L2 lookup)
+    replayed: bool = False  # the steps ran in a given (measured) schedule, not the progress model's
 
     @property
     def best_hit_rate(self) -> float:
@@ -165,7 +179,7 @@ class SimResult:
 
     def to_dict(self) -> dict[str, Any]:
         record = asdict(self)
-        record["kind"] = f"predicted (model {self.model})"
+        record["kind"] = f"predicted (model {self.model}" + (", replaying a given schedule)" if self.replayed else ")")
         record["best_hit_rate"] = self.best_hit_rate
         record["dram_avoided_rate"] = self.dram_avoided_rate
         record["per_domain"] = [
@@ -558,14 +572,17 @@ def _synced_schedule(programs, tile_steps, tile_step_ptr, n_slots, n_partitions,
 
 
 def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, step_scale=None, n_workers=1,
-                      wave_chunk=0, drift_decay=0.0):
+                      wave_chunk=0, drift_decay=0.0, given=None):
     """{domain: (steps, near partitions, start times)}: the order in which each domain runs its programs' steps
     (`step_scale`: each step's duration factor, or None); domains on up to `n_workers` threads (each domain's
     schedule is its own sequential loop, so a multi-domain GPU's schedules are independent). Without step scales
     the schedule comes from the domain's position schedule (identical: kernels.schedule_domain either way).
     `wave_chunk` > 0: waves of that many of the domain's launches, each starting after the previous one ends
     (simulate never asks for it with step scales, whose passes reschedule without the barrier).
-    `drift_decay`: the progress model's mean reversion (kernels._after_step)."""
+    `drift_decay`: the progress model's mean reversion (kernels._after_step). `given`: a Schedule that replaces
+    the progress model (single-domain models only)."""
+    if given is not None:
+        return {0: (given.steps, given.near, given.start)}
     scale = np.zeros(0, dtype=np.float64) if step_scale is None else step_scale
     jobs = [(d, programs) for d, programs in work if programs.size]
     tile_steps = np.diff(tile_step_ptr)
@@ -590,13 +607,13 @@ def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, 
 
 
 def _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, n_workers,
-                wave_chunk, drift_decay, window, n_lines, popcount, full_mask) -> int:
+                wave_chunk, drift_decay, window, n_lines, popcount, full_mask, given=None) -> int:
     """Sectors the L2 request coalescer merges (kernels.coalesce_reads, per domain on the schedule without hit
     speedup). The engines run every read as before: a coalesced read finds the line its first reader on that side
     just brought, a near hit, so the result less one lookup and one hit per coalesced sector is what ncu counts,
     and the DRAM traffic is the engines' own."""
     schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, None, n_workers,
-                                  wave_chunk, drift_decay)
+                                  wave_chunk, drift_decay, given)
     step_tile = np.repeat(np.arange(tile_step_ptr.size - 1, dtype=np.int64), np.diff(tile_step_ptr))
     return sum(int(kernels.coalesce_reads(lines, masks, writes, step_ptr, sched[0], sched[1].astype(np.int64),
                                           sched[2], step_tile, np.int64(n_partitions), np.float64(window),
@@ -612,7 +629,7 @@ def _stream_length(step_ptr: np.ndarray, steps: np.ndarray) -> int:
 def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
                      ways, popcount, cv, seed, n_workers, set_fraction=1.0,
                      use_gpu=False, hit_speedup=0.0, wave_chunk=0,
-                     drift_decay=0.0) -> tuple[list[np.ndarray], LlcStats | None]:
+                     drift_decay=0.0, given=None) -> tuple[list[np.ndarray], LlcStats | None]:
     """Set-partitioned engine: per domain one schedule, then ranges of sets on threads (same sums as serial), or
     every set index on its own GPU thread (`use_gpu`; the memory-side cache replay stays on the CPU). With
     `hit_speedup` > 0, HIT_PASSES passes: each reschedules with the step times the previous pass's hits give."""
@@ -626,7 +643,7 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     step_scale = None
     for p in range(n_passes):
         schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, step_scale,
-                                      n_workers, wave_chunk, drift_decay)
+                                      n_workers, wave_chunk, drift_decay, given)
         by_domain, got = _sets_pass(model, work, lines, masks, writes, set_home, pbits, step_ptr, n_partitions, n_sets,
                                     ways, n_simulated, n_workers, record, use_gpu, schedules)
         if p + 1 < n_passes:
@@ -754,6 +771,30 @@ def _run_llc(model, lines, step_ptr, schedules, got, n_workers=1) -> LlcStats:
     return LlcStats(read_sectors=int(total[kernels.ST_REQ_SECTORS]), hit_sectors=int(total[kernels.ST_HIT_SECTORS]))
 
 
+def _check_schedule(schedule, model, n_steps, n_partitions, hit_speedup, drift_decay, wave_sync, engine, assoc) -> None:
+    """Refuses a given schedule the engines cannot replay as the trace's (one line each)."""
+    if not isinstance(schedule, Schedule):
+        raise UserError(f"schedule must be a Schedule (steps, near, start), got {type(schedule).__name__}")
+    if model.n_domains != 1:
+        raise UserError(f"a given schedule replays one L2 domain; {model.name} has {model.n_domains}")
+    if hit_speedup or drift_decay or wave_sync:
+        raise UserError("a given schedule replaces the progress model: leave hit_speedup, drift_decay and wave_sync off")
+    if engine in ("list", "gpu") or assoc is None:
+        raise UserError("a given schedule runs on the set-partitioned CPU engine (engine 'auto' or 'sets', a "
+                        "set-associative L2)")
+    steps, near, start = schedule.steps, schedule.near, schedule.start
+    if not (steps.dtype == np.int64 and near.dtype == np.int8 and start.dtype == np.float64):
+        raise UserError("schedule arrays must be int64 steps, int8 near partitions and float64 start times")
+    if not steps.shape == near.shape == start.shape or steps.ndim != 1:
+        raise UserError("schedule steps, near partitions and start times must be 1-D arrays of one length")
+    if steps.size != n_steps or not np.array_equal(np.sort(steps), np.arange(n_steps)):
+        raise UserError(f"a schedule must run each of the trace's {n_steps} steps exactly once")
+    if near.size and (near.min() < 0 or near.max() >= n_partitions):
+        raise UserError(f"schedule near partitions must lie in 0..{n_partitions - 1}")
+    if start.size and (not np.isfinite(start).all() or (np.diff(start) < 0).any()):
+        raise UserError("schedule start times must be finite and non-decreasing")
+
+
 def simulate(
     trace: Any,
     perm: Any,
@@ -771,6 +812,7 @@ def simulate(
     wave_sync: int = 0,
     drift_decay: float | None = None,
     lrc_window: float | None = None,
+    schedule: Schedule | None = None,
 ) -> SimResult:
     """Predict L2 hit rates and DRAM traffic of running `trace`'s tiles in the order `perm` on `hw`.
 
@@ -801,7 +843,9 @@ def simulate(
     LRC_WINDOW; 0 = off; NVIDIA models only) models the L2 request coalescer: a whole-line read that another
     program on the same side read whole no more than that many mean step times before joins that lookup, so ncu
     counts neither; the hit rate is taken over the lookups left (`coalesced_bytes` says how much was merged;
-    DRAM traffic is unchanged).
+    DRAM traffic is unchanged). `schedule` (single-domain models, set-associative engines) replays a given
+    order of steps, such as a measured timeline, in place of the progress model (step_cv, hit_speedup, drift_decay
+    and wave_sync then have no effect and must be left at their defaults); `perm` still names the launch order.
     """
     model = get_model(hw) if isinstance(hw, str) else hw
     if not isinstance(wave_sync, (int, np.integer)) or isinstance(wave_sync, bool) or wave_sync < 0:
@@ -861,6 +905,10 @@ def simulate(
         raise UserError("trace line ids must lie in 0 .. 2**38: rebuild the trace with line-aligned tensor bases")
     n_slots = model.units_per_domain * int(occupancy)
     popcount = kernels.popcount_table()
+    if schedule is not None:
+        _check_schedule(schedule, model, step_ptr.size - 1, n_partitions, hit_speedup, drift_decay, wave_sync,
+                        engine, assoc)
+        speedup, decay = 0.0, 0.0  # the given order of steps is the progress
 
     started = time.perf_counter()
     work = [(d, programs) for d, programs in enumerate(domain_programs(order, model))]
@@ -882,7 +930,7 @@ def simulate(
             footprint = footprint_of(trace)
         coalesced = _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, float(cv),
                                 seed, n_workers, int(wave_sync) // model.n_domains, float(decay), float(window),
-                                footprint[0], popcount, (1 << (model.line_bytes // model.sector_bytes)) - 1)
+                                footprint[0], popcount, (1 << (model.line_bytes // model.sector_bytes)) - 1, schedule)
     llc = None
     if use_sets:
         if assoc is None and set_fraction < 1.0:
@@ -891,7 +939,7 @@ def simulate(
             model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
             capacity // n_sets, popcount, float(cv), seed, n_workers, float(set_fraction), use_gpu=engine == "gpu",
             hit_speedup=float(speedup), wave_chunk=int(wave_sync) // model.n_domains,
-            drift_decay=float(decay))
+            drift_decay=float(decay), given=schedule)
     else:
         all_stats = _run_list_engine(
             model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, capacity, n_sets,
@@ -966,4 +1014,5 @@ def simulate(
         drift_decay=float(decay),
         lrc_window=float(window) if model.vendor == "nvidia" else 0.0,
         coalesced_bytes=coalesced * model.sector_bytes,
+        replayed=schedule is not None,
     )

@@ -67,14 +67,14 @@ def measured_schedule(data: dict[str, np.ndarray], order: str, tile_step_ptr: np
                     start=(t.ravel()[order_idx] - t.min()) / step_ns), step_ns
 
 
-def coalesced_sectors(trace, schedule: Schedule, model, window: float) -> int:
-    """Sectors the L2 request coalescer merges on a given schedule (kernels.coalesce_reads, as simulate runs it)."""
-    tile_step_ptr = np.asarray(trace.tile_step_ptr, dtype=np.int64)
-    step_tile = np.repeat(np.arange(tile_step_ptr.size - 1, dtype=np.int64), np.diff(tile_step_ptr))
+def coalesced_sectors(trace, schedule: Schedule, model, window: float, step_tile: np.ndarray, n_lines: int) -> int:
+    """Sectors the L2 request coalescer merges on a given schedule (kernels.coalesce_reads, as simulate runs it);
+    `step_tile` (each step's tile) and `n_lines` (the trace's distinct lines) are the case's, made once for all its
+    schedules and windows."""
     return int(kernels.coalesce_reads(
         np.asarray(trace.lines), np.asarray(trace.sector_mask), np.asarray(trace.is_write), np.asarray(trace.step_ptr),
         schedule.steps, schedule.near.astype(np.int64), schedule.start, step_tile, np.int64(model.l2_partitions),
-        np.float64(window), np.int64(footprint_of(trace)[0]), kernels.popcount_table(),
+        np.float64(window), np.int64(n_lines), kernels.popcount_table(),
         np.int64((1 << (model.line_bytes // model.sector_bytes)) - 1)))
 
 
@@ -164,6 +164,8 @@ def main(argv: list[str]) -> int:
         case = rows[0]["case"]  # the seed only picks input values: the trace is the same for any
         trace = task.access_model(case, config=task.kernel.GPU_CONFIG)
         tile_step_ptr = np.asarray(trace.tile_step_ptr, dtype=np.int64)
+        step_tile = np.repeat(np.arange(tile_step_ptr.size - 1, dtype=np.int64), np.diff(tile_step_ptr))
+        footprint = footprint_of(trace)
         for row in rows:
             order = row["order"]
             if f"{_key(order)}_r0_start" not in data:
@@ -176,7 +178,7 @@ def main(argv: list[str]) -> int:
                 schedule, step_ns = measured_schedule(data, order, tile_step_ptr, perm, near_of(mode, sm,
                                                                                                  model.l2_partitions))
                 res = simulate(trace, perm, model, occupancy=int(row["occupancy"]), schedule=schedule,
-                               lrc_window=0.0, workers=args.workers)
+                               lrc_window=0.0, workers=args.workers, footprint=footprint)
                 requested = res.requested_bytes // model.sector_bytes
                 lookups = sum(d.lookup_sectors for d in res.per_domain)
                 hits = sum(d.hit_sectors for d in res.per_domain)
@@ -184,7 +186,8 @@ def main(argv: list[str]) -> int:
                 # merged sector (simulate does the same), so one engine run serves every window; the windows are
                 # taken for the first near map only (the maps agree within 0.4 pp, below).
                 for window in LRC_WINDOWS if i == 0 else (0.0,):
-                    merged = coalesced_sectors(trace, schedule, model, window) if window else 0
+                    merged = (coalesced_sectors(trace, schedule, model, window, step_tile, footprint[0])
+                              if window else 0)
                     replays[f"{mode},lrc{window:g}"] = {
                         "l2_hit_pct": round(100 * (hits - merged) / (lookups - merged), 2),
                         "dram_read_bytes": res.dram_read_bytes,

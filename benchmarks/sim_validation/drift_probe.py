@@ -12,7 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from validate import fit_set, point_label, predict_rows
+from validate import fit_set, point_label, predict_rows, random_walk_point
 
 from swizzlelab.io import atomic_write_text
 
@@ -37,12 +37,12 @@ def main(argv: list[str]) -> int:
         devices.append(measured.get("device"))
         rows += [r for r in measured["rows"] if r.get("measured_l2_hit_pct") is not None and streaming(r)]
     cvs = [float(v) for v in args.cv_grid.split(",")]
-    points = [(cv, 0.0, 0.0, 0.0) for cv in cvs]
+    points = [random_walk_point(cv) for cv in cvs]
     cache = json.loads(Path(args.cache).read_text()) if args.cache and Path(args.cache).exists() else {}
     predict_rows(rows, points, cache, args.cache, None)
     out = []
     for r in rows:
-        by_cv = {cv: r["predictions"][point_label((cv, 0.0, 0.0, 0.0))] for cv in cvs}
+        by_cv = {cv: r["predictions"][point_label(random_walk_point(cv))] for cv in cvs}
         dram = {cv: p["dram_read_bytes"] for cv, p in by_cv.items()}
         out.append({
             "task": r["task"], "case": r["case"], "order": r["order"], "device": r["device"], "set": fit_set(r),

@@ -4,8 +4,9 @@ by benchmarks/sim_validation/run.py on the H100 and the H200, a parameter fit on
     python benchmarks/sim_validation/validate.py OUT_JSON MEASURED_JSON... [--cv-grid 0.4,0.5,0.6]
         [--hit-grid 0,0.05] [--decay-grid 0,0.01] [--engine sets] [--cache FILE]
 Each row is predicted with the model of its GPU (h100 / h200). The fitted parameters are the progress model's
-step-time spread (step_cv), hit speedup (hit_speedup) and drift decay (drift_decay), chosen on a grid by the fit
-rows' mean |error| of L2 hit; the held-out rows use them unchanged.
+step-time spread (step_cv), hit speedup (hit_speedup), drift decay (drift_decay), the coalescer's window
+(lrc_window) and the saturating progress model's gpc_bound, dram_saturation and miss_gain (--gpc-grid > 0), chosen
+on a grid by the fit rows' mean |error| of L2 hit; the held-out rows use them unchanged.
 """
 
 from __future__ import annotations
@@ -26,7 +27,8 @@ from swizzlelab.hw import get_model  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
 from swizzlelab.sim.agreement import kendall_tau  # noqa: E402
-from swizzlelab.sim.simulate import DRIFT_DECAY, HIT_SPEEDUP, LRC_WINDOW, STEP_TIME_CV  # noqa: E402
+from swizzlelab.sim.simulate import (  # noqa: E402
+    DRAM_SATURATION, DRIFT_DECAY, GPC_BOUND, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, STEP_TIME_CV)
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
 
@@ -59,26 +61,37 @@ def case_key(row: dict[str, Any]) -> str:
     return row["task"] + " " + " ".join(f"{k}={v}" for k, v in row["case"].items() if k != "seed")
 
 
-def point_label(point: tuple[float, float, float, float]) -> str:
+Point = tuple[float, float, float, float, float, float, float]  # cv, hit, decay, lrc, gpc, saturation, miss gain
+
+
+def random_walk_point(cv: float) -> Point:
+    """The random-walk progress model at step_cv `cv`, with nothing else on."""
+    return (cv, 0.0, 0.0, 0.0, 0.0, DRAM_SATURATION, SATURATION_MISS_GAIN)
+
+
+def point_label(point: Point) -> str:
     """'0.5' for step_cv 0.5 without hit speedup, drift decay or request coalescer (the key earlier runs used),
-    '0.5,h0.05' with hit speedup, '0.5,d0.01' with drift decay, '0.5,l0.4' with the coalescer's window."""
-    cv, hit, decay, lrc = point
-    return f"{cv}" + (f",h{hit}" if hit else "") + (f",d{decay}" if decay else "") + (f",l{lrc}" if lrc else "")
+    '0.5,h0.05' with hit speedup, '0.5,d0.01' with drift decay, '0.5,l0.4' with the coalescer's window,
+    '0.1,g0.7,s0.27,m0.02' with the saturating progress model (GPC bound, DRAM saturation, miss gain)."""
+    cv, hit, decay, lrc, gpc, sat, gain = point
+    return (f"{cv}" + (f",h{hit}" if hit else "") + (f",d{decay}" if decay else "") + (f",l{lrc}" if lrc else "")
+            + (f",g{gpc},s{sat},m{gain}" if gpc else ""))
 
 
-def _cache_key(row: dict[str, Any], point: tuple[float, float, float, float], engine: str = "auto") -> str:
-    cv, hit, decay, lrc = point
+def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
+    cv, hit, decay, lrc, gpc, sat, gain = point
     # Every engine gives the same results without hit speedup; with it, "auto" (linked-list, hits inside the
     # schedule) and the set engines (fixed-point passes) differ. Decay 0 keeps the keys earlier runs wrote.
     return json.dumps([model_name(row["device"]), row["task"], row["case"], row["order"], int(row["occupancy"]), cv]
                       + ([hit] if hit else []) + ([engine] if hit and engine != "auto" else [])
-                      + ([["decay", decay]] if decay else []) + ([["lrc", lrc]] if lrc else []), sort_keys=True)
+                      + ([["decay", decay]] if decay else []) + ([["lrc", lrc]] if lrc else [])
+                      + ([["gpc", gpc, sat, gain]] if gpc else []), sort_keys=True)
 
 
-def predict_rows(rows: list[dict[str, Any]], points: list[tuple[float, float, float, float]], cache: dict[str, Any],
+def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[str, Any],
                  cache_path: str | None, workers: int | None, engine: str = "auto") -> None:
-    """Adds predictions at every (step_cv, hit_speedup, drift_decay, lrc_window) to each row (one trace per case, shared by both
-    GPUs' rows)."""
+    """Adds predictions at every point (step_cv, hit_speedup, drift_decay, lrc_window, gpc_bound, dram_saturation,
+    miss_gain) to each row (one trace per case, shared by both GPUs' rows)."""
     by_case: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_case[case_key(row)].append(row)
@@ -99,8 +112,8 @@ def predict_rows(rows: list[dict[str, Any]], points: list[tuple[float, float, fl
                     perms[row["order"]] = to_permutation(task.parse_order(row["order"]), grid, args, consts)
                 res = simulate(trace, perms[row["order"]], get_model(model_name(row["device"])),
                                occupancy=int(row["occupancy"]), footprint=footprint, step_cv=pt[0],
-                               hit_speedup=pt[1], drift_decay=pt[2], lrc_window=pt[3], workers=workers,
-                               engine=engine)
+                               hit_speedup=pt[1], drift_decay=pt[2], lrc_window=pt[3], gpc_bound=pt[4],
+                               dram_saturation=pt[5], miss_gain=pt[6], workers=workers, engine=engine)
                 cache[_cache_key(row, pt, engine)] = {"l2_hit_pct": 100 * res.l2_hit_rate,
                                               "dram_read_bytes": int(res.dram_read_bytes),
                                               "dram_write_bytes": int(res.dram_write_bytes),
@@ -203,6 +216,10 @@ def main(argv: list[str]) -> int:
                         help="drift_decay values (fitted with step_cv and hit_speedup)")
     parser.add_argument("--lrc-grid", default=f"{LRC_WINDOW}",
                         help="lrc_window values: the L2 request coalescer's window (fitted with the others)")
+    parser.add_argument("--gpc-grid", default=f"{GPC_BOUND}",
+                        help="gpc_bound values (saturating progress model; 0 = the random walk)")
+    parser.add_argument("--saturation-grid", default=f"{DRAM_SATURATION}", help="dram_saturation values")
+    parser.add_argument("--gain-grid", default=f"{SATURATION_MISS_GAIN}", help="miss_gain values")
     parser.add_argument("--engine", default="auto", choices=["auto", "sets"],
                         help="simulator engine (sets: hit speedup by fixed-point passes)")
     parser.add_argument("--cache", default=None, help="JSON file of predictions kept between runs")
@@ -219,7 +236,12 @@ def main(argv: list[str]) -> int:
     hits = [float(v) for v in args.hit_grid.split(",")]
     decays = [float(v) for v in args.decay_grid.split(",")]
     lrcs = [float(v) for v in args.lrc_grid.split(",")]
-    points = [(cv, hit, decay, lrc) for cv in cvs for hit in hits for decay in decays for lrc in lrcs]
+    gpcs = [float(v) for v in args.gpc_grid.split(",")]
+    sats = [float(v) for v in args.saturation_grid.split(",")]
+    gains = [float(v) for v in args.gain_grid.split(",")]
+    points = sorted({(cv, hit, decay, lrc, gpc, sat if gpc else DRAM_SATURATION, gain if gpc else SATURATION_MISS_GAIN)
+                     for cv in cvs for hit in hits for decay in decays for lrc in lrcs for gpc in gpcs for sat in sats
+                     for gain in gains})
     cache: dict[str, Any] = {}
     if args.cache and Path(args.cache).exists():
         cache = json.loads(Path(args.cache).read_text())
@@ -230,9 +252,11 @@ def main(argv: list[str]) -> int:
     sweep = {point_label(pt): mean([abs(r["predictions"][point_label(pt)]["l2_hit_pct"] - r["measured_l2_hit_pct"])
                                     for r in fit_rows]) for pt in points}
     best = min(points, key=lambda pt: sweep[point_label(pt)])
-    best_cv, best_hit, best_decay, best_lrc = best
-    print(f"fit sweep (MAE L2 hit pp by step_cv[,h hit_speedup][,d drift_decay][,l lrc_window]): {sweep}; fitted "
-          f"step_cv {best_cv}, hit_speedup {best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}", flush=True)
+    best_cv, best_hit, best_decay, best_lrc, best_gpc, best_sat, best_gain = best
+    print(f"fit sweep (MAE L2 hit pp by step_cv[,h hit_speedup][,d drift_decay][,l lrc_window][,g gpc_bound,s "
+          f"dram_saturation,m miss_gain]): {sweep}; fitted step_cv {best_cv}, hit_speedup {best_hit}, drift_decay "
+          f"{best_decay}, lrc_window {best_lrc}, gpc_bound {best_gpc}, dram_saturation {best_sat}, miss_gain "
+          f"{best_gain}", flush=True)
     predict_rows([r for r in rows if r["set"] == "held_out"], [best], cache, args.cache, args.workers, args.engine)
     out_rows = []
     for r in rows:
@@ -260,7 +284,8 @@ def main(argv: list[str]) -> int:
             "output_correct": r["output_correct"],
             "predicted_by": f"predicted (model {model.name}, {model.l2_ways}-way, step_cv {best_cv}, "
                             f"hit_speedup {best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}, "
-                            f"engine {args.engine})",
+                            + (f"saturating progress: gpc_bound {best_gpc}, dram_saturation {best_sat}, miss_gain "
+                               f"{best_gain}, " if best_gpc else "") + f"engine {args.engine})",
             "predict_s": p.get("elapsed_s"),
             "measured_by": f"measured ({r['device']}, ncu lts__t_sector_hit_rate.pct, dram__bytes_read.sum)",
             "sweep": r["predictions"],
@@ -275,12 +300,15 @@ def main(argv: list[str]) -> int:
         "script": "benchmarks/sim_validation/validate.py",
         "command": " ".join(["python", "benchmarks/sim_validation/validate.py", *argv]),
         "device": " + ".join(src["device"] for src in sources), "measured": sources,
-        "fit_parameter": "step_cv, hit_speedup, drift_decay, lrc_window", "fit_grid": cvs,
+        "fit_parameter": "step_cv, hit_speedup, drift_decay, lrc_window, gpc_bound, dram_saturation, miss_gain",
+        "fit_grid": cvs,
         "fit_grid_hit_speedup": hits, "fit_grid_drift_decay": decays, "fit_grid_lrc_window": lrcs,
+        "fit_grid_gpc_bound": gpcs, "fit_grid_dram_saturation": sats, "fit_grid_miss_gain": gains,
+        "fitted_gpc_bound": best_gpc, "fitted_dram_saturation": best_sat, "fitted_miss_gain": best_gain,
         "fit_sweep_mae_pp": sweep, "fitted_step_cv": best_cv,
         "fitted_hit_speedup": best_hit, "fitted_drift_decay": best_decay, "fitted_lrc_window": best_lrc,
         "fit_rule": "set 'fit' = the square matmul cases (4096^3, 8192^3) on both GPUs; the (step_cv, hit_speedup, "
-                    "drift_decay, lrc_window) "
+                    "drift_decay, lrc_window, gpc_bound, dram_saturation, miss_gain) "
                     "with the lowest fit-set MAE (L2 hit) predicts every row",
         "tie_rule": "per case, a pair of orders whose measured L2 hit differs by less than the larger of the two "
                     f"rows' measured_noise_pp and {TIE_PP} pp (DRAM read: < {100 * TIE_DRAM_REL:.0f}%) is a tie and "

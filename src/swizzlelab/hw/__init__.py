@@ -45,6 +45,9 @@ class HardwareModel:
     # Bytes a read miss brings from DRAM: one sector, or the aligned pair of sectors around it (64 B on Hopper:
     # measured with ncu on H100 and H200, benchmarks/sim_validation; docs/hit-rates.md).
     dram_fetch_bytes: int = 32
+    # SMs of each GPC, whose programs share the GPC's path to L2: where a kernel is bound by L2 bandwidth, an SM
+    # of a smaller GPC runs faster (the simulator's saturating progress model, sim.simulate). Empty = unknown.
+    gpc_sms: tuple[int, ...] = ()
     aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -60,6 +63,11 @@ class HardwareModel:
             raise UserError(f"hardware model {self.name}: dram_fetch_bytes must be one or two sectors")
         if self.line_bytes % self.sector_bytes or self.line_bytes // self.sector_bytes > 8:
             raise UserError(f"hardware model {self.name}: a line must hold 1..8 whole sectors")
+        if self.gpc_sms and min(self.gpc_sms) < 1:
+            raise UserError(f"hardware model {self.name}: every GPC needs at least one SM")
+        if sum(self.gpc_sms) != self.units_per_domain:
+            # A variant with another unit count (a study's smaller GPU) has GPCs nobody measured.
+            object.__setattr__(self, "gpc_sms", ())
 
     @property
     def sectors_per_line(self) -> int:
@@ -104,6 +112,11 @@ H100_SXM = HardwareModel(
     # ncu on H100 and H200 (benchmarks/sim_validation): a transpose whose tiles read 16 bytes per row reads 4x
     # its bytes from DRAM when no neighbour reuses them, and spmv's random gathers read ~1.7x the missed sectors.
     dram_fetch_bytes=64,
+    # Measured on an H100 SXM (benchmarks/sim_validation/timeline_h100.json, %smid of every program): the 12 SMs
+    # %smid 34-39 and 78-83 ran 17-20% faster than the rest in L2-bound runs (grouped-8 orders) and 1-2% in
+    # DRAM-bound ones: most likely a GPC of 6 TPCs. GH100 has 8 GPCs of up to 9 TPCs; the other 120 SMs are split
+    # into whole TPCs as 4 x 18 + 3 x 16 (how the H100 SXM's disabled TPCs spread over GPCs differs by chip).
+    gpc_sms=(12, 16, 16, 16, 18, 18, 18, 18),
     aliases=("h100", "h100-sxm", "h100_sxm", "h100sxm"),
 )
 

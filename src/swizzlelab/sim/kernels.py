@@ -384,6 +384,24 @@ def _start_slots(n_slots, programs, tile_step_ptr, n_partitions):
 
 
 @njit(cache=True, inline="always")
+def _next_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions, slot_step, slot_end, slot_prog,
+               slot_part, slot_time):
+    """Slot s (the heap's top, its clock already moved on) goes to its program's next step, or takes the next
+    program, or leaves the heap; the heap is restored. Returns (n_active, next_program)."""
+    step = slot_step[s] + 1
+    if step < slot_end[s]:
+        slot_step[s] = step
+    else:
+        next_program, loaded = _load_program(s, next_program, programs, tile_step_ptr, n_partitions, slot_step,
+                                             slot_end, slot_prog, slot_part)
+        if not loaded:
+            n_active -= 1
+            heap[0] = heap[n_active]
+    _sift_down(heap, n_active, slot_time)
+    return n_active, next_program
+
+
+@njit(cache=True, inline="always")
 def _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions, step_cv, seed, slot_step,
                 slot_end, slot_prog, slot_part, slot_time, step_scale, drift_decay, slot_lock):
     """Slot s (the heap's top) has run its current step: its next step starts after this one's duration (times
@@ -405,17 +423,8 @@ def _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_part
         slot_lock[s] += mean
     else:
         slot_time[s] += duration
-    step += 1
-    if step < slot_end[s]:
-        slot_step[s] = step
-    else:
-        next_program, loaded = _load_program(s, next_program, programs, tile_step_ptr, n_partitions, slot_step,
-                                             slot_end, slot_prog, slot_part)
-        if not loaded:
-            n_active -= 1
-            heap[0] = heap[n_active]
-    _sift_down(heap, n_active, slot_time)
-    return n_active, next_program
+    return _next_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions, slot_step, slot_end,
+                      slot_prog, slot_part, slot_time)
 
 
 @njit(cache=True, nogil=True)
@@ -769,6 +778,107 @@ def schedule_domain(
         n_active, next_program = _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions,
                                              step_cv, seed, slot_step, slot_end, slot_prog, slot_part, slot_time,
                                              step_scale, drift_decay, slot_lock)
+    return out_step[:k], out_near[:k], out_time[:k]
+
+
+@njit(cache=True, nogil=True)
+def schedule_saturating(
+    step_ptr: np.ndarray,
+    tile_step_ptr: np.ndarray,
+    programs: np.ndarray,
+    n_slots: np.int64,
+    n_partitions: np.int64,
+    step_cv: np.float64,
+    seed: np.uint64,
+    slot_speed: np.ndarray,
+    lines: np.ndarray,
+    is_write: np.ndarray,
+    set_home: np.ndarray,
+    pbits: np.int64,
+    sample_every: np.int64,
+    n_sets: np.int64,
+    ways: np.int64,
+    saturation_share: np.float64,
+    window_steps: np.float64,
+    miss_gain: np.float64,
+):
+    """The steps of one domain in the order they run when a step's time depends on where the GPU is bound:
+    (steps int64[n], near int8[n], start f64[n]), as `schedule_domain` gives them.
+
+    Each step takes its draw (`step_duration`) times (1 - u) x slot_speed[slot] + u, where u (0..1) is how
+    saturated DRAM is: (share of recent reads that missed L2 / `saturation_share`) ** 4, capped at 1. The recent
+    miss share is estimated live on a sample of the L2's sets (every `sample_every`-th set index of `set_home`,
+    each an LRU of `ways` lines per home partition), averaged with weight 1/`window_steps` per step run. So the
+    slots' speeds (their SMs' share of the L2 bandwidth) set the pace while the programs are L2-bound and stop
+    mattering once DRAM is the bottleneck, where every program waits on the same queue; there a step's DRAM part
+    is 1 - miss_gain + miss_gain x its own sampled miss share / the recent one (at most 4x), so a program that
+    trails a neighbour over shared lines hits and catches up.
+    """
+    n_total = 0
+    for i in range(programs.shape[0]):
+        t = programs[i]
+        n_total += tile_step_ptr[t + 1] - tile_step_ptr[t]
+    out_step = np.empty(n_total, dtype=np.int64)
+    out_near = np.empty(n_total, dtype=np.int8)
+    out_time = np.empty(n_total, dtype=np.float64)
+    slot_step, slot_end, slot_part, slot_prog, slot_time, slot_lock, heap, n_active, next_program = _start_slots(
+        n_slots, programs, tile_step_ptr, n_partitions)
+    n_sample = (n_sets + sample_every - 1) // sample_every
+    tags = np.full(n_sample * n_partitions * ways, -1, dtype=np.int64)
+    used = np.zeros(n_sample * n_partitions * ways, dtype=np.int64)
+    pmask = (np.int64(1) << pbits) - 1
+    keep = 1.0 - 1.0 / window_steps
+    recent_miss = 0.0
+    recent_read = 0.0
+    clock = np.int64(0)
+    k = 0
+    while n_active > 0:
+        s = heap[0]
+        step = slot_step[s]
+        out_step[k] = step
+        out_near[k] = slot_part[s]
+        out_time[k] = slot_time[s]
+        k += 1
+        misses = 0
+        reads = 0
+        for a in range(step_ptr[step], step_ptr[step + 1]):
+            sh = np.int64(set_home[a])
+            st = sh >> pbits
+            if st % sample_every != 0:
+                continue
+            base = ((st // sample_every) * n_partitions + (sh & pmask)) * ways
+            line = lines[a]
+            clock += 1
+            found = -1
+            oldest = base
+            for w in range(base, base + ways):
+                if tags[w] == line:
+                    found = w
+                    break
+                if used[w] < used[oldest]:
+                    oldest = w
+            if not is_write[a]:
+                reads += 1
+                if found < 0:
+                    misses += 1
+            if found < 0:
+                tags[oldest] = line
+                found = oldest
+            used[found] = clock
+        u = 0.0
+        queued = 1.0
+        if recent_read > 0.0:
+            share = recent_miss / recent_read
+            u = min(1.0, share / saturation_share) ** 4
+            if reads > 0 and share > 0.0:
+                # Behind a saturated DRAM a step waits in proportion to its own misses.
+                queued = 1.0 - miss_gain + miss_gain * min(misses / reads / share, 4.0)
+        recent_miss = recent_miss * keep + misses
+        recent_read = recent_read * keep + reads
+        duration = step_duration(step_cv, seed, slot_prog[s], step - tile_step_ptr[programs[slot_prog[s]]])
+        slot_time[s] += duration * ((1.0 - u) * slot_speed[s] + u * queued)
+        n_active, next_program = _next_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions,
+                                            slot_step, slot_end, slot_prog, slot_part, slot_time)
     return out_step[:k], out_near[:k], out_time[:k]
 
 

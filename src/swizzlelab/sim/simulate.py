@@ -74,6 +74,25 @@ DRIFT_DECAY = 0.0
 # Fitted on the H100's measured schedules replayed (simulate(schedule=), sim_replay_h100.json): 0.1; on the progress
 # model's own schedules with step_cv 0.3 (sim_validation_lrc.json): 0.3, where it stands in for some drift.
 LRC_WINDOW = 0.0  # off until the progress model's drift is fixed
+# The saturating progress model (kernels.schedule_saturating; GPC_BOUND > 0 turns it on for models whose GPCs are
+# known). Timelines of the matmul on an H100 (benchmarks/sim_validation/timeline_h100.json) show what the random
+# walk above misses: a program's time is set by its SM (the same SMs are fast or slow in every run, correlation
+# ~0.9; the 12 SMs of the smallest GPC 15-18% faster) while the kernel is bound by L2 bandwidth, and by nothing of
+# its own once DRAM is the bottleneck; steps of one program are not independent draws (first-wave programs end
+# within 0.4-3 steps of each other). So the waves of an order that leaves DRAM idle come apart (matmul 8192^3
+# row-major: start spread 1, 6, 13, 34, ... 153 steps) and those of an order that saturates DRAM stay together
+# (16384x16384x4096 row-major: 14-19 steps for 62 waves), whatever their length.
+# GPC_BOUND: the share of a step's time an SM's GPC bandwidth sets when DRAM is idle (its speed is 1 - b + b x
+# its GPC's SMs / their mean). DRAM_SATURATION: the share of L2 reads that miss at which DRAM saturates on an
+# H100 SXM (other models scale it by their DRAM bandwidth per SM). STEP_TIME_CV_SATURATING: a step's own spread
+# there (the first wave's end spread). Fitted on the square matmul rows of benchmarks/sim_validation.
+GPC_BOUND = 0.0
+DRAM_SATURATION = 0.27
+STEP_TIME_CV_SATURATING = 0.1
+SATURATION_MISS_GAIN = 0.0
+SATURATION_SAMPLE_EVERY = 16  # the live miss share is estimated on every 16th L2 set
+SATURATION_WINDOW_STEPS = 4.0  # over about the last 4 mean step times of all slots
+_SATURATION_REF_BYTES_PER_UNIT_S = 3.35e12 / 132  # H100 SXM's DRAM bandwidth per SM, where DRAM_SATURATION is fitted
 NCU_COUNTER = "ncu lts__t_sector_hit_rate (32-byte sectors; stores that fill sectors hit)"
 TCC_COUNTER = "rocprof TCC_HIT/(TCC_HIT+TCC_MISS) (line requests; a store hits only a present line)"
 
@@ -156,6 +175,9 @@ class SimResult:
     lrc_window: float = 0.0  # mean step times within which the L2 request coalescer merges reads (0 = off)
     coalesced_bytes: int = 0  # requested bytes the coalescer merged into another program's lookup (no L2 lookup)
     replayed: bool = False  # the steps ran in a given (measured) schedule, not the progress model's
+    gpc_bound: float = 0.0  # saturating progress model: share of a step's time its GPC's bandwidth sets (0 = off)
+    dram_saturation: float = 0.0  # ... the L2 read miss share at which DRAM saturates on this model
+    miss_gain: float = 0.0  # ... and how much a step's own misses set its time behind a saturated DRAM
 
     @property
     def best_hit_rate(self) -> float:
@@ -203,7 +225,9 @@ class SimResult:
             f"occupancy            {self.occupancy} program(s) per unit, {self.n_slots_per_domain} slots per domain",
             f"progress model       step time spread (cv) {self.step_cv:g}" + ("  (lockstep)" if self.step_cv == 0 else "")
             + (f", hit speedup {self.hit_speedup:g}" if self.hit_speedup else "")
-            + (f", drift decay {self.drift_decay:g}" if self.drift_decay else ""),
+            + (f", drift decay {self.drift_decay:g}" if self.drift_decay else "")
+            + (f", GPC-bound share {self.gpc_bound:g} until DRAM saturates at a {100 * self.dram_saturation:.0f}% miss "
+               "share" if self.gpc_bound else ""),
         ]
         if len(self.per_domain) > 1:
             rates = ", ".join(f"{100 * rate:.1f}" for rate in self.domain_hit_rates())
@@ -771,6 +795,39 @@ def _run_llc(model, lines, step_ptr, schedules, got, n_workers=1) -> LlcStats:
     return LlcStats(read_sectors=int(total[kernels.ST_REQ_SECTORS]), hit_sectors=int(total[kernels.ST_HIT_SECTORS]))
 
 
+def _is_number(value: Any) -> bool:
+    return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
+
+
+def slot_speeds(model: HardwareModel, n_slots: int, gpc_bound: float, seed: int) -> np.ndarray:
+    """Each slot's pace while the kernel is L2-bound: 1 - gpc_bound + gpc_bound x its SM's GPC size / the mean an
+    SM sees (slot s runs on unit s mod units; units go to GPCs in a seeded shuffle, as chips differ)."""
+    sizes = np.asarray(model.gpc_sms, dtype=np.float64)
+    labels = np.repeat(np.arange(sizes.size), model.gpc_sms)
+    np.random.default_rng(seed).shuffle(labels)
+    per_unit = 1.0 - gpc_bound + gpc_bound * sizes[labels] / ((sizes * sizes).sum() / sizes.sum())
+    return np.ascontiguousarray(per_unit[np.arange(n_slots) % model.units_per_domain])
+
+
+def saturation_share(model: HardwareModel, dram_saturation: float) -> float:
+    """The L2 read miss share at which `model`'s DRAM saturates, from the H100 SXM's (more DRAM bandwidth per SM
+    saturates later)."""
+    return dram_saturation * model.dram_bw_bytes_per_s / model.n_units / _SATURATION_REF_BYTES_PER_UNIT_S
+
+
+def _saturating_schedule(model, programs, lines, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
+                         ways, cv, seed, gpc_bound, dram_saturation, miss_gain, n_workers) -> Schedule:
+    """The saturating progress model's schedule of a one-domain model (kernels.schedule_saturating)."""
+    set_home = set_index_array(lines, n_sets, n_partitions, n_workers)
+    steps, near, start = kernels.schedule_saturating(
+        step_ptr, tile_step_ptr, np.ascontiguousarray(programs), np.int64(n_slots), np.int64(n_partitions),
+        np.float64(cv), np.uint64(seed), slot_speeds(model, n_slots, gpc_bound, seed), lines, writes, set_home,
+        np.int64(partition_bits(n_partitions)), np.int64(SATURATION_SAMPLE_EVERY), np.int64(n_sets), np.int64(ways),
+        np.float64(saturation_share(model, dram_saturation)), np.float64(SATURATION_WINDOW_STEPS * n_slots),
+        np.float64(miss_gain))
+    return Schedule(steps=steps, near=near, start=start)
+
+
 def _check_schedule(schedule, model, n_steps, n_partitions, hit_speedup, drift_decay, wave_sync, engine, assoc) -> None:
     """Refuses a given schedule the engines cannot replay as the trace's (one line each)."""
     if not isinstance(schedule, Schedule):
@@ -813,6 +870,9 @@ def simulate(
     drift_decay: float | None = None,
     lrc_window: float | None = None,
     schedule: Schedule | None = None,
+    gpc_bound: float | None = None,
+    dram_saturation: float | None = None,
+    miss_gain: float | None = None,
 ) -> SimResult:
     """Predict L2 hit rates and DRAM traffic of running `trace`'s tiles in the order `perm` on `hw`.
 
@@ -846,6 +906,14 @@ def simulate(
     DRAM traffic is unchanged). `schedule` (single-domain models, set-associative engines) replays a given
     order of steps, such as a measured timeline, in place of the progress model (step_cv, hit_speedup, drift_decay
     and wave_sync then have no effect and must be left at their defaults); `perm` still names the launch order.
+    `gpc_bound` (default GPC_BOUND; 0 = off) runs the saturating progress model on models whose GPCs are known
+    (`gpc_sms`, one L2 domain, the set-partitioned CPU engine): each slot keeps its SM's pace (GPC size) while the
+    programs are L2-bound and loses it as DRAM saturates (live miss share on a sample of sets against
+    `dram_saturation`, default DRAM_SATURATION, scaled to the model; behind a saturated DRAM a step's time follows
+    its own misses by `miss_gain`, default SATURATION_MISS_GAIN), with step_cv defaulting to
+    STEP_TIME_CV_SATURATING. Where the default asks for it and cannot run (list or GPU engine, hit_speedup,
+    drift_decay, wave_sync, a given schedule, an AMD model) the random-walk model runs; asked for explicitly, it
+    is refused there.
     """
     model = get_model(hw) if isinstance(hw, str) else hw
     if not isinstance(wave_sync, (int, np.integer)) or isinstance(wave_sync, bool) or wave_sync < 0:
@@ -853,7 +921,32 @@ def simulate(
     if wave_sync and wave_sync % model.n_domains:
         raise UserError(f"wave_sync must split evenly over the {model.n_domains} L2 domains of {model.name}, "
                         f"got {wave_sync}")
-    cv = STEP_TIME_CV if step_cv is None else step_cv
+    gpc = GPC_BOUND if gpc_bound is None else gpc_bound
+    if not _is_number(gpc) or not 0.0 <= float(gpc) < 1.0:
+        raise UserError(f"gpc_bound (share of a step's time its GPC's bandwidth sets) must be a number in 0..1 "
+                        f"(1 excluded), got {gpc_bound!r}")
+    saturation = DRAM_SATURATION if dram_saturation is None else dram_saturation
+    if not _is_number(saturation) or not 0.0 < float(saturation) <= 1.0:
+        raise UserError(f"dram_saturation (L2 read miss share at which DRAM saturates) must be a number in (0, 1], "
+                        f"got {dram_saturation!r}")
+    gain = SATURATION_MISS_GAIN if miss_gain is None else miss_gain
+    if not _is_number(gain) or not 0.0 <= float(gain) <= 1.0:
+        raise UserError(f"miss_gain (how much a step's own misses set its time behind a saturated DRAM) must be a "
+                        f"number in 0..1, got {miss_gain!r}")
+    blockers = [why for why, present in (
+        (f"{model.name} has no known GPCs", not model.gpc_sms),
+        (f"{model.name} has several L2 domains", model.n_domains != 1),
+        (f"engine {engine!r}", engine not in ("auto", "sets")), ("a fully associative L2", assoc is None),
+        ("set_fraction < 1", set_fraction < 1.0),
+        ("hit_speedup", bool(HIT_SPEEDUP if hit_speedup is None else hit_speedup)),
+        ("drift_decay", bool(DRIFT_DECAY if drift_decay is None else drift_decay)),
+        ("wave_sync", bool(wave_sync)), ("a given schedule", schedule is not None)) if present]
+    if gpc_bound and blockers:
+        raise UserError(f"the saturating progress model (gpc_bound) cannot run with {blockers[0]}")
+    saturating = gpc > 0 and not blockers
+    if not saturating:
+        gpc = 0.0
+    cv = (STEP_TIME_CV_SATURATING if saturating else STEP_TIME_CV) if step_cv is None else step_cv
     if not isinstance(cv, (int, float, np.integer, np.floating)) or not 0.0 <= float(cv) <= 1.0:
         raise UserError(f"step_cv (spread of a step's duration) must be a number in 0..1, got {step_cv!r}")
     speedup = HIT_SPEEDUP if hit_speedup is None else hit_speedup
@@ -924,13 +1017,18 @@ def simulate(
         raise UserError("engine 'gpu' needs a set-associative L2 (give assoc)")
     if n_partitions > walk.MAX_PARTITIONS:
         raise UserError(f"the simulator handles at most {walk.MAX_PARTITIONS} L2 partitions, got {n_partitions}")
+    given = schedule
+    if saturating:
+        given = _saturating_schedule(model, work[0][1], lines, writes, step_ptr, tile_step_ptr, n_slots, n_partitions,
+                                     n_sets, capacity // n_sets, float(cv), seed, float(gpc), float(saturation),
+                                     float(gain), n_workers)
     coalesced = 0
     if window > 0 and model.vendor == "nvidia":
         if footprint is None:
             footprint = footprint_of(trace)
         coalesced = _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, float(cv),
                                 seed, n_workers, int(wave_sync) // model.n_domains, float(decay), float(window),
-                                footprint[0], popcount, (1 << (model.line_bytes // model.sector_bytes)) - 1, schedule)
+                                footprint[0], popcount, (1 << (model.line_bytes // model.sector_bytes)) - 1, given)
     llc = None
     if use_sets:
         if assoc is None and set_fraction < 1.0:
@@ -939,7 +1037,7 @@ def simulate(
             model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
             capacity // n_sets, popcount, float(cv), seed, n_workers, float(set_fraction), use_gpu=engine == "gpu",
             hit_speedup=float(speedup), wave_chunk=int(wave_sync) // model.n_domains,
-            drift_decay=float(decay), given=schedule)
+            drift_decay=float(decay), given=given)
     else:
         all_stats = _run_list_engine(
             model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, capacity, n_sets,
@@ -1015,4 +1113,7 @@ def simulate(
         lrc_window=float(window) if model.vendor == "nvidia" else 0.0,
         coalesced_bytes=coalesced * model.sector_bytes,
         replayed=schedule is not None,
+        gpc_bound=float(gpc),
+        dram_saturation=saturation_share(model, float(saturation)) if saturating else 0.0,
+        miss_gain=float(gain) if saturating else 0.0,
     )

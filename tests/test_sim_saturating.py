@@ -1,0 +1,118 @@
+"""The saturating progress model (simulate(gpc_bound=)): slots keep their SM's pace while DRAM is idle and lose it as
+DRAM saturates; hand-worked schedules of the kernel, the exact case where it equals lockstep, and its refusals."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+import pytest
+
+from swizzlelab.errors import UserError
+from swizzlelab.hw import get_model
+from swizzlelab.sim import kernels, simulate
+from swizzlelab.sim.simulate import saturation_share, set_index_array, slot_speeds
+from swizzlelab.tasks import load_task
+from tests.test_sim import make_trace, read_steps
+
+
+def _schedule(trace, speeds, share, gain=0.0, cv=0.0):
+    """kernels.schedule_saturating over one fully sampled 4-way set, programs in launch order, one slot each."""
+    lines = np.asarray(trace.lines)
+    n_programs = np.asarray(trace.tile_step_ptr).size - 1
+    return kernels.schedule_saturating(
+        np.asarray(trace.step_ptr), np.asarray(trace.tile_step_ptr), np.arange(n_programs, dtype=np.int64),
+        np.int64(len(speeds)), np.int64(1), np.float64(cv), np.uint64(1), np.asarray(speeds, dtype=np.float64), lines,
+        np.asarray(trace.is_write), set_index_array(lines, 1, 1, 1), np.int64(0), np.int64(1), np.int64(1), np.int64(4),
+        np.float64(share), np.float64(2.0), np.float64(gain))
+
+
+def test_idle_dram_lets_each_slot_keep_its_pace():
+    # Two programs of 4 steps on slots of pace 1 and 0.5 (its SM twice as fast), no saturation in sight: slot 1 runs
+    # two steps to slot 0's one. Starts: slot 0 at 0, 1, 2, 3; slot 1 at 0, 0.5, 1, 1.5 (ties: lower slot first).
+    trace = make_trace([read_steps([0, 1, 2, 3]), read_steps([4, 5, 6, 7])])
+    steps, near, start = _schedule(trace, [1.0, 0.5], share=1e9)
+    assert steps.tolist() == [0, 4, 5, 1, 6, 7, 2, 3]
+    assert start.tolist() == [0.0, 0.0, 0.5, 1.0, 1.0, 1.5, 2.0, 3.0]
+    assert near.tolist() == [0] * 8
+
+
+def test_saturated_dram_takes_the_pace_away():
+    # Every read misses and DRAM saturates at any miss share: from the second step on every step takes one mean
+    # step time whatever its slot's pace (the first runs before any miss is seen, at its slot's pace), so the two
+    # programs alternate as in lockstep.
+    trace = make_trace([read_steps([0, 1, 2, 3]), read_steps([4, 5, 6, 7])])
+    steps, _, start = _schedule(trace, [1.0, 0.5], share=1e-9)
+    assert steps.tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
+    assert start.tolist() == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+
+
+def test_behind_a_saturated_dram_a_step_costs_its_own_misses():
+    # Program 1 re-reads the lines program 0 reads (one 4-way set keeps them). Saturated, with miss_gain 1, a step
+    # costs its misses / the recent miss share (window 2 steps: each step keeps half the running sums), at most 4:
+    # step 4 hits line 0 (cost 0), step 5 misses line 1 at a recent share of 1/3 (cost 3), step 1 hits it, step 2
+    # misses line 2 (3), step 6 hits it, step 7 misses line 3, step 3 hits it. Without the gain: lockstep.
+    trace = make_trace([read_steps([0, 1, 2, 3]), read_steps([0, 1, 2, 3])])
+    lock, _, _ = _schedule(trace, [1.0, 1.0], share=1e-9, gain=0.0)
+    steps, _, start = _schedule(trace, [1.0, 1.0], share=1e-9, gain=1.0)
+    assert lock.tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
+    assert steps.tolist() == [0, 4, 5, 1, 2, 6, 7, 3]
+    assert start.tolist() == [0.0, 0.0, 0.0, 1.0, 1.0, 3.0, 3.0, 4.0]
+
+
+def test_equal_gpcs_with_no_miss_gain_are_lockstep():
+    # Every SM in a GPC of one size: every slot keeps pace 1, and with step_cv 0 and miss_gain 0 the saturating model
+    # runs what the random walk runs at step_cv 0 (lockstep), on a real trace with a shrunken L2.
+    task = load_task("matmul")
+    trace = task.access_model({"seed": 1, "m": 512, "n": 512, "k": 256}, config=task.kernel.GPU_CONFIG)
+    model = replace(get_model("h100"), gpc_sms=(33, 33, 33, 33))
+    perm = np.random.default_rng(3).permutation(np.asarray(trace.tile_step_ptr).size - 1)
+    kw = dict(occupancy=1, capacity_bytes=256 * 1024, step_cv=0.0, lrc_window=0.3)
+    walk = simulate(trace, perm, model, **kw)
+    saturating = simulate(trace, perm, model, gpc_bound=0.5, miss_gain=0.0, **kw)
+    assert saturating.gpc_bound == 0.5 and walk.gpc_bound == 0.0
+    for name in ("l2_hit_rate", "dram_read_bytes", "fabric_bytes", "coalesced_bytes"):
+        assert getattr(saturating, name) == getattr(walk, name), name
+    assert "GPC-bound share 0.5" in saturating.text()
+
+
+def test_slot_speeds_follow_gpc_sizes():
+    model = get_model("h100")
+    speeds = slot_speeds(model, 2 * model.units_per_domain, 0.6, 7)
+    assert speeds.shape == (264,)
+    assert np.array_equal(speeds[:132], speeds[132:])  # two slots of one SM share its pace
+    per_unit = speeds[:132]
+    # The 12 SMs of the smallest GPC are the fastest (least time a step), and the unit-weighted mean pace is 1.
+    assert np.sum(per_unit == per_unit.min()) == 12
+    assert per_unit.mean() == pytest.approx(1.0)
+    assert np.all(slot_speeds(model, 264, 0.0, 7) == 1.0)
+    assert saturation_share(get_model("h200"), 0.27) == pytest.approx(0.27 * 4.8 / 3.35)
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"gpc_bound": 1.0}, "gpc_bound"),
+    ({"gpc_bound": -0.1}, "gpc_bound"),
+    ({"gpc_bound": 0.5, "dram_saturation": 0.0}, "dram_saturation"),
+    ({"gpc_bound": 0.5, "miss_gain": 1.5}, "miss_gain"),
+    ({"gpc_bound": 0.5, "engine": "list"}, "engine 'list'"),
+    ({"gpc_bound": 0.5, "hit_speedup": 0.1}, "hit_speedup"),
+    ({"gpc_bound": 0.5, "set_fraction": 0.5}, "set_fraction"),
+])
+def test_bad_saturating_requests_are_refused(kw, message):
+    trace = make_trace([read_steps([0, 1, 2, 3])])
+    with pytest.raises(UserError, match=message):
+        simulate(trace, np.arange(1), get_model("h100"), **kw)
+
+
+def test_models_without_known_gpcs_refuse_it():
+    trace = make_trace([read_steps([0, 1, 2, 3])])
+    with pytest.raises(UserError, match="no known GPCs"):
+        simulate(trace, np.arange(1), get_model("mi300x"), gpc_bound=0.5)
+
+
+def test_gpc_layouts_belong_to_their_unit_count():
+    # A study's smaller variant of a GPU has GPCs nobody measured: none are assumed. An empty GPC is refused.
+    assert replace(get_model("h100"), n_units=8, units_per_domain=8).gpc_sms == ()
+    assert get_model("h200").gpc_sms == get_model("h100").gpc_sms
+    with pytest.raises(UserError, match="at least one SM"):
+        replace(get_model("h100"), gpc_sms=(0, 132))

@@ -1,0 +1,60 @@
+"""benchmarks/sim_validation's SM-pace pieces: the per-SM excess duration sm_pace.py reads from timelines, and the
+kernel class (L2-bound or not) validate.py takes from each case's first ncu row to switch SM pace on."""
+
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from swizzlelab.io import load_module
+
+FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_validation"
+
+
+@pytest.fixture(scope="module")
+def scripts():
+    sys.path.insert(0, str(FOLDER))  # the scripts import their neighbours
+    try:
+        yield (load_module(FOLDER / "validate.py", "validate", "validate.py"),
+               load_module(FOLDER / "sm_pace.py", "sm_pace", "sm_pace.py"))
+    finally:
+        sys.path.remove(str(FOLDER))
+
+
+def _row(task, case, device, sectors, ns, order="row_major"):
+    return {"task": task, "case": case, "order": order, "device": device,
+            "counters": {"lts__t_sectors.sum": sectors, "gpu__time_duration.sum": ns}}
+
+
+def test_kernel_class_comes_from_the_first_row_of_each_case(scripts):
+    validate, _ = scripts
+    fast = _row("matmul", {"seed": 1, "m": 64}, "H", 2.5e8, 1e6)  # 2.5e8 x 32 B in 1 ms: 8 TB/s
+    slow = _row("spmv", {"seed": 1, "rows": 8}, "H", 1e8, 1e6)  # 3.2 TB/s
+    later = _row("spmv", {"seed": 1, "rows": 8}, "H", 1e9, 1e6, order="stride")  # 32 TB/s, not the first row
+    assert validate.l2_lookup_tbps(fast) == pytest.approx(8.0)
+    pace = validate.paced([fast, slow, later], 6.5)
+    assert pace == {("matmul m=64", "H"): True, ("spmv rows=8", "H"): False}
+    point = (0.1, 0.0, 0.0, 0.1, 0.5, 0.25, 0.05)
+    assert validate.effective(point, fast, pace) == point
+    assert validate.effective(point, later, pace) == (0.1, 0.0, 0.0, 0.1, validate.NO_PACE, 0.25, 0.05)
+    assert validate.effective(point, later, None) == point
+    walk = validate.random_walk_point(0.5)
+    assert validate.effective(walk, later, pace) == walk  # the random walk has no pace to switch off
+    assert validate.point_label(point) == "0.1,l0.1,g0.5,s0.25,m0.05" and validate.point_label(walk) == "0.5"
+
+
+def test_sm_excess_is_taken_against_programs_running_at_the_same_time(scripts):
+    _, sm_pace = scripts
+    # 600 programs alternate between SM 0 (steps of 1000 ns) and SM 1 (1200 ns), all starting at 0: every step falls
+    # in the first 4-step bin, whose common pace is the mean 1100 ns = the median step. Over 4 steps a program on SM 0
+    # runs 4 x (1000 - 1100) / 1100 = -0.364 steps against the bin, one on SM 1 +0.364; the SM explains all of it.
+    n = 600
+    sm = np.arange(n) % 2
+    steps = np.where(sm[:, None] == 0, 1000, 1200) * np.ones((1, 4), dtype=np.int64)
+    per_sm, explained = sm_pace.sm_residuals(sm, np.zeros(n, dtype=np.int64), steps)
+    assert per_sm == pytest.approx([-4 * 100 / 1100, 4 * 100 / 1100])
+    assert explained == pytest.approx(1.0)
+    assert sm_pace.wave_spreads(np.arange(600, dtype=float)) == [263.0, 263.0, 71.0]

@@ -741,6 +741,17 @@ def footprint(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, 
 # Within a domain, steps run in order of start time, so a domain's DRAM-bound reads in stream order are in time
 # order too (the memory-side cache behind the L2s merges the domains by time).
 
+@njit(cache=True, inline="always")
+def _schedule_arrays(programs, tile_step_ptr):
+    """Empty (steps int64, near int8, start f64) arrays for every step of `programs`."""
+    n_total = 0
+    for i in range(programs.shape[0]):
+        t = programs[i]
+        n_total += tile_step_ptr[t + 1] - tile_step_ptr[t]
+    return (np.empty(n_total, dtype=np.int64), np.empty(n_total, dtype=np.int8),
+            np.empty(n_total, dtype=np.float64))
+
+
 @njit(cache=True, nogil=True)
 def schedule_domain(
     step_ptr: np.ndarray,
@@ -759,13 +770,7 @@ def schedule_domain(
     start f64[n]).
     A non-empty `step_scale` (float64, one per step of the trace) multiplies each step's drawn duration.
     """
-    n_total = 0
-    for i in range(programs.shape[0]):
-        t = programs[i]
-        n_total += tile_step_ptr[t + 1] - tile_step_ptr[t]
-    out_step = np.empty(n_total, dtype=np.int64)
-    out_near = np.empty(n_total, dtype=np.int8)
-    out_time = np.empty(n_total, dtype=np.float64)
+    out_step, out_near, out_time = _schedule_arrays(programs, tile_step_ptr)
     slot_step, slot_end, slot_part, slot_prog, slot_time, slot_lock, heap, n_active, next_program = _start_slots(
         n_slots, programs, tile_step_ptr, n_partitions)
     k = 0
@@ -814,13 +819,7 @@ def schedule_saturating(
     is 1 - miss_gain + miss_gain x its own sampled miss share / the recent one (at most 4x), so a program that
     trails a neighbour over shared lines hits and catches up.
     """
-    n_total = 0
-    for i in range(programs.shape[0]):
-        t = programs[i]
-        n_total += tile_step_ptr[t + 1] - tile_step_ptr[t]
-    out_step = np.empty(n_total, dtype=np.int64)
-    out_near = np.empty(n_total, dtype=np.int8)
-    out_time = np.empty(n_total, dtype=np.float64)
+    out_step, out_near, out_time = _schedule_arrays(programs, tile_step_ptr)
     slot_step, slot_end, slot_part, slot_prog, slot_time, slot_lock, heap, n_active, next_program = _start_slots(
         n_slots, programs, tile_step_ptr, n_partitions)
     n_sample = (n_sets + sample_every - 1) // sample_every

@@ -128,8 +128,9 @@ def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[st
         by_case[case_key(row)].append(row)
     for key, case_rows in by_case.items():
         t0 = time.time()
-        todo = [(row, effective(pt, row, pace)) for row in case_rows for pt in points
-                if _cache_key(row, effective(pt, row, pace), engine) not in cache]
+        # Points that differ only in a gpc_bound NO_PACE replaces run once.
+        todo = [(row, pt) for row in case_rows for pt in dict.fromkeys(effective(p, row, pace) for p in points)
+                if _cache_key(row, pt, engine) not in cache]
         if todo:
             task = load_task(case_rows[0]["task"])
             case = case_rows[0]["case"]

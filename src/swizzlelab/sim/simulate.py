@@ -921,6 +921,18 @@ def simulate(
     if wave_sync and wave_sync % model.n_domains:
         raise UserError(f"wave_sync must split evenly over the {model.n_domains} L2 domains of {model.name}, "
                         f"got {wave_sync}")
+    speedup = HIT_SPEEDUP if hit_speedup is None else hit_speedup
+    if not isinstance(speedup, (int, float, np.integer, np.floating)) or not 0.0 <= float(speedup) < 1.0:
+        raise UserError(f"hit_speedup (share of a step's time L2 hits save) must be a number in 0..1 (1 excluded), "
+                        f"got {hit_speedup!r}")
+    decay = DRIFT_DECAY if drift_decay is None else drift_decay
+    if not _is_number(decay) or not 0.0 <= float(decay) <= 1.0:
+        raise UserError(f"drift_decay (share of a slot's drift from lockstep taken back each step) must be a number "
+                        f"in 0..1, got {drift_decay!r}")
+    window = LRC_WINDOW if lrc_window is None else lrc_window
+    if not _is_number(window) or not 0.0 <= float(window) <= 1e6:
+        raise UserError(f"lrc_window (mean step times within which the L2 request coalescer merges reads) must be a "
+                        f"number >= 0, got {lrc_window!r}")
     gpc = GPC_BOUND if gpc_bound is None else gpc_bound
     if not _is_number(gpc) or not 0.0 <= float(gpc) < 1.0:
         raise UserError(f"gpc_bound (share of a step's time its GPC's bandwidth sets) must be a number in 0..1 "
@@ -938,8 +950,7 @@ def simulate(
         (f"{model.name} has several L2 domains", model.n_domains != 1),
         (f"engine {engine!r}", engine not in ("auto", "sets")), ("a fully associative L2", assoc is None),
         ("set_fraction < 1", set_fraction < 1.0),
-        ("hit_speedup", bool(HIT_SPEEDUP if hit_speedup is None else hit_speedup)),
-        ("drift_decay", bool(DRIFT_DECAY if drift_decay is None else drift_decay)),
+        ("hit_speedup", bool(speedup)), ("drift_decay", bool(decay)),
         ("wave_sync", bool(wave_sync)), ("a given schedule", schedule is not None)) if present]
     if gpc_bound and blockers:
         raise UserError(f"the saturating progress model (gpc_bound) cannot run with {blockers[0]}")
@@ -949,20 +960,6 @@ def simulate(
     cv = (STEP_TIME_CV_SATURATING if saturating else STEP_TIME_CV) if step_cv is None else step_cv
     if not isinstance(cv, (int, float, np.integer, np.floating)) or not 0.0 <= float(cv) <= 1.0:
         raise UserError(f"step_cv (spread of a step's duration) must be a number in 0..1, got {step_cv!r}")
-    speedup = HIT_SPEEDUP if hit_speedup is None else hit_speedup
-    if not isinstance(speedup, (int, float, np.integer, np.floating)) or not 0.0 <= float(speedup) < 1.0:
-        raise UserError(f"hit_speedup (share of a step's time L2 hits save) must be a number in 0..1 (1 excluded), "
-                        f"got {hit_speedup!r}")
-    decay = DRIFT_DECAY if drift_decay is None else drift_decay
-    if (isinstance(decay, bool) or not isinstance(decay, (int, float, np.integer, np.floating))
-            or not 0.0 <= float(decay) <= 1.0):
-        raise UserError(f"drift_decay (share of a slot's drift from lockstep taken back each step) must be a number "
-                        f"in 0..1, got {drift_decay!r}")
-    window = LRC_WINDOW if lrc_window is None else lrc_window
-    if (isinstance(window, bool) or not isinstance(window, (int, float, np.integer, np.floating))
-            or not 0.0 <= float(window) <= 1e6):
-        raise UserError(f"lrc_window (mean step times within which the L2 request coalescer merges reads) must be a "
-                        f"number >= 0, got {lrc_window!r}")
     if not isinstance(occupancy, (int, np.integer)) or not 1 <= int(occupancy) <= MAX_OCCUPANCY:
         raise UserError(f"occupancy must be an integer 1..{MAX_OCCUPANCY} programs per unit, got {occupancy!r}")
     lines, masks, writes, step_ptr, tile_step_ptr = _trace_arrays(trace)

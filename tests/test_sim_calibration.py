@@ -57,17 +57,17 @@ def test_calibration_repredicts_every_row_and_splits_fit_from_held_out(tmp_path)
     assert len(rows) == 2 * len(ORDERS)
     assert [r["set"] for r in rows] == ["fit"] * 3 + ["held_out"] * 3
 
-    # new predictions are the current simulator's at the measured occupancy
+    # new predictions are the current simulator's random walk at the measured occupancy
     task = load_task("matmul")
     config = task.kernel.GPU_CONFIG
     row = rows[4]
     trace = task.access_model(row["case"], config=config)
     perm = to_permutation(task.parse_order(row["order"]), task.tile_grid(row["case"], config),
                           *task.swizzle_args(row["case"], config))
-    direct = simulate(trace, perm, get_model("h100"), occupancy=2)
+    direct = simulate(trace, perm, get_model("h100"), occupancy=2, progress="random_walk")
     assert row["new_predicted_l2_hit_pct"] == pytest.approx(100 * direct.l2_hit_rate)
     assert row["new_predicted_dram_read_bytes"] == direct.dram_read_bytes
-    lockstep = simulate(trace, perm, get_model("h100"), occupancy=2, step_cv=0.0)
+    lockstep = simulate(trace, perm, get_model("h100"), occupancy=2, step_cv=0.0, progress="random_walk")
     assert row["lockstep_new_counting_l2_hit_pct"] == pytest.approx(100 * lockstep.l2_hit_rate)
 
     summary = record["summary"]

@@ -3,6 +3,7 @@ no lookup of its own (ncu does not count it), on NVIDIA models only; the DRAM tr
 
 from __future__ import annotations
 
+import sys
 from dataclasses import replace
 
 import numpy as np
@@ -103,3 +104,28 @@ def test_bad_windows_are_refused(bad):
     trace = make_trace([[[(0, FULL, False)]]])
     with pytest.raises(UserError, match="lrc_window"):
         simulate(trace, np.arange(1), get_model("h100"), lrc_window=bad)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_the_set_group_count_equals_the_whole_stream_count(seed):
+    # The coalescer counted group by group of the set-partitioned engine's split (on threads, reads older than the
+    # window forgotten) gives the serial kernel's count on random traces: full and partial reads, writes, a
+    # program's own re-reads, two partitions, a random-walk schedule with ties and long gaps.
+    sim = sys.modules["swizzlelab.sim.simulate"]
+    rng = np.random.default_rng(300 + seed)
+    tiles = [[[(int(rng.integers(0, 120)), int(rng.choice([FULL, FULL, FULL, 0x3])), bool(rng.random() < 0.15))
+               for _ in range(int(rng.integers(1, 9)))] for _ in range(int(rng.integers(1, 8)))]
+             for _ in range(int(rng.integers(20, 80)))]
+    trace = make_trace(tiles)
+    lines, masks, writes, step_ptr, tile_step_ptr = sim._trace_arrays(trace)
+    perm = rng.permutation(len(tiles))
+    model = _nvidia(64, units=4, partitions=2)
+    work = list(enumerate(sim.domain_programs(perm, model)))
+    popcount = sim.kernels.popcount_table()
+    n_lines = sim.footprint_of(trace)[0]
+    for window in (0.05, 0.5, 3.0):
+        args = (work, lines, masks, writes, step_ptr, tile_step_ptr, 8, 2, 0.7, seed, 2, 0, 0.0, window, n_lines,
+                popcount, FULL)
+        serial = sim._coalescing(*args)
+        assert serial > 0 or window == 0.05
+        assert sim._coalescing(*args, sets=(8, 4, 8)) == serial

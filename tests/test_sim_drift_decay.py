@@ -20,12 +20,14 @@ def test_drift_decay_zero_gives_the_earlier_results(engine):
     # BEFORE: matmul 1024x768x512 column-major, H100 with a 256 KB L2, step_cv 0.5, pinned before drift decay existed.
     trace, perm = _matmul()
     small = replace(get_model("h100"), l2_bytes_per_domain=256 * 1024, l2_effective_bytes_per_domain=256 * 1024)
-    result = simulate(trace, perm, small, occupancy=2, engine=engine, workers=1, step_cv=0.5, drift_decay=0.0)
+    result = simulate(trace, perm, small, occupancy=2, engine=engine, workers=1, step_cv=0.5, drift_decay=0.0,
+                      progress="random_walk", lrc_window=0.0)
     got = (sum(d.hit_sectors for d in result.per_domain), sum(d.lookup_sectors for d in result.per_domain),
            sum(d.dram_read_bytes for d in result.per_domain), result.dram_write_bytes)
     assert got == BEFORE["h100"]
     assert result.drift_decay == 0.0
-    decayed = simulate(trace, perm, small, occupancy=2, engine=engine, workers=1, step_cv=0.5, drift_decay=0.05)
+    decayed = simulate(trace, perm, small, occupancy=2, engine=engine, workers=1, step_cv=0.5, drift_decay=0.05,
+                       lrc_window=0.0)
     assert decayed.drift_decay == 0.05
     assert decayed.dram_read_bytes != result.dram_read_bytes  # the parameter reaches this engine
 

@@ -36,7 +36,8 @@ BEFORE = {"h100": (196840, 625664, 8640768, 1572864), "mi300x": (142624, 442368,
 def test_hit_speedup_zero_gives_the_earlier_results(target, kb, engine):
     trace, perm = _matmul()
     small = replace(get_model(target), l2_bytes_per_domain=kb * 1024, l2_effective_bytes_per_domain=kb * 1024)
-    result = simulate(trace, perm, small, occupancy=2, engine=engine, workers=1, step_cv=0.5, hit_speedup=0.0)
+    result = simulate(trace, perm, small, occupancy=2, engine=engine, workers=1, step_cv=0.5, hit_speedup=0.0,
+                      progress="random_walk")
     got = (sum(d.hit_sectors for d in result.per_domain), sum(d.lookup_sectors for d in result.per_domain),
            sum(d.dram_read_bytes for d in result.per_domain), result.dram_write_bytes)
     assert got == BEFORE[target]

@@ -1,4 +1,4 @@
-"""The saturating progress model (simulate(gpc_bound=)): slots keep their SM's pace while DRAM is idle and lose it as
+"""The saturating progress model (simulate's default on NVIDIA models with known GPCs): slots keep their SM's pace while DRAM is idle and lose it as
 DRAM saturates; hand-worked schedules of the kernel, the exact case where it equals lockstep, and its refusals."""
 
 from __future__ import annotations
@@ -11,7 +11,8 @@ import pytest
 from swizzlelab.errors import UserError
 from swizzlelab.hw import get_model
 from swizzlelab.sim import kernels, simulate
-from swizzlelab.sim.simulate import saturation_share, set_index_array, slot_speeds
+from swizzlelab.sim.simulate import (
+    GPC_BOUND, STEP_TIME_CV, STEP_TIME_CV_SATURATING, set_index_array, slot_speeds)
 from swizzlelab.tasks import load_task
 from tests.test_sim import make_trace, read_steps
 
@@ -20,10 +21,11 @@ def _schedule(trace, speeds, share, gain=0.0, cv=0.0):
     """kernels.schedule_saturating over one fully sampled 4-way set, programs in launch order, one slot each."""
     lines = np.asarray(trace.lines)
     n_programs = np.asarray(trace.tile_step_ptr).size - 1
+    sample = kernels.sample_accesses(np.asarray(trace.step_ptr), lines, np.asarray(trace.is_write),
+                                     set_index_array(lines, 1, 1, 1), np.int64(0), np.int64(1), np.int64(1), np.int64(4))
     return kernels.schedule_saturating(
-        np.asarray(trace.step_ptr), np.asarray(trace.tile_step_ptr), np.arange(n_programs, dtype=np.int64),
-        np.int64(len(speeds)), np.int64(1), np.float64(cv), np.uint64(1), np.asarray(speeds, dtype=np.float64), lines,
-        np.asarray(trace.is_write), set_index_array(lines, 1, 1, 1), np.int64(0), np.int64(1), np.int64(1), np.int64(4),
+        np.asarray(trace.tile_step_ptr), np.arange(n_programs, dtype=np.int64), np.int64(len(speeds)), np.int64(1),
+        np.float64(cv), np.uint64(1), np.asarray(speeds, dtype=np.float64), *sample, np.int64(4), np.int64(4),
         np.float64(share), np.float64(2.0), np.float64(gain))
 
 
@@ -60,6 +62,23 @@ def test_behind_a_saturated_dram_a_step_costs_its_own_misses():
     assert start.tolist() == [0.0, 0.0, 0.0, 1.0, 1.0, 3.0, 3.0, 4.0]
 
 
+def test_sampled_accesses_are_the_watched_sets_in_trace_order():
+    # Every 4th set index of 64 sets over 2 partitions: the kept accesses are those whose set index is 0 mod 4, each
+    # step's in trace order, based at (set // 4 * 2 + home) * ways; reads flagged as reads.
+    rng = np.random.default_rng(5)
+    lines = rng.integers(0, 5000, size=400).astype(np.int64)
+    writes = rng.random(400) < 0.3
+    step_ptr = np.array([0, 7, 7, 150, 151, 400], dtype=np.int64)
+    set_home = set_index_array(lines, 64, 2, 1)
+    ptr, base, line, read = kernels.sample_accesses(step_ptr, lines, writes, set_home, np.int64(1), np.int64(4),
+                                                    np.int64(2), np.int64(16))
+    keep = [a for a in range(400) if (int(set_home[a]) >> 1) % 4 == 0]
+    assert 0 < len(keep) < 400
+    assert line.tolist() == lines[keep].tolist() and read.tolist() == (~writes[keep]).tolist()
+    assert base.tolist() == [((int(set_home[a]) >> 1) // 4 * 2 + (int(set_home[a]) & 1)) * 16 for a in keep]
+    assert ptr.tolist() == [sum(1 for a in keep if a < end) for end in step_ptr]
+
+
 def test_equal_gpcs_with_no_miss_gain_are_lockstep():
     # Every SM in a GPC of one size: every slot keeps pace 1, and with step_cv 0 and miss_gain 0 the saturating model
     # runs what the random walk runs at step_cv 0 (lockstep), on a real trace with a shrunken L2.
@@ -68,9 +87,10 @@ def test_equal_gpcs_with_no_miss_gain_are_lockstep():
     model = replace(get_model("h100"), gpc_sms=(33, 33, 33, 33))
     perm = np.random.default_rng(3).permutation(np.asarray(trace.tile_step_ptr).size - 1)
     kw = dict(occupancy=1, capacity_bytes=256 * 1024, step_cv=0.0, lrc_window=0.3)
-    walk = simulate(trace, perm, model, **kw)
+    walk = simulate(trace, perm, model, progress="random_walk", **kw)
     saturating = simulate(trace, perm, model, gpc_bound=0.5, miss_gain=0.0, **kw)
     assert saturating.gpc_bound == 0.5 and walk.gpc_bound == 0.0
+    assert (saturating.progress, walk.progress) == ("saturating", "random_walk")
     for name in ("l2_hit_rate", "dram_read_bytes", "fabric_bytes", "coalesced_bytes"):
         assert getattr(saturating, name) == getattr(walk, name), name
     assert "GPC-bound share 0.5" in saturating.text()
@@ -86,7 +106,6 @@ def test_slot_speeds_follow_gpc_sizes():
     assert np.sum(per_unit == per_unit.min()) == 12
     assert per_unit.mean() == pytest.approx(1.0)
     assert np.all(slot_speeds(model, 264, 0.0, 7) == 1.0)
-    assert saturation_share(get_model("h200"), 0.27) == pytest.approx(0.27 * 4.8 / 3.35)
 
 
 @pytest.mark.parametrize("kw, message", [
@@ -96,7 +115,9 @@ def test_slot_speeds_follow_gpc_sizes():
     ({"gpc_bound": 0.5, "miss_gain": 1.5}, "miss_gain"),
     ({"gpc_bound": 0.5, "engine": "list"}, "engine 'list'"),
     ({"gpc_bound": 0.5, "hit_speedup": 0.1}, "hit_speedup"),
-    ({"gpc_bound": 0.5, "set_fraction": 0.5}, "set_fraction"),
+    ({"gpc_bound": 0.5, "progress": "random_walk"}, "belongs to the saturating"),
+    ({"progress": "saturating", "drift_decay": 0.1}, "drift_decay"),
+    ({"progress": "lockstep"}, "progress must be one of"),
 ])
 def test_bad_saturating_requests_are_refused(kw, message):
     trace = make_trace([read_steps([0, 1, 2, 3])])
@@ -116,3 +137,37 @@ def test_gpc_layouts_belong_to_their_unit_count():
     assert get_model("h200").gpc_sms == get_model("h100").gpc_sms
     with pytest.raises(UserError, match="at least one SM"):
         replace(get_model("h100"), gpc_sms=(0, 132))
+
+
+def test_the_default_progress_model_follows_the_model_and_the_kernel():
+    # NVIDIA models with known GPCs run the saturating model; SM pace only for a trace of an L2-bound kernel
+    # (task.yml swizzle.l2_bound, carried by the trace); models without GPCs and requests it cannot serve (a barrier
+    # between waves) fall back to the random walk.
+    task = load_task("matmul")
+    assert task.spec.l2_bound and not load_task("spmv").spec.l2_bound
+    trace = task.access_model({"seed": 1, "m": 256, "n": 256, "k": 128}, config=task.kernel.GPU_CONFIG)
+    assert trace.l2_bound
+    perm = np.arange(np.asarray(trace.tile_step_ptr).size - 1)
+    paced = simulate(trace, perm, "h100", occupancy=1)
+    unpaced = simulate(replace(trace, l2_bound=False), perm, "h100", occupancy=1)
+    assert (paced.progress, paced.gpc_bound, paced.step_cv) == ("saturating", GPC_BOUND, STEP_TIME_CV_SATURATING)
+    assert (unpaced.progress, unpaced.gpc_bound) == ("saturating", 0.0)
+    assert simulate(trace, perm, "mi300x", occupancy=1).progress == "random_walk"
+    synced = simulate(trace, perm, "h100", occupancy=1, wave_sync=132)
+    assert (synced.progress, synced.step_cv) == ("random_walk", STEP_TIME_CV)
+    assert "saturating" in paced.text() and "GPC-bound share" in paced.text() and "GPC-bound" not in unpaced.text()
+
+
+def test_a_sampled_estimate_runs_the_exact_schedule(tmp_path):
+    # set_fraction < 1 simulates a share of the sets under the same schedule; the trace's l2_bound flag survives a
+    # save and load.
+    task = load_task("matmul")
+    trace = task.access_model({"seed": 1, "m": 512, "n": 512, "k": 256}, config=task.kernel.GPU_CONFIG)
+    loaded = type(trace).load(trace.save(tmp_path / "t.npz"))
+    assert loaded.l2_bound
+    perm = np.random.default_rng(4).permutation(np.asarray(trace.tile_step_ptr).size - 1)
+    kw = dict(occupancy=1, capacity_bytes=512 * 1024)
+    exact = simulate(trace, perm, "h100", **kw)
+    estimate = simulate(loaded, perm, "h100", set_fraction=0.5, **kw)
+    assert estimate.progress == "saturating" and estimate.set_fraction == 0.5
+    assert abs(estimate.l2_hit_rate - exact.l2_hit_rate) < 0.03

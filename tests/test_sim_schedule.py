@@ -34,7 +34,7 @@ def test_replaying_the_models_own_schedule_gives_its_result(cv):
     model = get_model("h100")
     perm = np.random.default_rng(3).permutation(np.asarray(trace.tile_step_ptr).size - 1)
     kw = dict(occupancy=1, capacity_bytes=256 * 1024, seed=7, lrc_window=0.5)
-    own = simulate(trace, perm, model, step_cv=cv, **kw)
+    own = simulate(trace, perm, model, step_cv=cv, progress="random_walk", **kw)
     sched = _model_schedule(trace, perm, model.units_per_domain, cv, 7, model.l2_partitions)
     replayed = simulate(trace, perm, model, schedule=sched, **kw)
     assert replayed.replayed and not own.replayed

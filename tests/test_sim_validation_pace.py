@@ -1,5 +1,5 @@
-"""benchmarks/sim_validation's SM-pace pieces: the per-SM excess duration sm_pace.py reads from timelines, and the
-kernel class (L2-bound or not) validate.py takes from each case's first ncu row to switch SM pace on."""
+"""benchmarks/sim_validation's SM-pace pieces: the per-SM excess duration sm_pace.py reads from timelines, and how
+validate.py gives SM pace to L2-bound tasks only, with ncu's lookup throughput as the evidence."""
 
 from __future__ import annotations
 
@@ -29,21 +29,24 @@ def _row(task, case, device, sectors, ns, order="row_major"):
             "counters": {"lts__t_sectors.sum": sectors, "gpu__time_duration.sum": ns}}
 
 
-def test_kernel_class_comes_from_the_first_row_of_each_case(scripts):
+def test_sm_pace_follows_the_tasks_declared_class_with_its_evidence(scripts):
     validate, _ = scripts
     fast = _row("matmul", {"seed": 1, "m": 64}, "H", 2.5e8, 1e6)  # 2.5e8 x 32 B in 1 ms: 8 TB/s
     slow = _row("spmv", {"seed": 1, "rows": 8}, "H", 1e8, 1e6)  # 3.2 TB/s
-    later = _row("spmv", {"seed": 1, "rows": 8}, "H", 1e9, 1e6, order="stride")  # 32 TB/s, not the first row
+    later = _row("spmv", {"seed": 1, "rows": 8}, "H", 1.5e8, 1e6, order="stride")  # 4.8 TB/s
     assert validate.l2_lookup_tbps(fast) == pytest.approx(8.0)
-    pace = validate.paced([fast, slow, later], 6.5)
-    assert pace == {("matmul m=64", "H"): True, ("spmv rows=8", "H"): False}
-    point = (0.1, 0.0, 0.0, 0.1, 0.5, 0.25, 0.05)
-    assert validate.effective(point, fast, pace) == point
-    assert validate.effective(point, later, pace) == (0.1, 0.0, 0.0, 0.1, validate.NO_PACE, 0.25, 0.05)
-    assert validate.effective(point, later, None) == point
+    evidence = validate.l2_bound_evidence([fast, slow, later], {"matmul": True, "spmv": False})
+    assert evidence == {
+        "H | matmul m=64": {"l2_lookup_tbps_min": pytest.approx(8.0), "l2_lookup_tbps_max": pytest.approx(8.0),
+                            "task_l2_bound": True},
+        "H | spmv rows=8": {"l2_lookup_tbps_min": pytest.approx(3.2), "l2_lookup_tbps_max": pytest.approx(4.8),
+                            "task_l2_bound": False}}
+    point = (0.2, 0.0, 0.0, 0.1, 0.5, 0.25, 0.02)
+    assert validate.effective(point, True) == point
+    assert validate.effective(point, False) == (0.2, 0.0, 0.0, 0.1, 0.0, 0.25, 0.02)
     walk = validate.random_walk_point(0.5)
-    assert validate.effective(walk, later, pace) == walk  # the random walk has no pace to switch off
-    assert validate.point_label(point) == "0.1,l0.1,g0.5,s0.25,m0.05" and validate.point_label(walk) == "0.5"
+    assert validate.effective(walk, False) == walk  # the random walk has no pace to switch off
+    assert validate.point_label(point) == "0.2,l0.1,g0.5,s0.25,m0.02" and validate.point_label(walk) == "0.5"
 
 
 def test_sm_excess_is_taken_against_programs_running_at_the_same_time(scripts):

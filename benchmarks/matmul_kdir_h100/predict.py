@@ -69,7 +69,7 @@ def main(argv: list[str]) -> int:
         t0 = time.time()
         perm = to_permutation(task.parse_order(order), grid, args, consts)
         variant = alternate_by_wave(trace, perm, wave)
-        res = simulate(variant, perm, model, occupancy=occupancy, footprint=footprint)
+        res = simulate(variant, perm, model, occupancy=occupancy, footprint=footprint, progress="random_walk")
         del variant
         predictions[(order, wave)] = {"predicted_dram_read_bytes": int(res.dram_read_bytes),
                                       "predicted_l2_hit_pct": 100 * res.l2_hit_rate}
@@ -103,7 +103,7 @@ def main(argv: list[str]) -> int:
            "command": "python benchmarks/matmul_kdir_h100/predict.py", "case": case,
            "device": "predictions on this machine's CPU (model H100-SXM)",
            "measured_device": "NVIDIA H100 80GB HBM3",
-           "predicted_by": f"predicted (model {model.name}, occupancy {occupancy}, step_cv {STEP_TIME_CV})",
+           "predicted_by": f"predicted (model {model.name}, occupancy {occupancy}, random-walk progress model, step_cv {STEP_TIME_CV})",
            "measured_by": "measured (NVIDIA H100 80GB HBM3, ncu dram__bytes_read.sum, lts__t_sector_hit_rate.pct; "
                           + ", ".join(MEASURED) + ")",
            "rows": rows, "alternation_effects": effects, "summary": summary,

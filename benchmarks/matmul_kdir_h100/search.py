@@ -50,7 +50,7 @@ def main(argv: list[str]) -> int:
         for wave in waves:
             t0 = time.time()
             res = simulate(alternate_by_wave(trace, perm, wave), perm, model, occupancy=occupancy,
-                           footprint=footprint, set_fraction=args.set_fraction)
+                           footprint=footprint, set_fraction=args.set_fraction, progress="random_walk")
             screened.append({"order": cand.spec, "wave": wave, "screen_dram_read_bytes": int(res.dram_read_bytes),
                              "screen_l2_hit_pct": 100 * res.l2_hit_rate, "seconds": time.time() - t0})
         best = min(screened, key=lambda r: r["screen_dram_read_bytes"])
@@ -63,7 +63,8 @@ def main(argv: list[str]) -> int:
         ranked = sorted((r for r in screened if r["wave"] == wave), key=lambda r: r["screen_dram_read_bytes"])
         for row in ranked[:args.top]:
             perm = to_permutation(task.parse_order(row["order"]), grid, sw_args, consts)
-            res = simulate(alternate_by_wave(trace, perm, wave), perm, model, occupancy=occupancy, footprint=footprint)
+            res = simulate(alternate_by_wave(trace, perm, wave), perm, model, occupancy=occupancy, footprint=footprint,
+                           progress="random_walk")
             exact.append({"order": row["order"], "wave": wave, "predicted_dram_read_bytes": int(res.dram_read_bytes),
                           "predicted_l2_hit_pct": 100 * res.l2_hit_rate})
     best = {str(w): min((r for r in exact if r["wave"] == w), key=lambda r: r["predicted_dram_read_bytes"])
@@ -72,7 +73,7 @@ def main(argv: list[str]) -> int:
     doc = {"study": "matmul_kdir_h100 search", "script": "benchmarks/matmul_kdir_h100/search.py",
            "command": "python benchmarks/matmul_kdir_h100/search.py " + " ".join(argv), "case": CASE,
            "device": "predictions on this machine's CPU (model H100-SXM); nothing measured",
-           "predicted_by": f"predicted (model {model.name}, occupancy {occupancy}, step_cv {STEP_TIME_CV}; screening "
+           "predicted_by": f"predicted (model {model.name}, occupancy {occupancy}, random-walk progress model, step_cv {STEP_TIME_CV}; screening "
                            f"on {args.set_fraction:g} of the L2 sets, top {args.top} per wave exact)",
            "waves": waves, "candidates": len(screened) // len(waves), "screened": screened, "exact": exact,
            "best_by_wave": best, "best": overall, "target_dram_read_bytes": TARGET_BYTES,

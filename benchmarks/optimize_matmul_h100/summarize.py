@@ -46,7 +46,7 @@ def predictions(missing: list[str]) -> tuple[dict[str, float], dict[str, float]]
         for spec in specs:
             perm = to_permutation(task.parse_order(spec), grid, args, consts)
             found[spec] = simulate(trace, perm, "h100", occupancy=2, footprint=footprint, step_cv=cv,
-                                   set_fraction=0.125).dram_read_bytes
+                                   set_fraction=0.125, progress="random_walk").dram_read_bytes
     return out
 
 

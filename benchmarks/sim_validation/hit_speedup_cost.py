@@ -56,7 +56,7 @@ def main(argv: list[str]) -> int:
             for rep in range(args.reps + 1 if warm else args.reps):
                 t0 = time.perf_counter()
                 res = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine=engine,
-                               hit_speedup=hit)
+                               hit_speedup=hit, progress="random_walk")
                 if rep or not warm:
                     times.append(time.perf_counter() - t0)
             rows.append({"task": name, "case": case, "order": order, "occupancy": occupancy, "engine": engine,

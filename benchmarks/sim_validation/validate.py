@@ -5,8 +5,9 @@ by benchmarks/sim_validation/run.py on the H100 and the H200, a parameter fit on
         [--hit-grid 0,0.05] [--decay-grid 0,0.01] [--engine sets] [--cache FILE]
 Each row is predicted with the model of its GPU (h100 / h200). The fitted parameters are the progress model's
 step-time spread (step_cv), hit speedup (hit_speedup), drift decay (drift_decay), the coalescer's window
-(lrc_window) and the saturating progress model's gpc_bound, dram_saturation and miss_gain (--gpc-grid > 0), chosen
-on a grid by the fit rows' mean |error| of L2 hit; the held-out rows use them unchanged.
+(lrc_window) and the saturating progress model's gpc_bound (SM pace, for tasks whose task.yml says l2_bound),
+dram_saturation and miss_gain (--saturation-grid 0: the random walk instead), chosen on a grid by the fit rows' mean
+|error| of L2 hit; the held-out rows use them unchanged. The defaults are the simulator's.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
 from swizzlelab.sim.agreement import kendall_tau  # noqa: E402
 from swizzlelab.sim.simulate import (  # noqa: E402
-    DRAM_SATURATION, DRIFT_DECAY, GPC_BOUND, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, STEP_TIME_CV)
+    DRAM_SATURATION, DRIFT_DECAY, GPC_BOUND, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, STEP_TIME_CV,
+    STEP_TIME_CV_SATURATING)
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
 
@@ -65,17 +67,18 @@ Point = tuple[float, float, float, float, float, float, float]  # cv, hit, decay
 
 
 def random_walk_point(cv: float) -> Point:
-    """The random-walk progress model at step_cv `cv`, with nothing else on."""
-    return (cv, 0.0, 0.0, 0.0, 0.0, DRAM_SATURATION, SATURATION_MISS_GAIN)
+    """The random-walk progress model at step_cv `cv`, with nothing else on (dram_saturation 0 marks it)."""
+    return (cv, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
 
 
 def point_label(point: Point) -> str:
-    """'0.5' for step_cv 0.5 without hit speedup, drift decay or request coalescer (the key earlier runs used),
-    '0.5,h0.05' with hit speedup, '0.5,d0.01' with drift decay, '0.5,l0.4' with the coalescer's window,
-    '0.1,g0.7,s0.27,m0.02' with the saturating progress model (GPC bound, DRAM saturation, miss gain)."""
+    """'0.5' for the random walk at step_cv 0.5 without hit speedup, drift decay or request coalescer (the key
+    earlier runs used), '0.5,h0.05' with hit speedup, '0.5,d0.01' with drift decay, '0.5,l0.4' with the coalescer's
+    window, '0.2,l0.1,g0.5,s0.25,m0.02' for the saturating progress model (SM pace of L2-bound kernels, DRAM
+    saturation, miss gain)."""
     cv, hit, decay, lrc, gpc, sat, gain = point
     return (f"{cv}" + (f",h{hit}" if hit else "") + (f",d{decay}" if decay else "") + (f",l{lrc}" if lrc else "")
-            + (f",g{gpc},s{sat},m{gain}" if gpc else ""))
+            + (f",g{gpc},s{sat},m{gain}" if sat else ""))
 
 
 def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
@@ -85,16 +88,7 @@ def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
     return json.dumps([model_name(row["device"]), row["task"], row["case"], row["order"], int(row["occupancy"]), cv]
                       + ([hit] if hit else []) + ([engine] if hit and engine != "auto" else [])
                       + ([["decay", decay]] if decay else []) + ([["lrc", lrc]] if lrc else [])
-                      + ([["gpc", gpc, sat, gain]] if gpc else []), sort_keys=True)
-
-
-# A kernel loads its SMs' paths to L2 hard enough for their GPC's share to set its pace only at a high L2 throughput:
-# ncu's lookups per second (lts__t_sectors x 32 B / gpu__time_duration) are 7.2-9.2 TB/s for every matmul row on the
-# H100 and 2.1-5.1 TB/s for every other task's (flash attention, histogram, spmv, transpose, lean attention). With
-# --pace-threshold-tbps T, a case whose first measured row (its first order in the ncu file) looks up less than T runs
-# the saturating model without SM pace (gpc_bound NO_PACE). T is set in that gap, not fitted (the fit rows are all
-# matmul).
-NO_PACE = 1e-6
+                      + ([["saturating", gpc, sat, gain]] if sat else []), sort_keys=True)
 
 
 def l2_lookup_tbps(row: dict[str, Any]) -> float:
@@ -103,36 +97,39 @@ def l2_lookup_tbps(row: dict[str, Any]) -> float:
     return counters["lts__t_sectors.sum"] * 32 / (counters["gpu__time_duration.sum"] * 1e-9) / 1e12
 
 
-def paced(rows: list[dict[str, Any]], threshold_tbps: float) -> dict[tuple[str, str], bool]:
-    """{(case key, device): whether its first measured row's L2 lookup throughput reaches the threshold}."""
-    out: dict[tuple[str, str], bool] = {}
+def l2_bound_evidence(rows: list[dict[str, Any]], declared: dict[str, bool]) -> dict[str, dict[str, Any]]:
+    """Per case and GPU: the range of ncu's L2 lookup throughput over its orders and what the task's task.yml says
+    (swizzle.l2_bound), the fact the saturating model's SM pace rests on."""
+    spans: dict[str, list[float]] = defaultdict(list)
     for row in rows:
-        out.setdefault((case_key(row), row["device"]), l2_lookup_tbps(row) >= threshold_tbps)
-    return out
+        if (row.get("counters") or {}).get("gpu__time_duration.sum"):
+            spans[f"{row['device']} | {case_key(row)}"].append(l2_lookup_tbps(row))
+    return {key: {"l2_lookup_tbps_min": min(v), "l2_lookup_tbps_max": max(v),
+                  "task_l2_bound": declared[key.split(" | ")[1].split(" ")[0]]} for key, v in sorted(spans.items())}
 
 
-def effective(point: Point, row: dict[str, Any], pace: dict[tuple[str, str], bool] | None) -> Point:
-    """The point a row runs at: gpc_bound NO_PACE where its kernel is not L2-bound (see NO_PACE)."""
-    if pace is None or not point[4] or pace[(case_key(row), row["device"])]:
+def effective(point: Point, l2_bound: bool) -> Point:
+    """The point a row runs at: no SM pace (gpc_bound 0) unless its task is L2-bound (task.yml swizzle.l2_bound)."""
+    if not point[5] or l2_bound:
         return point
-    return (*point[:4], NO_PACE, *point[5:])
+    return (*point[:4], 0.0, *point[5:])
 
 
 def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[str, Any],
-                 cache_path: str | None, workers: int | None, engine: str = "auto",
-                 pace: dict[tuple[str, str], bool] | None = None) -> None:
+                 cache_path: str | None, workers: int | None, engine: str = "auto") -> None:
     """Adds predictions at every point (step_cv, hit_speedup, drift_decay, lrc_window, gpc_bound, dram_saturation,
-    miss_gain) to each row (one trace per case, shared by both GPUs' rows)."""
+    miss_gain; dram_saturation 0 = the random walk) to each row (one trace per case, shared by both GPUs' rows)."""
     by_case: dict[str, list[dict[str, Any]]] = defaultdict(list)
     for row in rows:
         by_case[case_key(row)].append(row)
     for key, case_rows in by_case.items():
         t0 = time.time()
-        # Points that differ only in a gpc_bound NO_PACE replaces run once.
-        todo = [(row, pt) for row in case_rows for pt in dict.fromkeys(effective(p, row, pace) for p in points)
+        task = load_task(case_rows[0]["task"])
+        # Points that differ only in a gpc_bound a kernel that is not L2-bound ignores run once.
+        todo = [(row, pt) for row in case_rows
+                for pt in dict.fromkeys(effective(p, task.spec.l2_bound) for p in points)
                 if _cache_key(row, pt, engine) not in cache]
         if todo:
-            task = load_task(case_rows[0]["task"])
             case = case_rows[0]["case"]
             config = task.kernel.GPU_CONFIG
             trace = task.access_model(case, config=config)
@@ -143,10 +140,12 @@ def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[st
             for row, pt in todo:
                 if row["order"] not in perms:
                     perms[row["order"]] = to_permutation(task.parse_order(row["order"]), grid, args, consts)
+                progress = {"progress": "saturating", "gpc_bound": pt[4], "dram_saturation": pt[5],
+                            "miss_gain": pt[6]} if pt[5] else {"progress": "random_walk"}
                 res = simulate(trace, perms[row["order"]], get_model(model_name(row["device"])),
                                occupancy=int(row["occupancy"]), footprint=footprint, step_cv=pt[0],
-                               hit_speedup=pt[1], drift_decay=pt[2], lrc_window=pt[3], gpc_bound=pt[4],
-                               dram_saturation=pt[5], miss_gain=pt[6], workers=workers, engine=engine)
+                               hit_speedup=pt[1], drift_decay=pt[2], lrc_window=pt[3], workers=workers, engine=engine,
+                               **progress)
                 cache[_cache_key(row, pt, engine)] = {"l2_hit_pct": 100 * res.l2_hit_rate,
                                               "dram_read_bytes": int(res.dram_read_bytes),
                                               "dram_write_bytes": int(res.dram_write_bytes),
@@ -161,7 +160,7 @@ def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[st
         for row in case_rows:
             row.setdefault("predictions", {})
             for pt in points:
-                row["predictions"][point_label(pt)] = cache[_cache_key(row, effective(pt, row, pace), engine)]
+                row["predictions"][point_label(pt)] = cache[_cache_key(row, effective(pt, task.spec.l2_bound), engine)]
         print(f"{key}: {len(case_rows)} rows predicted in {time.time() - t0:.0f} s", flush=True)
 
 
@@ -243,18 +242,18 @@ def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
     parser.add_argument("measured", nargs="+")
-    parser.add_argument("--cv-grid", default=f"{STEP_TIME_CV}")
+    parser.add_argument("--cv-grid", default=f"{STEP_TIME_CV_SATURATING}",
+                        help=f"step_cv values (the random walk's default is {STEP_TIME_CV})")
     parser.add_argument("--hit-grid", default=f"{HIT_SPEEDUP}", help="hit_speedup values (fitted with step_cv)")
     parser.add_argument("--decay-grid", default=f"{DRIFT_DECAY}",
                         help="drift_decay values (fitted with step_cv and hit_speedup)")
     parser.add_argument("--lrc-grid", default=f"{LRC_WINDOW}",
                         help="lrc_window values: the L2 request coalescer's window (fitted with the others)")
     parser.add_argument("--gpc-grid", default=f"{GPC_BOUND}",
-                        help="gpc_bound values (saturating progress model; 0 = the random walk)")
-    parser.add_argument("--saturation-grid", default=f"{DRAM_SATURATION}", help="dram_saturation values")
+                        help="gpc_bound values (saturating progress model: SM pace of L2-bound tasks)")
+    parser.add_argument("--saturation-grid", default=f"{DRAM_SATURATION}",
+                        help="dram_saturation values (0 = the random-walk progress model)")
     parser.add_argument("--gain-grid", default=f"{SATURATION_MISS_GAIN}", help="miss_gain values")
-    parser.add_argument("--pace-threshold-tbps", type=float, default=0.0,
-                        help="saturating model: cases whose first row looks up L2 below this run without SM pace")
     parser.add_argument("--engine", default="auto", choices=["auto", "sets"],
                         help="simulator engine (sets: hit speedup by fixed-point passes)")
     parser.add_argument("--cache", default=None, help="JSON file of predictions kept between runs")
@@ -274,7 +273,7 @@ def main(argv: list[str]) -> int:
     gpcs = [float(v) for v in args.gpc_grid.split(",")]
     sats = [float(v) for v in args.saturation_grid.split(",")]
     gains = [float(v) for v in args.gain_grid.split(",")]
-    points = sorted({(cv, hit, decay, lrc, gpc, sat if gpc else DRAM_SATURATION, gain if gpc else SATURATION_MISS_GAIN)
+    points = sorted({(cv, hit, decay, lrc, gpc if sat else 0.0, sat, gain if sat else 0.0)
                      for cv in cvs for hit in hits for decay in decays for lrc in lrcs for gpc in gpcs for sat in sats
                      for gain in gains})
     cache: dict[str, Any] = {}
@@ -283,8 +282,8 @@ def main(argv: list[str]) -> int:
     for r in rows:
         r["set"] = fit_set(r)
     fit_rows = [r for r in rows if r["set"] == "fit"]
-    pace = paced(rows, args.pace_threshold_tbps) if args.pace_threshold_tbps > 0 else None
-    predict_rows(fit_rows, points, cache, args.cache, args.workers, args.engine, pace)
+    declared = {name: load_task(name).spec.l2_bound for name in sorted({r["task"] for r in rows})}
+    predict_rows(fit_rows, points, cache, args.cache, args.workers, args.engine)
     sweep = {point_label(pt): mean([abs(r["predictions"][point_label(pt)]["l2_hit_pct"] - r["measured_l2_hit_pct"])
                                     for r in fit_rows]) for pt in points}
     best = min(points, key=lambda pt: sweep[point_label(pt)])
@@ -293,7 +292,7 @@ def main(argv: list[str]) -> int:
           f"dram_saturation,m miss_gain]): {sweep}; fitted step_cv {best_cv}, hit_speedup {best_hit}, drift_decay "
           f"{best_decay}, lrc_window {best_lrc}, gpc_bound {best_gpc}, dram_saturation {best_sat}, miss_gain "
           f"{best_gain}", flush=True)
-    predict_rows([r for r in rows if r["set"] == "held_out"], [best], cache, args.cache, args.workers, args.engine, pace)
+    predict_rows([r for r in rows if r["set"] == "held_out"], [best], cache, args.cache, args.workers, args.engine)
     out_rows = []
     for r in rows:
         p = r["predictions"][point_label(best)]
@@ -320,9 +319,9 @@ def main(argv: list[str]) -> int:
             "output_correct": r["output_correct"],
             "predicted_by": f"predicted (model {model.name}, {model.l2_ways}-way, step_cv {best_cv}, "
                             f"hit_speedup {best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}, "
-                            + (f"saturating progress: gpc_bound {effective(best, r, pace)[4]:g}, dram_saturation "
-                               f"{best_sat}, miss_gain "
-                               f"{best_gain}, " if best_gpc else "") + f"engine {args.engine})",
+                            + (f"saturating progress: gpc_bound {effective(best, declared[r['task']])[4]:g}, "
+                               f"dram_saturation {best_sat}, miss_gain {best_gain}, " if best_sat else
+                               "random-walk progress, ") + f"engine {args.engine})",
             "predict_s": p.get("elapsed_s"),
             "measured_by": f"measured ({r['device']}, ncu lts__t_sector_hit_rate.pct, dram__bytes_read.sum)",
             "sweep": r["predictions"],
@@ -341,8 +340,8 @@ def main(argv: list[str]) -> int:
         "fit_grid": cvs,
         "fit_grid_hit_speedup": hits, "fit_grid_drift_decay": decays, "fit_grid_lrc_window": lrcs,
         "fit_grid_gpc_bound": gpcs, "fit_grid_dram_saturation": sats, "fit_grid_miss_gain": gains,
-        "pace_threshold_tbps": args.pace_threshold_tbps or None,
-        "cases_without_sm_pace": sorted(f"{dev} | {key}" for (key, dev), on in (pace or {}).items() if not on),
+        "progress_model": "saturating" if best_sat else "random_walk",
+        "l2_bound_evidence": l2_bound_evidence(rows, declared),
         "fitted_gpc_bound": best_gpc, "fitted_dram_saturation": best_sat, "fitted_miss_gain": best_gain,
         "fit_sweep_mae_pp": sweep, "fitted_step_cv": best_cv,
         "fitted_hit_speedup": best_hit, "fitted_drift_decay": best_decay, "fitted_lrc_window": best_lrc,

@@ -71,10 +71,15 @@ def register(app: typer.Typer) -> None:
             None, "--occupancy", help="resident programs per SM/CU (default: the kernel's measured one on NVIDIA "
             "targets, else 1)"),
         outputs: Optional[str] = typer.Option(None, "--outputs", help=outputs_option()),
-        assoc: Optional[int] = typer.Option(None, "--assoc", help="ways per set (default: fully associative LRU)"),
+        assoc: Optional[int] = typer.Option(
+            None, "--assoc", help="ways per L2 set (default: the model's, as optimize uses; the saturating progress "
+            "model runs on set-associative caches only)"),
         step_cv: Optional[float] = typer.Option(
-            None, "--step-cv", help="spread of a program step's duration, 0..1 (default: the value fitted on an "
-            "H100; 0 = resident programs in lockstep)"),
+            None, "--step-cv", help="spread of a program step's duration, 0..1 (default: the progress model's value, "
+            "fitted on an H100 and an H200; 0 = resident programs in lockstep)"),
+        progress_model: Optional[str] = typer.Option(
+            None, "--progress", help="progress model: saturating (default on NVIDIA targets: SM pace for L2-bound "
+            "kernels until DRAM saturates) or random_walk (independent step times; the default elsewhere)"),
         as_json: bool = typer.Option(False, "--json", help="print a JSON record instead of text"),
         k_dir: str = k_dir_opt(),
         wave_sync: bool = wave_sync_opt(),
@@ -100,11 +105,10 @@ def register(app: typer.Typer) -> None:
             job = progress.add_task(f"simulating on {scenario.model.name}", total=len(perms))
             for label, perm in perms:
                 progress.update(job, description=f"simulating {label} on {scenario.model.name}")
-                # The barrier between waves is modelled by the set-partitioned engine: the model's own sets.
-                ways = assoc if assoc is not None else ("model" if scenario.wave_sync else None)
+                ways = assoc if assoc is not None else "model"
                 results.append((label, perm, simulate(
                     scenario.trace_for(perm), perm, scenario.model, occupancy=scenario.occupancy.programs, assoc=ways,
-                    footprint=footprint, step_cv=step_cv, wave_sync=scenario.wave_sync)))
+                    footprint=footprint, step_cv=step_cv, wave_sync=scenario.wave_sync, progress=progress_model)))
                 progress.advance(job)
         if as_json:
             record = {

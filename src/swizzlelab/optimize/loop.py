@@ -41,6 +41,7 @@ from swizzlelab.optimize.state import (
     PROPOSERS,
     Options,
     RunState,
+    best_of,
     describe_best,
     load_or_start,
     read_jsonl,
@@ -322,6 +323,7 @@ def _make_proposers(
         resident=model.units_per_domain * state.scenario.occupancy.programs,
         rejected=rejected,
         on_screen=on_screen,
+        best_of=lambda attempts: best_of(attempts, state.device),
     )
     llm = None
     if state.options.proposer in ("llm", "both"):

@@ -262,8 +262,11 @@ class SearchProposer:
     screened: dict[str, Screened] = field(default_factory=dict)
     _coarse_done: bool = False
     _coarse_distinct: int = 0
+    # RunState.best over a list of attempts (a prefix of the history, when a resumed run replays its refinements).
+    best_of: Callable[[list[Attempt]], Attempt] = lambda attempts: attempts[0]
     _spent_s: float = 0.0
     _n_calls: int = 0
+    _replayed: bool = False
 
     def _texts(self, batch: list[Candidate]) -> list[tuple[Candidate, str, str]]:
         """(candidate, formula text, problem) for each; built on the calling thread (parsing is not
@@ -379,18 +382,21 @@ class SearchProposer:
                     f"search: 0 of {len(self.screened)} candidate orders could be ranked; the most common reason "
                     f"({count} of {len(self.screened)}): {reason}"
                 )
-        # Refine around the best attempt so far and the best screened candidate not yet tried.
-        ranked = self._ranked(seen)
-        anchors = [s.candidate for s in ranked[:2]]
-        best_spec = next((s for s in self.screened.values() if s.permutation_id == best.permutation_id), None)
-        if best_spec is not None:
-            anchors.insert(0, best_spec.candidate)
-        refined = [n for a in anchors for n in neighbours(a, self.grid, self.n_domains)]
-        self._screen_all(refined)
+        if not self._replayed:
+            # A resumed run first refines as the interrupted one did before each of its search proposals, so it
+            # proposes what that run would have proposed next.
+            self._replayed = True
+            for i, attempt in enumerate(history):
+                if attempt.proposer == "search" and i > 0:
+                    self._refine({a.permutation_id for a in history[:i] if a.permutation_id},
+                                 self.best_of(history[:i]))
+        self._refine(seen, best)
         ranked = self._ranked(seen)
         if not ranked:
             return None
-        self._n_calls += 1
+        # Counted from the history, not from this object's calls, so a resumed run alternates exploit and explore
+        # exactly where the interrupted one would have.
+        self._n_calls = 1 + sum(1 for a in history if a.proposer == "search")
         mode = "exploit"
         pick = ranked[0]
         if self.explore and self._n_calls % 2 == 0:
@@ -402,6 +408,15 @@ class SearchProposer:
             if fresh:
                 pick, mode = fresh[0], "explore"
         return self._proposal(pick, mode, ranked, best)
+
+    def _refine(self, seen: set[str], best: Attempt) -> None:
+        """Screen the neighbours of the best attempt so far and of the two best screened candidates not yet tried."""
+        ranked = self._ranked(seen)
+        anchors = [s.candidate for s in ranked[:2]]
+        best_spec = next((s for s in self.screened.values() if s.permutation_id == best.permutation_id), None)
+        if best_spec is not None:
+            anchors.insert(0, best_spec.candidate)
+        self._screen_all([n for a in anchors for n in neighbours(a, self.grid, self.n_domains)])
 
     def _proposal(self, pick: Screened, mode: str, ranked: list[Screened], best: Attempt) -> Proposal:
         pred = pick.prediction

@@ -108,18 +108,32 @@ class RunState:
 
     def best_measured(self) -> Attempt | None:
         """The fastest attempt whose speedup CI lies above 1.0 (None when nothing beat the baseline)."""
-        wins = [a for a in self.attempts if a.iteration > 0 and a.comparison and a.comparison.ci95[0] > 1.0]
-        return max(wins, key=lambda a: a.comparison.speedup) if wins else None
+        return best_measured(self.attempts)
 
     def best_predicted(self) -> Attempt:
-        evaluated = [a for a in self.attempts if a.status == EVALUATED and a.prediction is not None]
-        return min(evaluated, key=lambda a: (a.prediction.score(), a.iteration))
+        return best_predicted(self.attempts)
 
     def best(self) -> Attempt:
         """Measured best when this run measures (the baseline if nothing won), else the predicted best."""
-        if self.device:
-            return self.best_measured() or self.baseline
-        return self.best_predicted()
+        return best_of(self.attempts, self.device)
+
+
+def best_measured(attempts: list[Attempt]) -> Attempt | None:
+    """The fastest attempt whose speedup CI lies above 1.0 (None when nothing beat the baseline)."""
+    wins = [a for a in attempts if a.iteration > 0 and a.comparison and a.comparison.ci95[0] > 1.0]
+    return max(wins, key=lambda a: a.comparison.speedup) if wins else None
+
+
+def best_predicted(attempts: list[Attempt]) -> Attempt:
+    evaluated = [a for a in attempts if a.status == EVALUATED and a.prediction is not None]
+    return min(evaluated, key=lambda a: (a.prediction.score(), a.iteration))
+
+
+def best_of(attempts: list[Attempt], device: str) -> Attempt:
+    """RunState.best over `attempts` (the baseline first): measured best when `device` measures, else predicted."""
+    if device:
+        return best_measured(attempts) or attempts[0]
+    return best_predicted(attempts)
 
 
 def describe_best(state: RunState) -> str:

@@ -691,6 +691,101 @@ def coalesce_reads(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndar
     return coalesced
 
 
+@njit(cache=True, inline="always")
+def _epoch_find(keys: np.ndarray, base: np.int64, key: np.int64, mask: np.int64) -> np.int64:
+    """Slot of `key` in the linear-probing table keys[base : base + mask + 1], or -(first empty slot) - 1."""
+    i = ((key * np.int64(0x1E3779B97F4A7C15)) >> 24) & mask
+    while True:
+        k = keys[base + i]
+        if k == key:
+            return base + i
+        if k == -1:
+            return -(base + i) - 1
+        i = (i + 1) & mask
+
+
+@njit(cache=True, nogil=True)
+def coalesce_groups(first: np.ndarray, last: np.ndarray, rec: np.ndarray, g_lo: np.int64, g_hi: np.int64,
+                    sched_step: np.ndarray, sched_near: np.ndarray, sched_time: np.ndarray, step_tile: np.ndarray,
+                    n_partitions: np.int64, window: np.float64, popcount: np.ndarray, full_mask: np.int64,
+                    table_slots: np.int64) -> np.int64:
+    """`coalesce_reads` over groups g_lo..g_hi-1 of a set-group split (records as group_fill writes them; first[g, k]
+    ..last[g, k]-1 are group g's records of the k-th scheduled step). A line lies in one group and keeps its reads'
+    order there, so this counts exactly what coalesce_reads counts for those lines.
+
+    Only a read of the last `window` mean step times can be joined (start times never decrease), so the state
+    lives in two tables of `table_slots` (a power of two) that stay in a core's cache: the reads of the current
+    epoch (start time // window) and of the one before; older reads are expired and their table is emptied for
+    the next epoch. Returns -1 when one epoch's reads would fill a table more than half."""
+    mask = np.int64(table_slots - 1)
+    keys = np.full(2 * table_slots, -1, dtype=np.int64)
+    times = np.empty(2 * table_slots, dtype=np.float64)
+    tiles = np.empty(2 * table_slots, dtype=np.int64)
+    used = np.empty(2 * table_slots, dtype=np.int64)  # slots written, per table, to empty them cheaply
+    n_used = np.zeros(2, dtype=np.int64)
+    n_sides = max(n_partitions, 1)
+    limit = table_slots // 2
+    coalesced = 0
+    for g in range(g_lo, g_hi):
+        for side in range(2):
+            for j in range(n_used[side]):
+                keys[used[side * table_slots + j]] = -1
+            n_used[side] = 0
+        epoch = np.int64(-2)
+        cur = 0
+        for k in range(sched_step.shape[0]):
+            lo = first[g, k]
+            hi = last[g, k]
+            if lo == hi:
+                continue
+            step = sched_step[k]
+            t = sched_time[k]
+            e = np.int64(np.floor(t / window))
+            while epoch < e:
+                # The other table holds epoch - 1: expired once the epoch moves on; it becomes the current one.
+                epoch += 1
+                cur = 1 - cur
+                for j in range(n_used[cur]):
+                    keys[used[cur * table_slots + j]] = -1
+                n_used[cur] = 0
+                if epoch < e - 1:
+                    epoch = e - 1  # every older read has expired: emptying both tables is enough
+            tile = step_tile[step]
+            near = np.int64(sched_near[k])
+            base_cur = cur * table_slots
+            base_prev = (1 - cur) * table_slots
+            for r_i in range(lo, hi):
+                r = rec[r_i]
+                sectors = r & 15
+                if (r >> 4) & 1 or sectors != full_mask:
+                    continue
+                key = (r >> 8) * n_sides + near
+                slot = _epoch_find(keys, base_cur, key, mask)
+                if slot >= 0:
+                    live = True  # written in this epoch: less than a window ago
+                else:
+                    old = _epoch_find(keys, base_prev, key, mask)
+                    live = old >= 0 and t - times[old] <= window
+                    if live and tiles[old] != tile:
+                        coalesced += popcount[sectors]
+                        continue
+                    if n_used[cur] >= limit:
+                        return -1
+                    slot = -slot - 1
+                    keys[slot] = key
+                    used[base_cur + n_used[cur]] = slot
+                    n_used[cur] += 1
+                    times[slot] = t
+                    tiles[slot] = tile
+                    continue
+                if live and tiles[slot] != tile:
+                    coalesced += popcount[sectors]
+                    continue
+                times[slot] = t
+                tiles[slot] = tile
+    return coalesced
+
+
 @njit(cache=True, nogil=True)
 def footprint(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, table_lines: np.int64,
               popcount: np.ndarray) -> np.ndarray:
@@ -787,8 +882,38 @@ def schedule_domain(
 
 
 @njit(cache=True, nogil=True)
+def sample_accesses(step_ptr: np.ndarray, lines: np.ndarray, is_write: np.ndarray, set_home: np.ndarray,
+                    pbits: np.int64, sample_every: np.int64, n_partitions: np.int64, ways: np.int64):
+    """The accesses of every `sample_every`-th L2 set index, kept in trace order: (ptr int64[n_steps + 1], base
+    int64[n]: first way of the access's (sampled set, home partition) in a table of n_sample x n_partitions x ways,
+    line int64[n], read bool[n]). They depend on the trace alone, so a search computes them once for all orders."""
+    n_steps = step_ptr.size - 1
+    ptr = np.zeros(n_steps + 1, dtype=np.int64)
+    pmask = (np.int64(1) << pbits) - 1
+    for s in range(n_steps):
+        count = 0
+        for a in range(step_ptr[s], step_ptr[s + 1]):
+            if (np.int64(set_home[a]) >> pbits) % sample_every == 0:
+                count += 1
+        ptr[s + 1] = ptr[s] + count
+    n = ptr[n_steps]
+    base = np.empty(n, dtype=np.int64)
+    line = np.empty(n, dtype=np.int64)
+    read = np.empty(n, dtype=np.bool_)
+    k = 0
+    for a in range(step_ptr[n_steps]):
+        sh = np.int64(set_home[a])
+        st = sh >> pbits
+        if st % sample_every == 0:
+            base[k] = ((st // sample_every) * n_partitions + (sh & pmask)) * ways
+            line[k] = lines[a]
+            read[k] = not is_write[a]
+            k += 1
+    return ptr, base, line, read
+
+
+@njit(cache=True, nogil=True)
 def schedule_saturating(
-    step_ptr: np.ndarray,
     tile_step_ptr: np.ndarray,
     programs: np.ndarray,
     n_slots: np.int64,
@@ -796,12 +921,11 @@ def schedule_saturating(
     step_cv: np.float64,
     seed: np.uint64,
     slot_speed: np.ndarray,
-    lines: np.ndarray,
-    is_write: np.ndarray,
-    set_home: np.ndarray,
-    pbits: np.int64,
-    sample_every: np.int64,
-    n_sets: np.int64,
+    sample_ptr: np.ndarray,
+    sample_base: np.ndarray,
+    sample_line: np.ndarray,
+    sample_read: np.ndarray,
+    n_sample_ways: np.int64,
     ways: np.int64,
     saturation_share: np.float64,
     window_steps: np.float64,
@@ -812,8 +936,9 @@ def schedule_saturating(
 
     Each step takes its draw (`step_duration`) times (1 - u) x slot_speed[slot] + u, where u (0..1) is how
     saturated DRAM is: (share of recent reads that missed L2 / `saturation_share`) ** 4, capped at 1. The recent
-    miss share is estimated live on a sample of the L2's sets (every `sample_every`-th set index of `set_home`,
-    each an LRU of `ways` lines per home partition), averaged with weight 1/`window_steps` per step run. So the
+    miss share is estimated live on a sample of the L2's sets (`sample_accesses`: step s's sampled accesses are
+    sample_ptr[s]..sample_ptr[s+1]-1, each an LRU of `ways` lines starting at sample_base in a table of
+    `n_sample_ways` entries), averaged with weight 1/`window_steps` per step run. So the
     slots' speeds (their SMs' share of the L2 bandwidth) set the pace while the programs are L2-bound and stop
     mattering once DRAM is the bottleneck, where every program waits on the same queue; there a step's DRAM part
     is 1 - miss_gain + miss_gain x its own sampled miss share / the recent one (at most 4x), so a program that
@@ -822,14 +947,10 @@ def schedule_saturating(
     out_step, out_near, out_time = _schedule_arrays(programs, tile_step_ptr)
     slot_step, slot_end, slot_part, slot_prog, slot_time, slot_lock, heap, n_active, next_program = _start_slots(
         n_slots, programs, tile_step_ptr, n_partitions)
-    n_sample = (n_sets + sample_every - 1) // sample_every
-    tags = np.full(n_sample * n_partitions * ways, -1, dtype=np.int64)
-    used = np.zeros(n_sample * n_partitions * ways, dtype=np.int64)
-    pmask = (np.int64(1) << pbits) - 1
+    tags = np.full(n_sample_ways, -1, dtype=np.int64)  # each set's lines, most recently used first
     keep = 1.0 - 1.0 / window_steps
     recent_miss = 0.0
     recent_read = 0.0
-    clock = np.int64(0)
     k = 0
     while n_active > 0:
         s = heap[0]
@@ -840,30 +961,23 @@ def schedule_saturating(
         k += 1
         misses = 0
         reads = 0
-        for a in range(step_ptr[step], step_ptr[step + 1]):
-            sh = np.int64(set_home[a])
-            st = sh >> pbits
-            if st % sample_every != 0:
-                continue
-            base = ((st // sample_every) * n_partitions + (sh & pmask)) * ways
-            line = lines[a]
-            clock += 1
-            found = -1
-            oldest = base
+        for a in range(sample_ptr[step], sample_ptr[step + 1]):
+            base = sample_base[a]
+            line = sample_line[a]
+            found = base + ways - 1  # a miss evicts the least recently used line, last in the list
+            hit = False
             for w in range(base, base + ways):
                 if tags[w] == line:
                     found = w
+                    hit = True
                     break
-                if used[w] < used[oldest]:
-                    oldest = w
-            if not is_write[a]:
+            if sample_read[a]:
                 reads += 1
-                if found < 0:
+                if not hit:
                     misses += 1
-            if found < 0:
-                tags[oldest] = line
-                found = oldest
-            used[found] = clock
+            for w in range(found, base, -1):
+                tags[w] = tags[w - 1]
+            tags[base] = line
         u = 0.0
         queued = 1.0
         if recent_read > 0.0:

@@ -73,9 +73,10 @@ DRIFT_DECAY = 0.0
 # requested sectors, 1-30% of them in matmul by order. 0 = off (AMD has no such unit in the model).
 # Fitted on the H100's measured schedules replayed (simulate(schedule=), sim_replay_h100.json): 0.1; on the progress
 # model's own schedules with step_cv 0.3 (sim_validation_lrc.json): 0.3, where it stands in for some drift.
-LRC_WINDOW = 0.0  # off until the progress model's drift is fixed
-# The saturating progress model (kernels.schedule_saturating; GPC_BOUND > 0 turns it on for models whose GPCs are
-# known). Timelines of the matmul on an H100 (benchmarks/sim_validation/timeline_h100.json) show what the random
+LRC_WINDOW = 0.1
+COALESCE_TABLE_SLOTS = 1 << 14  # a thread's coalescer table (kernels.coalesce_groups), in a core's cache
+# The saturating progress model (kernels.schedule_saturating; the default progress model on NVIDIA models whose GPCs
+# are known). Timelines of the matmul on an H100 (benchmarks/sim_validation/timeline_h100.json) show what the random
 # walk above misses: a program's time is set by its SM (the same SMs are fast or slow in every run, correlation
 # ~0.9; the 12 SMs of the smallest GPC 15-18% faster) while the kernel is bound by L2 bandwidth, and by nothing of
 # its own once DRAM is the bottleneck; steps of one program are not independent draws (first-wave programs end
@@ -83,16 +84,21 @@ LRC_WINDOW = 0.0  # off until the progress model's drift is fixed
 # row-major: start spread 1, 6, 13, 34, ... 153 steps) and those of an order that saturates DRAM stay together
 # (16384x16384x4096 row-major: 14-19 steps for 62 waves), whatever their length.
 # GPC_BOUND: the share of a step's time an SM's GPC bandwidth sets when DRAM is idle (its speed is 1 - b + b x
-# its GPC's SMs / their mean). DRAM_SATURATION: the share of L2 reads that miss at which DRAM saturates on an
-# H100 SXM (other models scale it by their DRAM bandwidth per SM). STEP_TIME_CV_SATURATING: a step's own spread
-# there (the first wave's end spread). Fitted on the square matmul rows of benchmarks/sim_validation.
-GPC_BOUND = 0.0
-DRAM_SATURATION = 0.27
-STEP_TIME_CV_SATURATING = 0.1
-SATURATION_MISS_GAIN = 0.0
+# its GPC's SMs / their mean). DRAM_SATURATION: the share of L2 reads that miss at which DRAM saturates, the same
+# on the H100 and the H200: scaling it by DRAM bandwidth per SM (x 4.8/3.35 on the H200) fitted the H200's fit rows
+# worse (2.11 against 2.03 pp) and pulled its streaming rows apart (16384^2 x 4096 row-major 42.0% predicted,
+# 54.0% measured; 54.4% without). STEP_TIME_CV_SATURATING: a step's own spread
+# there (the first wave's end spread). SM pace applies to L2-bound kernels only (trace.l2_bound, task.yml): ncu's
+# L2 lookups run at 7.2-10.4 TB/s in every matmul row and 1.9-5.7 TB/s in every other task's, and SM pace pulls
+# apart the waves of kernels that do not load L2 that hard (flash attention, histogram), where the hardware's stay
+# together. Fitted on the square matmul rows of benchmarks/sim_validation (sim_validation.json; README there).
+GPC_BOUND = 0.5
+DRAM_SATURATION = 0.25
+STEP_TIME_CV_SATURATING = 0.2
+SATURATION_MISS_GAIN = 0.02
+PROGRESS_MODELS = ("saturating", "random_walk")
 SATURATION_SAMPLE_EVERY = 16  # the live miss share is estimated on every 16th L2 set
 SATURATION_WINDOW_STEPS = 4.0  # over about the last 4 mean step times of all slots
-_SATURATION_REF_BYTES_PER_UNIT_S = 3.35e12 / 132  # H100 SXM's DRAM bandwidth per SM, where DRAM_SATURATION is fitted
 NCU_COUNTER = "ncu lts__t_sector_hit_rate (32-byte sectors; stores that fill sectors hit)"
 TCC_COUNTER = "rocprof TCC_HIT/(TCC_HIT+TCC_MISS) (line requests; a store hits only a present line)"
 
@@ -178,6 +184,7 @@ class SimResult:
     gpc_bound: float = 0.0  # saturating progress model: share of a step's time its GPC's bandwidth sets (0 = off)
     dram_saturation: float = 0.0  # ... the L2 read miss share at which DRAM saturates on this model
     miss_gain: float = 0.0  # ... and how much a step's own misses set its time behind a saturated DRAM
+    progress: str = "random_walk"  # the progress model that ordered the steps (PROGRESS_MODELS; "replayed" if given)
 
     @property
     def best_hit_rate(self) -> float:
@@ -223,11 +230,13 @@ class SimResult:
             f"requested from L2    {fmt_bytes(self.requested_bytes):>10}   from trace",
             f"best possible hit    {100 * self.best_hit_rate:6.2f} %   from trace (1 - compulsory reads/requested)",
             f"occupancy            {self.occupancy} program(s) per unit, {self.n_slots_per_domain} slots per domain",
-            f"progress model       step time spread (cv) {self.step_cv:g}" + ("  (lockstep)" if self.step_cv == 0 else "")
+            f"progress model       {self.progress.replace('_', ' ')}, step time spread (cv) {self.step_cv:g}"
+            + ("  (lockstep)" if self.step_cv == 0 else "")
             + (f", hit speedup {self.hit_speedup:g}" if self.hit_speedup else "")
             + (f", drift decay {self.drift_decay:g}" if self.drift_decay else "")
-            + (f", GPC-bound share {self.gpc_bound:g} until DRAM saturates at a {100 * self.dram_saturation:.0f}% miss "
-               "share" if self.gpc_bound else ""),
+            + (f", DRAM saturates at a {100 * self.dram_saturation:.0f}% miss share" if self.progress == "saturating"
+               else "")
+            + (f", GPC-bound share {self.gpc_bound:g} (an L2-bound kernel)" if self.gpc_bound else ""),
         ]
         if len(self.per_domain) > 1:
             rates = ", ".join(f"{100 * rate:.1f}" for rate in self.domain_hit_rates())
@@ -396,6 +405,8 @@ class SetGroups:
     shw: np.ndarray
     offset: np.ndarray
     group_sets: np.ndarray
+    # The spans of the latest schedule asked for: the coalescer and the engine read the same ones.
+    _last: list = field(default_factory=list, repr=False, compare=False)
 
     @property
     def n_groups(self) -> int:
@@ -403,10 +414,15 @@ class SetGroups:
 
     def scheduled(self, steps: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """(first, last)[g, k]: group g's records of the k-th scheduled step, laid out group by group."""
+        with _CACHE_LOCK:
+            if self._last and self._last[0]() is steps:
+                return self._last[1]
         dtype = np.int32 if self.rec.size < 1 << 31 else np.int64
         first = np.empty((self.n_groups, steps.size), dtype=dtype)
         last = np.empty((self.n_groups, steps.size), dtype=dtype)
         kernels.gather_spans(self.ptr, steps, first, last)
+        with _CACHE_LOCK:
+            self._last[:] = [weakref.ref(steps), (first, last)]
         return first, last
 
 
@@ -631,14 +647,42 @@ def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, 
 
 
 def _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, n_workers,
-                wave_chunk, drift_decay, window, n_lines, popcount, full_mask, given=None) -> int:
+                wave_chunk, drift_decay, window, n_lines, popcount, full_mask, given=None, sets=None) -> int:
     """Sectors the L2 request coalescer merges (kernels.coalesce_reads, per domain on the schedule without hit
     speedup). The engines run every read as before: a coalesced read finds the line its first reader on that side
     just brought, a near hit, so the result less one lookup and one hit per coalesced sector is what ncu counts,
-    and the DRAM traffic is the engines' own."""
+    and the DRAM traffic is the engines' own. `sets` = (n_sets, ways, n_simulated) of a set-associative one-domain
+    model: the lines are counted group by group of the engine's set-group split (cached per trace), on threads,
+    each group's table in a core's cache; over a sample of the sets (n_simulated < n_sets) the count is scaled up
+    as the engine's are."""
     schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, None, n_workers,
                                   wave_chunk, drift_decay, given)
     step_tile = np.repeat(np.arange(tile_step_ptr.size - 1, dtype=np.int64), np.diff(tile_step_ptr))
+    if sets is not None and len(schedules) == 1:
+        n_sets, ways, n_simulated = sets
+        set_home = set_index_array(lines, n_sets, n_partitions, n_workers)
+        groups = set_groups(lines, masks, writes, set_home, step_ptr, n_sets, n_partitions, ways, n_simulated,
+                            _max_step(step_ptr))
+        if groups is not None:
+            steps, near, start = next(iter(schedules.values()))
+            first, last = groups.scheduled(steps)
+            # Reads within one window (0.1 mean step times: a few hundred over the whole L2) are all the kernel
+            # keeps; should one overflow its slots the serial kernel counts instead.
+            bounds = np.linspace(0, groups.n_groups, min(max(n_workers, 1), groups.n_groups) + 1).astype(np.int64)
+
+            def part(i: int) -> int:
+                return int(kernels.coalesce_groups(first, last, groups.rec, np.int64(bounds[i]), np.int64(bounds[i + 1]),
+                                                   steps, near.astype(np.int64), start, step_tile,
+                                                   np.int64(n_partitions), np.float64(window), popcount,
+                                                   np.int64(full_mask), np.int64(COALESCE_TABLE_SLOTS)))
+
+            if bounds.size > 2:
+                with ThreadPoolExecutor(max_workers=bounds.size - 1) as pool:
+                    counts = list(pool.map(part, range(bounds.size - 1)))
+            else:
+                counts = [part(0)]
+            if min(counts) >= 0:
+                return int(round(sum(counts) * n_sets / n_simulated))
     return sum(int(kernels.coalesce_reads(lines, masks, writes, step_ptr, sched[0], sched[1].astype(np.int64),
                                           sched[2], step_tile, np.int64(n_partitions), np.float64(window),
                                           np.int64(n_lines), popcount,
@@ -809,21 +853,33 @@ def slot_speeds(model: HardwareModel, n_slots: int, gpc_bound: float, seed: int)
     return np.ascontiguousarray(per_unit[np.arange(n_slots) % model.units_per_domain])
 
 
-def saturation_share(model: HardwareModel, dram_saturation: float) -> float:
-    """The L2 read miss share at which `model`'s DRAM saturates, from the H100 SXM's (more DRAM bandwidth per SM
-    saturates later)."""
-    return dram_saturation * model.dram_bw_bytes_per_s / model.n_units / _SATURATION_REF_BYTES_PER_UNIT_S
+_SAMPLE_CACHE: dict[tuple[int, ...], tuple[Any, tuple[np.ndarray, ...]]] = {}
+
+
+def sampled_accesses(lines, writes, step_ptr, n_sets, n_partitions, ways, n_workers) -> tuple[np.ndarray, ...]:
+    """kernels.sample_accesses of a trace (the accesses of the sets the saturating model watches), cached per trace
+    array: they do not depend on the order, so each order of a search pays only for its own schedule."""
+    key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), int(ways), SATURATION_SAMPLE_EVERY)
+    hit = _SAMPLE_CACHE.get(key)
+    if hit is not None and hit[0]() is lines:
+        return hit[1]
+    set_home = set_index_array(lines, n_sets, n_partitions, n_workers)
+    found = kernels.sample_accesses(step_ptr, lines, writes, set_home, np.int64(partition_bits(n_partitions)),
+                                    np.int64(SATURATION_SAMPLE_EVERY), np.int64(n_partitions), np.int64(ways))
+    _cache_put(_SAMPLE_CACHE, key, (weakref.ref(lines), found), 2)
+    return found
 
 
 def _saturating_schedule(model, programs, lines, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
                          ways, cv, seed, gpc_bound, dram_saturation, miss_gain, n_workers) -> Schedule:
     """The saturating progress model's schedule of a one-domain model (kernels.schedule_saturating)."""
-    set_home = set_index_array(lines, n_sets, n_partitions, n_workers)
+    ptr, base, line, read = sampled_accesses(lines, writes, step_ptr, n_sets, n_partitions, ways, n_workers)
+    n_sample = (n_sets + SATURATION_SAMPLE_EVERY - 1) // SATURATION_SAMPLE_EVERY
     steps, near, start = kernels.schedule_saturating(
-        step_ptr, tile_step_ptr, np.ascontiguousarray(programs), np.int64(n_slots), np.int64(n_partitions),
-        np.float64(cv), np.uint64(seed), slot_speeds(model, n_slots, gpc_bound, seed), lines, writes, set_home,
-        np.int64(partition_bits(n_partitions)), np.int64(SATURATION_SAMPLE_EVERY), np.int64(n_sets), np.int64(ways),
-        np.float64(saturation_share(model, dram_saturation)), np.float64(SATURATION_WINDOW_STEPS * n_slots),
+        tile_step_ptr, np.ascontiguousarray(programs), np.int64(n_slots), np.int64(n_partitions),
+        np.float64(cv), np.uint64(seed), slot_speeds(model, n_slots, gpc_bound, seed), ptr, base, line, read,
+        np.int64(n_sample * n_partitions * ways), np.int64(ways),
+        np.float64(dram_saturation), np.float64(SATURATION_WINDOW_STEPS * n_slots),
         np.float64(miss_gain))
     return Schedule(steps=steps, near=near, start=start)
 
@@ -873,6 +929,7 @@ def simulate(
     gpc_bound: float | None = None,
     dram_saturation: float | None = None,
     miss_gain: float | None = None,
+    progress: str | None = None,
 ) -> SimResult:
     """Predict L2 hit rates and DRAM traffic of running `trace`'s tiles in the order `perm` on `hw`.
 
@@ -906,14 +963,16 @@ def simulate(
     DRAM traffic is unchanged). `schedule` (single-domain models, set-associative engines) replays a given
     order of steps, such as a measured timeline, in place of the progress model (step_cv, hit_speedup, drift_decay
     and wave_sync then have no effect and must be left at their defaults); `perm` still names the launch order.
-    `gpc_bound` (default GPC_BOUND; 0 = off) runs the saturating progress model on models whose GPCs are known
-    (`gpc_sms`, one L2 domain, the set-partitioned CPU engine): each slot keeps its SM's pace (GPC size) while the
-    programs are L2-bound and loses it as DRAM saturates (live miss share on a sample of sets against
-    `dram_saturation`, default DRAM_SATURATION, scaled to the model; behind a saturated DRAM a step's time follows
-    its own misses by `miss_gain`, default SATURATION_MISS_GAIN), with step_cv defaulting to
-    STEP_TIME_CV_SATURATING. Where the default asks for it and cannot run (list or GPU engine, hit_speedup,
-    drift_decay, wave_sync, a given schedule, an AMD model) the random-walk model runs; asked for explicitly, it
-    is refused there.
+    `progress` picks the progress model that orders the steps: "saturating" (the default where it can run: NVIDIA
+    models whose GPCs are known (`gpc_sms`), one L2 domain, a set-associative L2, no hit_speedup, drift_decay,
+    wave_sync or given schedule) or "random_walk" (the default elsewhere; its step_cv default is STEP_TIME_CV). In
+    the saturating model each slot keeps its SM's pace while DRAM is idle, if the kernel is L2-bound
+    (`trace.l2_bound`, from task.yml; `gpc_bound`, default GPC_BOUND for such a trace and 0 for any other, is the
+    share of a step's time its GPC's bandwidth sets), and loses it as DRAM saturates (live miss share on a sample
+    of sets against `dram_saturation`, default DRAM_SATURATION); behind a saturated DRAM a
+    step's time follows its own misses by `miss_gain` (default SATURATION_MISS_GAIN); step_cv defaults to
+    STEP_TIME_CV_SATURATING. Asked for by name, or by passing one of its parameters, where it cannot run, it is
+    refused in one line.
     """
     model = get_model(hw) if isinstance(hw, str) else hw
     if not isinstance(wave_sync, (int, np.integer)) or isinstance(wave_sync, bool) or wave_sync < 0:
@@ -945,16 +1004,26 @@ def simulate(
     if not _is_number(gain) or not 0.0 <= float(gain) <= 1.0:
         raise UserError(f"miss_gain (how much a step's own misses set its time behind a saturated DRAM) must be a "
                         f"number in 0..1, got {miss_gain!r}")
+    if progress is not None and progress not in PROGRESS_MODELS:
+        raise UserError(f"progress must be one of {', '.join(PROGRESS_MODELS)} (or left out for the model's default), "
+                        f"got {progress!r}")
+    tuned = [name for name, value in (("gpc_bound", gpc_bound), ("dram_saturation", dram_saturation),
+                                      ("miss_gain", miss_gain)) if value is not None]
+    if progress == "random_walk" and tuned:
+        raise UserError(f"{tuned[0]} belongs to the saturating progress model, not the random walk")
     blockers = [why for why, present in (
         (f"{model.name} has no known GPCs", not model.gpc_sms),
         (f"{model.name} has several L2 domains", model.n_domains != 1),
-        (f"engine {engine!r}", engine not in ("auto", "sets")), ("a fully associative L2", assoc is None),
-        ("set_fraction < 1", set_fraction < 1.0),
+        (f"engine {engine!r}", engine not in ("auto", "sets", "gpu")), ("a fully associative L2", assoc is None),
         ("hit_speedup", bool(speedup)), ("drift_decay", bool(decay)),
         ("wave_sync", bool(wave_sync)), ("a given schedule", schedule is not None)) if present]
-    if gpc_bound and blockers:
-        raise UserError(f"the saturating progress model (gpc_bound) cannot run with {blockers[0]}")
-    saturating = gpc > 0 and not blockers
+    asked = progress == "saturating" or (progress is None and bool(tuned))
+    if asked and blockers:
+        raise UserError(f"the saturating progress model cannot run with {blockers[0]}")
+    saturating = progress != "random_walk" and not blockers
+    if gpc_bound is None:
+        # SM pace only where the kernel loads its SMs' paths to L2 hard (trace.l2_bound, from task.yml).
+        gpc = GPC_BOUND if getattr(trace, "l2_bound", False) else 0.0
     if not saturating:
         gpc = 0.0
     cv = (STEP_TIME_CV_SATURATING if saturating else STEP_TIME_CV) if step_cv is None else step_cv
@@ -1023,9 +1092,11 @@ def simulate(
     if window > 0 and model.vendor == "nvidia":
         if footprint is None:
             footprint = footprint_of(trace)
+        n_simulated = n_sets if set_fraction >= 1.0 else max(1, int(round(n_sets * set_fraction)))
         coalesced = _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, float(cv),
                                 seed, n_workers, int(wave_sync) // model.n_domains, float(decay), float(window),
-                                footprint[0], popcount, (1 << (model.line_bytes // model.sector_bytes)) - 1, given)
+                                footprint[0], popcount, (1 << (model.line_bytes // model.sector_bytes)) - 1, given,
+                                (n_sets, capacity // n_sets, n_simulated) if use_sets and assoc is not None else None)
     llc = None
     if use_sets:
         if assoc is None and set_fraction < 1.0:
@@ -1111,6 +1182,7 @@ def simulate(
         coalesced_bytes=coalesced * model.sector_bytes,
         replayed=schedule is not None,
         gpc_bound=float(gpc),
-        dram_saturation=saturation_share(model, float(saturation)) if saturating else 0.0,
+        dram_saturation=float(saturation) if saturating else 0.0,
         miss_gain=float(gain) if saturating else 0.0,
+        progress="replayed" if schedule is not None else "saturating" if saturating else "random_walk",
     )

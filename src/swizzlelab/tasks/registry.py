@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import importlib
 import math
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -28,6 +28,7 @@ RANKINGS = ("geometric_mean",)
 REFERENCE_FUNCTIONS = ("generate_input", "ref_kernel", "check", "baseline")
 KERNEL_FUNCTIONS = ("custom_kernel", "tile_grid", "swizzle_args")
 CASE_VALUE_TYPES = (bool, int, float, str)
+SWIZZLE_KEYS = ("grid_rank", "default_order", "l2_bound")
 
 
 @dataclass(frozen=True)
@@ -42,6 +43,7 @@ class TaskSpec:
     grid_rank: int
     default_order: str
     raw: dict[str, Any] = field(repr=False, compare=False)
+    l2_bound: bool = False
 
 
 @dataclass(frozen=True)
@@ -136,7 +138,10 @@ class Task:
                 f"task {self.name} has no analytic access model ({self.path / 'access.py'}): "
                 "trace it with the interpreter instead"
             )
-        return self.access.access_model(**case, **options)  # type: ignore[union-attr]
+        trace = self.access.access_model(**case, **options)  # type: ignore[union-attr]
+        if self.spec.l2_bound and hasattr(trace, "l2_bound"):
+            trace = replace(trace, l2_bound=True)
+        return trace
 
 
 # -- discovery ---------------------------------------------------------------------------------------------
@@ -226,9 +231,13 @@ def load_spec(spec_path: Path) -> TaskSpec:
     swizzle = raw["swizzle"]
     if not isinstance(swizzle, dict) or swizzle.get("grid_rank") not in (1, 2):
         raise UserError(f"{spec_path}: swizzle must be a mapping with grid_rank: 1 or 2 (the tile grid's rank)")
-    unknown_swizzle = [k for k in swizzle if k not in ("grid_rank", "default_order")]
+    unknown_swizzle = [k for k in swizzle if k not in SWIZZLE_KEYS]
     if unknown_swizzle:
-        raise UserError(f"{spec_path}: swizzle has unknown key(s) {', '.join(map(str, unknown_swizzle))}; allowed: grid_rank, default_order")
+        raise UserError(f"{spec_path}: swizzle has unknown key(s) {', '.join(map(str, unknown_swizzle))}; allowed: "
+                        f"{', '.join(SWIZZLE_KEYS)}")
+    if not isinstance(swizzle.get("l2_bound", False), bool):
+        raise UserError(f"{spec_path}: swizzle.l2_bound must be true or false (whether the kernel runs near the L2's "
+                        f"bandwidth), got {swizzle['l2_bound']!r}")
     return TaskSpec(
         description=" ".join(raw["description"].split()),
         tests=_cases(raw["tests"], "tests", spec_path),
@@ -238,6 +247,7 @@ def load_spec(spec_path: Path) -> TaskSpec:
         grid_rank=int(swizzle["grid_rank"]),
         default_order=" ".join(str(swizzle.get("default_order", "row-major over the tile grid")).split()),
         raw=raw,
+        l2_bound=bool(swizzle.get("l2_bound", False)),
     )
 
 

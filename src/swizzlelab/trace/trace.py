@@ -47,6 +47,9 @@ class AccessTrace:
     line_bytes: int = 128
     sector_bytes: int = 32
     meta: dict[str, str] = field(default_factory=dict)  # provenance: source ("model"/"traced"), kernel, sizes
+    # The kernel runs near the L2's bandwidth (its task.yml says l2_bound: true), so each program's pace is its SM's
+    # share of its GPC's path to L2; the simulator's saturating progress model gives such traces SM pace.
+    l2_bound: bool = False
 
     # ---- sizes -------------------------------------------------------------------------------------------
     @property
@@ -213,6 +216,7 @@ class AccessTrace:
             "sector_bytes": self.sector_bytes,
             "tensors": [[t.name, t.base_line, t.n_lines, t.elem_bytes] for t in self.tensors],
             "meta": self.meta,
+            "l2_bound": bool(self.l2_bound),
         }
         buffer = io.BytesIO()
         saver = np.savez_compressed if compress else np.savez
@@ -247,6 +251,7 @@ class AccessTrace:
             line_bytes=int(header["line_bytes"]),
             sector_bytes=int(header["sector_bytes"]),
             meta={str(k): str(v) for k, v in header.get("meta", {}).items()},
+            l2_bound=header.get("l2_bound") is True,
             **arrays,
         )
         return trace.validate()

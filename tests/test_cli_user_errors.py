@@ -90,6 +90,17 @@ def test_simulate_defaults_to_the_kernels_own_order_and_names_occupancy(monkeypa
     assert "occupancy 2 program(s) per SM/CU (the kernel's, measured by ncu on an H100)" in out
 
 
+def test_simulate_names_its_progress_model_and_refuses_an_unknown_one(monkeypatch, capsys) -> None:
+    code, out, _ = cli(["simulate", "matmul", *SMALL_MATMUL, "--target", "h100"], monkeypatch, capsys)
+    assert code == 0 and "progress model       saturating" in out and "GPC-bound share 0.5" in out
+    code, out, _ = cli(["simulate", "matmul", *SMALL_MATMUL, "--target", "h100", "--progress", "random_walk"],
+                       monkeypatch, capsys)
+    assert code == 0 and "progress model       random walk, step time spread (cv) 0.5" in out
+    line = one_error_line(*cli(["simulate", "matmul", *SMALL_MATMUL, "--progress", "lockstep"], monkeypatch,
+                               capsys)[::2])
+    assert "progress must be one of saturating, random_walk" in line
+
+
 def test_the_same_occupancy_rule_in_simulate_analyze_and_optimize(monkeypatch, capsys) -> None:
     _, simulated, _ = cli(["simulate", "matmul", *SMALL_MATMUL, "--target", "h100", "--json"], monkeypatch, capsys)
     record = json.loads(simulated)

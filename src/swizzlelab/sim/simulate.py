@@ -36,7 +36,7 @@ ENGINES = ("auto", "sets", "list", "gpu")
 # Refitted for the 16-way set-associative L2 (issue 15) on the square matmul rows (8192^3 and 4096^3, 11 orders)
 # of benchmarks/sim_gpu/sim_vs_ncu_validation_h100.json: fit-set MAE 4.77 pp at 0.3, 3.33 at 0.4, 2.37 at 0.5;
 # the held-out rows there are predicted with 0.5. Checked again with 64-byte DRAM fetches on the 20 square-matmul
-# rows of benchmarks/sim_validation (H100 and H200): 2.96 pp at 0.4, 2.86 at 0.5, 3.51 at 0.6 (sim_validation.json).
+# rows of benchmarks/sim_validation (H100 and H200): 2.96 pp at 0.4, 2.86 at 0.5, 3.51 at 0.6 (sim_validation_random_walk.json).
 # Measured on H100 and H200 only: the AMD models use the same value until measurements say otherwise.
 STEP_TIME_CV = 0.5
 STEP_TIME_SEED = 0x5EED
@@ -71,8 +71,9 @@ DRIFT_DECAY = 0.0
 # H100 (benchmarks/sim_validation/lookup_probe.py): the sectors ncu's L2 did not look up (requested minus lookups
 # less fabric lookups) equal lrc__request_sectors_op_read_coalescing_achieved_type_hardware within 0.025 of the
 # requested sectors, 1-30% of them in matmul by order. 0 = off (AMD has no such unit in the model).
-# Fitted on the H100's measured schedules replayed (simulate(schedule=), sim_replay_h100.json): 0.1; on the progress
-# model's own schedules with step_cv 0.3 (sim_validation_lrc.json): 0.3, where it stands in for some drift.
+# Fitted on the H100's measured schedules replayed (simulate(schedule=), sim_replay_h100.json): 0.1, the default
+# since the saturating progress model keeps sharing programs together as the hardware does; on the random walk's
+# schedules with step_cv 0.3 (sim_validation_lrc.json) it took 0.3, standing in for drift.
 LRC_WINDOW = 0.1
 COALESCE_TABLE_SLOTS = 1 << 14  # a thread's coalescer table (kernels.coalesce_groups), in a core's cache
 # The saturating progress model (kernels.schedule_saturating; the default progress model on NVIDIA models whose GPCs

@@ -61,3 +61,12 @@ def test_sm_excess_is_taken_against_programs_running_at_the_same_time(scripts):
     assert per_sm == pytest.approx([-4 * 100 / 1100, 4 * 100 / 1100])
     assert explained == pytest.approx(1.0)
     assert sm_pace.wave_spreads(np.arange(600, dtype=float)) == [263.0, 263.0, 71.0]
+
+
+def test_repeat_spread_ranks_against_each_run_with_the_fixed_tie_rule():
+    spread = load_module(FOLDER / "repeat_spread.py", "repeat_spread", "repeat_spread.py")
+    # Predicted order a > b > c. Measured b > a by 2 pp (discordant), c far below (two concordant pairs): 1/3. With
+    # a and b 0.5 pp apart that pair is a tie and only the two concordant pairs count.
+    assert spread.kendall([3.0, 2.0, 1.0], [80.0, 82.0, 50.0], 1.0) == pytest.approx(1 / 3)
+    assert spread.kendall([3.0, 2.0, 1.0], [80.0, 80.5, 50.0], 1.0) == 1.0
+    assert spread.kendall([3.0, 2.0], [80.0, 80.5], 1.0) is None

@@ -128,8 +128,8 @@ def device_info() -> dict[str, Any]:
 
 
 def measure_case(task_name: str, case: dict[str, Any], orders: list[str], kernel_name: str, metrics: list[str],
-                 workdir: Path, timeout_s: float, dry_run: bool) -> list[dict[str, Any]]:
-    tag = f"{task_name}_{case['seed']}"
+                 workdir: Path, timeout_s: float, dry_run: bool, repeat: int = 0) -> list[dict[str, Any]]:
+    tag = f"{task_name}_{case['seed']}_{repeat}"
     result_path = workdir / f"child_{tag}.json"
     cmd = [sys.executable, str(SIM_VS_NCU), "--child", task_name, json.dumps(case), json.dumps(orders),
            str(result_path)]
@@ -178,6 +178,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--deadline-s", type=float, default=230.0, help="stop starting cases after this many s")
     parser.add_argument("--dry-run", action="store_true", help="CPU: tiny cases, no ncu")
     parser.add_argument("--only", default="", help="comma-separated task names to measure (default: all)")
+    parser.add_argument("--cases", default="", help="comma-separated indices into CASES (default: all)")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="measure each case this many times in turn (rows carry `repeat`): run-to-run spread")
     args = parser.parse_args(argv)
     start = time.time()
     deadline = start + args.deadline_s
@@ -195,8 +198,11 @@ def main(argv: list[str]) -> int:
         metrics, unknown = known_metrics(list(sim_vs_ncu.METRICS) + list(EXTRA_METRICS))
         meta["metrics_not_on_this_ncu"] = unknown
         plan = CASES
+    if args.cases:
+        plan = [plan[int(i)] for i in args.cases.split(",")]
     if args.only:
         plan = [c for c in plan if c[0] in args.only.split(",")]
+    plan = [(*c, r) for r in range(max(args.repeat, 1)) for c in plan]
     meta["metrics"] = metrics
     print(json.dumps(meta), flush=True)
     tag = re.sub(r"[^a-z0-9]+", "_", meta["device"].lower()).strip("_")[:40]
@@ -208,16 +214,19 @@ def main(argv: list[str]) -> int:
         atomic_write_text(str(path), json.dumps({**meta, "rows": rows, "failures": failures,
                                                  "elapsed_s": time.time() - start}, indent=1, default=str))
 
-    for task_name, case, orders, kernel_name in plan:
+    for task_name, case, orders, kernel_name, repeat in plan:
         left = deadline - time.time()
         if left < 20:
             failures.append(f"skipped {task_name} {case}: deadline")
             continue
         t0 = time.time()
         try:
-            new = measure_case(task_name, case, orders, kernel_name, metrics, workdir, min(150.0, left), args.dry_run)
+            new = measure_case(task_name, case, orders, kernel_name, metrics, workdir, min(150.0, left), args.dry_run,
+                               repeat)
             for r in new:
                 r["device"] = meta["device"]
+                if args.repeat > 1:
+                    r["repeat"] = repeat
             rows += new
             print(f"{task_name} {case}: {len(new)} rows in {time.time() - t0:.0f} s: " + ", ".join(
                 f"{r['order']} {r['measured_l2_hit_pct']}% {r['measured_dram_read_bytes']}" for r in new), flush=True)

@@ -667,8 +667,8 @@ def _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_
         if groups is not None:
             steps, near, start = next(iter(schedules.values()))
             first, last = groups.scheduled(steps)
-            # Reads within one window (0.1 mean step times: a few hundred over the whole L2) are all the kernel
-            # keeps; should one overflow its slots the serial kernel counts instead.
+            # The kernel keeps only the reads of the current and the previous window; should one window's reads of
+            # a group overflow its table (a kernel with very large steps), the serial kernel counts instead.
             bounds = np.linspace(0, groups.n_groups, min(max(n_workers, 1), groups.n_groups) + 1).astype(np.int64)
 
             def part(i: int) -> int:

@@ -265,7 +265,6 @@ class SearchProposer:
     # RunState.best over a list of attempts (a prefix of the history, when a resumed run replays its refinements).
     best_of: Callable[[list[Attempt]], Attempt] = lambda attempts: attempts[0]
     _spent_s: float = 0.0
-    _n_calls: int = 0
     _replayed: bool = False
 
     def _texts(self, batch: list[Candidate]) -> list[tuple[Candidate, str, str]]:
@@ -396,10 +395,10 @@ class SearchProposer:
             return None
         # Counted from the history, not from this object's calls, so a resumed run alternates exploit and explore
         # exactly where the interrupted one would have.
-        self._n_calls = 1 + sum(1 for a in history if a.proposer == "search")
+        n_call = 1 + sum(1 for a in history if a.proposer == "search")
         mode = "exploit"
         pick = ranked[0]
-        if self.explore and self._n_calls % 2 == 0:
+        if self.explore and n_call % 2 == 0:
             tried_groups = {
                 s.candidate.group() for s in self.screened.values() if s.permutation_id in seen
             }

@@ -704,6 +704,14 @@ def _epoch_find(keys: np.ndarray, base: np.int64, key: np.int64, mask: np.int64)
         i = (i + 1) & mask
 
 
+@njit(cache=True, inline="always")
+def _epoch_clear(keys: np.ndarray, used: np.ndarray, n_used: np.ndarray, table: np.int64, table_slots: np.int64) -> None:
+    """Empty table `table` of coalesce_groups by resetting only the slots it wrote."""
+    for j in range(n_used[table]):
+        keys[used[table * table_slots + j]] = -1
+    n_used[table] = 0
+
+
 @njit(cache=True, nogil=True)
 def coalesce_groups(first: np.ndarray, last: np.ndarray, rec: np.ndarray, g_lo: np.int64, g_hi: np.int64,
                     sched_step: np.ndarray, sched_near: np.ndarray, sched_time: np.ndarray, step_tile: np.ndarray,
@@ -727,10 +735,8 @@ def coalesce_groups(first: np.ndarray, last: np.ndarray, rec: np.ndarray, g_lo: 
     limit = table_slots // 2
     coalesced = 0
     for g in range(g_lo, g_hi):
-        for side in range(2):
-            for j in range(n_used[side]):
-                keys[used[side * table_slots + j]] = -1
-            n_used[side] = 0
+        _epoch_clear(keys, used, n_used, 0, table_slots)
+        _epoch_clear(keys, used, n_used, 1, table_slots)
         epoch = np.int64(-2)
         cur = 0
         for k in range(sched_step.shape[0]):
@@ -745,9 +751,7 @@ def coalesce_groups(first: np.ndarray, last: np.ndarray, rec: np.ndarray, g_lo: 
                 # The other table holds epoch - 1: expired once the epoch moves on; it becomes the current one.
                 epoch += 1
                 cur = 1 - cur
-                for j in range(n_used[cur]):
-                    keys[used[cur * table_slots + j]] = -1
-                n_used[cur] = 0
+                _epoch_clear(keys, used, n_used, cur, table_slots)
                 if epoch < e - 1:
                     epoch = e - 1  # every older read has expired: emptying both tables is enough
             tile = step_tile[step]
@@ -760,27 +764,24 @@ def coalesce_groups(first: np.ndarray, last: np.ndarray, rec: np.ndarray, g_lo: 
                 if (r >> 4) & 1 or sectors != full_mask:
                     continue
                 key = (r >> 8) * n_sides + near
+                # The line's latest read from this side within the window: this epoch's entry (less than a
+                # window ago), else the previous epoch's if it is recent enough.
                 slot = _epoch_find(keys, base_cur, key, mask)
-                if slot >= 0:
-                    live = True  # written in this epoch: less than a window ago
-                else:
-                    old = _epoch_find(keys, base_prev, key, mask)
-                    live = old >= 0 and t - times[old] <= window
-                    if live and tiles[old] != tile:
-                        coalesced += popcount[sectors]
-                        continue
+                latest = slot
+                if slot < 0:
+                    latest = _epoch_find(keys, base_prev, key, mask)
+                    if latest >= 0 and t - times[latest] > window:
+                        latest = -1
+                if latest >= 0 and tiles[latest] != tile:
+                    coalesced += popcount[sectors]
+                    continue
+                if slot < 0:
                     if n_used[cur] >= limit:
                         return -1
                     slot = -slot - 1
                     keys[slot] = key
                     used[base_cur + n_used[cur]] = slot
                     n_used[cur] += 1
-                    times[slot] = t
-                    tiles[slot] = tile
-                    continue
-                if live and tiles[slot] != tile:
-                    coalesced += popcount[sectors]
-                    continue
                 times[slot] = t
                 tiles[slot] = tile
     return coalesced

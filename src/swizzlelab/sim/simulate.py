@@ -667,13 +667,14 @@ def _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_
         if groups is not None:
             steps, near, start = next(iter(schedules.values()))
             first, last = groups.scheduled(steps)
+            near = near.astype(np.int64)
             # The kernel keeps only the reads of the current and the previous window; should one window's reads of
             # a group overflow its table (a kernel with very large steps), the serial kernel counts instead.
             bounds = np.linspace(0, groups.n_groups, min(max(n_workers, 1), groups.n_groups) + 1).astype(np.int64)
 
             def part(i: int) -> int:
                 return int(kernels.coalesce_groups(first, last, groups.rec, np.int64(bounds[i]), np.int64(bounds[i + 1]),
-                                                   steps, near.astype(np.int64), start, step_tile,
+                                                   steps, near, start, step_tile,
                                                    np.int64(n_partitions), np.float64(window), popcount,
                                                    np.int64(full_mask), np.int64(COALESCE_TABLE_SLOTS)))
 
@@ -993,7 +994,8 @@ def simulate(
     if not _is_number(window) or not 0.0 <= float(window) <= 1e6:
         raise UserError(f"lrc_window (mean step times within which the L2 request coalescer merges reads) must be a "
                         f"number >= 0, got {lrc_window!r}")
-    gpc = GPC_BOUND if gpc_bound is None else gpc_bound
+    # SM pace only where the kernel loads its SMs' paths to L2 hard (trace.l2_bound, from task.yml).
+    gpc = (GPC_BOUND if getattr(trace, "l2_bound", False) else 0.0) if gpc_bound is None else gpc_bound
     if not _is_number(gpc) or not 0.0 <= float(gpc) < 1.0:
         raise UserError(f"gpc_bound (share of a step's time its GPC's bandwidth sets) must be a number in 0..1 "
                         f"(1 excluded), got {gpc_bound!r}")
@@ -1022,9 +1024,6 @@ def simulate(
     if asked and blockers:
         raise UserError(f"the saturating progress model cannot run with {blockers[0]}")
     saturating = progress != "random_walk" and not blockers
-    if gpc_bound is None:
-        # SM pace only where the kernel loads its SMs' paths to L2 hard (trace.l2_bound, from task.yml).
-        gpc = GPC_BOUND if getattr(trace, "l2_bound", False) else 0.0
     if not saturating:
         gpc = 0.0
     cv = (STEP_TIME_CV_SATURATING if saturating else STEP_TIME_CV) if step_cv is None else step_cv

@@ -136,6 +136,35 @@ def sim_validation() -> list[str]:
     return problems
 
 
+def sim_speed() -> list[str]:
+    """Issue 15's speed targets as the committed runs measured them: one CI core >= 30 M accesses/s, the GPU host's
+    CPU >= 100 M/s, the GPU engine's default batch >= 1 G/s with its results equal to the CPU engine's, the search
+    >= 200 candidates a minute, overshooting its budget by at most its longest candidate."""
+    problems = []
+    cpu = json.loads((ROOT / "sim_speed" / "sim_speed_cpu.json").read_text())["stages"]
+    host = json.loads((ROOT / "sim_speed" / "sim_speed_gpuhost_h100.json").read_text())
+    if "H100" not in (host.get("gpu") or ""):
+        problems.append(f"the GPU host run names no H100: {host.get('gpu')!r}")
+    host = host["stages"]
+    one = [r for r in cpu["one_core"] if r["target"] == "H100-SXM"]
+    if not one or one[0]["accesses_per_s"] < 30e6:
+        problems.append(f"one CI core: {one and one[0]['accesses_per_s']} accesses/s, under 30 M")
+    cores = [r for r in host["all_cores"] if r["target"] == "H100-SXM"]
+    if not cores or cores[0]["accesses_per_s"] < 100e6:
+        problems.append(f"GPU host CPU: {cores and cores[0]['accesses_per_s']} accesses/s, under 100 M")
+    batch = [r for r in host["gpu_batch"] if r["default_concurrency"]]
+    if not batch or batch[0]["accesses_per_s"] < 1e9:
+        problems.append(f"GPU engine batch: {batch and batch[0]['accesses_per_s']} accesses/s, under 1 G")
+    if not all(all(r["equal_to_cpu_engine"].values()) for r in host["gpu_batch"]) or \
+            not all(r["equal_to_cpu_engine"] for r in host["gpu"]):
+        problems.append("a GPU result differs from the CPU engine's")
+    search = host["search"]
+    if search["candidates_per_min"] < 200 or search["overshoot_s"] > search["longest_candidate_s"]:
+        problems.append(f"search: {search['candidates_per_min']:.0f}/min, overshoot {search['overshoot_s']:.2f} s "
+                        f"against the longest candidate's {search['longest_candidate_s']:.2f} s")
+    return problems
+
+
 def evaluator_h100() -> list[str]:
     """Issue 11's measured claims: every exploit rejected or given its honest time, none fooled; an isolated
     honest kernel within 2% of the in-process (--trusted) mean of the same run, on every case."""
@@ -223,7 +252,7 @@ def kalt_optimize() -> list[str]:
     return problems
 
 
-CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, evaluator_h100,
+CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, sim_speed, evaluator_h100,
                                                optimize_matmul_orders, kdir_prediction, kalt_optimize,
                                                every_study_names_its_device_and_command)
 

@@ -59,3 +59,18 @@ def test_the_order_study_check_can_fail(checker, monkeypatch, tmp_path):
     path.write_text(json.dumps(doc))
     monkeypatch.setattr(checker, "ROOT", tmp_path)
     assert any("best_order" in p for p in checker.optimize_matmul_orders())
+
+
+def test_the_speed_check_can_fail(checker, monkeypatch, tmp_path):
+    """A GPU batch under 1 G accesses/s, or one whose result differs from the CPU engine's, is reported."""
+    shutil.copytree(checker.ROOT / "sim_speed", tmp_path / "sim_speed")
+    path = tmp_path / "sim_speed" / "sim_speed_gpuhost_h100.json"
+    doc = json.loads(path.read_text())
+    row = next(r for r in doc["stages"]["gpu_batch"] if r["default_concurrency"])
+    row["accesses_per_s"] = 0.9e9
+    next(iter(doc["stages"]["gpu_batch"]))["equal_to_cpu_engine"]["grouped:GROUP_M=8"] = False
+    path.write_text(json.dumps(doc))
+    monkeypatch.setattr(checker, "ROOT", tmp_path)
+    problems = checker.sim_speed()
+    assert any("under 1 G" in p for p in problems)
+    assert any("differs from the CPU engine" in p for p in problems)

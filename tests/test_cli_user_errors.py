@@ -14,6 +14,7 @@ import pytest
 from swizzlelab.cli.main import main
 from swizzlelab.optimize import Options, read_jsonl, run
 from swizzlelab.scenario import load_scenario
+from swizzlelab.sim import simulate
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL_MATMUL = ["--size", "m=256", "--size", "n=256", "--size", "k=64"]
@@ -99,6 +100,24 @@ def test_simulate_names_its_progress_model_and_refuses_an_unknown_one(monkeypatc
     line = one_error_line(*cli(["simulate", "matmul", *SMALL_MATMUL, "--progress", "lockstep"], monkeypatch,
                                capsys)[::2])
     assert "progress must be one of saturating, random_walk" in line
+
+
+def test_simulate_runs_several_orders_side_by_side_as_one_by_one_and_refuses_an_unknown_engine(monkeypatch,
+                                                                                              capsys) -> None:
+    orders = ["--order", "grouped:GROUP_M=2", "--order", "row_major", "--order", "column_major"]
+    sizes = ["--size", "m=512", "--size", "n=512", "--size", "k=256"]
+    code, out, _ = cli(["simulate", "matmul", *sizes, "--target", "h100", *orders, "--json"], monkeypatch, capsys)
+    assert code == 0
+    together = json.loads(out)["orders"]
+    scenario = load_scenario("matmul", sizes=sizes[1::2], target="h100", gpu_name="")
+    for spec, row in zip(orders[1::2], together):
+        perm = scenario.permutation(spec)
+        alone = simulate(scenario.trace, perm, scenario.model, occupancy=scenario.occupancy.programs)
+        assert row["order"] == spec and row["permutation_id"] == perm.id
+        assert (row["l2_hit_rate"], row["dram_read_bytes"]) == (alone.l2_hit_rate, alone.dram_read_bytes)
+    assert len({row["l2_hit_rate"] for row in together}) == 3  # three different orders, three different answers
+    line = one_error_line(*cli(["simulate", "matmul", *SMALL_MATMUL, "--engine", "cuda"], monkeypatch, capsys)[::2])
+    assert "engine must be one of auto, sets, list, gpu" in line
 
 
 def test_the_same_occupancy_rule_in_simulate_analyze_and_optimize(monkeypatch, capsys) -> None:

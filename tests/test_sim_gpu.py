@@ -160,6 +160,50 @@ def test_gpu_stream_variants_equal_the_cpu_engine_with_empty_and_long_steps():
         assert row["same"] and row["evictions"] > 0, row
 
 
+# The L2 request coalescer counted on the device (gpu_kernels.coalesce_sets) equals the CPU's count: exact and
+# sampled sets, saturating and random-walk progress, and with a one-entry table, which runs out, so the CPU counts.
+COALESCE_CHILD = r"""
+from swizzlelab.sim import gpu_kernels, simulate_many
+task = load_task("matmul")
+config = task.kernel.GPU_CONFIG
+case = {"m": 512, "n": 512, "k": 128}
+trace = task.access_model(case, config=config)
+args, consts = task.swizzle_args(case, config)
+small = replace(get_model("h100"), l2_bytes_per_domain=256 << 10, l2_effective_bytes_per_domain=256 << 10)
+out = []
+perms = [to_permutation(family(spec, **params), task.tile_grid(case, config), args, consts).perm
+         for spec, params in (("grouped", {"GROUP_M": 2}), ("row_major", {}), ("column_major", {}))]
+for perm, runs in ((perms[0], ((1.0, None), (0.5, None), (1.0, "random_walk"))), (perms[1], ((1.0, None),))):
+    for fraction, progress in runs:
+        cpu = simulate(trace, perm, small, occupancy=2, engine="sets", workers=2, set_fraction=fraction,
+                       progress=progress)
+        dev = simulate(trace, perm, small, occupancy=2, engine="gpu", set_fraction=fraction, progress=progress)
+        out.append({"case": f"{fraction} {progress}", "same": same(cpu, dev), "coalesced": cpu.coalesced_bytes,
+                    "on_device": dict(sim_gpu.LAST_COALESCE)})
+    gpu_kernels.COALESCE_SLOTS = 1
+    dev = simulate(trace, perm, small, occupancy=2, engine="gpu")
+    gpu_kernels.COALESCE_SLOTS = 64
+    cpu = simulate(trace, perm, small, occupancy=2, engine="sets", workers=2)
+    out.append({"case": "one entry", "same": same(cpu, dev), "coalesced": cpu.coalesced_bytes,
+                "on_device": dict(sim_gpu.LAST_COALESCE)})
+many = simulate_many([(trace, p) for p in perms], small, occupancy=2, engine="gpu", concurrency=2)
+alone = [simulate(trace, p, small, occupancy=2, engine="sets", workers=1) for p in perms]
+print(json.dumps({"rows": out, "many_same": [same(a, b) for a, b in zip(many, alone)]}))
+"""
+
+
+def test_gpu_coalescer_count_equals_the_cpu_count_and_falls_back_when_its_table_runs_out():
+    got = under_cuda_simulator(COALESCE_CHILD)
+    rows = got["rows"]
+    assert len(rows) == 6
+    for row in rows:
+        assert row["same"] and row["coalesced"] > 0, row
+    for row in rows:
+        want_counted = row["case"] != "one entry"
+        assert row["on_device"] == {"asked": True, "counted": want_counted}, row
+    assert got["many_same"] == [True, True, True]
+
+
 @pytest.mark.gpu
 def test_gpu_backend_equals_the_cpu_engine_on_a_gpu():
     reason = unavailable_reason()

@@ -70,3 +70,22 @@ def test_repeat_spread_ranks_against_each_run_with_the_fixed_tie_rule():
     assert spread.kendall([3.0, 2.0, 1.0], [80.0, 82.0, 50.0], 1.0) == pytest.approx(1 / 3)
     assert spread.kendall([3.0, 2.0, 1.0], [80.0, 80.5, 50.0], 1.0) == 1.0
     assert spread.kendall([3.0, 2.0], [80.0, 80.5], 1.0) is None
+
+
+def test_validation_rows_measured_several_times_are_compared_with_their_mean(scripts):
+    validate, _ = scripts
+
+    def run(order, hit, dram, seed, device="H"):
+        return {"task": "matmul", "case": {"seed": seed, "m": 64}, "order": order, "device": device,
+                "measured_l2_hit_pct": hit, "measured_dram_read_bytes": dram, "measured_dram_write_bytes": 10,
+                "counters": {"first": seed}}
+
+    rows = [run("a", 80.0, 100, 1), run("b", 50.0, 400, 1), run("a", 83.0, 130, 2), run("a", 83.0, 130, 3),
+            run("a", 70.0, 1, 1, device="G")]
+    merged = {(r["device"], r["order"]): r for r in validate.merge_runs(rows)}
+    assert len(merged) == 3  # the same order on another GPU stays apart, the seed does not split runs
+    a = merged[("H", "a")]
+    assert a["measured_runs"] == 3 and a["measured_l2_hit_pct"] == pytest.approx(82.0)
+    assert a["measured_dram_read_bytes"] == pytest.approx(120.0)
+    assert a["measured_l2_hit_pct_runs"] == [80.0, 83.0, 83.0] and a["counters"] == {"first": 1}
+    assert merged[("H", "b")]["measured_runs"] == 1 and merged[("G", "a")]["measured_l2_hit_pct"] == 70.0

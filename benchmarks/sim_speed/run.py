@@ -5,6 +5,8 @@ on a GPU (engine 'gpu', where numba.cuda and CuPy find one), and the search's sc
         [--stages one_core,all_cores,gpu,search] [--targets h100,mi300x]
 (stage gpu_orders, not run by default: --gpu-orders distinct orders of the search's first sweep, each simulated
 once on the GPU, the first order (which computes the trace's schedule of launch positions) reported apart;
+stage gpu_batch, not run by default: --gpu-orders distinct orders through sim.simulate_many on the GPU, the
+batch's accesses over its wall time;
 stage gpu_variants, not run by default: each way sim.gpu builds and sorts a domain's stream, EXPAND x SORT, timed
 with its device phases on the default place of the sets)
 Trace: matmul N^3 fp16 (GPU_CONFIG), grouped-8 order, the task's H100 occupancy, exact simulation of the H100
@@ -41,7 +43,7 @@ from swizzlelab.optimize.loop import screen_text  # noqa: E402
 from swizzlelab.optimize.search import SearchProposer, coarse_candidates, neighbours  # noqa: E402
 from swizzlelab.optimize.state import Options, RunState  # noqa: E402
 from swizzlelab.scenario import load_scenario  # noqa: E402
-from swizzlelab.sim import clear_schedule_cache, footprint_of, simulate  # noqa: E402
+from swizzlelab.sim import clear_schedule_cache, footprint_of, simulate, simulate_many  # noqa: E402
 from swizzlelab.sim import gpu as sim_gpu  # noqa: E402
 from swizzlelab.sim.gpu import unavailable_reason  # noqa: E402
 from swizzlelab.sim.simulate import default_workers  # noqa: E402
@@ -126,7 +128,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--deadline-s", type=float, default=900.0)
     parser.add_argument("--one-core-reps", type=int, default=2)
     parser.add_argument("--stages", default="one_core,all_cores,gpu,search", help="comma-separated, run in order")
-    parser.add_argument("--gpu-orders", type=int, default=12, help="distinct orders in the gpu_orders stage")
+    parser.add_argument("--gpu-orders", type=int, default=12, help="distinct orders in the gpu_orders/gpu_batch stages")
+    parser.add_argument("--batch-widths", default="0", help="orders at once in the gpu_batch stage (0: the default)")
     parser.add_argument("--targets", default="h100,mi300x", help="models simulated on all cores and on the GPU")
     args = parser.parse_args(argv)
     deadline = time.time() + args.deadline_s
@@ -299,8 +302,46 @@ def main(argv: list[str]) -> int:
                 "note": "each order simulated once; the first pays the trace's schedule of launch positions"})
         return runs
 
+    def gpu_batch():
+        """A search's batch on the device: --gpu-orders distinct orders of the first sweep through
+        sim.simulate_many, at each of --batch-widths orders at once (each order's serial CPU work, the saturating
+        model's schedule, overlaps the others' and the device's walks; one order on the device at a time). The
+        trace is known to the simulator by then (the first order does not run alone). The rate is all orders'
+        accesses over the batch's wall time, from the call to the last result. Two orders of each batch are
+        checked equal to the CPU engine."""
+        reason = unavailable_reason()
+        if reason:
+            return {"skipped": reason}
+        specs = [c.spec for c in coarse_candidates(scenario.grid, scenario.model.n_domains)][:args.gpu_orders]
+        jobs = [(trace, scenario.permutation(spec).perm) for spec in specs]
+        cpu = {}
+        for i in (1, len(jobs) - 1):
+            cpu[i] = simulate(*jobs[i], h100, occupancy=occupancy, footprint=footprint, workers=cores, engine="sets")
+        runs = []
+        n = int(trace.lines.size)
+        for width in [int(w) for w in args.batch_widths.split(",")]:
+            t0 = time.perf_counter()
+            results = simulate_many(jobs, h100, occupancy=occupancy, footprint=footprint, engine="gpu",
+                                    concurrency=width or None)
+            wall = time.perf_counter() - t0
+            runs.append({
+                "target": h100.name, "engine": "gpu", "progress": results[0].progress, "orders": len(jobs),
+                "concurrency": width or cores, "default_concurrency": width == 0,
+                "line_accesses_per_order": n, "batch_wall_s": wall, "accesses_per_s": n * len(jobs) / wall,
+                "order_latency_s_median": statistics.median(r.elapsed_s for r in results),
+                "coalescer_on_device": dict(sim_gpu.LAST_COALESCE),
+                "equal_to_cpu_engine": {specs[i]: replace(c, elapsed_s=0.0) == replace(results[i], elapsed_s=0.0)
+                                        for i, c in cpu.items()},
+                "rows": [{"order": spec, "sim_s": r.elapsed_s, "l2_hit_pct": 100 * r.l2_hit_rate,
+                          "dram_read_bytes": r.dram_read_bytes} for spec, r in zip(specs, results)],
+                "label": f"predicted (model {h100.name}); times measured",
+                "note": "simulate_many: the batch's accesses over its wall time"})
+            print(f"gpu batch width {width or cores}: {len(jobs)} orders in {wall:.3f} s "
+                  f"({n * len(jobs) / wall / 1e9:.2f} G accesses/s)", flush=True)
+        return runs
+
     stages = {"one_core": (40, one_core), "all_cores": (20, all_cores), "gpu": (25, on_gpu),
-              "gpu_variants": (25, gpu_variants), "gpu_orders": (25, gpu_orders),
+              "gpu_variants": (25, gpu_variants), "gpu_orders": (25, gpu_orders), "gpu_batch": (40, gpu_batch),
               "search": (args.search_s + 10, lambda: screening(scenario, args.search_s, cores))}
     for name in args.stages.split(","):
         stage(name, *stages[name])

@@ -115,6 +115,28 @@ def effective(point: Point, l2_bound: bool) -> Point:
     return (*point[:4], 0.0, *point[5:])
 
 
+def merge_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """One row per GPU, case and order: where several ncu runs measured it (files given in turn, run.py --repeat),
+    its measured hit rate and DRAM bytes are the runs' means and the runs are kept; the first run's row (its
+    counters, occupancy) stands for the rest. One ncu run of an order moves by several points of hit rate and
+    tens of percent of DRAM reads from the next (README, "How far one run is from the next")."""
+    groups: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        groups[(r["device"], case_key(r), r["order"])].append(r)
+    merged = []
+    for runs in groups.values():
+        row = dict(runs[0])
+        hits = [r["measured_l2_hit_pct"] for r in runs]
+        reads = [r["measured_dram_read_bytes"] for r in runs]
+        writes = [r.get("measured_dram_write_bytes") for r in runs]
+        row.update(measured_runs=len(runs), measured_l2_hit_pct=mean(hits), measured_dram_read_bytes=mean(reads),
+                   measured_l2_hit_pct_runs=hits, measured_dram_read_bytes_runs=reads)
+        if all(w is not None for w in writes):
+            row["measured_dram_write_bytes"] = mean(writes)
+        merged.append(row)
+    return merged
+
+
 def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[str, Any],
                  cache_path: str | None, workers: int | None, engine: str = "auto") -> None:
     """Adds predictions at every point (step_cv, hit_speedup, drift_decay, lrc_window, gpc_bound, dram_saturation,
@@ -279,6 +301,7 @@ def main(argv: list[str]) -> int:
     cache: dict[str, Any] = {}
     if args.cache and Path(args.cache).exists():
         cache = json.loads(Path(args.cache).read_text())
+    rows = merge_runs(rows)
     for r in rows:
         r["set"] = fit_set(r)
     fit_rows = [r for r in rows if r["set"] == "fit"]
@@ -303,6 +326,8 @@ def main(argv: list[str]) -> int:
             "occupancy": r["occupancy"],
             "predicted_l2_hit_pct": p["l2_hit_pct"], "measured_l2_hit_pct": r["measured_l2_hit_pct"],
             "predicted_dram_read_bytes": p["dram_read_bytes"], "measured_dram_read_bytes": r["measured_dram_read_bytes"],
+            "measured_runs": r["measured_runs"], "measured_l2_hit_pct_runs": r["measured_l2_hit_pct_runs"],
+            "measured_dram_read_bytes_runs": r["measured_dram_read_bytes_runs"],
             "predicted_dram_write_bytes": p["dram_write_bytes"],
             "measured_dram_write_bytes": r.get("measured_dram_write_bytes"),
             # ncu's hit rate is lookup_hit / lts__t_sectors; (hit + miss) / sectors far from 1 means the counters
@@ -323,7 +348,8 @@ def main(argv: list[str]) -> int:
                                f"dram_saturation {best_sat}, miss_gain {best_gain}, " if best_sat else
                                "random-walk progress, ") + f"engine {args.engine})",
             "predict_s": p.get("elapsed_s"),
-            "measured_by": f"measured ({r['device']}, ncu lts__t_sector_hit_rate.pct, dram__bytes_read.sum)",
+            "measured_by": f"measured ({r['device']}, ncu lts__t_sector_hit_rate.pct, dram__bytes_read.sum; mean of "
+                           f"{r['measured_runs']} runs)",
             "sweep": r["predictions"],
         })
     parts = {}

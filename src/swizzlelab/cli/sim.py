@@ -15,7 +15,7 @@ from swizzlelab.cli.common import console, k_dir_opt, outputs_option, progress_b
 from swizzlelab.errors import UserError
 from swizzlelab.hw import targets_help
 from swizzlelab.scenario import load_scenario
-from swizzlelab.sim import analyze, footprint_of, simulate
+from swizzlelab.sim import analyze, footprint_of, simulate_many
 
 KERNEL_ORDER = "the kernel's own order"
 
@@ -80,6 +80,9 @@ def register(app: typer.Typer) -> None:
         progress_model: Optional[str] = typer.Option(
             None, "--progress", help="progress model: saturating (default on NVIDIA targets: SM pace for L2-bound "
             "kernels until DRAM saturates) or random_walk (independent step times; the default elsewhere)"),
+        engine: str = typer.Option(
+            "auto", "--engine", help="auto (CPU), sets (CPU, set-partitioned) or gpu (a CUDA GPU through numba.cuda "
+            "and CuPy; the same results); several orders run side by side"),
         as_json: bool = typer.Option(False, "--json", help="print a JSON record instead of text"),
         k_dir: str = k_dir_opt(),
         wave_sync: bool = wave_sync_opt(),
@@ -100,16 +103,14 @@ def register(app: typer.Typer) -> None:
         with err.status(f"tracing {scenario.label()} ..."):
             trace = scenario.trace
             footprint = footprint_of(trace)
-        results = []
         with progress_bar(err, transient=True) as progress:
-            job = progress.add_task(f"simulating on {scenario.model.name}", total=len(perms))
-            for label, perm in perms:
-                progress.update(job, description=f"simulating {label} on {scenario.model.name}")
-                ways = assoc if assoc is not None else "model"
-                results.append((label, perm, simulate(
-                    scenario.trace_for(perm), perm, scenario.model, occupancy=scenario.occupancy.programs, assoc=ways,
-                    footprint=footprint, step_cv=step_cv, wave_sync=scenario.wave_sync, progress=progress_model)))
-                progress.advance(job)
+            job = progress.add_task(f"simulating {len(perms)} order(s) on {scenario.model.name}", total=len(perms))
+            done = simulate_many(
+                [(scenario.trace_for(perm), perm) for _, perm in perms], scenario.model,
+                on_done=lambda i, r: progress.advance(job), occupancy=scenario.occupancy.programs,
+                assoc=assoc if assoc is not None else "model", footprint=footprint, step_cv=step_cv,
+                wave_sync=scenario.wave_sync, progress=progress_model, engine=engine)
+        results = [(label, perm, res) for (label, perm), res in zip(perms, done)]
         if as_json:
             record = {
                 "task": scenario.task.name,

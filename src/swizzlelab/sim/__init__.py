@@ -5,7 +5,7 @@
 
 from swizzlelab.sim.analyze import Analysis, Period, Sharing, TensorStats, analyze, index_periods
 from swizzlelab.sim.simulate import (DomainStats, Schedule, SimResult, clear_schedule_cache, domain_programs,
-                                     footprint_of, simulate)
+                                     footprint_of, simulate, simulate_many)
 
 __all__ = [
     "Analysis",
@@ -21,4 +21,5 @@ __all__ = [
     "footprint_of",
     "index_periods",
     "simulate",
+    "simulate_many",
 ]

@@ -11,6 +11,7 @@ import threading
 import time
 import warnings
 import weakref
+from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
@@ -20,8 +21,21 @@ from swizzlelab.sim import walk
 
 THREADS_PER_BLOCK = 64
 # Device bytes per access of one domain's stream: records, set words, sort keys, the sort's order and its
-# scratch, the sorted copies, the miss bytes.
-BYTES_PER_ACCESS = 8 + 4 + 4 + 8 + 16 + 8 + 4 + 4 + 2
+# scratch, the sorted copies, the miss bytes, each record's step start time and program and their sorted copies
+# (the coalescer's).
+BYTES_PER_ACCESS = 8 + 4 + 4 + 8 + 16 + 8 + 4 + 4 + 2 + 24
+
+
+@dataclass(frozen=True)
+class Coalesce:
+    """What the device needs to count the L2 request coalescer (kernels.coalesce_reads) on the walk's stream:
+    each step's program, the window in mean step times, a whole line's sector mask, table entries per thread
+    (0: gpu_kernels.COALESCE_SLOTS)."""
+
+    step_tile: np.ndarray
+    window: float
+    full_mask: int
+    slots: int = 0
 
 # Threads keep their sets to themselves (the models' geometries; see gpu_kernels._make_walk_sets) rather than in
 # one array in global memory, and (SHARED_SETS) in shared rather than local memory. All give the same results.
@@ -152,6 +166,8 @@ def _check_memory(xp, n_access: int, set_bytes: int) -> None:
 # Seconds each phase of the last simulation on the device took, summed over its domains (the benchmark records
 # them; device work is synchronised at each phase's end, which costs microseconds).
 LAST_PHASES: dict[str, float] = {}
+# Whether the last simulation asked the device to count the coalescer, and whether it did (its tables held).
+LAST_COALESCE: dict[str, bool] = {}
 
 
 def _phase(xp, name: str, t0: float) -> float:
@@ -163,8 +179,11 @@ def _phase(xp, name: str, t0: float) -> float:
 
 
 def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: int, n_simulated: int,
-                   ways: int, record: bool, pair: int = 0) -> tuple[np.ndarray, np.ndarray]:
-    """One domain on the device: (its statistics, its DRAM-bound sectors per stream access or an empty array)."""
+                   ways: int, record: bool, pair: int = 0,
+                   coalesce: Coalesce | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """One domain on the device: (its statistics, its DRAM-bound sectors per stream access or an empty array,
+    the whole-line reads of its simulated sets the L2 request coalescer merges: -1 if not asked or a thread's
+    table ran out)."""
     k = _kernels()
     walk_kernel, local = k.walk_sets_for(ways, n_partitions, pbits, LOCAL_SETS, SHARED_SETS)
     t0 = time.perf_counter()
@@ -180,9 +199,17 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
     shw = xp.empty(n, dtype=np.int32)
     # 16-bit sort keys where the sets allow (every model's L2): the stable radix sort then makes half the passes.
     key = xp.empty(n, dtype=np.int16 if n_simulated < np.iinfo(np.int16).max else np.int32)
+    # Each record's step start time and program, for the coalescer (empty: not asked).
+    c = n if coalesce is not None else 0
+    k_time = xp.asarray(np.ascontiguousarray(sched[2], dtype=np.float64)) if c else xp.empty(0, dtype=np.float64)
+    k_tile = (xp.asarray(np.ascontiguousarray(coalesce.step_tile[steps], dtype=np.int32)) if c
+              else xp.empty(0, dtype=np.int32))
+    ctime = xp.empty(c, dtype=np.float64)
+    ctile = xp.empty(c, dtype=np.int32)
     t0 = _phase(xp, "upload_s", t0)
     args = (step_ptr, d_steps, d_near, d_starts, lines, masks, writes, set_home, np.int64(pbits),
-            np.int64(n_simulated), np.int64((1 << pbits) - 1 if local else -1), rec, shw, key)
+            np.int64(n_simulated), np.int64((1 << pbits) - 1 if local else -1), rec, shw, key, k_time, k_tile, ctime,
+            ctile)
     if EXPAND == "lanes":
         k.expand_lanes[_blocks(steps.size * k.EXPAND_LANES, EXPAND_THREADS), EXPAND_THREADS](*args)
     else:
@@ -200,26 +227,51 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
         seg[1:] = xp.cumsum(counts[:n_simulated])
         sorted_rec = xp.empty(n, dtype=np.int64)
         sorted_shw = xp.empty(n, dtype=np.int32)
-        k.gather_records[_blocks(n, EXPAND_THREADS), EXPAND_THREADS](order, rec, shw, sorted_rec, sorted_shw)
-        rec, shw = sorted_rec, sorted_shw
-        del sorted_rec, sorted_shw
+        sorted_ctime = xp.empty(c, dtype=np.float64)
+        sorted_ctile = xp.empty(c, dtype=np.int32)
+        k.gather_records[_blocks(n, EXPAND_THREADS), EXPAND_THREADS](order, rec, shw, ctime, ctile, sorted_rec,
+                                                                     sorted_shw, sorted_ctime, sorted_ctile)
+        rec, shw, ctime, ctile = sorted_rec, sorted_shw, sorted_ctime, sorted_ctile
+        del sorted_rec, sorted_shw, sorted_ctime, sorted_ctile
     else:
         key = key[order]
         rec = rec[order]
         shw = shw[order]
+        if c:
+            ctime, ctile = ctime[order], ctile[order]
         seg = xp.searchsorted(key, xp.arange(n_simulated + 1, dtype=np.int32)).astype(np.int64)
         del key
     t0 = _phase(xp, "sort_s", t0)
     sets = walk.new_sets(0 if local else n_sets * n_partitions, ways, xp)
     stats = xp.zeros((n_simulated, walk.N_STATS), dtype=np.int64)
     got = xp.zeros(n if record else 0, dtype=np.uint8)
+    counts = xp.zeros(n_simulated if coalesce is not None else 0, dtype=np.int64)
+    overflow = xp.zeros(1, dtype=np.int64)
+    if xp is not np:
+        xp.cuda.Device().synchronize()  # the arrays above exist before the streams below start
+    # The walk and the coalescer read the same sorted stream and write apart: each on a stream of its own, they
+    # run side by side (both are latency-bound, a few warps per SM each).
+    cuda = _numba_cuda()
+    walk_stream, coalesce_stream = cuda.stream(), cuda.stream()
     with warnings.catch_warnings():
         # One thread per set index is the design: a sample of a few thousand sets is a small grid, and numba-cuda's
         # low-occupancy warning would only repeat that on every screening estimate.
         warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
-        walk_kernel[_blocks(n_simulated, k.WALK_THREADS), k.WALK_THREADS](
-            rec, shw, seg, np.int64(pbits), np.int64(n_partitions), np.int64(ways), sets, stats, got, np.int64(pair))
-    t0 = _phase(xp, "walk_s", t0)
+        grid = _blocks(n_simulated, k.WALK_THREADS)
+        walk_kernel[grid, k.WALK_THREADS, walk_stream](
+            *_unsynced(xp, rec, shw, seg), np.int64(pbits), np.int64(n_partitions), np.int64(ways),
+            *_unsynced(xp, sets, stats, got), np.int64(pair))
+        if coalesce is not None:
+            k.coalesce_sets_for(coalesce.slots)[grid, k.WALK_THREADS, coalesce_stream](
+                *_unsynced(xp, rec, ctime, ctile, seg), np.float64(coalesce.window), np.int64(coalesce.full_mask),
+                *_unsynced(xp, counts, overflow))
+    walk_stream.synchronize()
+    coalesce_stream.synchronize()
+    t0 = _phase(xp, "walk_s" if coalesce is None else "walk_and_coalesce_s", t0)
+    coalesced = -1
+    if coalesce is not None and not int(overflow[0]):
+        coalesced = int(counts.sum())
+    del ctime, ctile
     total = stats.sum(axis=0)
     got_stream = np.zeros(0, dtype=np.uint8)
     if record:
@@ -228,12 +280,24 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
         got_stream = np.asarray(stream) if xp is np else stream.get()
     out = (np.asarray(total) if xp is np else total.get()).astype(np.int64)
     _phase(xp, "download_s", t0)
-    return out, got_stream
+    return out, got_stream, coalesced
+
+
+def _unsynced(xp, *arrays) -> tuple[Any, ...]:
+    """CuPy arrays as numba device arrays that do not wait on CuPy's stream when a kernel takes them (numba would
+    otherwise synchronise it at each launch, putting the walk's and the coalescer's streams back in line)."""
+    if xp is np:
+        return arrays
+    cuda = _numba_cuda()
+    return tuple(cuda.as_cuda_array(a, sync=False) for a in arrays)
 
 
 def run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_partitions, n_sets, n_simulated, ways,
-                 record, pair: int = 0) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray]]:
-    """Every domain on the device: ({domain: statistics}, {domain: DRAM-bound sectors per stream access})."""
+                 record, pair: int = 0, coalesce: Coalesce | None = None
+                 ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray], int]:
+    """Every domain on the device: ({domain: statistics}, {domain: DRAM-bound sectors per stream access}, whole-line
+    reads of the simulated sets the coalescer merges: -1 if not asked (`coalesce`, one domain only) or not counted
+    here (a thread's table ran out))."""
     reason = unavailable_reason()
     if reason:
         raise UserError(f"engine 'gpu' cannot run here: {reason}; use engine='sets' (CPU)")
@@ -246,10 +310,15 @@ def run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_p
         dev = _device_trace(xp, lines, masks, writes, set_home, step_ptr)
         _phase(xp, "trace_upload_s", t0)
         stats, got = {}, {}
+        coalesced = -1
+        if len(schedules) != 1:
+            coalesce = None
         for d, sched in schedules.items():
-            stats[d], got[d] = run_domain_gpu(xp, dev, sched, pbits, n_partitions, n_sets, n_simulated,
-                                              ways, record, pair)
+            stats[d], got[d], coalesced = run_domain_gpu(xp, dev, sched, pbits, n_partitions, n_sets, n_simulated,
+                                                         ways, record, pair, coalesce)
         if xp is not np:
             xp.cuda.Device().synchronize()
-    return stats, got
+        LAST_COALESCE.clear()
+        LAST_COALESCE.update(asked=coalesce is not None, counted=coalesced >= 0)
+    return stats, got, coalesced
 

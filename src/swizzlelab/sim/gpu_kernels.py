@@ -20,31 +20,40 @@ EXPAND_LANES = 32
 
 
 @cuda.jit(device=True)
-def _put_record(a, p, nbits, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec, shw, key):
+def _put_record(a, p, k, nbits, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec, shw, key, k_time,
+                k_tile, ctime, ctile):
     s = np.int64(set_home[a])
     st = s >> pbits
     rec[p] = (lines[a] << 8) | nbits | (np.int64(writes[a]) << 4) | np.int64(masks[a])
     shw[p] = s & shw_mask
     key[p] = st if st < n_simulated else n_simulated
+    if ctime.shape[0] > 0:
+        ctime[p] = k_time[k]
+        ctile[p] = k_tile[k]
 
 
 @cuda.jit
-def expand(step_ptr, steps, near, starts, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec, shw, key):
+def expand(step_ptr, steps, near, starts, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec, shw, key,
+           k_time, k_tile, ctime, ctile):
     """One thread per step: its accesses become records at the step's place in the domain's stream, each keyed
-    by its set index (n_simulated for sets outside the sample); set words keep the bits of `shw_mask`."""
+    by its set index (n_simulated for sets outside the sample); set words keep the bits of `shw_mask`. Non-empty
+    `ctime`, `ctile` get each record's step start time and program (k_time, k_tile of its place in the schedule),
+    for the coalescer: carried with the record, they cost the sort a few bytes instead of the coalescer two
+    dependent loads a record."""
     k = cuda.grid(1)
     if k < steps.shape[0]:
         step = steps[k]
         p = starts[k]
         nbits = np.int64(near[k]) << 5
         for a in range(step_ptr[step], step_ptr[step + 1]):
-            _put_record(a, p, nbits, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec, shw, key)
+            _put_record(a, p, k, nbits, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec, shw, key,
+                        k_time, k_tile, ctime, ctile)
             p += 1
 
 
 @cuda.jit
 def expand_lanes(step_ptr, steps, near, starts, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec,
-                 shw, key):
+                 shw, key, k_time, k_tile, ctime, ctile):
     """`expand`'s records with EXPAND_LANES threads per step (grid: steps x EXPAND_LANES), lane i taking the step's
     accesses i, i + EXPAND_LANES, ...: the same records at the same places."""
     t = cuda.grid(1)
@@ -55,8 +64,8 @@ def expand_lanes(step_ptr, steps, near, starts, lines, masks, writes, set_home, 
         shift = starts[k] - a0
         nbits = np.int64(near[k]) << 5
         for a in range(a0 + t % EXPAND_LANES, step_ptr[step + 1], EXPAND_LANES):
-            _put_record(a, shift + a, nbits, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec, shw,
-                        key)
+            _put_record(a, shift + a, k, nbits, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec,
+                        shw, key, k_time, k_tile, ctime, ctile)
 
 
 @cuda.jit
@@ -68,13 +77,91 @@ def count_keys(key, counts):
 
 
 @cuda.jit
-def gather_records(order, rec, shw, rec_out, shw_out):
-    """rec_out[i], shw_out[i] = rec[order[i]], shw[order[i]]: both sorted copies from one read of the order."""
+def gather_records(order, rec, shw, ctime, ctile, rec_out, shw_out, ctime_out, ctile_out):
+    """rec_out[i], shw_out[i] (and the coalescer's ctime, ctile when non-empty) = rec[order[i]], shw[order[i]], ...:
+    the sorted copies from one read of the order."""
     i = cuda.grid(1)
     if i < order.shape[0]:
         j = order[i]
         rec_out[i] = rec[j]
         shw_out[i] = shw[j]
+        if ctime.shape[0] > 0:
+            ctime_out[i] = ctime[j]
+            ctile_out[i] = ctile[j]
+
+
+# Entries of a coalesce_sets thread's table: whole-line reads of its set index still within the window. A set index
+# sees about 0.1 whole reads per window on matmul 8192 in steady state (132 SMs x 2 programs x 256 lines a step x 0.1
+# step times over 12,800 set indices), but every program's first step starts at time 0: about 5 a set on average
+# then. A thread scans only the live entries, so 64 costs local memory, not time; a thread that runs out says so
+# and the CPU counts instead.
+COALESCE_SLOTS = 64
+
+
+def _make_coalesce_sets(SLOTS: int):
+    """coalesce_sets with a table of SLOTS entries per thread (local memory)."""
+
+    @cuda.jit
+    def coalesce_sets(rec, ctime, ctile, seg, window, full_mask, counts, overflow):
+        """One thread per set index st: kernels.coalesce_reads over records seg[st]..seg[st+1]-1 (its accesses in
+        stream order; record r's step started at ctime[r], which never decreases along the stream, and belongs to
+        program ctile[r]). counts[st] = whole-line reads coalesced (times the sectors of a line: the caller
+        multiplies); overflow[0] = 1 if a table ran out of entries (the count is then not exact)."""
+        st = cuda.grid(1)
+        if st < seg.shape[0] - 1:
+            # A ring of the latest whole reads, oldest first: key (line << 3 | near side), start time, program.
+            # Start times never decrease along the stream, so what left the window is at the ring's head; a read
+            # that replaces its line's entry leaves a dead entry (key -1) behind and is appended.
+            keys = cuda.local.array(SLOTS, np.int64)
+            times = cuda.local.array(SLOTS, np.float64)
+            tiles = cuda.local.array(SLOTS, np.int64)
+            head = 0
+            size = 0
+            n = 0
+            for r in range(seg[st], seg[st + 1]):
+                # All three loads before the test: independent, they wait on memory once, not in turn.
+                x = rec[r]
+                t = ctime[r]
+                tile = ctile[r]
+                if ((x >> 4) & 1) != 0 or (x & 15) != full_mask:
+                    continue
+                key = x >> 5
+                while size > 0 and (keys[head] == -1 or t - times[head] > window):
+                    head = (head + 1) % SLOTS
+                    size -= 1
+                found = -1
+                for i in range(size):
+                    j = (head + i) % SLOTS
+                    if keys[j] == key:
+                        found = j
+                        break
+                if found >= 0:
+                    if tiles[found] != tile and t - times[found] <= window:
+                        n += 1
+                        continue
+                    keys[found] = -1
+                if size == SLOTS:
+                    overflow[0] = 1
+                    break
+                j = (head + size) % SLOTS
+                keys[j] = key
+                times[j] = t
+                tiles[j] = tile
+                size += 1
+            counts[st] = n
+
+    return coalesce_sets
+
+
+_COALESCE: dict[int, object] = {}
+
+
+def coalesce_sets_for(slots: int = 0):
+    """coalesce_sets with `slots` entries per thread (0: COALESCE_SLOTS), compiled on first use."""
+    slots = int(slots) or COALESCE_SLOTS
+    if slots not in _COALESCE:
+        _COALESCE[slots] = _make_coalesce_sets(slots)
+    return _COALESCE[slots]
 
 
 # Threads per block of the walk (sim.gpu launches it so): the shared-memory variant sizes its array by it.

@@ -300,7 +300,8 @@ def run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_p
     here (a thread's table ran out))."""
     reason = unavailable_reason()
     if reason:
-        raise UserError(f"engine 'gpu' cannot run here: {reason}; use engine='sets' (CPU)")
+        raise UserError(f"engine 'gpu' cannot run here: {reason}; use engine='sets' (the CPU; --engine sets on the "
+                        "command line)")
     if n_partitions > walk.MAX_PARTITIONS:
         raise UserError(f"the GPU simulator handles at most {walk.MAX_PARTITIONS} L2 partitions, got {n_partitions}")
     xp = _xp()

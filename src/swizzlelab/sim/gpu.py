@@ -1,6 +1,7 @@
 """GPU backend of the set-partitioned L2 simulator: one CUDA thread per L2 set index walks that set's accesses.
 
-numba.cuda runs sim.walk's walk on the device and CuPy sorts the access stream by set; both load only when used.
+numba.cuda runs sim.walk's walk (and beside it the L2 request coalescer's count) on the device and CuPy sorts the
+access stream by set; both load only when used.
 """
 
 from __future__ import annotations
@@ -25,18 +26,6 @@ THREADS_PER_BLOCK = 64
 # (the coalescer's).
 BYTES_PER_ACCESS = 8 + 4 + 4 + 8 + 16 + 8 + 4 + 4 + 2 + 24
 
-
-@dataclass(frozen=True)
-class Coalesce:
-    """What the device needs to count the L2 request coalescer (kernels.coalesce_reads) on the walk's stream:
-    each step's program, the window in mean step times, a whole line's sector mask, table entries per thread
-    (0: gpu_kernels.COALESCE_SLOTS)."""
-
-    step_tile: np.ndarray
-    window: float
-    full_mask: int
-    slots: int = 0
-
 # Threads keep their sets to themselves (the models' geometries; see gpu_kernels._make_walk_sets) rather than in
 # one array in global memory, and (SHARED_SETS) in shared rather than local memory. All give the same results.
 # The walk is latency-bound (one thread per set index: ~3 warps per SM on an H100): with the sets in local memory
@@ -57,6 +46,18 @@ EXPAND_THREADS = 256
 
 _LOCK = threading.Lock()  # one simulation on the device at a time (kernels, sort scratch, trace cache)
 _TRACE_CACHE: dict[tuple[int, int, int], tuple[Any, tuple[Any, ...]]] = {}
+
+
+@dataclass(frozen=True)
+class Coalesce:
+    """What the device needs to count the L2 request coalescer (kernels.coalesce_reads) on the walk's stream:
+    each step's program, the window in mean step times, a whole line's sector mask, table entries per thread
+    (0: gpu_kernels.COALESCE_SLOTS)."""
+
+    step_tile: np.ndarray
+    window: float
+    full_mask: int
+    slots: int = 0
 
 
 def simulated() -> bool:

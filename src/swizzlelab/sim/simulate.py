@@ -1220,9 +1220,9 @@ def simulate_many(jobs: list[tuple[Any, Any]], hw: HardwareModel | str, *, concu
     share: set indices, sampled accesses, set groups, device copies); the rest run `concurrency` at a time
     (default: one per CPU) with the CPUs split between them. Each order's own CPU work (the saturating model's
     schedule is serial) then overlaps the others' and, with engine "gpu", the device's walks (one order on the
-    device at a time): on the GPU host matmul 8192's batch of 24 orders ran at 0.47, 0.79, 1.23 and 1.27 G
-    accesses/s with 2, 4, 8 and 16 at once (benchmarks/sim_speed, gpu_batch). `on_done(i, result)` is called as each finishes
-    (from the thread that ran it)."""
+    device at a time): on the H100 host a batch of 24 orders of matmul 8192 ran at 0.61, 1.13, 1.28 and 1.23 G
+    accesses/s with 2, 4, 8 and 16 at once (benchmarks/sim_speed/sim_speed_gpuhost_h100.json, gpu_batch).
+    `on_done(i, result)` is called as each finishes (from the thread that ran it)."""
     if "workers" in options:
         raise UserError("simulate_many splits the CPUs itself: give concurrency, not workers")
     model = get_model(hw) if isinstance(hw, str) else hw

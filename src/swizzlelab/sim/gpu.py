@@ -51,13 +51,11 @@ _TRACE_CACHE: dict[tuple[int, int, int], tuple[Any, tuple[Any, ...]]] = {}
 @dataclass(frozen=True)
 class Coalesce:
     """What the device needs to count the L2 request coalescer (kernels.coalesce_reads) on the walk's stream:
-    each step's program, the window in mean step times, a whole line's sector mask, table entries per thread
-    (0: gpu_kernels.COALESCE_SLOTS)."""
+    each step's program, the window in mean step times, a whole line's sector mask."""
 
     step_tile: np.ndarray
     window: float
     full_mask: int
-    slots: int = 0
 
 
 def simulated() -> bool:
@@ -263,7 +261,7 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
             *_unsynced(xp, rec, shw, seg), np.int64(pbits), np.int64(n_partitions), np.int64(ways),
             *_unsynced(xp, sets, stats, got), np.int64(pair))
         if coalesce is not None:
-            k.coalesce_sets_for(coalesce.slots)[grid, k.WALK_THREADS, coalesce_stream](
+            k.coalesce_sets_for()[grid, k.WALK_THREADS, coalesce_stream](
                 *_unsynced(xp, rec, ctime, ctile, seg), np.float64(coalesce.window), np.int64(coalesce.full_mask),
                 *_unsynced(xp, counts, overflow))
     walk_stream.synchronize()

@@ -156,9 +156,10 @@ def _make_coalesce_sets(SLOTS: int):
 _COALESCE: dict[int, object] = {}
 
 
-def coalesce_sets_for(slots: int = 0):
-    """coalesce_sets with `slots` entries per thread (0: COALESCE_SLOTS), compiled on first use."""
-    slots = int(slots) or COALESCE_SLOTS
+def coalesce_sets_for():
+    """coalesce_sets with COALESCE_SLOTS entries per thread (read at the call: a test sets 1 to fill the tables),
+    compiled on first use."""
+    slots = COALESCE_SLOTS
     if slots not in _COALESCE:
         _COALESCE[slots] = _make_coalesce_sets(slots)
     return _COALESCE[slots]

@@ -647,6 +647,11 @@ def _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, 
     return {d: sched for (d, _), sched in zip(jobs, done)}
 
 
+def step_tiles(tile_step_ptr: np.ndarray) -> np.ndarray:
+    """The program (tile) each step of a trace belongs to: what the coalescer compares, on the CPU and the GPU."""
+    return np.repeat(np.arange(tile_step_ptr.size - 1, dtype=np.int64), np.diff(tile_step_ptr))
+
+
 def _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, n_workers,
                 wave_chunk, drift_decay, window, n_lines, popcount, full_mask, given=None, sets=None) -> int:
     """Sectors the L2 request coalescer merges (kernels.coalesce_reads, per domain on the schedule without hit
@@ -658,7 +663,7 @@ def _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_
     as the engine's are."""
     schedules = _domain_schedules(work, step_ptr, tile_step_ptr, n_slots, n_partitions, cv, seed, None, n_workers,
                                   wave_chunk, drift_decay, given)
-    step_tile = np.repeat(np.arange(tile_step_ptr.size - 1, dtype=np.int64), np.diff(tile_step_ptr))
+    step_tile = step_tiles(tile_step_ptr)
     if sets is not None and len(schedules) == 1:
         n_sets, ways, n_simulated = sets
         set_home = set_index_array(lines, n_sets, n_partitions, n_workers)
@@ -1097,13 +1102,13 @@ def simulate(
     coalesced = 0
     coalescing = window > 0 and model.vendor == "nvidia"
     n_simulated = n_sets if set_fraction >= 1.0 else max(1, int(round(n_sets * set_fraction)))
+    sectors_per_line = model.line_bytes // model.sector_bytes
+    full_mask = (1 << sectors_per_line) - 1
     # The GPU counts the coalescer on the walk's own stream where the walk runs the coalescer's schedule (one
     # domain, one pass); should it not count (a table ran out), the CPU does below.
     on_device = None
     if coalescing and engine == "gpu" and model.n_domains == 1 and hit_passes(float(speedup)) == 1:
-        on_device = gpu.Coalesce(
-            step_tile=np.repeat(np.arange(n_tiles, dtype=np.int64), np.diff(tile_step_ptr)), window=float(window),
-            full_mask=(1 << (model.line_bytes // model.sector_bytes)) - 1)
+        on_device = gpu.Coalesce(step_tile=step_tiles(tile_step_ptr), window=float(window), full_mask=full_mask)
     llc = None
     device_coalesced = -1
     if use_sets:
@@ -1119,14 +1124,13 @@ def simulate(
             model, work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, capacity, n_sets,
             popcount, float(cv), seed, n_workers, float(speedup), float(decay))
     if device_coalesced >= 0:
-        sectors = device_coalesced * (model.line_bytes // model.sector_bytes)
-        coalesced = int(round(sectors * n_sets / n_simulated))
+        coalesced = int(round(device_coalesced * sectors_per_line * n_sets / n_simulated))
     elif coalescing:
         if footprint is None:
             footprint = footprint_of(trace)
         coalesced = _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, float(cv),
                                 seed, n_workers, int(wave_sync) // model.n_domains, float(decay), float(window),
-                                footprint[0], popcount, (1 << (model.line_bytes // model.sector_bytes)) - 1, given,
+                                footprint[0], popcount, full_mask, given,
                                 (n_sets, capacity // n_sets, n_simulated) if use_sets and assoc is not None else None)
     per_domain = [
         DomainStats(

@@ -41,12 +41,19 @@ def test_sm_pace_follows_the_tasks_declared_class_with_its_evidence(scripts):
                             "task_l2_bound": True},
         "H | spmv rows=8": {"l2_lookup_tbps_min": pytest.approx(3.2), "l2_lookup_tbps_max": pytest.approx(4.8),
                             "task_l2_bound": False}}
-    point = (0.2, 0.0, 0.0, 0.1, 0.5, 0.25, 0.02)
+    point = (0.2, 0.0, 0.0, 0.1, 0.5, 0.25, 0.02, 1.0)
     assert validate.effective(point, True) == point
-    assert validate.effective(point, False) == (0.2, 0.0, 0.0, 0.1, 0.0, 0.25, 0.02)
+    assert validate.effective(point, False) == (0.2, 0.0, 0.0, 0.1, 0.0, 0.25, 0.02, 1.0)
     walk = validate.random_walk_point(0.5)
     assert validate.effective(walk, False) == walk  # the random walk has no pace to switch off
     assert validate.point_label(point) == "0.2,l0.1,g0.5,s0.25,m0.02" and validate.point_label(walk) == "0.5"
+    # A capacity scale of 1 keeps the labels and cache keys earlier runs wrote; another scale gets its own.
+    larger = (*point[:7], 1.1)
+    assert validate.point_label(larger) == "0.2,l0.1,g0.5,s0.25,m0.02,c1.1"
+    row = {"device": "NVIDIA H100 80GB HBM3", "task": "matmul", "case": {"m": 64}, "order": "row_major",
+           "occupancy": 2}
+    assert "capacity_scale" not in validate._cache_key(row, point)
+    assert validate._cache_key(row, larger) != validate._cache_key(row, point)
 
 
 def test_sm_excess_is_taken_against_programs_running_at_the_same_time(scripts):

@@ -15,8 +15,10 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import threading
 import time
 from collections import defaultdict
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -29,7 +31,7 @@ from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
 from swizzlelab.sim.agreement import kendall_tau  # noqa: E402
 from swizzlelab.sim.simulate import (  # noqa: E402
-    DRAM_SATURATION, DRIFT_DECAY, GPC_BOUND, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, STEP_TIME_CV,
+    default_workers, DRAM_SATURATION, DRIFT_DECAY, GPC_BOUND, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, STEP_TIME_CV,
     STEP_TIME_CV_SATURATING)
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
@@ -41,6 +43,7 @@ from swizzlelab.tasks import load_task  # noqa: E402
 # tau; `kendall_tau_hit_1pp` gives the tau with the fixed 1 pp threshold alone.
 TIE_PP = 1.0
 TIE_DRAM_REL = 0.02  # the same for DRAM read bytes: orders within 2% are a tie
+CACHE_SAVE_S = 30.0  # how often a running grid writes its cache file
 TARGETS = {"held_out_mae_l2_hit_pp": 3.0, "held_out_mean_rel_error_dram_read": 0.10, "kendall_tau_per_case": 0.8}
 
 
@@ -63,32 +66,34 @@ def case_key(row: dict[str, Any]) -> str:
     return row["task"] + " " + " ".join(f"{k}={v}" for k, v in row["case"].items() if k != "seed")
 
 
-Point = tuple[float, float, float, float, float, float, float]  # cv, hit, decay, lrc, gpc, saturation, miss gain
+# cv, hit, decay, lrc, gpc, saturation, miss gain, capacity scale (the modelled L2 bytes over the model's)
+Point = tuple[float, float, float, float, float, float, float, float]
 
 
 def random_walk_point(cv: float) -> Point:
     """The random-walk progress model at step_cv `cv`, with nothing else on (dram_saturation 0 marks it)."""
-    return (cv, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0)
+    return (cv, 0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 1.0)
 
 
 def point_label(point: Point) -> str:
     """'0.5' for the random walk at step_cv 0.5 without hit speedup, drift decay or request coalescer (the key
     earlier runs used), '0.5,h0.05' with hit speedup, '0.5,d0.01' with drift decay, '0.5,l0.4' with the coalescer's
     window, '0.2,l0.1,g0.5,s0.25,m0.02' for the saturating progress model (SM pace of L2-bound kernels, DRAM
-    saturation, miss gain)."""
-    cv, hit, decay, lrc, gpc, sat, gain = point
+    saturation, miss gain); ',c1.2' when the modelled L2 holds 1.2x the model's bytes."""
+    cv, hit, decay, lrc, gpc, sat, gain, scale = point
     return (f"{cv}" + (f",h{hit}" if hit else "") + (f",d{decay}" if decay else "") + (f",l{lrc}" if lrc else "")
-            + (f",g{gpc},s{sat},m{gain}" if sat else ""))
+            + (f",g{gpc},s{sat},m{gain}" if sat else "") + (f",c{scale}" if scale != 1.0 else ""))
 
 
 def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
-    cv, hit, decay, lrc, gpc, sat, gain = point
+    cv, hit, decay, lrc, gpc, sat, gain, scale = point
     # Every engine gives the same results without hit speedup; with it, "auto" (linked-list, hits inside the
     # schedule) and the set engines (fixed-point passes) differ. Decay 0 keeps the keys earlier runs wrote.
     return json.dumps([model_name(row["device"]), row["task"], row["case"], row["order"], int(row["occupancy"]), cv]
                       + ([hit] if hit else []) + ([engine] if hit and engine != "auto" else [])
                       + ([["decay", decay]] if decay else []) + ([["lrc", lrc]] if lrc else [])
-                      + ([["saturating", gpc, sat, gain]] if sat else []), sort_keys=True)
+                      + ([["saturating", gpc, sat, gain]] if sat else [])
+                      + ([["capacity_scale", scale]] if scale != 1.0 else []), sort_keys=True)
 
 
 def l2_lookup_tbps(row: dict[str, Any]) -> float:
@@ -138,7 +143,7 @@ def merge_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
 
 
 def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[str, Any],
-                 cache_path: str | None, workers: int | None, engine: str = "auto") -> None:
+                 cache_path: str | None, workers: int | None, engine: str = "auto", concurrency: int = 1) -> None:
     """Adds predictions at every point (step_cv, hit_speedup, drift_decay, lrc_window, gpc_bound, dram_saturation,
     miss_gain; dram_saturation 0 = the random walk) to each row (one trace per case, shared by both GPUs' rows)."""
     by_case: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -159,23 +164,46 @@ def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[st
             grid = task.tile_grid(case, config)
             args, consts = task.swizzle_args(case, config)
             perms: dict[str, Any] = {}
-            for row, pt in todo:
+            for row, _ in todo:
                 if row["order"] not in perms:
                     perms[row["order"]] = to_permutation(task.parse_order(row["order"]), grid, args, consts)
+            lock = threading.Lock()
+            saved = [time.time()]
+
+            def run(item: tuple[dict[str, Any], Point], n_workers: int | None) -> None:
+                row, pt = item
                 progress = {"progress": "saturating", "gpc_bound": pt[4], "dram_saturation": pt[5],
                             "miss_gain": pt[6]} if pt[5] else {"progress": "random_walk"}
-                res = simulate(trace, perms[row["order"]], get_model(model_name(row["device"])),
+                model = get_model(model_name(row["device"]))
+                res = simulate(trace, perms[row["order"]], model,
+                               capacity_bytes=int(model.l2_effective_bytes_per_domain * pt[7]),
                                occupancy=int(row["occupancy"]), footprint=footprint, step_cv=pt[0],
-                               hit_speedup=pt[1], drift_decay=pt[2], lrc_window=pt[3], workers=workers, engine=engine,
-                               **progress)
-                cache[_cache_key(row, pt, engine)] = {"l2_hit_pct": 100 * res.l2_hit_rate,
-                                              "dram_read_bytes": int(res.dram_read_bytes),
-                                              "dram_write_bytes": int(res.dram_write_bytes),
-                                              "lookup_bytes_per_requested": res.requested_bytes and
-                                              (res.fabric_bytes + res.requested_bytes) / res.requested_bytes,
-                                              "requested_bytes": int(res.requested_bytes),
-                                              "coalesced_bytes": int(res.coalesced_bytes),
-                                              "elapsed_s": res.elapsed_s}
+                               hit_speedup=pt[1], drift_decay=pt[2], lrc_window=pt[3], workers=n_workers,
+                               engine=engine, **progress)
+                with lock:
+                    cache[_cache_key(row, pt, engine)] = {
+                        "l2_hit_pct": 100 * res.l2_hit_rate, "dram_read_bytes": int(res.dram_read_bytes),
+                        "dram_write_bytes": int(res.dram_write_bytes),
+                        "lookup_bytes_per_requested": res.requested_bytes and
+                        (res.fabric_bytes + res.requested_bytes) / res.requested_bytes,
+                        "requested_bytes": int(res.requested_bytes), "coalesced_bytes": int(res.coalesced_bytes),
+                        "elapsed_s": res.elapsed_s}
+                    # A long grid keeps what it has if it is stopped.
+                    if cache_path and time.time() - saved[0] > CACHE_SAVE_S:
+                        atomic_write_text(cache_path, json.dumps(cache))
+                        saved[0] = time.time()
+
+            # The first order builds what the trace's later orders share (sim.simulate_many does the same); the
+            # rest run `concurrency` at a time, each order's serial schedule beside the others'.
+            run(todo[0], workers)
+            width = max(1, min(concurrency, len(todo) - 1))
+            if width > 1:
+                share = max(1, (workers or default_workers()) // width)
+                with ThreadPoolExecutor(max_workers=width) as pool:
+                    list(pool.map(lambda item: run(item, share), todo[1:]))
+            else:
+                for item in todo[1:]:
+                    run(item, workers)
             if cache_path:
                 atomic_write_text(cache_path, json.dumps(cache))
             del trace
@@ -276,10 +304,15 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--saturation-grid", default=f"{DRAM_SATURATION}",
                         help="dram_saturation values (0 = the random-walk progress model)")
     parser.add_argument("--gain-grid", default=f"{SATURATION_MISS_GAIN}", help="miss_gain values")
-    parser.add_argument("--engine", default="auto", choices=["auto", "sets"],
-                        help="simulator engine (sets: hit speedup by fixed-point passes)")
+    parser.add_argument("--capacity-grid", default="1.0",
+                        help="capacity scales: the modelled L2 bytes over the model's (fitted with the others)")
+    parser.add_argument("--engine", default="auto", choices=["auto", "sets", "gpu"],
+                        help="simulator engine (sets: hit speedup by fixed-point passes; gpu: the sets engine on "
+                             "the GPU, same results)")
     parser.add_argument("--cache", default=None, help="JSON file of predictions kept between runs")
     parser.add_argument("--workers", type=int, default=None)
+    parser.add_argument("--concurrency", type=int, default=1,
+                        help="orders simulated at once (the CPUs split between them), as sim.simulate_many")
     args = parser.parse_args(argv)
     started = time.time()
     rows, sources = [], []
@@ -295,9 +328,10 @@ def main(argv: list[str]) -> int:
     gpcs = [float(v) for v in args.gpc_grid.split(",")]
     sats = [float(v) for v in args.saturation_grid.split(",")]
     gains = [float(v) for v in args.gain_grid.split(",")]
-    points = sorted({(cv, hit, decay, lrc, gpc if sat else 0.0, sat, gain if sat else 0.0)
+    scales = [float(v) for v in args.capacity_grid.split(",")]
+    points = sorted({(cv, hit, decay, lrc, gpc if sat else 0.0, sat, gain if sat else 0.0, scale)
                      for cv in cvs for hit in hits for decay in decays for lrc in lrcs for gpc in gpcs for sat in sats
-                     for gain in gains})
+                     for gain in gains for scale in scales})
     cache: dict[str, Any] = {}
     if args.cache and Path(args.cache).exists():
         cache = json.loads(Path(args.cache).read_text())
@@ -306,16 +340,17 @@ def main(argv: list[str]) -> int:
         r["set"] = fit_set(r)
     fit_rows = [r for r in rows if r["set"] == "fit"]
     declared = {name: load_task(name).spec.l2_bound for name in sorted({r["task"] for r in rows})}
-    predict_rows(fit_rows, points, cache, args.cache, args.workers, args.engine)
+    predict_rows(fit_rows, points, cache, args.cache, args.workers, args.engine, args.concurrency)
     sweep = {point_label(pt): mean([abs(r["predictions"][point_label(pt)]["l2_hit_pct"] - r["measured_l2_hit_pct"])
                                     for r in fit_rows]) for pt in points}
     best = min(points, key=lambda pt: sweep[point_label(pt)])
-    best_cv, best_hit, best_decay, best_lrc, best_gpc, best_sat, best_gain = best
+    best_cv, best_hit, best_decay, best_lrc, best_gpc, best_sat, best_gain, best_scale = best
     print(f"fit sweep (MAE L2 hit pp by step_cv[,h hit_speedup][,d drift_decay][,l lrc_window][,g gpc_bound,s "
-          f"dram_saturation,m miss_gain]): {sweep}; fitted step_cv {best_cv}, hit_speedup {best_hit}, drift_decay "
+          f"dram_saturation,m miss_gain][,c capacity scale]): {sweep}; fitted step_cv {best_cv}, hit_speedup {best_hit}, drift_decay "
           f"{best_decay}, lrc_window {best_lrc}, gpc_bound {best_gpc}, dram_saturation {best_sat}, miss_gain "
-          f"{best_gain}", flush=True)
-    predict_rows([r for r in rows if r["set"] == "held_out"], [best], cache, args.cache, args.workers, args.engine)
+          f"{best_gain}, capacity scale {best_scale}", flush=True)
+    predict_rows([r for r in rows if r["set"] == "held_out"], [best], cache, args.cache, args.workers, args.engine,
+                 args.concurrency)
     out_rows = []
     for r in rows:
         p = r["predictions"][point_label(best)]
@@ -346,7 +381,8 @@ def main(argv: list[str]) -> int:
                             f"hit_speedup {best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}, "
                             + (f"saturating progress: gpc_bound {effective(best, declared[r['task']])[4]:g}, "
                                f"dram_saturation {best_sat}, miss_gain {best_gain}, " if best_sat else
-                               "random-walk progress, ") + f"engine {args.engine})",
+                               "random-walk progress, ")
+                            + (f"L2 capacity x{best_scale}, " if best_scale != 1.0 else "") + f"engine {args.engine})",
             "predict_s": p.get("elapsed_s"),
             "measured_by": f"measured ({r['device']}, ncu lts__t_sector_hit_rate.pct, dram__bytes_read.sum; mean of "
                            f"{r['measured_runs']} runs)",
@@ -362,17 +398,19 @@ def main(argv: list[str]) -> int:
         "script": "benchmarks/sim_validation/validate.py",
         "command": " ".join(["python", "benchmarks/sim_validation/validate.py", *argv]),
         "device": " + ".join(src["device"] for src in sources), "measured": sources,
-        "fit_parameter": "step_cv, hit_speedup, drift_decay, lrc_window, gpc_bound, dram_saturation, miss_gain",
+        "fit_parameter": "step_cv, hit_speedup, drift_decay, lrc_window, gpc_bound, dram_saturation, miss_gain, "
+                         "capacity scale",
         "fit_grid": cvs,
         "fit_grid_hit_speedup": hits, "fit_grid_drift_decay": decays, "fit_grid_lrc_window": lrcs,
         "fit_grid_gpc_bound": gpcs, "fit_grid_dram_saturation": sats, "fit_grid_miss_gain": gains,
         "progress_model": "saturating" if best_sat else "random_walk",
         "l2_bound_evidence": l2_bound_evidence(rows, declared),
         "fitted_gpc_bound": best_gpc, "fitted_dram_saturation": best_sat, "fitted_miss_gain": best_gain,
+        "fit_grid_capacity_scale": scales, "fitted_capacity_scale": best_scale,
         "fit_sweep_mae_pp": sweep, "fitted_step_cv": best_cv,
         "fitted_hit_speedup": best_hit, "fitted_drift_decay": best_decay, "fitted_lrc_window": best_lrc,
         "fit_rule": "set 'fit' = the square matmul cases (4096^3, 8192^3) on both GPUs; the (step_cv, hit_speedup, "
-                    "drift_decay, lrc_window, gpc_bound, dram_saturation, miss_gain) "
+                    "drift_decay, lrc_window, gpc_bound, dram_saturation, miss_gain, capacity scale) "
                     "with the lowest fit-set MAE (L2 hit) predicts every row",
         "tie_rule": "per case, a pair of orders whose measured L2 hit differs by less than the larger of the two "
                     f"rows' measured_noise_pp and {TIE_PP} pp (DRAM read: < {100 * TIE_DRAM_REL:.0f}%) is a tie and "

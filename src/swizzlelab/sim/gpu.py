@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from swizzlelab.errors import UserError
+from swizzlelab.errors import DeviceMemoryError, UserError
 from swizzlelab.sim import walk
 
 THREADS_PER_BLOCK = 64
@@ -156,7 +156,7 @@ def _check_memory(xp, n_access: int, set_bytes: int) -> None:
     free, _ = xp.cuda.runtime.memGetInfo()
     need = n_access * BYTES_PER_ACCESS + set_bytes
     if need > free:
-        raise UserError(
+        raise DeviceMemoryError(
             f"the GPU simulator needs about {need / 1e9:.1f} GB of device memory for a domain of {n_access} accesses "
             f"but {free / 1e9:.1f} GB are free: use the CPU engine (engine='sets')"
         )

@@ -56,6 +56,11 @@ def test_zero_size_names_the_size_not_the_grid(monkeypatch, capsys) -> None:
     assert "--size m=0" in line and "--grid" not in line
 
 
+def test_sizes_joined_by_commas_get_the_spelling_that_works(monkeypatch, capsys) -> None:
+    line = one_error_line(*cli(["simulate", "matmul", "--size", "m=4096,n=4096"], monkeypatch, capsys)[::2])
+    assert "expected a whole number" in line and "one NAME=VALUE per --size" in line
+
+
 def test_case_out_of_range_suggests_the_spelling_it_accepts(monkeypatch, capsys) -> None:
     line = one_error_line(*cli(["trace", "matmul", "--case", "test:99"], monkeypatch, capsys)[::2])
     assert "test:0 to test:3" in line and "tests:" not in line

@@ -472,7 +472,9 @@ def apply_sizes(items: Sequence[str], case: dict[str, Any]) -> dict[str, Any]:
             else:
                 value = text
         except ValueError:
-            raise UserError(f"--size {name}={text}: expected a {type(current).__name__}") from None
+            kind = "a whole number" if isinstance(current, int) else "a number"
+            raise UserError(f"--size {name}={text}: expected {kind}; give one NAME=VALUE per --size "
+                            f"(--size {name}=VALUE --size OTHER=VALUE)") from None
         if not isinstance(value, bool) and isinstance(value, (int, float)) and value < 1:
             raise UserError(f"--size {name}={text}: sizes must be at least 1")
         out[name] = value

@@ -61,6 +61,15 @@ def test_sizes_joined_by_commas_get_the_spelling_that_works(monkeypatch, capsys)
     assert "expected a whole number" in line and "one NAME=VALUE per --size" in line
 
 
+def test_serve_with_bad_options_writes_nothing(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    line = one_error_line(*cli(["serve", "--db", "bogus://x", "--port", "0"], monkeypatch, capsys)[::2])
+    assert "'bogus' is not supported" in line
+    line = one_error_line(*cli(["serve", "--workers", "many", "--port", "0"], monkeypatch, capsys)[::2])
+    assert "--workers 'many'" in line
+    assert list(tmp_path.iterdir()) == []  # no data folder, no admin token, no database
+
+
 def test_case_out_of_range_suggests_the_spelling_it_accepts(monkeypatch, capsys) -> None:
     line = one_error_line(*cli(["trace", "matmul", "--case", "test:99"], monkeypatch, capsys)[::2])
     assert "test:0 to test:3" in line and "tests:" not in line

@@ -226,3 +226,11 @@ def test_profile_files_size_limited_and_stored(fresh, tmp_path):
         row = session.scalars(select(Run)).one()
         assert row.profile[0]["kernels"] == kernels and row.gpu == "NVIDIA H100 80GB HBM3"
         assert "over the 1000-byte limit" in session.get(Job, spec.job_id).error
+
+
+def test_a_new_sqlite_database_gets_a_private_folder(tmp_path) -> None:
+    database = open_database(str(tmp_path / "fresh" / "leaderboard.db"))
+    try:
+        assert (tmp_path / "fresh").stat().st_mode & 0o777 == 0o700
+    finally:
+        database.dispose()

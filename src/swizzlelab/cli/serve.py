@@ -115,11 +115,13 @@ def register(app: typer.Typer) -> None:
         settings = _settings(db, data_dir, gpu_types, requests_per_minute=requests_per_minute,
                              submissions_per_hour=submissions_per_hour, heartbeat_timeout_s=heartbeat_timeout,
                              eval_budget_s=eval_budget_s)
+        # Bad options are refused before anything is written: the worker count, then the database URL (opening
+        # it checks it), and only then the admin token file.
+        count, gpus = (0, []) if ray else _worker_count(workers)
+        database = open_database(settings.db_url)
         token, token_path = admin_token_for(settings.data_dir, admin_token or settings.admin_token)
         settings = settings.with_(admin_token=token)
-        database = open_database(settings.db_url)
         application = create_app(settings, database)
-        count, gpus = (0, []) if ray else _worker_count(workers)
         children: list[subprocess.Popen[bytes]] = []
         base = [sys.executable, "-m", "swizzlelab.cli", "worker", "--db", database.url,
                 "--gpu-types", ",".join(settings.gpu_types), "--heartbeat-timeout", str(settings.heartbeat_timeout_s),

@@ -236,3 +236,29 @@ def test_gpu_engine_without_a_gpu_is_a_one_line_error():
     assert "\n" not in str(info.value)
     with pytest.raises(UserError, match="engine must be one of auto, sets, list, gpu"):
         simulate(trace, perm, "h100", engine="cuda")
+
+
+@pytest.mark.gpu
+def test_device_memory_check_counts_the_blocks_cupys_pool_keeps():
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    import cupy
+
+    from swizzlelab.sim import gpu as sim_gpu
+
+    pool = cupy.get_default_memory_pool()
+    pool.free_all_blocks()
+    driver_free = cupy.cuda.runtime.memGetInfo()[0]
+    block = cupy.empty(int(driver_free * 0.6), dtype=cupy.uint8)
+    del block  # back to the pool, not to the driver
+    try:
+        kept = pool.free_bytes()
+        assert kept >= driver_free * 0.6
+        # A simulation needing more than the driver reports free, but less than that plus the pool's blocks, fits.
+        need = cupy.cuda.runtime.memGetInfo()[0] + kept // 2
+        sim_gpu._check_memory(cupy, need // sim_gpu.BYTES_PER_ACCESS, 0)
+        with pytest.raises(UserError, match="needs about .* GB of device memory"):
+            sim_gpu._check_memory(cupy, 2 * (driver_free + kept) // sim_gpu.BYTES_PER_ACCESS, 0)
+    finally:
+        pool.free_all_blocks()

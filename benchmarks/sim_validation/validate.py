@@ -26,7 +26,6 @@ from swizzlelab.runtime import ensure_triton_backend
 
 ensure_triton_backend()
 
-from swizzlelab.errors import DeviceMemoryError  # noqa: E402
 from swizzlelab.hw import get_model  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
@@ -176,16 +175,11 @@ def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[st
                 progress = {"progress": "saturating", "gpc_bound": pt[4], "dram_saturation": pt[5],
                             "miss_gain": pt[6]} if pt[5] else {"progress": "random_walk"}
                 model = get_model(model_name(row["device"]))
-                options = dict(capacity_bytes=int(model.l2_effective_bytes_per_domain * pt[7]),
+                res = simulate(trace, perms[row["order"]], model,
+                               capacity_bytes=int(model.l2_effective_bytes_per_domain * pt[7]),
                                occupancy=int(row["occupancy"]), footprint=footprint, step_cv=pt[0],
                                hit_speedup=pt[1], drift_decay=pt[2], lrc_window=pt[3], workers=n_workers,
-                               **progress)
-                try:
-                    res = simulate(trace, perms[row["order"]], model, engine=engine, **options)
-                except DeviceMemoryError:
-                    # Orders side by side can leave the device too little memory for a large trace; the CPU
-                    # engine gives the same results (sim.gpu), only slower.
-                    res = simulate(trace, perms[row["order"]], model, engine="sets", **options)
+                               engine=engine, **progress)
                 with lock:
                     cache[_cache_key(row, pt, engine)] = {
                         "l2_hit_pct": 100 * res.l2_hit_rate, "dram_read_bytes": int(res.dram_read_bytes),

@@ -24,9 +24,5 @@ class NoGpuError(UserError):
     """An action that needs a CUDA GPU was asked for on a machine without one."""
 
 
-class DeviceMemoryError(UserError):
-    """Work the GPU has too little free memory for now (another job may hold it); the CPU can do the same work."""
-
-
 class ToolMissingError(UserError):
     """An external tool (for example Nsight Compute's `ncu`) is not installed or not on PATH."""

@@ -17,7 +17,7 @@ from typing import Any
 
 import numpy as np
 
-from swizzlelab.errors import DeviceMemoryError, UserError
+from swizzlelab.errors import UserError
 from swizzlelab.sim import walk
 
 THREADS_PER_BLOCK = 64
@@ -150,13 +150,21 @@ def _device_trace(xp, lines, masks, writes, set_home, step_ptr) -> tuple[Any, ..
     return arrays
 
 
+def device_free_bytes(xp) -> int:
+    """Device bytes the next allocations can take: the driver's free memory plus the blocks CuPy's pool keeps from
+    earlier simulations (freed to the pool, not to the driver, so memGetInfo alone misses them; the pool hands them
+    out again, and frees them all to retry an allocation the driver refuses)."""
+    free, _ = xp.cuda.runtime.memGetInfo()
+    return int(free) + int(xp.get_default_memory_pool().free_bytes())
+
+
 def _check_memory(xp, n_access: int, set_bytes: int) -> None:
     if xp is np:
         return
-    free, _ = xp.cuda.runtime.memGetInfo()
+    free = device_free_bytes(xp)
     need = n_access * BYTES_PER_ACCESS + set_bytes
     if need > free:
-        raise DeviceMemoryError(
+        raise UserError(
             f"the GPU simulator needs about {need / 1e9:.1f} GB of device memory for a domain of {n_access} accesses "
             f"but {free / 1e9:.1f} GB are free: use the CPU engine (engine='sets')"
         )

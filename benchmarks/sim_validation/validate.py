@@ -18,7 +18,6 @@ import sys
 import threading
 import time
 from collections import defaultdict
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -31,8 +30,8 @@ from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
 from swizzlelab.sim.agreement import kendall_tau  # noqa: E402
 from swizzlelab.sim.simulate import (  # noqa: E402
-    default_workers, DRAM_SATURATION, DRIFT_DECAY, GPC_BOUND, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, STEP_TIME_CV,
-    STEP_TIME_CV_SATURATING)
+    DRAM_SATURATION, DRIFT_DECAY, GPC_BOUND, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, STEP_TIME_CV,
+    STEP_TIME_CV_SATURATING, default_workers, side_by_side)
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
 
@@ -170,7 +169,7 @@ def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[st
             lock = threading.Lock()
             saved = [time.time()]
 
-            def run(item: tuple[dict[str, Any], Point], n_workers: int | None) -> None:
+            def run(item: tuple[dict[str, Any], Point], n_workers: int) -> None:
                 row, pt = item
                 progress = {"progress": "saturating", "gpc_bound": pt[4], "dram_saturation": pt[5],
                             "miss_gain": pt[6]} if pt[5] else {"progress": "random_walk"}
@@ -193,17 +192,10 @@ def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[st
                         atomic_write_text(cache_path, json.dumps(cache))
                         saved[0] = time.time()
 
-            # The first order builds what the trace's later orders share (sim.simulate_many does the same); the
-            # rest run `concurrency` at a time, each order's serial schedule beside the others'.
-            run(todo[0], workers)
-            width = max(1, min(concurrency, len(todo) - 1))
-            if width > 1:
-                share = max(1, (workers or default_workers()) // width)
-                with ThreadPoolExecutor(max_workers=width) as pool:
-                    list(pool.map(lambda item: run(item, share), todo[1:]))
-            else:
-                for item in todo[1:]:
-                    run(item, workers)
+            # The first order builds what the trace's later orders share; the rest run `concurrency` at a time,
+            # each order's serial schedule beside the others' (as sim.simulate_many).
+            side_by_side(len(todo), lambda i, n_workers: run(todo[i], n_workers), first_alone=True,
+                         concurrency=concurrency, cpus=workers or default_workers())
             if cache_path:
                 atomic_write_text(cache_path, json.dumps(cache))
             del trace
@@ -346,9 +338,9 @@ def main(argv: list[str]) -> int:
     best = min(points, key=lambda pt: sweep[point_label(pt)])
     best_cv, best_hit, best_decay, best_lrc, best_gpc, best_sat, best_gain, best_scale = best
     print(f"fit sweep (MAE L2 hit pp by step_cv[,h hit_speedup][,d drift_decay][,l lrc_window][,g gpc_bound,s "
-          f"dram_saturation,m miss_gain][,c capacity scale]): {sweep}; fitted step_cv {best_cv}, hit_speedup {best_hit}, drift_decay "
-          f"{best_decay}, lrc_window {best_lrc}, gpc_bound {best_gpc}, dram_saturation {best_sat}, miss_gain "
-          f"{best_gain}, capacity scale {best_scale}", flush=True)
+          f"dram_saturation,m miss_gain][,c capacity scale]): {sweep}; fitted step_cv {best_cv}, hit_speedup "
+          f"{best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}, gpc_bound {best_gpc}, dram_saturation "
+          f"{best_sat}, miss_gain {best_gain}, capacity scale {best_scale}", flush=True)
     predict_rows([r for r in rows if r["set"] == "held_out"], [best], cache, args.cache, args.workers, args.engine,
                  args.concurrency)
     out_rows = []

@@ -1243,10 +1243,19 @@ def simulate_many(jobs: list[tuple[Any, Any]], hw: HardwareModel | str, *, concu
         if on_done is not None:
             on_done(i, results[i])
 
-    first = 1 if jobs and not _trace_known(jobs[0][0]) else 0
+    side_by_side(len(jobs), one, first_alone=bool(jobs) and not _trace_known(jobs[0][0]), concurrency=concurrency,
+                 cpus=cpus)
+    return [r for r in results if r is not None]
+
+
+def side_by_side(count: int, one: Any, *, first_alone: bool, concurrency: int, cpus: int) -> None:
+    """one(i, workers) for i in 0..count-1, as simulate_many runs its orders: the first alone on all `cpus` when
+    `first_alone` (it builds what later orders of its trace share), the rest `concurrency` at a time with the CPUs
+    split between them (one at a time: each on all of them)."""
+    first = 1 if first_alone and count else 0
     if first:
         one(0, cpus)
-    rest = range(first, len(jobs))
+    rest = range(first, count)
     width = min(int(concurrency), len(rest))
     if width > 1:
         with ThreadPoolExecutor(max_workers=width) as pool:
@@ -1254,4 +1263,3 @@ def simulate_many(jobs: list[tuple[Any, Any]], hw: HardwareModel | str, *, concu
     else:
         for i in rest:
             one(i, cpus)
-    return [r for r in results if r is not None]

@@ -13,10 +13,14 @@ import sys
 from pathlib import Path
 
 from swizzlelab.io import atomic_write_text
+from validate import point_label  # this script's folder is on sys.path
 
 FOLDER = Path(__file__).resolve().parent
 FIRST_RUNS = ("sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "sim_ncu_rows_nvidia_h200.json")
 SECTOR = 32
+# validate.Point's fields as sim_validation.json names its fitted values (older tables have no capacity scale).
+FITTED = (("step_cv", 0.0), ("hit_speedup", 0.0), ("drift_decay", 0.0), ("lrc_window", 0.0), ("gpc_bound", 0.0),
+          ("dram_saturation", 0.0), ("miss_gain", 0.0), ("capacity_scale", 1.0))
 
 
 def key(row: dict) -> tuple[str, str, str]:
@@ -25,8 +29,7 @@ def key(row: dict) -> tuple[str, str, str]:
 
 def main(out_path: str) -> int:
     table = json.loads((FOLDER / "sim_validation.json").read_text())
-    fitted = (f"{table['fitted_step_cv']},l{table['fitted_lrc_window']},g{table['fitted_gpc_bound']},"
-              f"s{table['fitted_dram_saturation']},m{table['fitted_miss_gain']}")
+    fitted = point_label(tuple(table.get(f"fitted_{name}", default) for name, default in FITTED))
     counters = {key(r): r["counters"] for name in FIRST_RUNS
                 for r in json.loads((FOLDER / name).read_text())["rows"] if r.get("counters")}
     rows = []
@@ -39,7 +42,8 @@ def main(out_path: str) -> int:
         rows.append({"device": r["device"], "case": r["case"], "order": r["order"], "set": r["set"],
                      "measured_fabric_per_requested": c["lts__t_sectors_srcunit_ltcfabric.sum"] / requested,
                      "predicted_fabric_per_requested": p["lookup_bytes_per_requested"] - 1,
-                     "measured_l2_hit_pct": r["measured_l2_hit_pct"], "predicted_l2_hit_pct": r["predicted_l2_hit_pct"]})
+                     "measured_l2_hit_pct": r["measured_l2_hit_pct"],
+                     "predicted_l2_hit_pct": r["predicted_l2_hit_pct"]})
         x = rows[-1]
         print(r["device"][7:11], "{m}x{n}x{k}".format(**r["case"]).ljust(17), r["order"][:18].ljust(18),
               f"fabric/requested measured {x['measured_fabric_per_requested']:.3f} predicted "

@@ -96,3 +96,21 @@ def test_validation_rows_measured_several_times_are_compared_with_their_mean(scr
     assert a["measured_dram_read_bytes"] == pytest.approx(120.0)
     assert a["measured_l2_hit_pct_runs"] == [80.0, 83.0, 83.0] and a["counters"] == {"first": 1}
     assert merged[("H", "b")]["measured_runs"] == 1 and merged[("G", "a")]["measured_l2_hit_pct"] == 70.0
+
+
+def test_discordant_pairs_carry_welch_p_over_the_runs_and_ties_stay_out(scripts):
+    validate, _ = scripts
+    # Orders a, b, c: the model swaps a and b; c is measured within the tie threshold of b and left out.
+    runs = [[80.0, 80.5, 79.5, 80.2], [83.0, 83.4, 82.6, 83.1], [83.3, 83.0, 83.6, 83.4]]
+    measured = [sum(r) / len(r) for r in runs]
+    predicted = [82.0, 81.0, 84.0]
+    out = validate.tau_untied(predicted, measured, lambda i, j: abs(measured[i] - measured[j]) < 1.0,
+                              ["a", "b", "c"], runs)
+    assert out["pairs"] == 2 and out["measured_ties"] == 1 and out["discordant"] == 1
+    assert out["tau"] == 0.0
+    (pair,) = out["discordant_pairs"]
+    assert pair["orders"] == ["a", "b"] and pair["runs"] == [4, 4]
+    assert pair["welch_p"] < 1e-4  # 3 pp apart with a spread of about 0.4 pp: far beyond noise
+    # A single run per row gives the pair but no p (no spread to test against).
+    one = validate.tau_untied(predicted, measured, lambda i, j: False, ["a", "b", "c"], [[m] for m in measured])
+    assert all("welch_p" not in p for p in one["discordant_pairs"]) and one["discordant"] == 1

@@ -21,6 +21,8 @@ from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
+from scipy.stats import ttest_ind
+
 from swizzlelab.runtime import ensure_triton_backend
 
 ensure_triton_backend()
@@ -228,9 +230,13 @@ def mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
 
 
-def tau_untied(predicted: list[float], measured: list[float], tied) -> dict[str, Any]:
-    """Kendall's tau over the pairs of orders whose measurements are not tied (`tied(i, j)`), and tau-a over all."""
+def tau_untied(predicted: list[float], measured: list[float], tied, orders: list[str] | None = None,
+               runs: list[list[float]] | None = None) -> dict[str, Any]:
+    """Kendall's tau over the pairs of orders whose measurements are not tied (`tied(i, j)`), and tau-a over all.
+    With `orders` and each row's measured `runs`, every discordant pair is listed with Welch's p over the runs: is
+    the measured order of the pair itself more than run-to-run noise?"""
     concordant = discordant = ties = 0
+    listed = []
     for i in range(len(measured)):
         for j in range(i + 1, len(measured)):
             if tied(i, j):
@@ -239,9 +245,19 @@ def tau_untied(predicted: list[float], measured: list[float], tied) -> dict[str,
             product = (predicted[i] - predicted[j]) * (measured[i] - measured[j])
             concordant += product > 0
             discordant += product <= 0  # a predicted tie of a measured difference counts against the model
+            if product <= 0 and orders is not None:
+                pair = {"orders": [orders[i], orders[j]], "measured": [measured[i], measured[j]],
+                        "predicted": [predicted[i], predicted[j]]}
+                if runs is not None and min(len(runs[i]), len(runs[j])) >= 2:
+                    pair.update(runs=[len(runs[i]), len(runs[j])],
+                                welch_p=float(ttest_ind(runs[i], runs[j], equal_var=False).pvalue))
+                listed.append(pair)
     pairs = concordant + discordant
-    return {"tau": (concordant - discordant) / pairs if pairs else None, "pairs": pairs, "measured_ties": ties,
-            "discordant": discordant, "tau_all_pairs": kendall_tau(predicted, measured)}
+    out = {"tau": (concordant - discordant) / pairs if pairs else None, "pairs": pairs, "measured_ties": ties,
+           "discordant": discordant, "tau_all_pairs": kendall_tau(predicted, measured)}
+    if orders is not None:
+        out["discordant_pairs"] = listed
+    return out
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -258,25 +274,33 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
         noise = [max(TIE_PP, r.get("measured_noise_pp") or 0.0) for r in case_rows]
         pred_dram = [r["predicted_dram_read_bytes"] for r in case_rows]
         meas_dram = [r["measured_dram_read_bytes"] for r in case_rows]
+        orders = [r["order"] for r in case_rows]
+        hit_runs = [r.get("measured_l2_hit_pct_runs") or [r["measured_l2_hit_pct"]] for r in case_rows]
+        dram_runs = [r.get("measured_dram_read_bytes_runs") or [r["measured_dram_read_bytes"]] for r in case_rows]
         cases[f"{device} | {key}"] = {
             "n_orders": len(case_rows),
             "kendall_tau_hit": tau_untied(pred_hit, meas_hit,
-                                          lambda i, j: abs(meas_hit[i] - meas_hit[j]) < max(noise[i], noise[j])),
+                                          lambda i, j: abs(meas_hit[i] - meas_hit[j]) < max(noise[i], noise[j]),
+                                          orders, hit_runs),
             "kendall_tau_hit_1pp": tau_untied(pred_hit, meas_hit, lambda i, j: abs(meas_hit[i] - meas_hit[j]) < TIE_PP),
             "kendall_tau_dram_read": tau_untied(
                 pred_dram, meas_dram,
-                lambda i, j: abs(meas_dram[i] - meas_dram[j]) < TIE_DRAM_REL * max(meas_dram[i], meas_dram[j])),
+                lambda i, j: abs(meas_dram[i] - meas_dram[j]) < TIE_DRAM_REL * max(meas_dram[i], meas_dram[j]),
+                orders, dram_runs),
             "mae_hit_pp": mean([abs(p - m) for p, m in zip(pred_hit, meas_hit)]),
             "mean_rel_error_dram_read": mean([abs(p - m) / m for p, m in zip(pred_dram, meas_dram) if m]),
             "measured_hit_spread_pp": max(meas_hit) - min(meas_hit),
         }
     taus = [c["kendall_tau_hit"]["tau"] for c in cases.values() if c["kendall_tau_hit"]["tau"] is not None]
     taus_1pp = [c["kendall_tau_hit_1pp"]["tau"] for c in cases.values() if c["kendall_tau_hit_1pp"]["tau"] is not None]
+    taus_dram = [c["kendall_tau_dram_read"]["tau"] for c in cases.values()
+                 if c["kendall_tau_dram_read"]["tau"] is not None]
     return {"rows": len(rows), "mae_l2_hit_pp": mean(hit), "mean_rel_error_dram_read": mean(dram),
             "median_rel_error_dram_read": sorted(dram)[len(dram) // 2] if dram else None,
-            "cases": len(cases),
+            "n_cases": len(cases),
             "cases_with_tau_hit_below_target": sum(t < TARGETS["kendall_tau_per_case"] for t in taus),
             "cases_with_tau_hit_1pp_below_target": sum(t < TARGETS["kendall_tau_per_case"] for t in taus_1pp),
+            "cases_with_tau_dram_read_below_target": sum(t < TARGETS["kendall_tau_per_case"] for t in taus_dram),
             "cases": cases}
 
 
@@ -416,7 +440,9 @@ def main(argv: list[str]) -> int:
     for part in ("fit", "held_out"):
         for dev, s in parts[part].items():
             print(f"{part} {dev}: {s['rows']} rows, MAE hit {s['mae_l2_hit_pp']:.2f} pp, DRAM read rel err "
-                  f"{s['mean_rel_error_dram_read']:.3f} (median {s['median_rel_error_dram_read']:.3f})")
+                  f"{s['mean_rel_error_dram_read']:.3f} (median {s['median_rel_error_dram_read']:.3f}); cases with tau "
+                  f"< {TARGETS['kendall_tau_per_case']}: hit {s['cases_with_tau_hit_below_target']}, DRAM read "
+                  f"{s['cases_with_tau_dram_read_below_target']} of {s['n_cases']}")
         for key, c in parts[part]["all"]["cases"].items():
             t = c["kendall_tau_hit"]
             print(f"   {key}: tau hit {t['tau']} ({t['pairs']} pairs, {t['measured_ties']} ties; 1 pp rule "

@@ -179,3 +179,37 @@ def test_memory_side_cache_replay_does_not_depend_on_its_step_length(monkeypatch
         results.append(replace(simulate(trace, perm, small, occupancy=2, engine="sets", workers=2), elapsed_s=0.0))
     assert 0.0 < results[0].llc_hit_rate < 1.0  # the replay saw both hits and misses
     assert results[0] == results[1] == results[2]
+
+
+def test_interleaved_set_map_fills_sets_evenly_and_both_engines_run_it():
+    from swizzlelab.errors import UserError
+    from swizzlelab.sim import kernels
+
+    n_sets, parts = 40, 2
+    block = n_sets * parts
+    out = np.empty(7 * block, dtype=np.int32)
+
+    def counts(first: int, set_map: int) -> np.ndarray:
+        lines = np.arange(first, first + 7 * block, dtype=np.int64)
+        kernels.set_index_of(lines, np.int64(n_sets), np.int64(parts), np.int64(1), out, np.int64(0),
+                             np.int64(lines.size), np.int64(set_map))
+        return np.bincount(out, minlength=block)
+
+    # Interleaved: 7 whole blocks fill every set of every partition alike; a range that starts inside a block
+    # spans two partial blocks at different offsets, one line more or less per set at each.
+    assert counts(3 * block, 1).min() == counts(3 * block, 1).max() == 7
+    assert counts(3 * block + 17, 1).max() - counts(3 * block + 17, 1).min() <= 2
+    hashed_counts = counts(3 * block, 0)
+    assert hashed_counts.max() - hashed_counts.min() > 4  # hashed: some sets fill first
+
+    trace, grid, args, consts = _task_trace(*CASES[0][:2])
+    perm = to_permutation(CASES[0][2], grid, args, consts).perm
+    hashed = replace(get_model("h100"), l2_bytes_per_domain=96 * KB, l2_effective_bytes_per_domain=96 * KB)
+    inter = replace(hashed, l2_set_map="interleave")
+    want = simulate(trace, perm, inter, occupancy=2, assoc=4, engine="list", workers=1, progress="random_walk")
+    got = simulate(trace, perm, inter, occupancy=2, assoc=4, engine="sets", workers=3, progress="random_walk")
+    assert _comparable(got) == _comparable(want)
+    other = simulate(trace, perm, hashed, occupancy=2, assoc=4, engine="sets", workers=3, progress="random_walk")
+    assert other.per_domain[0].evictions != got.per_domain[0].evictions  # the map reaches the kernels
+    with pytest.raises(UserError, match="l2_set_map"):
+        replace(hashed, l2_set_map="xor")

@@ -88,13 +88,16 @@ def point_label(point: Point) -> str:
 
 def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
     cv, hit, decay, lrc, gpc, sat, gain, scale = point
+    set_map = get_model(model_name(row["device"])).l2_set_map
     # Every engine gives the same results without hit speedup; with it, "auto" (linked-list, hits inside the
-    # schedule) and the set engines (fixed-point passes) differ. Decay 0 keeps the keys earlier runs wrote.
+    # schedule) and the set engines (fixed-point passes) differ. Decay 0 and the hashed set map keep the keys
+    # earlier runs wrote.
     return json.dumps([model_name(row["device"]), row["task"], row["case"], row["order"], int(row["occupancy"]), cv]
                       + ([hit] if hit else []) + ([engine] if hit and engine != "auto" else [])
                       + ([["decay", decay]] if decay else []) + ([["lrc", lrc]] if lrc else [])
                       + ([["saturating", gpc, sat, gain]] if sat else [])
-                      + ([["capacity_scale", scale]] if scale != 1.0 else []), sort_keys=True)
+                      + ([["capacity_scale", scale]] if scale != 1.0 else [])
+                      + ([["set_map", set_map]] if set_map != "hash" else []), sort_keys=True)
 
 
 def l2_lookup_tbps(row: dict[str, Any]) -> float:

@@ -76,6 +76,23 @@ def _bucket(line: np.int64, salt: np.uint64, n: np.int64) -> np.int64:
     return np.int64(((x >> np.uint64(32)) * np.uint64(n)) >> np.uint64(32))
 
 
+@njit(cache=True, inline="always")
+def _set_and_home(line: np.int64, n_sets: np.int64, n_partitions: np.int64, interleave: np.int64):
+    """(set index, home partition) of a line. Hashed: each a hash of the line. Interleaved: the n_sets x
+    n_partitions slots of a block of that many consecutive lines take one line each, in turn from a hashed offset
+    per block, so a contiguous buffer fills every set and partition evenly (as the H100's L2 does:
+    benchmarks/sim_validation/dup_probe_h100.json), while blocks land at hashed offsets from each other."""
+    if interleave != 0:
+        slots = n_sets * n_partitions
+        q = line // slots
+        idx = (line - q * slots + _bucket(q, _SET_SALT, slots)) % slots
+        st = idx // n_partitions
+        return st, idx - st * n_partitions
+    st = _bucket(line, _SET_SALT, n_sets) if n_sets > 1 else 0
+    home = _bucket(line, _HOME_SALT, n_partitions) if n_partitions > 1 else 0
+    return st, home
+
+
 # The table interleaves keys and values (table[2i] = key, table[2i+1] = node) so one probe touches one
 # cache line of the host CPU; -1 marks an empty slot.
 @njit(cache=True)
@@ -450,6 +467,7 @@ def run_domain(
     live_speedup: np.float64 = 0.0,
     pair: np.int64 = 0,
     drift_decay: np.float64 = 0.0,
+    set_map: np.int64 = 0,
 ) -> None:
     """Simulate one L2 domain: `programs` (tiles in launch order) run on `n_slots` slots in simulated time.
 
@@ -461,7 +479,8 @@ def run_domain(
     The domain's L2 is `n_partitions` caches of `capacity` lines, each in `n_sets` sets (1: fully
     associative), LRU within a set, with per-line valid and dirty sector masks. The k-th program of the
     domain runs next to a hashed partition of k: after the first wave a program lands on whichever SM
-    frees first, so any fixed SM pattern would be an artefact. A line has one home partition (hashed address).
+    frees first, so any fixed SM pattern would be an artefact. A line has one home partition; its set and home come
+    from `_set_and_home` (`set_map` 1: interleaved, 0: hashed).
     A read looks up the near partition; on a miss of a far-homed line it looks up the home partition over
     the fabric (a second lookup, as the hardware counts it) and keeps a copy near. A write passes the near
     partition (a lookup that counts as a hit; it updates a near copy if one is there, without allocating)
@@ -506,8 +525,7 @@ def run_domain(
             lookups += popcount[m]
             accesses += 1
             line_lookups += 1
-            st_in = _bucket(line, _SET_SALT, n_sets) if n_sets > 1 else 0
-            home = _bucket(line, _HOME_SALT, n_partitions) if n_partitions > 1 else 0
+            st_in, home = _set_and_home(line, n_sets, n_partitions, set_map)
             if w and home != near:
                 # A store to a far-homed line is looked up at the near partition on its way over the fabric:
                 # ncu counts that pass too (a hit: a store fetches nothing). Seen on H100 transpose, where the
@@ -1001,13 +1019,11 @@ def schedule_saturating(
 
 @njit(cache=True, nogil=True)
 def set_index_of(lines: np.ndarray, n_sets: np.int64, n_partitions: np.int64, pbits: np.int64, out: np.ndarray,
-                 first: np.int64, last: np.int64) -> None:
-    """out[a] = set index << pbits | home partition of lines[a], for a in first..last-1 (the hashes `run_domain`
-    uses; n_partitions <= 2 ** pbits)."""
+                 first: np.int64, last: np.int64, set_map: np.int64 = 0) -> None:
+    """out[a] = set index << pbits | home partition of lines[a], for a in first..last-1 (the map `run_domain`
+    uses, `_set_and_home`; n_partitions <= 2 ** pbits)."""
     for a in range(first, last):
-        line = lines[a]
-        st = _bucket(line, _SET_SALT, n_sets) if n_sets > 1 else 0
-        home = _bucket(line, _HOME_SALT, n_partitions) if n_partitions > 1 else 0
+        st, home = _set_and_home(lines[a], n_sets, n_partitions, set_map)
         out[a] = (st << pbits) | home
 
 

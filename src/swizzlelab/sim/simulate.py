@@ -344,14 +344,20 @@ def line_range(lines: np.ndarray) -> tuple[int, int]:
     return found
 
 
+def set_map_of(model: HardwareModel) -> int:
+    """The set map flag the kernels take (kernels._set_and_home): 1 interleaved, 0 hashed."""
+    return int(model.l2_set_map == "interleave")
+
+
 def partition_bits(n_partitions: int) -> int:
     return max(int(n_partitions) - 1, 0).bit_length()
 
 
-def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers: int) -> np.ndarray:
-    """Hashed L2 set index << partition bits | home partition of every access, cached per trace array: a
-    search simulates many orders of one trace, and both hashes depend only on the line."""
-    key = (id(lines), int(lines.size), int(n_sets), int(n_partitions))
+def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers: int, set_map: int = 0) -> np.ndarray:
+    """L2 set index << partition bits | home partition of every access (`set_map`: 1 interleaved, 0 hashed;
+    kernels._set_and_home), cached per trace array: a search simulates many orders of one trace, and both depend
+    only on the line."""
+    key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), int(set_map))
     hit = _SET_INDEX_CACHE.get(key)
     if hit is not None and hit[0]() is lines:
         return hit[1]
@@ -361,7 +367,7 @@ def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers
 
     def fill(i: int) -> None:
         kernels.set_index_of(lines, np.int64(n_sets), np.int64(n_partitions), np.int64(pbits), out,
-                             np.int64(chunks[i]), np.int64(chunks[i + 1]))
+                             np.int64(chunks[i]), np.int64(chunks[i + 1]), np.int64(set_map))
 
     if n_workers > 1 and lines.size > 1 << 20:
         with ThreadPoolExecutor(max_workers=n_workers) as pool:
@@ -377,11 +383,11 @@ _CACHE_LOCK = threading.Lock()
 
 
 def _cache_put(cache: dict, key: tuple, entry: tuple, limit: int) -> None:
-    """Store `entry` (weakref to its trace array, value), dropping entries whose array is gone and the oldest
+    """Store `entry` (weakref to its trace array, value[, more weakrefs]), dropping entries whose array is gone and the oldest
     beyond `limit`. Under a lock: a search simulates orders on several threads (with --k-dir alternate each has
     a trace array of its own), and unlocked clean-ups raced on the same stale key."""
     with _CACHE_LOCK:
-        for stale in [k for k, (ref, _) in cache.items() if ref() is None]:
+        for stale in [k for k, held in cache.items() if held[0]() is None]:
             cache.pop(stale, None)
         if len(cache) >= limit:
             cache.pop(next(iter(cache)))
@@ -393,7 +399,7 @@ def _cache_put(cache: dict, key: tuple, entry: tuple, limit: int) -> None:
 GROUP_BYTES = 256 * 1024
 MIN_GROUPS = 16
 QUEUE_RECORDS = 16384
-_GROUP_CACHE: dict[tuple[int, ...], tuple[Any, "SetGroups"]] = {}
+_GROUP_CACHE: dict[tuple[int, ...], tuple[Any, "SetGroups", Any]] = {}
 
 
 @dataclass(frozen=True)
@@ -436,9 +442,10 @@ def set_groups(lines, masks, writes, set_home, step_ptr, n_sets, n_partitions, w
                max_step) -> SetGroups | None:
     """The trace's accesses of sets 0..n_simulated-1 split into set groups, cached per trace (it does not depend
     on the order: a search reuses it for every candidate); None when it would not fit in the memory left."""
-    key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), int(ways), int(n_simulated))
+    # The split depends on the set map too, which `set_home` (itself cached per trace and map) carries.
+    key = (id(lines), int(lines.size), id(set_home), int(n_sets), int(n_partitions), int(ways), int(n_simulated))
     hit = _GROUP_CACHE.get(key)
-    if hit is not None and hit[0]() is lines:
+    if hit is not None and hit[0]() is lines and hit[2]() is set_home:
         return hit[1]
     per_group = max(1, GROUP_BYTES // (n_partitions * walk.set_words(ways) * 8))
     n_groups = max(1, min(n_simulated, max(-(-n_simulated // per_group), MIN_GROUPS)))
@@ -458,7 +465,7 @@ def set_groups(lines, masks, writes, set_home, step_ptr, n_sets, n_partitions, w
     offset = np.empty(n, dtype=np.int16 if max_step < 1 << 15 else np.int32)
     kernels.group_fill(lines, masks, writes, set_home, step_ptr, pbits, group_of, ptr, rec, shw, offset)
     groups = SetGroups(ptr, rec, shw, offset, group_sets)
-    _cache_put(_GROUP_CACHE, key, (weakref.ref(lines), groups), 2)  # an exact and a sampled split of one trace
+    _cache_put(_GROUP_CACHE, key, (weakref.ref(lines), groups, weakref.ref(set_home)), 2)  # exact and sampled
     return groups
 
 
@@ -492,7 +499,7 @@ def _run_list_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
                 np.int64(n_slots), np.int64(model.units_per_domain), np.int64(n_partitions),
                 np.int64(capacity), np.int64(n_sets), popcount, stats, direct,
                 np.float64(cv), np.uint64(domain_seed_of(seed, d)), step_scale, step_miss, np.float64(hit_speedup),
-                np.int64(fetch_pair(model)), np.float64(drift_decay),
+                np.int64(fetch_pair(model)), np.float64(drift_decay), np.int64(set_map_of(model)),
             )
         return stats
 
@@ -665,8 +672,8 @@ def _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_
                                   wave_chunk, drift_decay, given)
     step_tile = step_tiles(tile_step_ptr)
     if sets is not None and len(schedules) == 1:
-        n_sets, ways, n_simulated = sets
-        set_home = set_index_array(lines, n_sets, n_partitions, n_workers)
+        n_sets, ways, n_simulated, set_map = sets
+        set_home = set_index_array(lines, n_sets, n_partitions, n_workers, set_map)
         groups = set_groups(lines, masks, writes, set_home, step_ptr, n_sets, n_partitions, ways, n_simulated,
                             _max_step(step_ptr))
         if groups is not None:
@@ -711,7 +718,7 @@ def _run_sets_engine(model, work, lines, masks, writes, step_ptr, tile_step_ptr,
     `hit_speedup` > 0, HIT_PASSES passes: each reschedules with the step times the previous pass's hits give.
     Returns (statistics per domain, the memory-side cache's, whole-line reads of the simulated sets the GPU counted
     coalesced (`coalesce`, GPU only) or -1)."""
-    set_home = set_index_array(lines, n_sets, n_partitions, n_workers)
+    set_home = set_index_array(lines, n_sets, n_partitions, n_workers, set_map_of(model))
     pbits = partition_bits(n_partitions)
     llc = model.llc_bytes > 0
     n_passes = hit_passes(hit_speedup)
@@ -869,14 +876,16 @@ def slot_speeds(model: HardwareModel, n_slots: int, gpc_bound: float, seed: int)
 _SAMPLE_CACHE: dict[tuple[int, ...], tuple[Any, tuple[np.ndarray, ...]]] = {}
 
 
-def sampled_accesses(lines, writes, step_ptr, n_sets, n_partitions, ways, n_workers) -> tuple[np.ndarray, ...]:
+def sampled_accesses(lines, writes, step_ptr, n_sets, n_partitions, ways, n_workers,
+                     set_map: int = 0) -> tuple[np.ndarray, ...]:
     """kernels.sample_accesses of a trace (the accesses of the sets the saturating model watches), cached per trace
     array: they do not depend on the order, so each order of a search pays only for its own schedule."""
-    key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), int(ways), SATURATION_SAMPLE_EVERY)
+    key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), int(ways), SATURATION_SAMPLE_EVERY,
+           int(set_map))
     hit = _SAMPLE_CACHE.get(key)
     if hit is not None and hit[0]() is lines:
         return hit[1]
-    set_home = set_index_array(lines, n_sets, n_partitions, n_workers)
+    set_home = set_index_array(lines, n_sets, n_partitions, n_workers, set_map)
     found = kernels.sample_accesses(step_ptr, lines, writes, set_home, np.int64(partition_bits(n_partitions)),
                                     np.int64(SATURATION_SAMPLE_EVERY), np.int64(n_partitions), np.int64(ways))
     _cache_put(_SAMPLE_CACHE, key, (weakref.ref(lines), found), 2)
@@ -886,7 +895,8 @@ def sampled_accesses(lines, writes, step_ptr, n_sets, n_partitions, ways, n_work
 def _saturating_schedule(model, programs, lines, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
                          ways, cv, seed, gpc_bound, dram_saturation, miss_gain, n_workers) -> Schedule:
     """The saturating progress model's schedule of a one-domain model (kernels.schedule_saturating)."""
-    ptr, base, line, read = sampled_accesses(lines, writes, step_ptr, n_sets, n_partitions, ways, n_workers)
+    ptr, base, line, read = sampled_accesses(lines, writes, step_ptr, n_sets, n_partitions, ways, n_workers,
+                                             set_map_of(model))
     n_sample = (n_sets + SATURATION_SAMPLE_EVERY - 1) // SATURATION_SAMPLE_EVERY
     steps, near, start = kernels.schedule_saturating(
         tile_step_ptr, np.ascontiguousarray(programs), np.int64(n_slots), np.int64(n_partitions),
@@ -1131,7 +1141,8 @@ def simulate(
         coalesced = _coalescing(work, lines, masks, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, float(cv),
                                 seed, n_workers, int(wave_sync) // model.n_domains, float(decay), float(window),
                                 footprint[0], popcount, full_mask, given,
-                                (n_sets, capacity // n_sets, n_simulated) if use_sets and assoc is not None else None)
+                                (n_sets, capacity // n_sets, n_simulated, set_map_of(model))
+                                if use_sets and assoc is not None else None)
     per_domain = [
         DomainStats(
             domain=d,

@@ -195,21 +195,33 @@ def test_interleaved_set_map_fills_sets_evenly_and_both_engines_run_it():
                              np.int64(lines.size), np.int64(set_map))
         return np.bincount(out, minlength=block)
 
-    # Interleaved: 7 whole blocks fill every set of every partition alike; a range that starts inside a block
-    # spans two partial blocks at different offsets, one line more or less per set at each.
-    assert counts(3 * block, 1).min() == counts(3 * block, 1).max() == 7
-    assert counts(3 * block + 17, 1).max() - counts(3 * block + 17, 1).min() <= 2
+    # Interleaved and permuted: 7 whole blocks fill every set of every partition alike; a range that starts inside a
+    # block spans two partial blocks, one line more or less per set at each.
+    for set_map in (1, 2):
+        assert counts(3 * block, set_map).min() == counts(3 * block, set_map).max() == 7
+        assert counts(3 * block + 17, set_map).max() - counts(3 * block + 17, set_map).min() <= 2
     hashed_counts = counts(3 * block, 0)
     assert hashed_counts.max() - hashed_counts.min() > 4  # hashed: some sets fill first
+    # Every second line: interleaved puts a block's in one partition (a residue class of its slots), permuted
+    # spreads them over both.
+    strided = np.arange(0, 7 * block, 2, dtype=np.int64)
+    for set_map, one_sided in ((1, True), (2, False)):
+        kernels.set_index_of(strided, np.int64(n_sets), np.int64(parts), np.int64(1), out[:strided.size],
+                             np.int64(0), np.int64(strided.size), np.int64(set_map))
+        share = (out[:strided.size] & 1).reshape(7, block // 2).mean(axis=1)  # each block's share in partition 1
+        assert np.all((share == 0) | (share == 1)) == one_sided
+        if not one_sided:
+            assert np.abs(share - 0.5).max() < 0.25
 
     trace, grid, args, consts = _task_trace(*CASES[0][:2])
     perm = to_permutation(CASES[0][2], grid, args, consts).perm
     hashed = replace(get_model("h100"), l2_bytes_per_domain=96 * KB, l2_effective_bytes_per_domain=96 * KB)
-    inter = replace(hashed, l2_set_map="interleave")
-    want = simulate(trace, perm, inter, occupancy=2, assoc=4, engine="list", workers=1, progress="random_walk")
-    got = simulate(trace, perm, inter, occupancy=2, assoc=4, engine="sets", workers=3, progress="random_walk")
-    assert _comparable(got) == _comparable(want)
     other = simulate(trace, perm, hashed, occupancy=2, assoc=4, engine="sets", workers=3, progress="random_walk")
-    assert other.per_domain[0].evictions != got.per_domain[0].evictions  # the map reaches the kernels
+    for set_map in ("interleave", "permute"):
+        mapped = replace(hashed, l2_set_map=set_map)
+        want = simulate(trace, perm, mapped, occupancy=2, assoc=4, engine="list", workers=1, progress="random_walk")
+        got = simulate(trace, perm, mapped, occupancy=2, assoc=4, engine="sets", workers=3, progress="random_walk")
+        assert _comparable(got) == _comparable(want)
+        assert other.per_domain[0].evictions != got.per_domain[0].evictions  # the map reaches the kernels
     with pytest.raises(UserError, match="l2_set_map"):
         replace(hashed, l2_set_map="xor")

@@ -2,13 +2,16 @@
 against data each SM reads alone (disjoint), measured with ncu and predicted by the simulator on the same accesses.
 
     python benchmarks/sim_validation/dup_probe.py OUT_DIR [--sizes-mb 8,16,...] [--passes 4] [--no-predict]
+        [--chunk-bytes 256 --stride-bytes 32768]
 
 GPU only (ncu; the prediction runs the simulator's GPU engine where CuPy is present). One program per SM sweeps a
 float32 buffer of S bytes `passes` times through L2 (.cg loads skip L1): in `shared` every program sweeps all of it,
 in `disjoint` each sweeps its own 1/132 share. The first pass is cold; the later passes read from DRAM only what the
 L2 lost, so (DRAM read - S) / (passes - 1) / S is the share of the buffer the L2 could not keep. The model keeps a
 far partition's line twice (home and near copy): where every SM reads a line, each line takes two slots, so its
-cliff sits near half the L2; where one SM reads it, half the lines (the far-homed ones) take two.
+cliff sits near half the L2; where one SM reads it, half the lines (the far-homed ones) take two. With
+--chunk-bytes C --stride-bytes S the buffer's data lies in C-byte chunks S bytes apart (as a matmul tile's rows lie
+in its operand), so the same sweeps ask how the L2 spreads strided lines over its sets.
 Writes OUT_DIR/dup_probe.json.
 """
 
@@ -54,7 +57,8 @@ def child(args) -> int:
     import triton.language as tl
 
     @triton.jit
-    def dup_sweep(x_ptr, out_ptr, per_prog, n_elems, passes, SHARED: tl.constexpr, BLOCK: tl.constexpr):
+    def dup_sweep(x_ptr, out_ptr, per_prog, n_elems, passes, SHARED: tl.constexpr, BLOCK: tl.constexpr,
+                  CHUNK: tl.constexpr, STRIDE: tl.constexpr):
         pid = tl.program_id(0)
         start = 0 if SHARED else pid * per_prog
         length = n_elems if SHARED else per_prog
@@ -62,7 +66,8 @@ def child(args) -> int:
         acc = tl.zeros([BLOCK], dtype=tl.float32)
         for _ in range(passes):
             for off in range(0, length, BLOCK):
-                acc += tl.load(x_ptr + start + off + offs, cache_modifier=".cg")
+                g = start + off + offs
+                acc += tl.load(x_ptr + (g // CHUNK) * STRIDE + g % CHUNK, cache_modifier=".cg")
         tl.store(out_ptr + pid, tl.sum(acc, axis=0))
 
     # --dry-run: 4 programs on the CPU under the Triton interpreter (TRITON_INTERPRET=1), to check the kernel's sums.
@@ -72,16 +77,18 @@ def child(args) -> int:
     for pattern in PATTERNS:
         for mb in args.sizes:
             n = buffer_elems(mb, n_prog)
-            x = torch.rand(n, device=dev, generator=gen)
+            chunk, stride = args.chunk_bytes // 4, args.stride_bytes // 4
+            x = torch.rand(n // chunk * stride, device=dev, generator=gen)
             per_prog = n // n_prog
             for _ in range(2):
                 out = torch.full((n_prog,), float("nan"), device=dev)
                 dup_sweep[(n_prog,)](x, out, per_prog, n, args.passes, SHARED=pattern == "shared", BLOCK=BLOCK,
-                                     num_warps=8)
+                                     CHUNK=chunk, STRIDE=stride, num_warps=8)
                 if not args.dry_run:
                     torch.cuda.synchronize()
             # Every program's sum checks that it read what it was meant to (a sweep cut short fails here).
-            xs = x.double()
+            g = torch.arange(n, device=dev)
+            xs = x[(g // chunk) * stride + g % chunk].double()
             want = (xs.sum().expand(n_prog) if pattern == "shared" else xs.view(n_prog, per_prog).sum(1)) * args.passes
             if not torch.allclose(out.double(), want, rtol=1e-3):
                 raise SystemExit(f"{pattern} {mb} MB: wrong sums")
@@ -89,7 +96,8 @@ def child(args) -> int:
     return 0
 
 
-def predict(sizes: list[float], passes: int, n_prog: int) -> list[dict]:
+def predict(sizes: list[float], passes: int, n_prog: int, chunk_bytes: int = BLOCK * 4,
+            stride_bytes: int = BLOCK * 4) -> list[dict]:
     """The simulator's H100 model on the same sweeps (one program per SM, identity order)."""
     from swizzlelab.hw import get_model
     from swizzlelab.sim import simulate
@@ -103,7 +111,9 @@ def predict(sizes: list[float], passes: int, n_prog: int) -> list[dict]:
         for mb in sizes:
             n_lines = buffer_elems(mb, n_prog) * 4 // LINE
             per = n_lines // n_prog
-            one_pass = np.arange(n_lines, dtype=np.int64)
+            per_chunk, per_stride = chunk_bytes // LINE, stride_bytes // LINE
+            logical = np.arange(n_lines, dtype=np.int64)
+            one_pass = (logical // per_chunk) * per_stride + logical % per_chunk
             if pattern == "shared":
                 per_tile = np.tile(one_pass, passes)
                 lines = np.tile(per_tile, n_prog)
@@ -115,7 +125,8 @@ def predict(sizes: list[float], passes: int, n_prog: int) -> list[dict]:
                 is_write=np.zeros(lines.size, dtype=bool),
                 step_ptr=np.arange(0, lines.size + 1, lines_per_step, dtype=np.int64),
                 tile_step_ptr=np.arange(0, n_prog * steps_per_tile + 1, steps_per_tile, dtype=np.int64),
-                tensors=[TensorInfo("x", 0, n_lines, 4)], grid=(n_prog,), meta={"source": "dup_probe"})
+                tensors=[TensorInfo("x", 0, int(one_pass[-1]) + 1, 4)], grid=(n_prog,),
+                meta={"source": "dup_probe"})
             t0 = time.time()
             res = simulate(trace, np.arange(n_prog), model, occupancy=1, engine=engine)
             size = n_lines * LINE
@@ -146,12 +157,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--sizes-mb", default="8,16,20,24,28,32,36,40,44,48,56,64")
     parser.add_argument("--passes", type=int, default=4)
     parser.add_argument("--no-predict", action="store_true")
+    parser.add_argument("--chunk-bytes", type=int, default=BLOCK * 4, help="bytes of data in a row (multiple of 128)")
+    parser.add_argument("--stride-bytes", type=int, default=BLOCK * 4, help="bytes from one row to the next")
     parser.add_argument("--predict-only", default=None, metavar="MEASURED_JSON",
                         help="predict the rows of an earlier run's JSON again (the model may have changed); no ncu")
     parser.add_argument("--child", action="store_true", help=argparse.SUPPRESS)
     parser.add_argument("--dry-run", action="store_true", help="with --child: the interpreter on the CPU, no ncu")
     args = parser.parse_args(argv)
     args.sizes = [float(s) for s in args.sizes_mb.split(",")]
+    if args.chunk_bytes % LINE or args.stride_bytes % LINE or args.stride_bytes < args.chunk_bytes:
+        parser.error("--chunk-bytes and --stride-bytes must be multiples of 128, the stride at least the chunk")
     if args.child:
         return child(args)
     out = Path(args.out)
@@ -160,7 +175,8 @@ def main(argv: list[str]) -> int:
         record = json.loads(Path(args.predict_only).read_text())
         rows = record["rows"]
         predicted = predict([r["size_mb"] for r in rows if r["pattern"] == PATTERNS[0]], record["passes"],
-                            record["programs"])
+                            record["programs"], record.get("chunk_bytes", BLOCK * 4),
+                            record.get("stride_bytes", BLOCK * 4))
         for row, p in zip(rows, predicted):
             row.update({k: v for k, v in p.items() if k.startswith("predict")})
         record["predicted_by"] = PREDICTED_BY
@@ -170,7 +186,8 @@ def main(argv: list[str]) -> int:
     ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     started = time.time()
     cmd = [ncu, "--metrics", ",".join(METRICS), "--csv", "--cache-control", "all", "--kernel-name", "regex:dup_sweep",
-           sys.executable, __file__, str(out), "--sizes-mb", args.sizes_mb, "--passes", str(args.passes), "--child"]
+           sys.executable, __file__, str(out), "--sizes-mb", args.sizes_mb, "--passes", str(args.passes),
+           "--chunk-bytes", str(args.chunk_bytes), "--stride-bytes", str(args.stride_bytes), "--child"]
     run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
     text = run.stdout[run.stdout.find('"ID"'):] if '"ID"' in run.stdout else ""
     if run.returncode or not text:
@@ -203,10 +220,11 @@ def main(argv: list[str]) -> int:
     record = {"script": "benchmarks/sim_validation/dup_probe.py",
               "command": " ".join(["python", "benchmarks/sim_validation/dup_probe.py", *argv]),
               "device": torch.cuda.get_device_name(), "kind": "measured (ncu, caches flushed) and predicted",
-              "programs": n_prog, "passes": args.passes, "block_bytes": BLOCK * 4, "metrics": METRICS, "rows": rows}
+              "programs": n_prog, "passes": args.passes, "block_bytes": BLOCK * 4, "chunk_bytes": args.chunk_bytes,
+              "stride_bytes": args.stride_bytes, "metrics": METRICS, "rows": rows}
     atomic_write_text(out / "dup_probe.json", json.dumps(record, indent=1))
     if not args.no_predict:
-        predicted = predict(args.sizes, args.passes, n_prog)
+        predicted = predict(args.sizes, args.passes, n_prog, args.chunk_bytes, args.stride_bytes)
         for row, p in zip(rows, predicted):
             row.update({k: v for k, v in p.items() if k.startswith("predict")})
         record["predicted_by"] = PREDICTED_BY

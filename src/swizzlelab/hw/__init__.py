@@ -13,6 +13,7 @@ from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.runtime import device
 
 MB = 1024 * 1024
+SET_MAPS = ("hash", "interleave", "permute")  # how a line's L2 set and home are chosen (HardwareModel.l2_set_map)
 
 
 @dataclass(frozen=True)
@@ -42,13 +43,15 @@ class HardwareModel:
     # Ways per L2 set (hashed set index). Not published for H100/H200 or MI300X; 16 is the usual figure for
     # GPU L2s (measured on V100 and A100 by microbenchmarks) and the simulator's results change little above it.
     l2_ways: int = 16
-    # How a line's L2 set and home partition are chosen: "hash" (each a hash of the line) or "interleave" (the sets
-    # and partitions take consecutive lines in turn, from a hashed offset per block of sets x partitions lines).
-    # On an H100 (benchmarks/sim_validation/dup_probe_h100.json) one program per SM sweeping a buffer again and
-    # again keeps it whole up to 24 MiB and loses it all from 32 MiB when every SM reads every line: a sharp cliff,
-    # which "interleave" reproduces and "hash" smears (it starts losing lines at 16 MiB). Yet "interleave" predicts
-    # the real kernels of the validation table worse (held-out 2.72 against 1.82 pp of hit rate,
-    # sim_validation_interleave.json), so every model keeps "hash" until a model has both.
+    # How a line's L2 set and home partition are chosen (SET_MAPS; sim.kernels._set_and_home): "hash" (each a hash
+    # of the line), "interleave" (each block of sets x partitions consecutive lines takes the slots in turn from a
+    # hashed offset) or "permute" (in a pseudo-random order of the block's own). On an H100
+    # (benchmarks/sim_validation/dup_probe_*.json) a contiguous buffer that every SM sweeps again and again is kept
+    # whole up to 24 MiB and lost from 28 MiB, a sharp cliff that "interleave" and "permute" give and "hash"
+    # smears; the same sweeps over 128- or 256-byte rows 8 or 32 KiB apart lose lines gradually from 16 MiB, as
+    # "hash" and "permute" predict. Yet on the validation table's real kernels "hash" stays the best (held-out hit
+    # MAE 1.82 pp; "permute" 2.22, "interleave" 2.72: sim_validation_permute.json, sim_validation_interleave.json),
+    # so every model keeps it until a model explains both.
     l2_set_map: str = "hash"
     # Bytes a read miss brings from DRAM: one sector, or the aligned pair of sectors around it (64 B on Hopper:
     # measured with ncu on H100 and H200, benchmarks/sim_validation; docs/hit-rates.md).
@@ -71,8 +74,8 @@ class HardwareModel:
             raise UserError(f"hardware model {self.name}: dram_fetch_bytes must be one or two sectors")
         if self.line_bytes % self.sector_bytes or self.line_bytes // self.sector_bytes > 8:
             raise UserError(f"hardware model {self.name}: a line must hold 1..8 whole sectors")
-        if self.l2_set_map not in ("hash", "interleave"):
-            raise UserError(f"hardware model {self.name}: l2_set_map must be hash or interleave")
+        if self.l2_set_map not in SET_MAPS:
+            raise UserError(f"hardware model {self.name}: l2_set_map must be one of {', '.join(SET_MAPS)}")
         if self.gpc_sms and min(self.gpc_sms) < 1:
             raise UserError(f"hardware model {self.name}: every GPC needs at least one SM")
         if sum(self.gpc_sms) != self.units_per_domain:

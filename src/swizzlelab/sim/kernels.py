@@ -77,15 +77,44 @@ def _bucket(line: np.int64, salt: np.uint64, n: np.int64) -> np.int64:
 
 
 @njit(cache=True, inline="always")
-def _set_and_home(line: np.int64, n_sets: np.int64, n_partitions: np.int64, interleave: np.int64):
-    """(set index, home partition) of a line. Hashed: each a hash of the line. Interleaved: the n_sets x
-    n_partitions slots of a block of that many consecutive lines take one line each, in turn from a hashed offset
-    per block, so a contiguous buffer fills every set and partition evenly (as the H100's L2 does:
-    benchmarks/sim_validation/dup_probe_h100.json), while blocks land at hashed offsets from each other."""
-    if interleave != 0:
+def _block_permutation(x: np.int64, limit: np.int64, key: np.uint64) -> np.int64:
+    """A pseudo-random permutation of 0..limit-1 chosen by `key`: a 4-round Feistel network on the smallest even
+    number of bits that holds limit, walked until it lands below limit (at most 4 steps expected)."""
+    bits = np.int64(2)
+    while (np.int64(1) << bits) < limit:
+        bits += 2
+    half = bits // 2
+    mask = (np.int64(1) << half) - 1
+    while True:
+        left = x >> half
+        right = x & mask
+        for rnd in range(4):
+            f = _bucket(right + (np.int64(rnd) << 40), key, mask + 1)
+            left, right = right, left ^ f
+        x = (left << half) | right
+        if x < limit:
+            return x
+
+
+@njit(cache=True, inline="always")
+def _set_and_home(line: np.int64, n_sets: np.int64, n_partitions: np.int64, set_map: np.int64):
+    """(set index, home partition) of a line, by `set_map`:
+    0 hashed: each a hash of the line;
+    1 interleaved: the n_sets x n_partitions slots of each block of that many consecutive lines take one line each,
+      in turn from a hashed offset per block;
+    2 permuted: each block's lines take the slots in a pseudo-random order of the block's own.
+    1 and 2 fill every set and partition evenly with a contiguous buffer, as the H100's L2 does; 2 also scatters
+    lines a power of two apart as a hash does (benchmarks/sim_validation/dup_probe_*.json), where 1 keeps them in
+    a few sets of one partition."""
+    if set_map != 0:
         slots = n_sets * n_partitions
         q = line // slots
-        idx = (line - q * slots + _bucket(q, _SET_SALT, slots)) % slots
+        r = line - q * slots
+        if set_map == 1:
+            idx = (r + _bucket(q, _SET_SALT, slots)) % slots
+        else:
+            key = (np.uint64(q) ^ _HOME_SALT) * _MIX
+            idx = _block_permutation(r, slots, key ^ (key >> np.uint64(29)))
         st = idx // n_partitions
         return st, idx - st * n_partitions
     st = _bucket(line, _SET_SALT, n_sets) if n_sets > 1 else 0

@@ -18,7 +18,7 @@ import numpy as np
 
 from swizzlelab.errors import UserError
 from swizzlelab.fmt import fmt_bytes
-from swizzlelab.hw import HardwareModel, domain_programs, get_model
+from swizzlelab.hw import SET_MAPS, HardwareModel, domain_programs, get_model
 from swizzlelab.runtime import available_memory_bytes
 from swizzlelab.sim import gpu, kernels, walk
 
@@ -345,8 +345,8 @@ def line_range(lines: np.ndarray) -> tuple[int, int]:
 
 
 def set_map_of(model: HardwareModel) -> int:
-    """The set map flag the kernels take (kernels._set_and_home): 1 interleaved, 0 hashed."""
-    return int(model.l2_set_map == "interleave")
+    """The set map code the kernels take (kernels._set_and_home): 0 hashed, 1 interleaved, 2 permuted."""
+    return SET_MAPS.index(model.l2_set_map)
 
 
 def partition_bits(n_partitions: int) -> int:
@@ -354,7 +354,7 @@ def partition_bits(n_partitions: int) -> int:
 
 
 def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers: int, set_map: int = 0) -> np.ndarray:
-    """L2 set index << partition bits | home partition of every access (`set_map`: 1 interleaved, 0 hashed;
+    """L2 set index << partition bits | home partition of every access (`set_map`: 0 hashed, 1 interleaved, 2 permuted;
     kernels._set_and_home), cached per trace array: a search simulates many orders of one trace, and both depend
     only on the line."""
     key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), int(set_map))

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import json
+from dataclasses import replace
 import sys
 import threading
 import time
@@ -27,7 +28,7 @@ from swizzlelab.runtime import ensure_triton_backend
 
 ensure_triton_backend()
 
-from swizzlelab.hw import get_model  # noqa: E402
+from swizzlelab.hw import SET_MAPS, HardwareModel, get_model  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
 from swizzlelab.sim.agreement import kendall_tau  # noqa: E402
@@ -46,6 +47,16 @@ TIE_PP = 1.0
 TIE_DRAM_REL = 0.02  # the same for DRAM read bytes: orders within 2% are a tie
 CACHE_SAVE_S = 30.0  # how often a running grid writes its cache file
 TARGETS = {"held_out_mae_l2_hit_pp": 3.0, "held_out_mean_rel_error_dram_read": 0.10, "kendall_tau_per_case": 0.8}
+
+
+# --set-map: every row's model with this L2 set map instead of its own (HardwareModel.l2_set_map); None = the model's.
+SET_MAP: str | None = None
+
+
+def row_model(row: dict[str, Any]) -> HardwareModel:
+    """The simulator model a row is predicted with: its GPU's, with the --set-map override if one was given."""
+    model = get_model(model_name(row["device"]))
+    return replace(model, l2_set_map=SET_MAP) if SET_MAP else model
 
 
 def model_name(device: str) -> str:
@@ -88,7 +99,7 @@ def point_label(point: Point) -> str:
 
 def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
     cv, hit, decay, lrc, gpc, sat, gain, scale = point
-    set_map = get_model(model_name(row["device"])).l2_set_map
+    set_map = row_model(row).l2_set_map
     # Every engine gives the same results without hit speedup; with it, "auto" (linked-list, hits inside the
     # schedule) and the set engines (fixed-point passes) differ. Decay 0 and the hashed set map keep the keys
     # earlier runs wrote.
@@ -178,7 +189,7 @@ def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[st
                 row, pt = item
                 progress = {"progress": "saturating", "gpc_bound": pt[4], "dram_saturation": pt[5],
                             "miss_gain": pt[6]} if pt[5] else {"progress": "random_walk"}
-                model = get_model(model_name(row["device"]))
+                model = row_model(row)
                 res = simulate(trace, perms[row["order"]], model,
                                capacity_bytes=int(model.l2_effective_bytes_per_domain * pt[7]),
                                occupancy=int(row["occupancy"]), footprint=footprint, step_cv=pt[0],
@@ -323,6 +334,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--saturation-grid", default=f"{DRAM_SATURATION}",
                         help="dram_saturation values (0 = the random-walk progress model)")
     parser.add_argument("--gain-grid", default=f"{SATURATION_MISS_GAIN}", help="miss_gain values")
+    parser.add_argument("--set-map", choices=SET_MAPS, default=None,
+                        help="predict every row with this L2 set map instead of its model's (HardwareModel.l2_set_map)")
     parser.add_argument("--capacity-grid", default="1.0",
                         help="capacity scales: the modelled L2 bytes over the model's (fitted with the others)")
     parser.add_argument("--engine", default="auto", choices=["auto", "sets", "gpu"],
@@ -333,6 +346,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--concurrency", type=int, default=1,
                         help="orders simulated at once (the CPUs split between them), as sim.simulate_many")
     args = parser.parse_args(argv)
+    global SET_MAP
+    SET_MAP = args.set_map
     started = time.time()
     rows, sources = [], []
     for path in args.measured:
@@ -373,7 +388,7 @@ def main(argv: list[str]) -> int:
     out_rows = []
     for r in rows:
         p = r["predictions"][point_label(best)]
-        model = get_model(model_name(r["device"]))
+        model = row_model(r)
         counters = r.get("counters") or {}
         out_rows.append({
             "task": r["task"], "case": r["case"], "order": r["order"], "device": r["device"], "set": r["set"],
@@ -396,7 +411,9 @@ def main(argv: list[str]) -> int:
             "predicted_coalesced_share": (p["coalesced_bytes"] / p["requested_bytes"]
                                           if p.get("requested_bytes") else None),
             "output_correct": r["output_correct"],
-            "predicted_by": f"predicted (model {model.name}, {model.l2_ways}-way, step_cv {best_cv}, "
+            "predicted_by": f"predicted (model {model.name}, {model.l2_ways}-way, "
+                            + ("" if model.l2_set_map == "hash" else f"{model.l2_set_map} set map, ")
+                            + f"step_cv {best_cv}, "
                             f"hit_speedup {best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}, "
                             + (f"saturating progress: gpc_bound {effective(best, declared[r['task']])[4]:g}, "
                                f"dram_saturation {best_sat}, miss_gain {best_gain}, " if best_sat else

@@ -18,18 +18,16 @@ Writes OUT_DIR/dup_probe.json.
 from __future__ import annotations
 
 import argparse
-import csv
-import io
 import json
 import os
-import shutil
-import subprocess
 import sys
 import time
 from pathlib import Path
 
 import numpy as np
 
+from swizzlelab.errors import UserError
+from swizzlelab.harness.ncu import run_ncu
 from swizzlelab.io import atomic_write_text
 
 METRICS = ["lts__t_sector_hit_rate.pct", "dram__bytes_read.sum", "lts__t_sectors.sum",
@@ -183,23 +181,16 @@ def main(argv: list[str]) -> int:
         record["predict_command"] = " ".join(["python", "benchmarks/sim_validation/dup_probe.py", *argv])
         atomic_write_text(out / "dup_probe.json", json.dumps(record, indent=1))
         return 0
-    ncu = shutil.which("ncu") or "/usr/local/cuda/bin/ncu"
     started = time.time()
-    cmd = [ncu, "--metrics", ",".join(METRICS), "--csv", "--cache-control", "all", "--kernel-name", "regex:dup_sweep",
-           sys.executable, __file__, str(out), "--sizes-mb", args.sizes_mb, "--passes", str(args.passes),
-           "--chunk-bytes", str(args.chunk_bytes), "--stride-bytes", str(args.stride_bytes), "--child"]
-    run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    text = run.stdout[run.stdout.find('"ID"'):] if '"ID"' in run.stdout else ""
-    if run.returncode or not text:
-        print(run.stdout[-3000:], run.stderr[-3000:])
+    child_cmd = [sys.executable, __file__, str(out), "--sizes-mb", args.sizes_mb, "--passes", str(args.passes),
+                 "--chunk-bytes", str(args.chunk_bytes), "--stride-bytes", str(args.stride_bytes), "--child"]
+    try:
+        launches = run_ncu(child_cmd, METRICS, kernel_regex="dup_sweep", env={**os.environ, "PYTHONUNBUFFERED": "1"})
+    except UserError as err:
+        print(f"error: {err}", file=sys.stderr)
         return 1
-    reports: dict[int, dict] = {}
-    for rec in csv.DictReader(io.StringIO(text)):
-        r = reports.setdefault(int(rec["ID"]), {})
-        try:
-            r[rec["Metric Name"]] = float(rec["Metric Value"].replace(",", ""))
-        except ValueError:
-            r[rec["Metric Name"]] = rec["Metric Value"]
+    # The raw page carries every device attribute too: keep the metrics asked for.
+    reports = {k.launch_index: {name: k.values[name] for name in METRICS if name in k.values} for k in launches}
     import torch
 
     n_prog = torch.cuda.get_device_properties(0).multi_processor_count

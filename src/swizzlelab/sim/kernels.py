@@ -509,7 +509,7 @@ def run_domain(
     associative), LRU within a set, with per-line valid and dirty sector masks. The k-th program of the
     domain runs next to a hashed partition of k: after the first wave a program lands on whichever SM
     frees first, so any fixed SM pattern would be an artefact. A line has one home partition; its set and home come
-    from `_set_and_home` (`set_map` 1: interleaved, 0: hashed).
+    from `_set_and_home` (`set_map` 0: hashed, 1: interleaved, 2: permuted).
     A read looks up the near partition; on a miss of a far-homed line it looks up the home partition over
     the fabric (a second lookup, as the hardware counts it) and keeps a copy near. A write passes the near
     partition (a lookup that counts as a hit; it updates a near copy if one is there, without allocating)

@@ -353,10 +353,11 @@ def partition_bits(n_partitions: int) -> int:
     return max(int(n_partitions) - 1, 0).bit_length()
 
 
-def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers: int, set_map: int = 0) -> np.ndarray:
-    """L2 set index << partition bits | home partition of every access (`set_map`: 0 hashed, 1 interleaved, 2 permuted;
-    kernels._set_and_home), cached per trace array: a search simulates many orders of one trace, and both depend
-    only on the line."""
+def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers: int,
+                    set_map: int = 0) -> np.ndarray:
+    """L2 set index << partition bits | home partition of every access (`set_map`: 0 hashed, 1 interleaved,
+    2 permuted; kernels._set_and_home), cached per trace array: a search simulates many orders of one trace, and
+    both depend only on the line."""
     key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), int(set_map))
     hit = _SET_INDEX_CACHE.get(key)
     if hit is not None and hit[0]() is lines:
@@ -383,9 +384,9 @@ _CACHE_LOCK = threading.Lock()
 
 
 def _cache_put(cache: dict, key: tuple, entry: tuple, limit: int) -> None:
-    """Store `entry` (weakref to its trace array, value[, more weakrefs]), dropping entries whose array is gone and the oldest
-    beyond `limit`. Under a lock: a search simulates orders on several threads (with --k-dir alternate each has
-    a trace array of its own), and unlocked clean-ups raced on the same stale key."""
+    """Store `entry` (weakref to its trace array, value[, more weakrefs]), dropping entries whose array is gone and
+    the oldest beyond `limit`. Under a lock: a search simulates orders on several threads (with --k-dir alternate
+    each has a trace array of its own), and unlocked clean-ups raced on the same stale key."""
     with _CACHE_LOCK:
         for stale in [k for k, held in cache.items() if held[0]() is None]:
             cache.pop(stale, None)

@@ -28,7 +28,10 @@ import numpy as np
 
 from swizzlelab.errors import UserError
 from swizzlelab.harness.ncu import run_ncu
+from swizzlelab.hw import HardwareModel, get_model
 from swizzlelab.io import atomic_write_text
+from swizzlelab.sim import gpu, simulate
+from swizzlelab.trace.trace import AccessTrace, TensorInfo
 
 METRICS = ["lts__t_sector_hit_rate.pct", "dram__bytes_read.sum", "lts__t_sectors.sum",
            "lts__t_sectors_srcunit_ltcfabric.sum", "lts__t_sectors_lookup_hit.sum", "lts__t_sectors_lookup_miss.sum",
@@ -36,7 +39,6 @@ METRICS = ["lts__t_sector_hit_rate.pct", "dram__bytes_read.sum", "lts__t_sectors
 PATTERNS = ("disjoint", "shared")
 BLOCK = 1024  # float32 elements a program loads per step: 4 KiB, 32 lines
 LINE = 128
-PREDICTED_BY = "simulator default model H100-SXM (occupancy 1, identity order)"
 
 
 def buffer_elems(size_mb: float, n_programs: int) -> int:
@@ -94,15 +96,10 @@ def child(args) -> int:
     return 0
 
 
-def predict(sizes: list[float], passes: int, n_prog: int, chunk_bytes: int = BLOCK * 4,
+def predict(model: HardwareModel, sizes: list[float], passes: int, n_prog: int, chunk_bytes: int = BLOCK * 4,
             stride_bytes: int = BLOCK * 4) -> list[dict]:
-    """The simulator's H100 model on the same sweeps (one program per SM, identity order)."""
-    from swizzlelab.hw import get_model
-    from swizzlelab.sim import simulate
-    from swizzlelab.trace.trace import AccessTrace, TensorInfo
-
-    model = get_model("h100")
-    engine = "gpu" if _has_cupy() else "auto"
+    """The simulator's `model` on the same sweeps (one program per SM, identity order)."""
+    engine = "gpu" if gpu.unavailable_reason() is None else "auto"
     rows = []
     lines_per_step = BLOCK * 4 // LINE
     for pattern in PATTERNS:
@@ -141,12 +138,16 @@ def predict(sizes: list[float], passes: int, n_prog: int, chunk_bytes: int = BLO
     return rows
 
 
-def _has_cupy() -> bool:
-    try:
-        import cupy  # noqa: F401
-    except ImportError:
-        return False
-    return True
+def add_predictions(record: dict) -> None:
+    """Predict a run's sweeps (its record's sizes, passes, programs and layout) with the simulator's H100 model as
+    it is now, adding the predictions to its rows."""
+    model = get_model("h100")
+    rows = record["rows"]
+    predicted = predict(model, [r["size_mb"] for r in rows if r["pattern"] == PATTERNS[0]], record["passes"],
+                        record["programs"], record.get("chunk_bytes", BLOCK * 4), record.get("stride_bytes", BLOCK * 4))
+    for row, p in zip(rows, predicted):
+        row.update({k: v for k, v in p.items() if k.startswith("predict")})
+    record["predicted_by"] = f"simulator model {model.name}, {model.l2_set_map} set map (occupancy 1, identity order)"
 
 
 def main(argv: list[str]) -> int:
@@ -171,13 +172,7 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     if args.predict_only:
         record = json.loads(Path(args.predict_only).read_text())
-        rows = record["rows"]
-        predicted = predict([r["size_mb"] for r in rows if r["pattern"] == PATTERNS[0]], record["passes"],
-                            record["programs"], record.get("chunk_bytes", BLOCK * 4),
-                            record.get("stride_bytes", BLOCK * 4))
-        for row, p in zip(rows, predicted):
-            row.update({k: v for k, v in p.items() if k.startswith("predict")})
-        record["predicted_by"] = PREDICTED_BY
+        add_predictions(record)
         record["predict_command"] = " ".join(["python", "benchmarks/sim_validation/dup_probe.py", *argv])
         atomic_write_text(out / "dup_probe.json", json.dumps(record, indent=1))
         return 0
@@ -215,10 +210,7 @@ def main(argv: list[str]) -> int:
               "stride_bytes": args.stride_bytes, "metrics": METRICS, "rows": rows}
     atomic_write_text(out / "dup_probe.json", json.dumps(record, indent=1))
     if not args.no_predict:
-        predicted = predict(args.sizes, args.passes, n_prog, args.chunk_bytes, args.stride_bytes)
-        for row, p in zip(rows, predicted):
-            row.update({k: v for k, v in p.items() if k.startswith("predict")})
-        record["predicted_by"] = PREDICTED_BY
+        add_predictions(record)
     record["elapsed_s"] = time.time() - started
     atomic_write_text(out / "dup_probe.json", json.dumps(record, indent=1))
     return 0

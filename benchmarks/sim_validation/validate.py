@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import argparse
 import json
-from dataclasses import replace
 import sys
 import threading
 import time
 from collections import defaultdict
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -49,14 +49,11 @@ CACHE_SAVE_S = 30.0  # how often a running grid writes its cache file
 TARGETS = {"held_out_mae_l2_hit_pp": 3.0, "held_out_mean_rel_error_dram_read": 0.10, "kendall_tau_per_case": 0.8}
 
 
-# --set-map: every row's model with this L2 set map instead of its own (HardwareModel.l2_set_map); None = the model's.
-SET_MAP: str | None = None
-
-
 def row_model(row: dict[str, Any]) -> HardwareModel:
-    """The simulator model a row is predicted with: its GPU's, with the --set-map override if one was given."""
+    """The simulator model a row is predicted with: its GPU's, with the L2 set map main() put in the row for
+    --set-map (HardwareModel.l2_set_map), if any."""
     model = get_model(model_name(row["device"]))
-    return replace(model, l2_set_map=SET_MAP) if SET_MAP else model
+    return replace(model, l2_set_map=row["set_map"]) if row.get("set_map") else model
 
 
 def model_name(device: str) -> str:
@@ -346,8 +343,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--concurrency", type=int, default=1,
                         help="orders simulated at once (the CPUs split between them), as sim.simulate_many")
     args = parser.parse_args(argv)
-    global SET_MAP
-    SET_MAP = args.set_map
     started = time.time()
     rows, sources = [], []
     for path in args.measured:
@@ -372,6 +367,8 @@ def main(argv: list[str]) -> int:
     rows = merge_runs(rows)
     for r in rows:
         r["set"] = fit_set(r)
+        if args.set_map:
+            r["set_map"] = args.set_map
     fit_rows = [r for r in rows if r["set"] == "fit"]
     declared = {name: load_task(name).spec.l2_bound for name in sorted({r["task"] for r in rows})}
     predict_rows(fit_rows, points, cache, args.cache, args.workers, args.engine, args.concurrency)

@@ -6,7 +6,8 @@ k-step, for the streaming orders whose sharing the progress model gets wrong (RE
 GPU only (inline PTX: %globaltimer, %smid). Same tiles, warps, stages and K loop as tasks/matmul/kernel.py's
 GPU_CONFIG; the tile order comes from a table (the permutation swizzlelab's family gives), so one compiled kernel
 serves every order. Writes OUT_DIR/timeline_<case>.npz (per order and run: SM int32[P], start int32[P] ns, step lengths int32[P, n_k]
-ns, in launch order) and OUT_DIR/timeline_probe.json (kernel times with and without stamps, so the stamps' cost is on record).
+ns, in launch order) and OUT_DIR/timeline_probe.json (kernel times with and without stamps, so the stamps' cost is on record;
+what each launch was, in launch order, for a profiler wrapped around the probe).
 """
 
 from __future__ import annotations
@@ -128,6 +129,9 @@ def main(argv: list[str]) -> int:
             launch(False)
             launch(True)
             plain = [launch(False) for _ in range(5)]
+            # What each launch was, in launch order: a profiler wrapped around the probe (replay_launch.py) pairs
+            # its per-launch counters with the stamped runs through this list.
+            launches = ["plain", "stamped"] + ["plain"] * 5 + [f"stamped_r{r}" for r in range(args.repeats)]
             stamped = []
             for r in range(args.repeats):
                 t.fill_(-1)
@@ -141,7 +145,7 @@ def main(argv: list[str]) -> int:
                 arrays[f"{key}_start"] = (times[:, 0] - times.min()).astype(np.int32)
                 arrays[f"{key}_step"] = np.diff(times, axis=1).astype(np.int32)
             rows.append({"case": case, "order": order, "programs": n_prog, "k_steps": n_k,
-                         "plain_ms": plain, "stamped_ms": stamped})
+                         "plain_ms": plain, "stamped_ms": stamped, "launches": launches})
             print(f"{case} {order}: measured on {torch.cuda.get_device_name()}: plain {np.median(plain):.3f} ms, "
                   f"stamped {np.median(stamped):.3f} ms", flush=True)
         np.savez_compressed(out / f"timeline_{case}.npz", **arrays)

@@ -1,0 +1,303 @@
+"""Pairs every stamped run of timeline_probe.py with ncu's counters of that same launch and replays its schedule through
+the simulator's cache model: the cache model's error on one run, free of the progress model and of run-to-run noise.
+
+    python benchmarks/sim_validation/replay_launch.py measure OUT_DIR [--cases 16384x4096x8192] [--orders ...] [--repeats 4]
+    python benchmarks/sim_validation/replay_launch.py replay OUT_JSON LAUNCHES_JSON [LAUNCHES_JSON ...]
+
+`measure` (GPU) runs timeline_probe.py under ncu (ncu's default clock control, as run.py measures the table) and
+writes OUT_DIR/launches_<gpu>_<cases>.json (the counters of every launch, the probe's record) and the .npz beside it
+(each stamped run's SM, start and duration per program: the start times are all a schedule is, README); `pack`
+makes the same two files from a probe folder. `replay` (CPU) replays each stamped run with its programs' steps
+evenly spaced over their measured durations, and predicts each order with the progress model as fitted in the
+validation table.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+
+from replay import measured_schedule, near_of
+from timeline_analysis import _key, load_timelines
+from timeline_probe import order_table
+from validate import model_name
+
+from swizzlelab.harness.ncu import run_ncu
+from swizzlelab.hw import SET_MAPS, get_model
+from swizzlelab.io import atomic_write_text
+from swizzlelab.sim import footprint_of, simulate
+from swizzlelab.tasks import load_task
+
+HERE = Path(__file__).resolve().parent
+# One metric, so ncu runs each launch once: with two or more it replays the kernel once per pass (3 passes for DRAM
+# reads with the L2 hit rate on an H100, 1 for DRAM reads alone) and the stamps left are those of the last pass,
+# while the counters may come from another, a schedule of its own (paired that way, H200 16384x16384x4096
+# row-major measured 11.6 GB on a launch whose stamps replay to 14.6, and the other way round).
+METRICS = ("dram__bytes_read.sum",)
+DRAM_TIE = 0.02  # validate.py's tie rule for DRAM reads
+FIELDS = ("measured_dram_read_bytes", "replayed_dram_read_bytes", "model_dram_read_bytes", "chip_model_dram_read_bytes")
+
+
+def gpu_slug(device: str) -> str:
+    """'h100' / 'h200' / the device name in lower case with underscores, for file names."""
+    name = device.lower()
+    for short in ("h100", "h200"):
+        if short in name:
+            return short
+    return "_".join(name.split())
+
+
+def pack(folder: Path, launches: list[dict], command: str) -> Path:
+    """launches_<gpu>_<cases>.json and .npz from a probe folder and the profiler's per-launch counters."""
+    probe = json.loads((folder / "timeline_probe.json").read_text())
+    arrays = {}
+    timelines = load_timelines(folder)
+    for case, data in timelines.items():
+        for name in data:
+            if name.endswith("_start"):
+                stem = name.removesuffix("_start")
+                arrays[f"{case}__{stem}_sm"] = data[f"{stem}_sm"].astype(np.int16)
+                arrays[f"{case}__{stem}_start"] = data[name].astype(np.int32)
+                arrays[f"{case}__{stem}_duration"] = data[f"{stem}_step"].astype(np.int64).sum(axis=1).astype(np.int32)
+    slug = "_".join([gpu_slug(probe["device"]), *timelines])
+    np.savez_compressed(folder / f"launches_{slug}.npz", **arrays)
+    record = {"script": "benchmarks/sim_validation/replay_launch.py", "command": command, "device": probe["device"],
+              "kind": "measured (ncu with its default clock control; %globaltimer stamps of the same launches)",
+              "metrics": list(METRICS), "probe": probe, "launches": launches}
+    path = folder / f"launches_{slug}.json"
+    atomic_write_text(path, json.dumps(record, indent=1) + "\n")
+    return path
+
+
+def measure(args: argparse.Namespace) -> int:
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    cmd = [sys.executable, str(HERE / "timeline_probe.py"), str(out), "--cases", args.cases, "--orders", args.orders,
+           "--repeats", str(args.repeats)]
+    started = time.time()
+    kernels = run_ncu(cmd, list(METRICS), kernel_regex="stamped_matmul", timeout_s=540)
+    launches = [{"launch_index": k.launch_index, **{m: k.values.get(m) for m in METRICS}} for k in kernels]
+    path = pack(out, launches, "python benchmarks/sim_validation/replay_launch.py " + " ".join(args.argv))
+    for full in out.glob("timeline_*.npz"):
+        full.unlink()  # every k-step's stamp: 10-20 MB a case, and the replay needs the starts and durations only
+    print(f"{len(kernels)} launches profiled in {time.time() - started:.0f} s -> {path}")
+    return 0
+
+
+def chip_layout(arrays, n_sms: int, n_gpcs: int, mean_gpc: float) -> dict:
+    """The SM pace of the measured chip: each SM's program durations over those of the programs that started near
+    them (40 start-time bins), averaged over the grouped orders' runs (L2-bound: ncu's DRAM idle, so the GPC's
+    bandwidth sets the pace, README). The fastest SMs stand apart by the largest gap in the sorted pace; a cluster of
+    12k SMs is taken as k GPCs of 12 (6 TPCs), the other SMs as GPCs of 18 and 16, and the GPC share of a step's
+    time follows from the two clusters' pace ratio r: pace = 1 - b + b x size / mean, so
+    b = (1 - r) / (1 - r + (r x slow size - fast size) / mean)."""
+    rel, sms = [], []
+    for name in arrays.files:
+        if name.endswith("_duration") and "__grouped" in name:
+            stem = name.removesuffix("_duration")
+            start = arrays[f"{stem}_start"].astype(np.float64)
+            duration = arrays[name].astype(np.float64)
+            bins = np.digitize(start, np.quantile(start, np.linspace(0, 1, 41)[1:-1]))
+            medians = np.array([np.median(duration[bins == b]) for b in range(40)])
+            rel.append(duration / medians[bins])
+            sms.append(arrays[f"{stem}_sm"].astype(np.int64))
+    if not rel:
+        return {"found": False, "why": "no grouped order among the stamped runs"}
+    rel, sms = np.concatenate(rel), np.concatenate(sms)
+    pace = np.array([rel[sms == s].mean() for s in range(n_sms) if (sms == s).any()])
+    ordered = np.sort(pace)
+    cut = int(np.argmax(np.diff(ordered[: n_sms // 2]))) + 1  # the fast cluster is a minority
+    r = float(ordered[:cut].mean() / ordered[cut:].mean())
+    out = {"sm_pace_sorted": [round(float(x), 4) for x in ordered], "fast_sms": cut, "pace_ratio": round(r, 4),
+           "fast_sm_ids": sorted(int(s) for s in np.argsort(pace)[:cut])}
+    k = cut // 12
+    rest = n_sms - cut
+    big = (rest - 16 * (n_gpcs - k)) // 2 if k and cut % 12 == 0 else -1
+    if not 0 <= big <= n_gpcs - k:
+        out.update(found=False, why=f"{cut} fast SMs are not whole GPCs of 12 with the rest in GPCs of 16 and 18")
+        return out
+    layout = (12,) * k + (16,) * (n_gpcs - k - big) + (18,) * big
+    slow = rest / (n_gpcs - k)
+    b = (1 - r) / (1 - r + (r * slow - 12) / mean_gpc)
+    out.update(found=True, gpc_sms=list(layout), gpc_bound=round(float(b), 3))
+    return out
+
+
+def stamped_counters(probe: dict, launches: list[dict]) -> dict[tuple[str, str, str], dict]:
+    """{(case, order, 'r0'): ncu counters of that stamped launch}, through the probe's list of launches."""
+    labels = [(row["case"], row["order"], label) for row in probe["rows"] for label in row["launches"]]
+    if len(labels) != len(launches):
+        raise SystemExit(f"the probe made {len(labels)} launches and ncu profiled {len(launches)}: cannot pair them")
+    return {(case, order, label.removeprefix("stamped_")): counters
+            for (case, order, label), counters in zip(labels, launches) if label.startswith("stamped_r")}
+
+
+def even_schedule(sm, start, duration, n_k, order, tile_step_ptr, perm, n_partitions):
+    """A stamped run's schedule with each program's n_k steps evenly spaced over its measured duration."""
+    key = _key(order)
+    lengths = np.repeat((duration.astype(np.float64) / n_k)[:, None], n_k, axis=1)
+    one = {f"{key}_r0_start": start, f"{key}_r0_step": lengths, f"{key}_r0_sm": sm}
+    return measured_schedule(one, order, tile_step_ptr, perm, near_of("hash", sm.astype(np.int64), n_partitions))
+
+
+def replay(args: argparse.Namespace) -> int:
+    started = time.time()
+    validation = json.loads(Path(args.validation).read_text())
+    fitted = {"step_cv": validation["fitted_step_cv"], "lrc_window": validation["fitted_lrc_window"],
+              "gpc_bound": validation["fitted_gpc_bound"], "dram_saturation": validation["fitted_dram_saturation"],
+              "miss_gain": validation["fitted_miss_gain"]}
+    task = load_task("matmul")
+    rows = []
+    layouts: dict[str, dict] = {}
+    for source in args.launches:
+        record = json.loads(Path(source).read_text())
+        arrays = np.load(Path(source).with_suffix(".npz"))
+        probe, device = record["probe"], record["device"]
+        counters = stamped_counters(probe, record["launches"])
+        model = get_model(model_name(device))
+        if args.set_map:
+            model = replace(model, l2_set_map=args.set_map)
+        label = model.name + (f" with set map {args.set_map}" if args.set_map else "")
+        layout = chip_layout(arrays, model.units_per_domain, len(model.gpc_sms),
+                             model.units_per_domain / len(model.gpc_sms))
+        layouts[device] = layout
+        chip_model = replace(model, gpc_sms=tuple(layout["gpc_sms"])) if layout["found"] else None
+        chip_fitted = {**fitted, "gpc_bound": layout["gpc_bound"]} if layout["found"] else None
+        print(f"{device}: {layout['fast_sms']} SMs run {100 * (1 - layout['pace_ratio']):.1f}% faster in the grouped "
+              f"orders; GPCs {layout.get('gpc_sms')}, gpc_bound {layout.get('gpc_bound')}", flush=True)
+        for case_name in dict.fromkeys(name.split("__")[0] for name in arrays.files):
+            m, n, k = (int(v) for v in case_name.split("x"))
+            case = {"seed": 11, "m": m, "n": n, "k": k}  # the seed picks input values only: the trace is the same
+            trace = task.access_model(case, config=task.kernel.GPU_CONFIG)
+            tile_step_ptr = np.asarray(trace.tile_step_ptr, dtype=np.int64)
+            footprint = footprint_of(trace)
+            for order in [r["order"] for r in probe["rows"] if r["case"] == case_name]:
+                perm = order_table(order, m, n, k)
+                own = simulate(trace, perm, model, occupancy=2, footprint=footprint, progress="saturating", **fitted)
+                chip = (simulate(trace, perm, chip_model, occupancy=2, footprint=footprint, progress="saturating",
+                                 **chip_fitted) if chip_model is not None else None)
+                for run in sorted(r for c, o, r in counters if (c, o) == (case_name, order)):
+                    stem = f"{case_name}__{_key(order)}_{run}"
+                    schedule, step_ns = even_schedule(arrays[f"{stem}_sm"], arrays[f"{stem}_start"],
+                                                      arrays[f"{stem}_duration"], k // task.kernel.GPU_CONFIG.block_k,
+                                                      order, tile_step_ptr, perm, model.l2_partitions)
+                    res = simulate(trace, perm, model, occupancy=2, schedule=schedule,
+                                   lrc_window=fitted["lrc_window"], footprint=footprint)
+                    c = counters[(case_name, order, run)]
+                    rows.append({
+                        "case": case_name, "order": order, "run": run, "device": device,
+                        "mean_step_ns": round(step_ns, 1),
+                        "measured_dram_read_bytes": c["dram__bytes_read.sum"],
+                        "measured_l2_hit_pct": c.get("lts__t_sector_hit_rate.pct"),
+                        "replayed_dram_read_bytes": int(res.dram_read_bytes),
+                        "replayed_l2_hit_pct": round(100 * res.l2_hit_rate, 2),
+                        "model_dram_read_bytes": int(own.dram_read_bytes),
+                        "model_l2_hit_pct": round(100 * own.l2_hit_rate, 2),
+                        "chip_model_dram_read_bytes": int(chip.dram_read_bytes) if chip is not None else None,
+                        "predicted_by": f"model {label}",
+                    })
+                    print(f"{case_name} {order} {run}: DRAM read measured (ncu, {device}) "
+                          f"{c['dram__bytes_read.sum'] / 1e9:.3f} GB, replayed (model {label}, measured schedule) "
+                          f"{res.dram_read_bytes / 1e9:.3f} GB, predicted (model {label}, own schedule) "
+                          f"{own.dram_read_bytes / 1e9:.3f} GB", flush=True)
+    devices = list(dict.fromkeys(r["device"] for r in rows))
+    out = {
+        "script": "benchmarks/sim_validation/replay_launch.py",
+        "command": "python benchmarks/sim_validation/replay_launch.py " + " ".join(args.argv),
+        "device": f"measured on {' and '.join(devices)} (ncu, %globaltimer); replayed and predicted on the CPU",
+        "kind": "measured: ncu, one row per stamped launch; replayed: the model of that GPU (H100-SXM, H200-SXM) on "
+                "that launch's measured schedule; model: the same model on its own (saturating) schedule; chip_model: "
+                "the same with the measured chip's GPC layout and gpc_bound (chip_layouts)",
+        "fitted": fitted,
+        "chip_layouts": layouts,
+        "set_map": args.set_map or "the model's (hash)",
+        "summary": {device: summarize([r for r in rows if r["device"] == device])
+                    for device in dict.fromkeys(r["device"] for r in rows)},
+        "rows": rows,
+        "elapsed_s": round(time.time() - started, 1),
+    }
+    atomic_write_text(args.out_json, json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out["summary"], indent=1))
+    return 0
+
+
+def summarize(rows: list[dict]) -> dict:
+    """Per row: the replay's error against the same launch; per case and pair of orders: which reads more, measured
+    (mean over runs), replayed (mean) and predicted; a pair measured less than DRAM_TIE apart is a tie."""
+    out: dict = {}
+    pairs = []
+    for case in sorted({r["case"] for r in rows}):
+        means = {}
+        for order in dict.fromkeys(r["order"] for r in rows if r["case"] == case):
+            sel = [r for r in rows if (r["case"], r["order"]) == (case, order)]
+            means[order] = {f: float(np.mean([r[f] for r in sel])) for f in FIELDS if sel[0][f] is not None}
+            means[order]["runs"] = len(sel)
+        names = list(means)
+        for i in range(len(names)):
+            for j in range(i + 1, len(names)):
+                a, b = means[names[i]], means[names[j]]
+                gap = {f: b[f] / a[f] - 1 for f in FIELDS if f in a and f in b}
+                tie = abs(gap["measured_dram_read_bytes"]) < DRAM_TIE
+                pairs.append({
+                    "case": case, "orders": [names[i], names[j]], "runs": [a["runs"], b["runs"]],
+                    "measured_gap": round(gap["measured_dram_read_bytes"], 4),
+                    "replayed_gap": round(gap["replayed_dram_read_bytes"], 4),
+                    "model_gap": round(gap["model_dram_read_bytes"], 4),
+                    "measured_tie": tie,
+                    "replay_agrees": None if tie else bool(np.sign(gap["replayed_dram_read_bytes"])
+                                                           == np.sign(gap["measured_dram_read_bytes"])),
+                    "model_agrees": None if tie else bool(np.sign(gap["model_dram_read_bytes"])
+                                                          == np.sign(gap["measured_dram_read_bytes"])),
+                })
+                if "chip_model_dram_read_bytes" in gap:
+                    pairs[-1]["chip_model_gap"] = round(gap["chip_model_dram_read_bytes"], 4)
+                    pairs[-1]["chip_model_agrees"] = None if tie else bool(
+                        np.sign(gap["chip_model_dram_read_bytes"]) == np.sign(gap["measured_dram_read_bytes"]))
+    out["pairs"] = pairs
+    ranked = [p for p in pairs if not p["measured_tie"]]
+    out["pairs_untied"] = len(ranked)
+    out["pairs_replay_agrees"] = sum(bool(p["replay_agrees"]) for p in ranked)
+    out["pairs_model_agrees"] = sum(bool(p["model_agrees"]) for p in ranked)
+    out["pairs_chip_model_agrees"] = sum(bool(p.get("chip_model_agrees")) for p in ranked)
+    for field, name in (("replayed_dram_read_bytes", "replay"), ("model_dram_read_bytes", "model"),
+                        ("chip_model_dram_read_bytes", "chip_model")):
+        errors = [abs(r[field] / r["measured_dram_read_bytes"] - 1) for r in rows if r.get(field) is not None]
+        out[f"{name}_dram_mean_rel_error"] = round(float(np.mean(errors)), 4) if errors else None
+    return out
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    sub = parser.add_subparsers(dest="mode", required=True)
+    m = sub.add_parser("measure")
+    m.add_argument("out")
+    m.add_argument("--cases", default="16384x4096x8192,16384x16384x4096")
+    m.add_argument("--orders", default="grouped:GROUP_M=8,grouped:GROUP_M=16,row_major,column_major")
+    m.add_argument("--repeats", type=int, default=3)
+    p = sub.add_parser("pack")
+    p.add_argument("folder")
+    r = sub.add_parser("replay")
+    r.add_argument("out_json")
+    r.add_argument("launches", nargs="+")
+    r.add_argument("--validation", default=str(HERE / "sim_validation.json"))
+    r.add_argument("--set-map", choices=SET_MAPS, default=None,
+                   help="replay and predict with this L2 set map instead of the model's (HardwareModel.l2_set_map)")
+    args = parser.parse_args(argv)
+    args.argv = argv
+    if args.mode == "pack":
+        # A folder measured before `measure` packed its own: its counters in ncu_launches.json.
+        folder = Path(args.folder)
+        launches = json.loads((folder / "ncu_launches.json").read_text())
+        print(pack(folder, launches["launches"], launches["command"]))
+        return 0
+    return measure(args) if args.mode == "measure" else replay(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -54,14 +54,14 @@ def _chip_arrays(fast_ids, fast_pace, seed=0):
 
 
 def test_chip_layout_reads_whole_small_gpcs_and_their_pace(rl):
-    two = rl.chip_layout(_chip_arrays(list(range(24)), 0.8636), 132, 8, 16.5)
+    two = rl.chip_layout(_chip_arrays(list(range(24)), 0.8636), 132, 8)
     assert two["found"] and two["fast_sms"] == 24 and two["fast_sm_ids"] == list(range(24))
     assert two["gpc_sms"] == [12, 12, 18, 18, 18, 18, 18, 18]
     # 12-SM GPCs at 0.8636 of 18-SM ones: 1 - b + b 12/16.5 = 0.8636 (1 - b + b 18/16.5) at b ~ 0.39.
     assert two["gpc_bound"] == pytest.approx(0.39, abs=0.02)
-    one = rl.chip_layout(_chip_arrays(list(range(40, 52)), 0.84), 132, 8, 16.5)
+    one = rl.chip_layout(_chip_arrays(list(range(40, 52)), 0.84), 132, 8)
     assert one["gpc_sms"] == [12, 16, 16, 16, 18, 18, 18, 18]
-    odd = rl.chip_layout(_chip_arrays(list(range(10)), 0.84), 132, 8, 16.5)
+    odd = rl.chip_layout(_chip_arrays(list(range(10)), 0.84), 132, 8)
     assert not odd["found"] and "whole GPCs" in odd["why"]
 
 

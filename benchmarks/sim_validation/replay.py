@@ -53,8 +53,15 @@ def measured_schedule(data: dict[str, np.ndarray], order: str, tile_step_ptr: np
                       near: np.ndarray) -> tuple[Schedule, float]:
     """The steps as the H100 started them (k-step stamps of every program), times in median step lengths."""
     key = _key(order)
-    start = data[f"{key}_r0_start"].astype(np.int64)
-    lengths = data[f"{key}_r0_step"].astype(np.int64)
+    return stamped_schedule(data[f"{key}_r0_start"], data[f"{key}_r0_step"], order, tile_step_ptr, perm, near)
+
+
+def stamped_schedule(start: np.ndarray, lengths: np.ndarray, order: str, tile_step_ptr: np.ndarray, perm: np.ndarray,
+                     near: np.ndarray) -> tuple[Schedule, float]:
+    """The schedule of programs that started at `start` (ns, launch order) and ran k-steps of `lengths` (ns, one row
+    a program), times in median step lengths; and that median in ns."""
+    start = start.astype(np.int64)
+    lengths = lengths.astype(np.int64)
     t = np.concatenate([start[:, None], start[:, None] + np.cumsum(lengths, axis=1)[:, :-1]], axis=1)
     n_k = t.shape[1]
     if not np.all(np.diff(tile_step_ptr)[perm] == n_k):

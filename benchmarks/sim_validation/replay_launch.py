@@ -6,8 +6,8 @@ the simulator's cache model: the cache model's error on one run, free of the pro
 
 `measure` (GPU) runs timeline_probe.py under ncu (ncu's default clock control, as run.py measures the table) and
 writes OUT_DIR/launches_<gpu>_<cases>.json (the counters of every launch, the probe's record) and the .npz beside it
-(each stamped run's SM, start and duration per program: the start times are all a schedule is, README); `pack`
-makes the same two files from a probe folder. `replay` (CPU) replays each stamped run with its programs' steps
+(each stamped run's SM, start and duration per program: the start times are all a schedule is, README). `replay`
+(CPU) replays each stamped run with its programs' steps
 evenly spaced over their measured durations, and predicts each order with the progress model as fitted in the
 validation table.
 """
@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from replay import measured_schedule, near_of
+from replay import near_of, stamped_schedule
 from timeline_analysis import _key, load_timelines
 from timeline_probe import order_table
 from validate import model_name
@@ -44,15 +44,6 @@ DRAM_TIE = 0.02  # validate.py's tie rule for DRAM reads
 FIELDS = ("measured_dram_read_bytes", "replayed_dram_read_bytes", "model_dram_read_bytes", "chip_model_dram_read_bytes")
 
 
-def gpu_slug(device: str) -> str:
-    """'h100' / 'h200' / the device name in lower case with underscores, for file names."""
-    name = device.lower()
-    for short in ("h100", "h200"):
-        if short in name:
-            return short
-    return "_".join(name.split())
-
-
 def pack(folder: Path, launches: list[dict], command: str) -> Path:
     """launches_<gpu>_<cases>.json and .npz from a probe folder and the profiler's per-launch counters."""
     probe = json.loads((folder / "timeline_probe.json").read_text())
@@ -65,7 +56,7 @@ def pack(folder: Path, launches: list[dict], command: str) -> Path:
                 arrays[f"{case}__{stem}_sm"] = data[f"{stem}_sm"].astype(np.int16)
                 arrays[f"{case}__{stem}_start"] = data[name].astype(np.int32)
                 arrays[f"{case}__{stem}_duration"] = data[f"{stem}_step"].astype(np.int64).sum(axis=1).astype(np.int32)
-    slug = "_".join([gpu_slug(probe["device"]), *timelines])
+    slug = "_".join([model_name(probe["device"]), *timelines])
     np.savez_compressed(folder / f"launches_{slug}.npz", **arrays)
     record = {"script": "benchmarks/sim_validation/replay_launch.py", "command": command, "device": probe["device"],
               "kind": "measured (ncu with its default clock control; %globaltimer stamps of the same launches)",
@@ -90,7 +81,7 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
-def chip_layout(arrays, n_sms: int, n_gpcs: int, mean_gpc: float) -> dict:
+def chip_layout(arrays, n_sms: int, n_gpcs: int) -> dict:
     """The SM pace of the measured chip: each SM's program durations over those of the programs that started near
     them (40 start-time bins), averaged over the grouped orders' runs (L2-bound: ncu's DRAM idle, so the GPC's
     bandwidth sets the pace, README). The fastest SMs stand apart by the largest gap in the sorted pace; a cluster of
@@ -124,7 +115,7 @@ def chip_layout(arrays, n_sms: int, n_gpcs: int, mean_gpc: float) -> dict:
         return out
     layout = (12,) * k + (16,) * (n_gpcs - k - big) + (18,) * big
     slow = rest / (n_gpcs - k)
-    b = (1 - r) / (1 - r + (r * slow - 12) / mean_gpc)
+    b = (1 - r) / (1 - r + (r * slow - 12) / (n_sms / n_gpcs))
     out.update(found=True, gpc_sms=list(layout), gpc_bound=round(float(b), 3))
     return out
 
@@ -140,10 +131,8 @@ def stamped_counters(probe: dict, launches: list[dict]) -> dict[tuple[str, str, 
 
 def even_schedule(sm, start, duration, n_k, order, tile_step_ptr, perm, n_partitions):
     """A stamped run's schedule with each program's n_k steps evenly spaced over its measured duration."""
-    key = _key(order)
     lengths = np.repeat((duration.astype(np.float64) / n_k)[:, None], n_k, axis=1)
-    one = {f"{key}_r0_start": start, f"{key}_r0_step": lengths, f"{key}_r0_sm": sm}
-    return measured_schedule(one, order, tile_step_ptr, perm, near_of("hash", sm.astype(np.int64), n_partitions))
+    return stamped_schedule(start, lengths, order, tile_step_ptr, perm, near_of("hash", sm.astype(np.int64), n_partitions))
 
 
 def replay(args: argparse.Namespace) -> int:
@@ -164,8 +153,7 @@ def replay(args: argparse.Namespace) -> int:
         if args.set_map:
             model = replace(model, l2_set_map=args.set_map)
         label = model.name + (f" with set map {args.set_map}" if args.set_map else "")
-        layout = chip_layout(arrays, model.units_per_domain, len(model.gpc_sms),
-                             model.units_per_domain / len(model.gpc_sms))
+        layout = chip_layout(arrays, model.units_per_domain, len(model.gpc_sms))
         layouts[Path(source).name] = {"device": device, **layout}  # one chip per file; chips of one product differ
         chip_model = replace(model, gpc_sms=tuple(layout["gpc_sms"])) if layout["found"] else None
         chip_fitted = {**fitted, "gpc_bound": layout["gpc_bound"]} if layout["found"] else None
@@ -194,7 +182,6 @@ def replay(args: argparse.Namespace) -> int:
                         "case": case_name, "order": order, "run": run, "device": device,
                         "mean_step_ns": round(step_ns, 1),
                         "measured_dram_read_bytes": c["dram__bytes_read.sum"],
-                        "measured_l2_hit_pct": c.get("lts__t_sector_hit_rate.pct"),
                         "replayed_dram_read_bytes": int(res.dram_read_bytes),
                         "replayed_l2_hit_pct": round(100 * res.l2_hit_rate, 2),
                         "model_dram_read_bytes": int(own.dram_read_bytes),
@@ -218,7 +205,7 @@ def replay(args: argparse.Namespace) -> int:
         "chip_layouts": layouts,
         "set_map": args.set_map or "the model's (hash)",
         "summary": {device: summarize([r for r in rows if r["device"] == device])
-                    for device in dict.fromkeys(r["device"] for r in rows)},
+                    for device in devices},
         "rows": rows,
         "elapsed_s": round(time.time() - started, 1),
     }
@@ -280,8 +267,6 @@ def main(argv: list[str]) -> int:
     m.add_argument("--cases", default="16384x4096x8192,16384x16384x4096")
     m.add_argument("--orders", default="grouped:GROUP_M=8,grouped:GROUP_M=16,row_major,column_major")
     m.add_argument("--repeats", type=int, default=3)
-    p = sub.add_parser("pack")
-    p.add_argument("folder")
     r = sub.add_parser("replay")
     r.add_argument("out_json")
     r.add_argument("launches", nargs="+")
@@ -290,12 +275,6 @@ def main(argv: list[str]) -> int:
                    help="replay and predict with this L2 set map instead of the model's (HardwareModel.l2_set_map)")
     args = parser.parse_args(argv)
     args.argv = argv
-    if args.mode == "pack":
-        # A folder measured before `measure` packed its own: its counters in ncu_launches.json.
-        folder = Path(args.folder)
-        launches = json.loads((folder / "ncu_launches.json").read_text())
-        print(pack(folder, launches["launches"], launches["command"]))
-        return 0
     return measure(args) if args.mode == "measure" else replay(args)
 
 

@@ -114,3 +114,20 @@ def test_discordant_pairs_carry_welch_p_over_the_runs_and_ties_stay_out(scripts)
     # A single run per row gives the pair but no p (no spread to test against).
     one = validate.tau_untied(predicted, measured, lambda i, j: False, ["a", "b", "c"], [[m] for m in measured])
     assert all("welch_p" not in p for p in one["discordant_pairs"]) and one["discordant"] == 1
+
+
+def test_a_measured_chips_layout_and_share_predict_its_rows_and_chips_do_not_mix(scripts):
+    validate, _ = scripts
+    chip = {"gpc_sms": [12, 12, 18, 18, 18, 18, 18, 18], "gpc_bound": 0.39}
+    row = {"task": "matmul", "case": {"m": 64, "n": 64, "k": 64}, "order": "row_major", "device": "NVIDIA H100 80GB HBM3",
+           "occupancy": 2, "measured_l2_hit_pct": 50.0, "measured_dram_read_bytes": 1.0}
+    on_chip = row | {"chip": chip}
+    assert validate.row_model(on_chip).gpc_sms == tuple(chip["gpc_sms"])
+    assert validate.row_model(row).gpc_sms != tuple(chip["gpc_sms"])  # the model's own layout (another chip's)
+    assert validate.row_gpc_bound(on_chip, 0.5) == 0.39 and validate.row_gpc_bound(row, 0.5) == 0.5
+    assert validate.row_gpc_bound(on_chip, 0.0) == 0.0  # a task that is not L2-bound keeps no SM pace on any chip
+    point = (0.2, 0.0, 0.0, 0.1, 0.5, 0.25, 0.02, 1.0)
+    assert validate._cache_key(on_chip, point) != validate._cache_key(row, point)
+    assert len(validate.merge_runs([on_chip, on_chip | {"measured_dram_read_bytes": 3.0}])) == 1
+    with pytest.raises(SystemExit, match="different layouts"):
+        validate.merge_runs([on_chip, row])

@@ -24,6 +24,8 @@ from typing import Any
 
 from scipy.stats import ttest_ind
 
+from chip import load_chip
+
 from swizzlelab.runtime import ensure_triton_backend
 
 ensure_triton_backend()
@@ -53,7 +55,15 @@ def row_model(row: dict[str, Any]) -> HardwareModel:
     """The simulator model a row is predicted with: its GPU's, with the L2 set map main() put in the row for
     --set-map (HardwareModel.l2_set_map), if any."""
     model = get_model(model_name(row["device"]))
+    if row.get("chip"):
+        model = replace(model, gpc_sms=tuple(row["chip"]["gpc_sms"]))
     return replace(model, l2_set_map=row["set_map"]) if row.get("set_map") else model
+
+
+def row_gpc_bound(row: dict[str, Any], point_gpc: float) -> float:
+    """The GPC share a row runs at: its chip's, read from that chip's launches (--chip), where the point has SM pace
+    on (an L2-bound task); the point's otherwise."""
+    return row["chip"]["gpc_bound"] if row.get("chip") and point_gpc else point_gpc
 
 
 def model_name(device: str) -> str:
@@ -105,7 +115,9 @@ def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
                       + ([["decay", decay]] if decay else []) + ([["lrc", lrc]] if lrc else [])
                       + ([["saturating", gpc, sat, gain]] if sat else [])
                       + ([["capacity_scale", scale]] if scale != 1.0 else [])
-                      + ([["set_map", set_map]] if set_map != "hash" else []), sort_keys=True)
+                      + ([["set_map", set_map]] if set_map != "hash" else [])
+                      + ([["chip", row["chip"]["gpc_sms"], row["chip"]["gpc_bound"]]] if row.get("chip") else []),
+                      sort_keys=True)
 
 
 def l2_lookup_tbps(row: dict[str, Any]) -> float:
@@ -141,7 +153,11 @@ def merge_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         groups[(r["device"], case_key(r), r["order"])].append(r)
     merged = []
-    for runs in groups.values():
+    for (device, key, order), runs in groups.items():
+        chips = {json.dumps(r.get("chip") and [r["chip"]["gpc_sms"], r["chip"]["gpc_bound"]]) for r in runs}
+        if len(chips) > 1:
+            raise SystemExit(f"{device} {key} {order}: runs of chips with different layouts ({', '.join(chips)}) "
+                             "cannot be one row; give each chip's files in a table of its own")
         row = dict(runs[0])
         hits = [r["measured_l2_hit_pct"] for r in runs]
         reads = [r["measured_dram_read_bytes"] for r in runs]
@@ -184,7 +200,7 @@ def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[st
 
             def run(item: tuple[dict[str, Any], Point], n_workers: int) -> None:
                 row, pt = item
-                progress = {"progress": "saturating", "gpc_bound": pt[4], "dram_saturation": pt[5],
+                progress = {"progress": "saturating", "gpc_bound": row_gpc_bound(row, pt[4]), "dram_saturation": pt[5],
                             "miss_gain": pt[6]} if pt[5] else {"progress": "random_walk"}
                 model = row_model(row)
                 res = simulate(trace, perms[row["order"]], model,
@@ -338,18 +354,33 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--engine", default="auto", choices=["auto", "sets", "gpu"],
                         help="simulator engine (sets: hit speedup by fixed-point passes; gpu: the sets engine on "
                              "the GPU, same results)")
+    parser.add_argument("--chip", action="append", default=[], metavar="MEASURED=LAUNCHES",
+                        help="predict the rows of the measured file MEASURED with the GPC layout and share of the "
+                             "chip that measured them, read from replay_launch.py's LAUNCHES file of that chip")
     parser.add_argument("--cache", default=None, help="JSON file of predictions kept between runs")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--concurrency", type=int, default=1,
                         help="orders simulated at once (the CPUs split between them), as sim.simulate_many")
     args = parser.parse_args(argv)
     started = time.time()
+    chips: dict[str, dict[str, Any]] = {}
+    for pair in args.chip:
+        measured_path, sep, launches = pair.partition("=")
+        if not sep or measured_path not in args.measured:
+            raise SystemExit(f"--chip {pair}: give MEASURED=LAUNCHES, MEASURED one of the measured files")
+        device = json.loads(Path(measured_path).read_text())["device"]
+        model = get_model(model_name(device))
+        chips[measured_path] = load_chip(launches, model.units_per_domain, len(model.gpc_sms))
+        if model_name(chips[measured_path]["device"]) != model_name(device):
+            raise SystemExit(f"--chip {pair}: launches of a {chips[measured_path]['device']} for rows of a {device}")
     rows, sources = [], []
     for path in args.measured:
         measured = json.loads(Path(path).read_text())
         sources.append({k: measured.get(k) for k in ("device", "script", "command", "l2_cache_bytes", "sm_count",
-                                                       "nvidia_smi", "ncu_version", "failures")} | {"file": path})
-        rows += [r for r in measured["rows"] if r.get("measured_l2_hit_pct") is not None]
+                                                       "nvidia_smi", "ncu_version", "failures")} | {"file": path}
+                       | ({"chip": chips[path]} if path in chips else {}))
+        rows += [r | ({"chip": chips[path]} if path in chips else {}) for r in measured["rows"]
+                 if r.get("measured_l2_hit_pct") is not None]
     cvs = [float(v) for v in args.cv_grid.split(",")]
     hits = [float(v) for v in args.hit_grid.split(",")]
     decays = [float(v) for v in args.decay_grid.split(",")]
@@ -412,7 +443,9 @@ def main(argv: list[str]) -> int:
                             + ("" if model.l2_set_map == "hash" else f"{model.l2_set_map} set map, ")
                             + f"step_cv {best_cv}, "
                             f"hit_speedup {best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}, "
-                            + (f"saturating progress: gpc_bound {effective(best, declared[r['task']])[4]:g}, "
+                            + (f"the measuring chip's GPCs {list(model.gpc_sms)}, " if r.get("chip") else "")
+                            + (f"saturating progress: gpc_bound "
+                               f"{row_gpc_bound(r, effective(best, declared[r['task']])[4]):g}, "
                                f"dram_saturation {best_sat}, miss_gain {best_gain}, " if best_sat else
                                "random-walk progress, ")
                             + (f"L2 capacity x{best_scale}, " if best_scale != 1.0 else "") + f"engine {args.engine})",
@@ -439,6 +472,9 @@ def main(argv: list[str]) -> int:
         "progress_model": "saturating" if best_sat else "random_walk",
         "l2_bound_evidence": l2_bound_evidence(rows, declared),
         "fitted_gpc_bound": best_gpc, "fitted_dram_saturation": best_sat, "fitted_miss_gain": best_gain,
+        # With --chip, the rows of each measured file run at their chip's GPC layout and share instead of the model's
+        # and the grid's gpc_bound (which then only switches SM pace on for L2-bound tasks).
+        "chips": {path: {k: v for k, v in chip.items() if k != "sm_pace_sorted"} for path, chip in chips.items()},
         "fit_grid_capacity_scale": scales, "fitted_capacity_scale": best_scale,
         "fit_sweep_mae_pp": sweep, "fitted_step_cv": best_cv,
         "fitted_hit_speedup": best_hit, "fitted_drift_decay": best_decay, "fitted_lrc_window": best_lrc,

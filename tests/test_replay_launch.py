@@ -63,6 +63,9 @@ def test_chip_layout_reads_whole_small_gpcs_and_their_pace(rl):
     assert one["gpc_sms"] == [12, 16, 16, 16, 18, 18, 18, 18]
     odd = rl.chip_layout(_chip_arrays(list(range(10)), 0.84), 132, 8)
     assert not odd["found"] and "whole GPCs" in odd["why"]
+    # The fastest SMs within 2% of the rest and no whole GPCs among them: a chip without GPC pace (share 0).
+    flat = rl.chip_layout(_chip_arrays(list(range(10)), 0.99), 132, 8)
+    assert flat["found"] and flat["gpc_sms"] is None and flat["gpc_bound"] == 0.0
 
 
 def test_pairs_rank_each_model_against_the_measured_mean_and_ties_stay_out(rl):

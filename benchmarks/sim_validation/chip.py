@@ -9,6 +9,8 @@ from pathlib import Path
 
 import numpy as np
 
+UNIFORM_RATIO = 0.98  # fastest SMs within 2% of the rest and no whole small GPCs among them: no GPC pace
+
 
 def chip_layout(arrays, n_sms: int, n_gpcs: int) -> dict:
     """The SM pace of the measured chip: each SM's program durations over those of the programs that started near
@@ -40,6 +42,12 @@ def chip_layout(arrays, n_sms: int, n_gpcs: int) -> dict:
     rest = n_sms - cut
     big = (rest - 16 * (n_gpcs - k)) // 2 if k and cut % 12 == 0 else -1
     if not 0 <= big <= n_gpcs - k:
+        if r > UNIFORM_RATIO:
+            # No whole small GPCs stand out and the fastest SMs run within 2% of the rest (an H200 of stop 33:
+            # 0.991-1.008 over all 132 SMs): the chip shows no GPC pace, and the model's layout goes unused.
+            out.update(found=True, gpc_sms=None, gpc_bound=0.0,
+                       why=f"no whole GPCs run faster; pace ratio {r:.3f} of the fastest {cut} SMs: GPC share 0")
+            return out
         out.update(found=False, why=f"{cut} fast SMs are not whole GPCs of 12 with the rest in GPCs of 16 and 18")
         return out
     layout = (12,) * k + (16,) * (n_gpcs - k - big) + (18,) * big

@@ -55,7 +55,7 @@ def row_model(row: dict[str, Any]) -> HardwareModel:
     """The simulator model a row is predicted with: its GPU's, with the L2 set map main() put in the row for
     --set-map (HardwareModel.l2_set_map), if any."""
     model = get_model(model_name(row["device"]))
-    if row.get("chip"):
+    if row.get("chip") and row["chip"]["gpc_sms"]:
         model = replace(model, gpc_sms=tuple(row["chip"]["gpc_sms"]))
     return replace(model, l2_set_map=row["set_map"]) if row.get("set_map") else model
 
@@ -443,7 +443,8 @@ def main(argv: list[str]) -> int:
                             + ("" if model.l2_set_map == "hash" else f"{model.l2_set_map} set map, ")
                             + f"step_cv {best_cv}, "
                             f"hit_speedup {best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}, "
-                            + (f"the measuring chip's GPCs {list(model.gpc_sms)}, " if r.get("chip") else "")
+                            + (f"the measuring chip's GPCs {list(model.gpc_sms)}, " if (r.get("chip") or {}).get("gpc_sms")
+                               else "the measuring chip without GPC pace, " if r.get("chip") else "")
                             + (f"saturating progress: gpc_bound "
                                f"{row_gpc_bound(r, effective(best, declared[r['task']])[4]):g}, "
                                f"dram_saturation {best_sat}, miss_gain {best_gain}, " if best_sat else

@@ -59,7 +59,7 @@ def chip_layout(arrays, n_sms: int, n_gpcs: int) -> dict:
 
 def load_chip(launches_json: str | Path, n_sms: int, n_gpcs: int) -> dict:
     """chip_layout of a launches_<gpu>_<cases>.json (and the .npz beside it), with its device and file name; refuses
-    a file whose grouped orders do not show whole GPCs (one line)."""
+    a file whose grouped orders show neither whole faster GPCs nor SMs of one pace (one line)."""
     path = Path(launches_json)
     if not path.is_file() or not path.with_suffix(".npz").is_file():
         raise SystemExit(f"{path}: no such launches file with its .npz beside it")

@@ -52,8 +52,8 @@ TARGETS = {"held_out_mae_l2_hit_pp": 3.0, "held_out_mean_rel_error_dram_read": 0
 
 
 def row_model(row: dict[str, Any]) -> HardwareModel:
-    """The simulator model a row is predicted with: its GPU's, with the L2 set map main() put in the row for
-    --set-map (HardwareModel.l2_set_map), if any."""
+    """The simulator model a row is predicted with: its GPU's, with the GPC layout of the chip that measured it
+    (--chip) and the L2 set map main() put in the row for --set-map (HardwareModel.l2_set_map), if any."""
     model = get_model(model_name(row["device"]))
     if row.get("chip") and row["chip"]["gpc_sms"]:
         model = replace(model, gpc_sms=tuple(row["chip"]["gpc_sms"]))

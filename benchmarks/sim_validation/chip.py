@@ -5,9 +5,12 @@ what the saturating progress model needs to predict that chip rather than the mo
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
+
+from swizzlelab.hw import HardwareModel
 
 UNIFORM_RATIO = 0.98  # fastest SMs within 2% of the rest and no whole small GPCs among them: no GPC pace
 
@@ -55,6 +58,11 @@ def chip_layout(arrays, n_sms: int, n_gpcs: int) -> dict:
     b = (1 - r) / (1 - r + (r * slow - 12) / (n_sms / n_gpcs))
     out.update(found=True, gpc_sms=list(layout), gpc_bound=round(float(b), 3))
     return out
+
+
+def on_chip(model: HardwareModel, chip: dict) -> HardwareModel:
+    """`model` with the GPC layout a chip_layout read (unchanged for a chip without GPC pace: its share is 0)."""
+    return replace(model, gpc_sms=tuple(chip["gpc_sms"])) if chip["gpc_sms"] else model
 
 
 def load_chip(launches_json: str | Path, n_sms: int, n_gpcs: int) -> dict:

@@ -23,7 +23,7 @@ from pathlib import Path
 
 import numpy as np
 
-from chip import chip_layout
+from chip import chip_layout, on_chip
 from replay import near_of, stamped_schedule
 from timeline_analysis import _key, load_timelines
 from timeline_probe import order_table
@@ -122,7 +122,7 @@ def replay(args: argparse.Namespace) -> int:
         label = model.name + (f" with set map {args.set_map}" if args.set_map else "")
         layout = chip_layout(arrays, model.units_per_domain, len(model.gpc_sms))
         layouts[Path(source).name] = {"device": device, **layout}  # one chip per file; chips of one product differ
-        chip_model = replace(model, gpc_sms=tuple(layout["gpc_sms"] or model.gpc_sms)) if layout["found"] else None
+        chip_model = on_chip(model, layout) if layout["found"] else None
         chip_fitted = {**fitted, "gpc_bound": layout["gpc_bound"]} if layout["found"] else None
         print(f"{device}: {layout['fast_sms']} SMs run {100 * (1 - layout['pace_ratio']):.1f}% faster in the grouped "
               f"orders; GPCs {layout.get('gpc_sms')}, gpc_bound {layout.get('gpc_bound')}", flush=True)

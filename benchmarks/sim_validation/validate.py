@@ -24,7 +24,7 @@ from typing import Any
 
 from scipy.stats import ttest_ind
 
-from chip import load_chip
+from chip import load_chip, on_chip
 
 from swizzlelab.runtime import ensure_triton_backend
 
@@ -55,8 +55,8 @@ def row_model(row: dict[str, Any]) -> HardwareModel:
     """The simulator model a row is predicted with: its GPU's, with the GPC layout of the chip that measured it
     (--chip) and the L2 set map main() put in the row for --set-map (HardwareModel.l2_set_map), if any."""
     model = get_model(model_name(row["device"]))
-    if row.get("chip") and row["chip"]["gpc_sms"]:
-        model = replace(model, gpc_sms=tuple(row["chip"]["gpc_sms"]))
+    if row.get("chip"):
+        model = on_chip(model, row["chip"])
     return replace(model, l2_set_map=row["set_map"]) if row.get("set_map") else model
 
 
@@ -363,19 +363,22 @@ def main(argv: list[str]) -> int:
                         help="orders simulated at once (the CPUs split between them), as sim.simulate_many")
     args = parser.parse_args(argv)
     started = time.time()
-    chips: dict[str, dict[str, Any]] = {}
+    chip_launches: dict[str, str] = {}
     for pair in args.chip:
         measured_path, sep, launches = pair.partition("=")
         if not sep or measured_path not in args.measured:
             raise SystemExit(f"--chip {pair}: give MEASURED=LAUNCHES, MEASURED one of the measured files")
-        device = json.loads(Path(measured_path).read_text())["device"]
-        model = get_model(model_name(device))
-        chips[measured_path] = load_chip(launches, model.units_per_domain, len(model.gpc_sms))
-        if model_name(chips[measured_path]["device"]) != model_name(device):
-            raise SystemExit(f"--chip {pair}: launches of a {chips[measured_path]['device']} for rows of a {device}")
+        chip_launches[measured_path] = launches
+    chips: dict[str, dict[str, Any]] = {}
     rows, sources = [], []
     for path in args.measured:
         measured = json.loads(Path(path).read_text())
+        if path in chip_launches:
+            model = get_model(model_name(measured["device"]))
+            chips[path] = load_chip(chip_launches[path], model.units_per_domain, len(model.gpc_sms))
+            if model_name(chips[path]["device"]) != model_name(measured["device"]):
+                raise SystemExit(f"--chip {path}={chip_launches[path]}: launches of a {chips[path]['device']} for rows "
+                                 f"of a {measured['device']}")
         sources.append({k: measured.get(k) for k in ("device", "script", "command", "l2_cache_bytes", "sm_count",
                                                        "nvidia_smi", "ncu_version", "failures")} | {"file": path}
                        | ({"chip": chips[path]} if path in chips else {}))

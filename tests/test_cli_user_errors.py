@@ -111,9 +111,12 @@ def test_simulate_names_its_progress_model_and_refuses_an_unknown_one(monkeypatc
     code, out, _ = cli(["simulate", "matmul", *SMALL_MATMUL, "--target", "h100", "--progress", "random_walk"],
                        monkeypatch, capsys)
     assert code == 0 and "progress model       random walk, step time spread (cv) 0.5" in out
+    code, out, _ = cli(["simulate", "matmul", *SMALL_MATMUL, "--target", "h100", "--progress", "contention"],
+                       monkeypatch, capsys)
+    assert code == 0 and "progress model       contention" in out and "hot-line load 8" in out
     line = one_error_line(*cli(["simulate", "matmul", *SMALL_MATMUL, "--progress", "lockstep"], monkeypatch,
                                capsys)[::2])
-    assert "progress must be one of saturating, random_walk" in line
+    assert "progress must be one of saturating, contention, random_walk" in line
 
 
 def test_simulate_runs_several_orders_side_by_side_as_one_by_one_and_refuses_an_unknown_engine(monkeypatch,

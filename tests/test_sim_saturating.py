@@ -12,13 +12,15 @@ from swizzlelab.errors import UserError
 from swizzlelab.hw import get_model
 from swizzlelab.sim import kernels, simulate
 from swizzlelab.sim.simulate import (
-    GPC_BOUND, STEP_TIME_CV, STEP_TIME_CV_SATURATING, set_index_array, slot_speeds)
+    AGE_PRIORITY, DEFAULT_PROGRESS, GPC_BOUND, HOT_LOAD, START_JITTER, STEP_TIME_CV, STEP_TIME_CV_SATURATING,
+    set_index_array, slot_speeds)
 from swizzlelab.tasks import load_task
 from tests.test_sim import make_trace, read_steps
 
 
-def _schedule(trace, speeds, share, gain=0.0, cv=0.0):
-    """kernels.schedule_saturating over one fully sampled 4-way set, programs in launch order, one slot each."""
+def _schedule(trace, speeds, share, gain=0.0, cv=0.0, age=0.0, hot=0.0, queue_cv=False):
+    """kernels.schedule_saturating over one fully sampled 4-way set, programs in launch order, one slot each (with
+    the contention terms `age`, `hot` (hot_load; window 1 step, power 8) and `queue_cv` where given)."""
     lines = np.asarray(trace.lines)
     n_programs = np.asarray(trace.tile_step_ptr).size - 1
     sample = kernels.sample_accesses(np.asarray(trace.step_ptr), lines, np.asarray(trace.is_write),
@@ -26,7 +28,8 @@ def _schedule(trace, speeds, share, gain=0.0, cv=0.0):
     return kernels.schedule_saturating(
         np.asarray(trace.tile_step_ptr), np.arange(n_programs, dtype=np.int64), np.int64(len(speeds)), np.int64(1),
         np.float64(cv), np.uint64(1), np.asarray(speeds, dtype=np.float64), *sample, np.int64(4), np.int64(4),
-        np.float64(share), np.float64(2.0), np.float64(gain))
+        np.float64(share), np.float64(2.0), np.float64(gain), np.float64(age), np.float64(hot), np.float64(1.0),
+        np.float64(8.0), queue_cv)
 
 
 def test_idle_dram_lets_each_slot_keep_its_pace():
@@ -60,6 +63,81 @@ def test_behind_a_saturated_dram_a_step_costs_its_own_misses():
     assert lock.tolist() == [0, 4, 1, 5, 2, 6, 3, 7]
     assert steps.tolist() == [0, 4, 5, 1, 2, 6, 7, 3]
     assert start.tolist() == [0.0, 0.0, 0.0, 1.0, 1.0, 3.0, 3.0, 4.0]
+
+
+def test_crowded_lines_take_the_pace_away():
+    # Both programs read lines 0-3 in step: from the second read on every read finds its line read by the other a
+    # moment ago (decayed count 2 against hot_load 1), the L2 slice sets the pace, and slot 1 (pace 0.5) runs in
+    # lockstep with slot 0. The first step runs before any read is seen. Off (hot 0), slot 1 keeps its pace.
+    crowded = make_trace([read_steps([0, 1, 2, 3]), read_steps([0, 1, 2, 3])])
+    steps, _, start = _schedule(crowded, [1.0, 0.5], share=1e9, hot=1.0)
+    assert steps.tolist() == [0, 4, 1, 5, 2, 6, 3, 7] and start.tolist() == [0.0, 0.0, 1.0, 1.0, 2.0, 2.0, 3.0, 3.0]
+    steps, _, start = _schedule(crowded, [1.0, 0.5], share=1e9)
+    assert start.tolist() == [0.0, 0.0, 0.5, 1.0, 1.0, 1.5, 2.0, 3.0]
+    # Programs apart on their own lines keep their pace under the same gate (each read counts once: (1/8)^8 ~ 0).
+    apart = make_trace([read_steps([0, 1, 2, 3]), read_steps([4, 5, 6, 7])])
+    _, _, gated = _schedule(apart, [1.0, 0.5], share=1e9, hot=8.0)
+    _, _, free = _schedule(apart, [1.0, 0.5], share=1e9)
+    assert np.allclose(gated, free, atol=1e-6)
+
+
+def test_older_programs_go_first_while_l2_bound():
+    # Age priority 0.5 on equal slots: programs 0 (2 steps) and 1 (4 steps) start together (none older: each step
+    # 1 - 0.5); program 2 takes slot 0 at 1.0, younger than program 1 (each step 1 + 0.5), which stays at 0.5.
+    trace = make_trace([read_steps([0, 1]), read_steps([2, 3, 4, 5]), read_steps([6, 7])])
+    steps, _, start = _schedule(trace, [1.0, 1.0], share=1e9, age=0.5)
+    assert steps.tolist() == [0, 2, 1, 3, 6, 4, 5, 7]
+    assert start.tolist() == [0.0, 0.0, 0.5, 0.5, 1.0, 1.0, 1.5, 2.5]
+
+
+def test_queue_cv_spreads_the_dram_queue_only():
+    # With DRAM idle a step takes its slot's pace whatever step_cv: the draw spreads only the time spent behind a
+    # saturated DRAM, so the L2-bound schedule is the lockstep one.
+    trace = make_trace([read_steps([0, 1, 2, 3]), read_steps([4, 5, 6, 7])])
+    lock = _schedule(trace, [1.0, 0.5], share=1e9)
+    spread = _schedule(trace, [1.0, 0.5], share=1e9, cv=0.5, queue_cv=True)
+    assert all(np.array_equal(a, b) for a, b in zip(lock, spread))
+    assert not np.array_equal(_schedule(trace, [1.0, 0.5], share=1e9, cv=0.5)[2], lock[2])
+    # Saturated from the first miss on, the draws come back.
+    saturated = _schedule(trace, [1.0, 0.5], share=1e-9, cv=0.5, queue_cv=True)
+    assert not np.array_equal(saturated[2], lock[2])
+
+
+def test_the_contention_model_runs_where_the_saturating_one_does():
+    task = load_task("matmul")
+    trace = task.access_model({"seed": 1, "m": 512, "n": 512, "k": 256}, config=task.kernel.GPU_CONFIG)
+    perm = np.arange(np.asarray(trace.tile_step_ptr).size - 1)
+    kw = dict(occupancy=1, capacity_bytes=512 * 1024)
+    plain = simulate(trace, perm, "h100", **kw)
+    contention = simulate(trace, perm, "h100", progress="contention", **kw)
+    assert DEFAULT_PROGRESS == "saturating" and plain.progress == "saturating" and plain.hot_load == 0.0
+    assert (contention.progress, contention.age_priority, contention.hot_load, contention.start_jitter) == (
+        "contention", AGE_PRIORITY, HOT_LOAD, START_JITTER)
+    assert "hot-line load" in contention.text() and "hot-line" not in plain.text()
+    # Its terms name it: passing one picks it; every figure stays a prediction of the same trace's lines.
+    named = simulate(trace, perm, "h100", hot_load=HOT_LOAD, **kw)
+    assert named.progress == "contention" and named.dram_read_bytes == contention.dram_read_bytes
+    assert contention.requested_bytes == plain.requested_bytes
+    assert contention.dram_read_bytes >= contention.compulsory_read_bytes
+    # All terms off and no jitter is the saturating schedule with step_cv on the DRAM queue only.
+    off = simulate(trace, perm, "h100", progress="contention", age_priority=0.0, hot_load=1e6, start_jitter=0.0,
+                   step_cv=0.0, **kw)
+    lock = simulate(trace, perm, "h100", progress="saturating", step_cv=0.0, **kw)
+    assert (off.dram_read_bytes, off.l2_hit_rate) == (lock.dram_read_bytes, lock.l2_hit_rate)
+
+
+@pytest.mark.parametrize("kw, message", [
+    ({"progress": "saturating", "age_priority": 0.02}, "belongs to the contention"),
+    ({"progress": "random_walk", "hot_load": 8.0}, "belongs to the contention"),
+    ({"hot_load": 0.0}, "hot_load"),
+    ({"age_priority": 1.5}, "age_priority"),
+    ({"start_jitter": -1.0}, "start_jitter"),
+    ({"progress": "contention", "drift_decay": 0.1}, "contention progress model cannot run with drift_decay"),
+])
+def test_bad_contention_requests_are_refused(kw, message):
+    trace = make_trace([read_steps([0, 1, 2, 3])])
+    with pytest.raises(UserError, match=message):
+        simulate(trace, np.arange(1), get_model("h100"), **kw)
 
 
 def test_sampled_accesses_are_the_watched_sets_in_trace_order():

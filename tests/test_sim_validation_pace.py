@@ -131,3 +131,50 @@ def test_a_measured_chips_layout_and_share_predict_its_rows_and_chips_do_not_mix
     assert len(validate.merge_runs([on_chip, on_chip | {"measured_dram_read_bytes": 3.0}])) == 1
     with pytest.raises(SystemExit, match="different layouts"):
         validate.merge_runs([on_chip, row])
+
+
+def test_contention_points_keep_the_saturating_keys_and_get_their_own(scripts):
+    # A point whose hot_load is 0 is the saturating model under the label and cache key earlier runs wrote; a
+    # contention point adds its three terms to both.
+    validate, _ = scripts
+    row = {"device": "NVIDIA H100 80GB HBM3", "task": "matmul", "case": {"m": 64}, "order": "row_major",
+           "occupancy": 2}
+    old = (0.2, 0.0, 0.0, 0.1, 0.5, 0.25, 0.02, 1.0)
+    saturating = (*old, 0.0, 0.0, 0.0)
+    contention = (*old, 0.02, 8.0, 2.0)
+    assert validate.point_label(saturating) == validate.point_label(old) == "0.2,l0.1,g0.5,s0.25,m0.02"
+    assert validate._cache_key(row, saturating) == validate._cache_key(row, old)
+    assert validate.point_label(contention) == "0.2,l0.1,g0.5,s0.25,m0.02,a0.02,o8.0,j2.0"
+    assert validate._cache_key(row, contention) != validate._cache_key(row, saturating)
+    assert validate.contention_of(contention) == (0.02, 8.0, 2.0) and validate.contention_of(saturating) is None
+    assert validate.effective(contention, False) == (0.2, 0.0, 0.0, 0.1, 0.0, 0.25, 0.02, 1.0, 0.02, 8.0, 2.0)
+
+
+def test_the_targets_loss_weighs_hit_and_dram_errors_by_their_targets(scripts):
+    # Hit errors 1 and 3 pp (MAE 2 over the 3 pp target) and DRAM errors 10% and 30% (mean 20% over the 10% target).
+    validate, _ = scripts
+    point = (0.2, 0.0, 0.0, 0.1, 0.5, 0.25, 0.02, 1.0)
+    label = validate.point_label(point)
+    rows = [{"measured_l2_hit_pct": 50.0, "measured_dram_read_bytes": 100.0,
+             "predictions": {label: {"l2_hit_pct": 51.0, "dram_read_bytes": 110.0}}},
+            {"measured_l2_hit_pct": 60.0, "measured_dram_read_bytes": 200.0,
+             "predictions": {label: {"l2_hit_pct": 57.0, "dram_read_bytes": 140.0}}}]
+    assert validate.fit_loss(rows, point, "hit") == pytest.approx(2.0)
+    assert validate.fit_loss(rows, point, "targets") == pytest.approx(2.0 / 3.0 + 0.2 / 0.1)
+
+
+def test_wave_pace_reads_each_waves_spread_and_the_fast_sms_share():
+    # Two waves of 264 launch positions: the first starts together, the second spreads its starts evenly over 10
+    # steps; the fast SMs' programs (every fourth) take 0.8 of the others' time in the second wave only.
+    sys.path.insert(0, str(FOLDER))
+    try:
+        wave_pace = load_module(FOLDER / "wave_pace.py", "wave_pace", "wave_pace.py")
+    finally:
+        sys.path.remove(str(FOLDER))
+    start = np.r_[np.zeros(264), 100 + np.linspace(0, 10, 264)]
+    fast = np.arange(528) % 4 == 0
+    duration = np.where(fast & (np.arange(528) >= 264), 80.0, 100.0)
+    out = wave_pace.per_wave(start, duration, fast)
+    assert out["start_spread_steps"] == [0.0, 8.0]
+    assert out["fast_over_slow_duration"] == [1.0, 0.8]
+    assert "fast_over_slow_duration" not in wave_pace.per_wave(start, duration, None)

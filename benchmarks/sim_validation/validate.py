@@ -35,7 +35,7 @@ from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
 from swizzlelab.sim.agreement import kendall_tau  # noqa: E402
 from swizzlelab.sim.simulate import (  # noqa: E402
-    DRAM_SATURATION, DRIFT_DECAY, GPC_BOUND, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, STEP_TIME_CV,
+    AGE_PRIORITY, DRAM_SATURATION, DRIFT_DECAY, GPC_BOUND, START_JITTER, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, STEP_TIME_CV,
     STEP_TIME_CV_SATURATING, default_workers, side_by_side)
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
@@ -85,8 +85,14 @@ def case_key(row: dict[str, Any]) -> str:
     return row["task"] + " " + " ".join(f"{k}={v}" for k, v in row["case"].items() if k != "seed")
 
 
-# cv, hit, decay, lrc, gpc, saturation, miss gain, capacity scale (the modelled L2 bytes over the model's)
-Point = tuple[float, float, float, float, float, float, float, float]
+# cv, hit, decay, lrc, gpc, saturation, miss gain, capacity scale (the modelled L2 bytes over the model's), and for
+# the contention progress model its age priority, hot-line load (0: the saturating model) and start jitter
+Point = tuple[float, ...]
+
+
+def contention_of(point: Point) -> tuple[float, float, float] | None:
+    """(age_priority, hot_load, start_jitter) of a contention point, None for any other."""
+    return tuple(point[8:11]) if len(point) > 8 and point[9] else None
 
 
 def random_walk_point(cv: float) -> Point:
@@ -98,14 +104,18 @@ def point_label(point: Point) -> str:
     """'0.5' for the random walk at step_cv 0.5 without hit speedup, drift decay or request coalescer (the key
     earlier runs used), '0.5,h0.05' with hit speedup, '0.5,d0.01' with drift decay, '0.5,l0.4' with the coalescer's
     window, '0.2,l0.1,g0.5,s0.25,m0.02' for the saturating progress model (SM pace of L2-bound kernels, DRAM
-    saturation, miss gain); ',c1.2' when the modelled L2 holds 1.2x the model's bytes."""
-    cv, hit, decay, lrc, gpc, sat, gain, scale = point
+    saturation, miss gain); ',c1.2' when the modelled L2 holds 1.2x the model's bytes; ',a0.02,o8,j2' for the
+    contention progress model's age priority, hot-line load and start jitter."""
+    cv, hit, decay, lrc, gpc, sat, gain, scale = point[:8]
+    terms = contention_of(point)
     return (f"{cv}" + (f",h{hit}" if hit else "") + (f",d{decay}" if decay else "") + (f",l{lrc}" if lrc else "")
-            + (f",g{gpc},s{sat},m{gain}" if sat else "") + (f",c{scale}" if scale != 1.0 else ""))
+            + (f",g{gpc},s{sat},m{gain}" if sat else "") + (f",c{scale}" if scale != 1.0 else "")
+            + (",a{},o{},j{}".format(*terms) if terms else ""))
 
 
 def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
-    cv, hit, decay, lrc, gpc, sat, gain, scale = point
+    cv, hit, decay, lrc, gpc, sat, gain, scale = point[:8]
+    terms = contention_of(point)
     set_map = row_model(row).l2_set_map
     # Every engine gives the same results without hit speedup; with it, "auto" (linked-list, hits inside the
     # schedule) and the set engines (fixed-point passes) differ. Decay 0 and the hashed set map keep the keys
@@ -116,7 +126,8 @@ def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
                       + ([["saturating", gpc, sat, gain]] if sat else [])
                       + ([["capacity_scale", scale]] if scale != 1.0 else [])
                       + ([["set_map", set_map]] if set_map != "hash" else [])
-                      + ([["chip", row["chip"]["gpc_sms"], row["chip"]["gpc_bound"]]] if row.get("chip") else []),
+                      + ([["chip", row["chip"]["gpc_sms"], row["chip"]["gpc_bound"]]] if row.get("chip") else [])
+                      + ([["contention", *terms]] if terms else []),
                       sort_keys=True)
 
 
@@ -202,6 +213,10 @@ def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[st
                 row, pt = item
                 progress = {"progress": "saturating", "gpc_bound": row_gpc_bound(row, pt[4]), "dram_saturation": pt[5],
                             "miss_gain": pt[6]} if pt[5] else {"progress": "random_walk"}
+                terms = contention_of(pt)
+                if terms:
+                    progress.update(progress="contention", age_priority=terms[0], hot_load=terms[1],
+                                    start_jitter=terms[2])
                 model = row_model(row)
                 res = simulate(trace, perms[row["order"]], model,
                                capacity_bytes=int(model.l2_effective_bytes_per_domain * pt[7]),
@@ -255,6 +270,22 @@ def noise_pp(row: dict[str, Any]) -> float | None:
 
 def mean(values: list[float]) -> float | None:
     return sum(values) / len(values) if values else None
+
+
+POINT_NAMES = ("step_cv", "hit_speedup", "drift_decay", "lrc_window", "gpc_bound", "dram_saturation", "miss_gain",
+               "capacity_scale", "age_priority", "hot_load", "start_jitter")
+
+
+def fit_loss(rows: list[dict[str, Any]], point: Point, how: str) -> float:
+    """What the fit minimises over `rows` at `point`: the MAE of L2 hit (pp), or with how = "targets" that MAE and the
+    mean relative DRAM read error each over the issue's target for it."""
+    label = point_label(point)
+    hit = mean([abs(r["predictions"][label]["l2_hit_pct"] - r["measured_l2_hit_pct"]) for r in rows])
+    if how == "hit":
+        return hit
+    dram = mean([abs(r["predictions"][label]["dram_read_bytes"] - r["measured_dram_read_bytes"])
+                 / r["measured_dram_read_bytes"] for r in rows])
+    return hit / TARGETS["held_out_mae_l2_hit_pp"] + dram / TARGETS["held_out_mean_rel_error_dram_read"]
 
 
 def tau_untied(predicted: list[float], measured: list[float], tied, orders: list[str] | None = None,
@@ -357,6 +388,18 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--chip", action="append", default=[], metavar="MEASURED=LAUNCHES",
                         help="predict the rows of the measured file MEASURED with the GPC layout and share of the "
                              "chip that measured them, read from replay_launch.py's LAUNCHES file of that chip")
+    parser.add_argument("--hot-grid", default="0",
+                        help="hot_load values of the contention progress model (0: the saturating model without its "
+                             "contention terms; simulate's HOT_LOAD)")
+    parser.add_argument("--age-grid", default=f"{AGE_PRIORITY}", help="age_priority values (contention model)")
+    parser.add_argument("--jitter-grid", default=f"{START_JITTER}", help="start_jitter values (contention model)")
+    parser.add_argument("--fit-by", choices=["all", "device"], default="all",
+                        help="all: one parameter point for every GPU; device: each GPU's own point, fitted on its own "
+                             "fit rows (the H100's and the H200's DRAM differ in bandwidth, so where DRAM saturates may too)")
+    parser.add_argument("--fit-loss", choices=["hit", "targets"], default="hit",
+                        help="hit: the fit rows' MAE of L2 hit; targets: that MAE over its target (3 pp) plus the "
+                             "DRAM reads' mean relative error over its target (10%%), so both figures the issue "
+                             "sets count on their own scale")
     parser.add_argument("--cache", default=None, help="JSON file of predictions kept between runs")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--concurrency", type=int, default=1,
@@ -392,9 +435,13 @@ def main(argv: list[str]) -> int:
     sats = [float(v) for v in args.saturation_grid.split(",")]
     gains = [float(v) for v in args.gain_grid.split(",")]
     scales = [float(v) for v in args.capacity_grid.split(",")]
-    points = sorted({(cv, hit, decay, lrc, gpc if sat else 0.0, sat, gain if sat else 0.0, scale)
+    ages = [float(v) for v in args.age_grid.split(",")]
+    hots = [float(v) for v in args.hot_grid.split(",")]
+    jitters = [float(v) for v in args.jitter_grid.split(",")]
+    points = sorted({(cv, hit, decay, lrc, gpc if sat else 0.0, sat, gain if sat else 0.0, scale,
+                      *((age, hot, jitter) if sat and hot else (0.0, 0.0, 0.0)))
                      for cv in cvs for hit in hits for decay in decays for lrc in lrcs for gpc in gpcs for sat in sats
-                     for gain in gains for scale in scales})
+                     for gain in gains for scale in scales for age in ages for hot in hots for jitter in jitters})
     cache: dict[str, Any] = {}
     if args.cache and Path(args.cache).exists():
         cache = json.loads(Path(args.cache).read_text())
@@ -406,18 +453,31 @@ def main(argv: list[str]) -> int:
     fit_rows = [r for r in rows if r["set"] == "fit"]
     declared = {name: load_task(name).spec.l2_bound for name in sorted({r["task"] for r in rows})}
     predict_rows(fit_rows, points, cache, args.cache, args.workers, args.engine, args.concurrency)
-    sweep = {point_label(pt): mean([abs(r["predictions"][point_label(pt)]["l2_hit_pct"] - r["measured_l2_hit_pct"])
-                                    for r in fit_rows]) for pt in points}
-    best = min(points, key=lambda pt: sweep[point_label(pt)])
-    best_cv, best_hit, best_decay, best_lrc, best_gpc, best_sat, best_gain, best_scale = best
-    print(f"fit sweep (MAE L2 hit pp by step_cv[,h hit_speedup][,d drift_decay][,l lrc_window][,g gpc_bound,s "
-          f"dram_saturation,m miss_gain][,c capacity scale]): {sweep}; fitted step_cv {best_cv}, hit_speedup "
-          f"{best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}, gpc_bound {best_gpc}, dram_saturation "
-          f"{best_sat}, miss_gain {best_gain}, capacity scale {best_scale}", flush=True)
-    predict_rows([r for r in rows if r["set"] == "held_out"], [best], cache, args.cache, args.workers, args.engine,
-                 args.concurrency)
+    groups = {"all": fit_rows} if args.fit_by == "all" else {
+        dev: [r for r in fit_rows if r["device"] == dev] for dev in sorted({r["device"] for r in rows})}
+    if any(not members for members in groups.values()):
+        raise SystemExit("--fit-by device: a GPU without fit rows (" + ", ".join(g for g, m in groups.items() if not m)
+                         + ") cannot be fitted")
+    sweeps = {group: {point_label(pt): fit_loss(members, pt, args.fit_loss) for pt in points}
+              for group, members in groups.items()}
+    bests = {group: min(points, key=lambda pt: sweeps[group][point_label(pt)]) for group in groups}
+    for group, best in bests.items():
+        print(f"fit sweep of {group} ({args.fit_loss} loss by step_cv[,h hit_speedup][,d drift_decay][,l lrc_window]"
+              f"[,g gpc_bound,s dram_saturation,m miss_gain][,c capacity scale]): {sweeps[group]}; fitted "
+              + ", ".join(f"{name} {value}" for name, value in zip(POINT_NAMES, best)), flush=True)
+
+    def best_of(row: dict[str, Any]) -> Point:
+        return bests["all"] if args.fit_by == "all" else bests[row["device"]]
+
+    held_out = [r for r in rows if r["set"] == "held_out"]
+    for group, best in bests.items():
+        predict_rows([r for r in held_out if args.fit_by == "all" or r["device"] == group], [best], cache, args.cache,
+                     args.workers, args.engine, args.concurrency)
     out_rows = []
     for r in rows:
+        best = best_of(r)
+        best_cv, best_hit, best_decay, best_lrc, best_gpc, best_sat, best_gain, best_scale = best[:8]
+        terms = contention_of(best)
         p = r["predictions"][point_label(best)]
         model = row_model(r)
         counters = r.get("counters") or {}
@@ -448,10 +508,11 @@ def main(argv: list[str]) -> int:
                             f"hit_speedup {best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}, "
                             + (f"the measuring chip's GPCs {list(model.gpc_sms)}, " if (r.get("chip") or {}).get("gpc_sms")
                                else "the measuring chip without GPC pace, " if r.get("chip") else "")
-                            + (f"saturating progress: gpc_bound "
+                            + (f"{'contention' if terms else 'saturating'} progress: gpc_bound "
                                f"{row_gpc_bound(r, effective(best, declared[r['task']])[4]):g}, "
                                f"dram_saturation {best_sat}, miss_gain {best_gain}, " if best_sat else
                                "random-walk progress, ")
+                            + ("age_priority {}, hot_load {}, start_jitter {}, ".format(*terms) if terms else "")
                             + (f"L2 capacity x{best_scale}, " if best_scale != 1.0 else "") + f"engine {args.engine})",
             "predict_s": p.get("elapsed_s"),
             "measured_by": f"measured ({r['device']}, ncu lts__t_sector_hit_rate.pct, dram__bytes_read.sum; mean of "
@@ -473,18 +534,26 @@ def main(argv: list[str]) -> int:
         "fit_grid": cvs,
         "fit_grid_hit_speedup": hits, "fit_grid_drift_decay": decays, "fit_grid_lrc_window": lrcs,
         "fit_grid_gpc_bound": gpcs, "fit_grid_dram_saturation": sats, "fit_grid_miss_gain": gains,
-        "progress_model": "saturating" if best_sat else "random_walk",
+        "progress_model": ("contention" if all(contention_of(b) for b in bests.values()) else
+                           "saturating" if all(b[5] for b in bests.values()) else "random_walk"),
         "l2_bound_evidence": l2_bound_evidence(rows, declared),
-        "fitted_gpc_bound": best_gpc, "fitted_dram_saturation": best_sat, "fitted_miss_gain": best_gain,
         # With --chip, the rows of each measured file run at their chip's GPC layout and share instead of the model's
         # and the grid's gpc_bound (which then only switches SM pace on for L2-bound tasks).
         "chips": {path: {k: v for k, v in chip.items() if k != "sm_pace_sorted"} for path, chip in chips.items()},
-        "fit_grid_capacity_scale": scales, "fitted_capacity_scale": best_scale,
-        "fit_sweep_mae_pp": sweep, "fitted_step_cv": best_cv,
-        "fitted_hit_speedup": best_hit, "fitted_drift_decay": best_decay, "fitted_lrc_window": best_lrc,
-        "fit_rule": "set 'fit' = the square matmul cases (4096^3, 8192^3) on both GPUs; the (step_cv, hit_speedup, "
-                    "drift_decay, lrc_window, gpc_bound, dram_saturation, miss_gain, capacity scale) "
-                    "with the lowest fit-set MAE (L2 hit) predicts every row",
+        "fit_grid_capacity_scale": scales,
+        "fit_grid_age_priority": ages, "fit_grid_hot_load": hots, "fit_grid_start_jitter": jitters,
+        "fit_by": args.fit_by, "fit_loss": args.fit_loss,
+        # One point: each fitted_* is its value; --fit-by device: {device: value}.
+        **{f"fitted_{name}": (bests["all"][i] if args.fit_by == "all" else {g: b[i] for g, b in bests.items()})
+           for i, name in enumerate(POINT_NAMES)},
+        "fit_sweep_mae_pp" if args.fit_loss == "hit" else "fit_sweep_loss":
+            sweeps["all"] if args.fit_by == "all" else sweeps,
+        "fit_rule": ("set 'fit' = the square matmul cases (4096^3, 8192^3) on both GPUs; the (step_cv, hit_speedup, "
+                     "drift_decay, lrc_window, gpc_bound, dram_saturation, miss_gain, capacity scale) "
+                     + ("with the lowest fit-set MAE (L2 hit)" if args.fit_loss == "hit" else
+                        "with the lowest fit-set MAE (L2 hit) / 3 pp + mean relative DRAM read error / 10%")
+                     + (" predicts every row" if args.fit_by == "all" else
+                        ", chosen per GPU on that GPU's fit rows, predicts that GPU's rows")),
         "tie_rule": "per case, a pair of orders whose measured L2 hit differs by less than the larger of the two "
                     f"rows' measured_noise_pp and {TIE_PP} pp (DRAM read: < {100 * TIE_DRAM_REL:.0f}%) is a tie and "
                     "left out of tau; measured_noise_pp = |ncu % - lookup_hit/(lookup_hit+lookup_miss)| of the row "

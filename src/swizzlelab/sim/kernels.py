@@ -978,6 +978,11 @@ def schedule_saturating(
     saturation_share: np.float64,
     window_steps: np.float64,
     miss_gain: np.float64,
+    age_priority: np.float64,
+    hot_load: np.float64,
+    hot_window: np.float64,
+    hot_power: np.float64,
+    queue_cv: np.bool_,
 ):
     """The steps of one domain in the order they run when a step's time depends on where the GPU is bound:
     (steps int64[n], near int8[n], start f64[n]), as `schedule_domain` gives them.
@@ -991,24 +996,46 @@ def schedule_saturating(
     mattering once DRAM is the bottleneck, where every program waits on the same queue; there a step's DRAM part
     is 1 - miss_gain + miss_gain x its own sampled miss share / the recent one (at most 4x), so a program that
     trails a neighbour over shared lines hits and catches up.
+
+    The contention terms (all off at 0 / False, which gives the model above exactly):
+    * `hot_load` > 0: the SM pace also fades while reads crowd onto the same lines: each sampled line keeps a count
+      of its recent reads (decaying by e per `hot_window` steps); q = (recent mean count / hot_load) ** hot_power,
+      capped at 1, and the L2-bound part of a step is (1 - q) x slot_speed + q. Programs in lockstep read each
+      shared line at once and wait on the L2 slice holding it, whatever their SM; apart, their GPCs' paths set the
+      pace again.
+    * `age_priority` > 0: while L2-bound, a step takes 1 + age_priority x (2 r - 1) of its time, r the share of the
+      other resident programs that started before its program (older requests served first).
+    * `queue_cv`: the draw (step_cv) applies to the DRAM queue part only (u x queued); L2-bound time is the pace's.
     """
     out_step, out_near, out_time = _schedule_arrays(programs, tile_step_ptr)
     slot_step, slot_end, slot_part, slot_prog, slot_time, slot_lock, heap, n_active, next_program = _start_slots(
         n_slots, programs, tile_step_ptr, n_partitions)
     tags = np.full(n_sample_ways, -1, dtype=np.int64)  # each set's lines, most recently used first
+    hot = hot_load > 0.0
+    n_hot = n_sample_ways if hot else 1
+    tag_time = np.zeros(n_hot)  # when each sampled line was last read (contention terms only)
+    tag_count = np.zeros(n_hot)  # its decayed count of recent reads
+    born = np.zeros(n_slots)  # when each slot's program started
+    current = slot_prog.copy()
     keep = 1.0 - 1.0 / window_steps
     recent_miss = 0.0
     recent_read = 0.0
+    recent_load = 0.0
     k = 0
     while n_active > 0:
         s = heap[0]
+        now = slot_time[s]
+        if slot_prog[s] != current[s]:
+            current[s] = slot_prog[s]
+            born[s] = now
         step = slot_step[s]
         out_step[k] = step
         out_near[k] = slot_part[s]
-        out_time[k] = slot_time[s]
+        out_time[k] = now
         k += 1
         misses = 0
         reads = 0
+        load = 0.0
         for a in range(sample_ptr[step], sample_ptr[step + 1]):
             base = sample_base[a]
             line = sample_line[a]
@@ -1016,31 +1043,62 @@ def schedule_saturating(
             # miss, which drops the least recently used): 15% less time than a search, then a move (same tags).
             t = tags[base]
             hit = t == line
+            if hot:
+                tt = tag_time[base]
+                tc = tag_count[base]
             if not hit:
                 for w in range(base + 1, base + ways):
                     u = tags[w]
                     tags[w] = t
                     t = u
+                    if hot:
+                        ut = tag_time[w]
+                        uc = tag_count[w]
+                        tag_time[w] = tt
+                        tag_count[w] = tc
+                        tt = ut
+                        tc = uc
                     if u == line:
                         hit = True
                         break
                 tags[base] = line
+            if hot:
+                c = tc * np.exp(-max(now - tt, 0.0) / hot_window) + 1.0 if hit else 1.0
+                tag_time[base] = now
+                tag_count[base] = c
             if sample_read[a]:
                 reads += 1
+                if hot:
+                    load += c
                 if not hit:
                     misses += 1
         u = 0.0
+        q = 0.0
         queued = 1.0
         if recent_read > 0.0:
             share = recent_miss / recent_read
             u = min(1.0, share / saturation_share) ** 4
+            if hot:
+                q = min(1.0, recent_load / recent_read / hot_load) ** hot_power
             if reads > 0 and share > 0.0:
                 # Behind a saturated DRAM a step waits in proportion to its own misses.
                 queued = 1.0 - miss_gain + miss_gain * min(misses / reads / share, 4.0)
         recent_miss = recent_miss * keep + misses
         recent_read = recent_read * keep + reads
+        recent_load = recent_load * keep + load
+        priority = 1.0
+        if age_priority != 0.0:
+            older = 0
+            for j in range(n_active):
+                o = heap[j]
+                if o != s and born[o] < born[s]:
+                    older += 1
+            priority = 1.0 + age_priority * (2.0 * older / max(n_active - 1, 1) - 1.0)
         duration = step_duration(step_cv, seed, slot_prog[s], step - tile_step_ptr[programs[slot_prog[s]]])
-        slot_time[s] += duration * ((1.0 - u) * slot_speed[s] + u * queued)
+        if queue_cv:
+            slot_time[s] += (1.0 - u) * ((1.0 - q) * slot_speed[s] + q) * priority + u * queued * duration
+        else:
+            slot_time[s] += duration * ((1.0 - u) * ((1.0 - q) * slot_speed[s] + q) * priority + u * queued)
         n_active, next_program = _next_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions,
                                             slot_step, slot_end, slot_prog, slot_part, slot_time)
     return out_step[:k], out_near[:k], out_time[:k]

@@ -97,7 +97,26 @@ GPC_BOUND = 0.5
 DRAM_SATURATION = 0.25
 STEP_TIME_CV_SATURATING = 0.2
 SATURATION_MISS_GAIN = 0.02
-PROGRESS_MODELS = ("saturating", "random_walk")
+# The contention terms of the saturating model (progress "contention"; kernels.schedule_saturating). Stamped launches
+# of the matmul on H100s and H200s (benchmarks/sim_validation/launches, wave_pace.json; README there, stop 34) show
+# two things the saturating model misses: the fast SMs of an H100 run at the others' pace for the first 2-4 waves
+# (0.99-1.00 of their duration) and only then 12-18% faster, while the programs still start together; and on every
+# chip the start spread of a wave grows by a few steps a wave, the late starters of a wave taking longer.
+# HOT_LOAD: reads of lines read by many programs at once (a decayed count per sampled line, HOT_WINDOW_STEPS) at
+# which the L2 slices, not the GPCs' paths, set the pace (the pace fades as (count / HOT_LOAD) ** HOT_POWER nears 1);
+# AGE_PRIORITY: while L2-bound a step takes 1 + AGE_PRIORITY x (2 r - 1) of its time, r the share of resident
+# programs older than its own; step_cv applies to the DRAM queue part only; START_JITTER: each step's requests
+# arrive within +-START_JITTER/2 steps of its slot's clock (a step's loads spread over it; the clocks keep no drift
+# from it), which the coalescer sees. Chosen on the launches of the square matmul (8192^3, a fit case) and fitted with
+# step_cv and dram_saturation on the table's fit rows (sim_validation_contention*.json).
+HOT_LOAD = 8.0
+HOT_WINDOW_STEPS = 2.0
+HOT_POWER = 8.0
+AGE_PRIORITY = 0.02
+START_JITTER = 2.0
+PROGRESS_MODELS = ("saturating", "contention", "random_walk")
+# The progress model where one of the first two can run and none is named.
+DEFAULT_PROGRESS = "saturating"
 SATURATION_SAMPLE_EVERY = 16  # the live miss share is estimated on every 16th L2 set
 SATURATION_WINDOW_STEPS = 4.0  # over about the last 4 mean step times of all slots
 NCU_COUNTER = "ncu lts__t_sector_hit_rate (32-byte sectors; stores that fill sectors hit)"
@@ -186,6 +205,9 @@ class SimResult:
     dram_saturation: float = 0.0  # ... the L2 read miss share at which DRAM saturates on this model
     miss_gain: float = 0.0  # ... and how much a step's own misses set its time behind a saturated DRAM
     progress: str = "random_walk"  # the progress model that ordered the steps (PROGRESS_MODELS; "replayed" if given)
+    age_priority: float = 0.0  # contention model: how much older programs go first while L2-bound (0 = off)
+    hot_load: float = 0.0  # ... recent reads of a line at which the L2 slices set the pace (0 = off)
+    start_jitter: float = 0.0  # ... steps over which a step's requests arrive (0 = off)
 
     @property
     def best_hit_rate(self) -> float:
@@ -235,8 +257,10 @@ class SimResult:
             + ("  (lockstep)" if self.step_cv == 0 else "")
             + (f", hit speedup {self.hit_speedup:g}" if self.hit_speedup else "")
             + (f", drift decay {self.drift_decay:g}" if self.drift_decay else "")
-            + (f", DRAM saturates at a {100 * self.dram_saturation:.0f}% miss share" if self.progress == "saturating"
-               else "")
+            + (f", DRAM saturates at a {100 * self.dram_saturation:.0f}% miss share"
+               if self.progress in ("saturating", "contention") else "")
+            + (f", hot-line load {self.hot_load:g}, age priority {self.age_priority:g}, start jitter "
+               f"{self.start_jitter:g} steps" if self.progress == "contention" else "")
             + (f", GPC-bound share {self.gpc_bound:g} (an L2-bound kernel)" if self.gpc_bound else ""),
         ]
         if len(self.per_domain) > 1:
@@ -894,17 +918,26 @@ def sampled_accesses(lines, writes, step_ptr, n_sets, n_partitions, ways, n_work
 
 
 def _saturating_schedule(model, programs, lines, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
-                         ways, cv, seed, gpc_bound, dram_saturation, miss_gain, n_workers) -> Schedule:
-    """The saturating progress model's schedule of a one-domain model (kernels.schedule_saturating)."""
+                         ways, cv, seed, gpc_bound, dram_saturation, miss_gain, n_workers, contention=None) -> Schedule:
+    """The saturating progress model's schedule of a one-domain model (kernels.schedule_saturating); with
+    `contention` = (age_priority, hot_load, start_jitter) its contention terms too."""
     ptr, base, line, read = sampled_accesses(lines, writes, step_ptr, n_sets, n_partitions, ways, n_workers,
                                              set_map_of(model))
     n_sample = (n_sets + SATURATION_SAMPLE_EVERY - 1) // SATURATION_SAMPLE_EVERY
+    age, hot, jitter = contention if contention is not None else (0.0, 0.0, 0.0)
     steps, near, start = kernels.schedule_saturating(
         tile_step_ptr, np.ascontiguousarray(programs), np.int64(n_slots), np.int64(n_partitions),
         np.float64(cv), np.uint64(seed), slot_speeds(model, n_slots, gpc_bound, seed), ptr, base, line, read,
         np.int64(n_sample * n_partitions * ways), np.int64(ways),
         np.float64(dram_saturation), np.float64(SATURATION_WINDOW_STEPS * n_slots),
-        np.float64(miss_gain))
+        np.float64(miss_gain), np.float64(age), np.float64(hot), np.float64(HOT_WINDOW_STEPS), np.float64(HOT_POWER),
+        contention is not None)
+    if jitter > 0:
+        # The requests of a step spread over it: each arrives within +-jitter/2 steps of its slot's clock, and the
+        # steps run in that order (the clocks themselves keep no drift from it).
+        start = start + jitter * (np.random.default_rng(seed).random(start.size) - 0.5)
+        order = np.argsort(start, kind="stable")
+        steps, near, start = steps[order], near[order], start[order]
     return Schedule(steps=steps, near=near, start=start)
 
 
@@ -954,6 +987,9 @@ def simulate(
     dram_saturation: float | None = None,
     miss_gain: float | None = None,
     progress: str | None = None,
+    age_priority: float | None = None,
+    hot_load: float | None = None,
+    start_jitter: float | None = None,
 ) -> SimResult:
     """Predict L2 hit rates and DRAM traffic of running `trace`'s tiles in the order `perm` on `hw`.
 
@@ -996,7 +1032,11 @@ def simulate(
     of sets against `dram_saturation`, default DRAM_SATURATION); behind a saturated DRAM a
     step's time follows its own misses by `miss_gain` (default SATURATION_MISS_GAIN); step_cv defaults to
     STEP_TIME_CV_SATURATING. Asked for by name, or by passing one of its parameters, where it cannot run, it is
-    refused in one line.
+    refused in one line. "contention" is the saturating model with its contention terms (kernels.schedule_saturating;
+    HOT_LOAD above): the SM pace fades while reads crowd onto the same lines (`hot_load`, default HOT_LOAD), older
+    programs are served first while L2-bound (`age_priority`, default AGE_PRIORITY), step_cv spreads the DRAM queue
+    part only, and each step's requests arrive within +-`start_jitter`/2 steps of its slot's clock (default
+    START_JITTER); it runs where "saturating" can. Left out, the progress model is DEFAULT_PROGRESS where it can run.
     """
     model = get_model(hw) if isinstance(hw, str) else hw
     if not isinstance(wave_sync, (int, np.integer)) or isinstance(wave_sync, bool) or wave_sync < 0:
@@ -1036,16 +1076,34 @@ def simulate(
                                       ("miss_gain", miss_gain)) if value is not None]
     if progress == "random_walk" and tuned:
         raise UserError(f"{tuned[0]} belongs to the saturating progress model, not the random walk")
+    terms = [name for name, value in (("age_priority", age_priority), ("hot_load", hot_load),
+                                      ("start_jitter", start_jitter)) if value is not None]
+    if terms and progress not in ("contention", None):
+        raise UserError(f"{terms[0]} belongs to the contention progress model, not the {progress.replace('_', ' ')}")
+    age = AGE_PRIORITY if age_priority is None else age_priority
+    if not _is_number(age) or not 0.0 <= float(age) < 1.0:
+        raise UserError(f"age_priority (how much older programs go first while L2-bound) must be a number in 0..1 "
+                        f"(1 excluded), got {age_priority!r}")
+    hot = HOT_LOAD if hot_load is None else hot_load
+    if not _is_number(hot) or not 0.0 < float(hot) <= 1e6:
+        raise UserError(f"hot_load (recent reads of a line at which the L2 slices set the pace) must be a number > 0, "
+                        f"got {hot_load!r}")
+    jitter = START_JITTER if start_jitter is None else start_jitter
+    if not _is_number(jitter) or not 0.0 <= float(jitter) <= 1e3:
+        raise UserError(f"start_jitter (steps over which a step's requests arrive) must be a number >= 0, "
+                        f"got {start_jitter!r}")
     blockers = [why for why, present in (
         (f"{model.name} has no known GPCs", not model.gpc_sms),
         (f"{model.name} has several L2 domains", model.n_domains != 1),
         (f"engine {engine!r}", engine not in ("auto", "sets", "gpu")), ("a fully associative L2", assoc is None),
         ("hit_speedup", bool(speedup)), ("drift_decay", bool(decay)),
         ("wave_sync", bool(wave_sync)), ("a given schedule", schedule is not None)) if present]
-    asked = progress == "saturating" or (progress is None and bool(tuned))
+    asked = progress in ("saturating", "contention") or (progress is None and bool(tuned or terms))
     if asked and blockers:
-        raise UserError(f"the saturating progress model cannot run with {blockers[0]}")
+        raise UserError(f"the {progress or 'saturating'} progress model cannot run with {blockers[0]}")
     saturating = progress != "random_walk" and not blockers
+    contention = saturating and (progress == "contention" or (progress is None and (bool(terms)
+                                                                                     or DEFAULT_PROGRESS == "contention")))
     if not saturating:
         gpc = 0.0
     cv = (STEP_TIME_CV_SATURATING if saturating else STEP_TIME_CV) if step_cv is None else step_cv
@@ -1109,7 +1167,8 @@ def simulate(
     if saturating:
         given = _saturating_schedule(model, work[0][1], lines, writes, step_ptr, tile_step_ptr, n_slots, n_partitions,
                                      n_sets, capacity // n_sets, float(cv), seed, float(gpc), float(saturation),
-                                     float(gain), n_workers)
+                                     float(gain), n_workers,
+                                     (float(age), float(hot), float(jitter)) if contention else None)
     coalesced = 0
     coalescing = window > 0 and model.vendor == "nvidia"
     n_simulated = n_sets if set_fraction >= 1.0 else max(1, int(round(n_sets * set_fraction)))
@@ -1218,7 +1277,11 @@ def simulate(
         gpc_bound=float(gpc),
         dram_saturation=float(saturation) if saturating else 0.0,
         miss_gain=float(gain) if saturating else 0.0,
-        progress="replayed" if schedule is not None else "saturating" if saturating else "random_walk",
+        progress="replayed" if schedule is not None else "contention" if contention else "saturating" if saturating
+        else "random_walk",
+        age_priority=float(age) if contention else 0.0,
+        hot_load=float(hot) if contention else 0.0,
+        start_jitter=float(jitter) if contention else 0.0,
     )
 
 

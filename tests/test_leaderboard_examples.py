@@ -113,8 +113,8 @@ def test_leader_json_has_the_rows_the_issue_asks_for():
         assert row["mean_ms"] > 0 and 0 < row["ci95_ms"] < row["mean_ms"] and (ROOT / row["submission"]).is_file()
         assert row["check"].startswith("out: all") and row["n"] >= 10
     assert rows[("histogram", "ours")]["submission"] == "examples/leaderboard/histogram/submission.py"
-    # Issue 14's histogram target, and where flash attention stands: faster than cuDNN in the same run (this
-    # run's mean is below the 13 ms target, its interval is not; docs/worklogs/flash_attention.md, ranked_runs.json).
+    # Issue 14's histogram target, and where flash attention stands: faster than cuDNN in the same run (this run's
+    # mean, 13.09 ms, misses the 13.0 ms target; docs/worklogs/flash_attention.md, ranked_runs.json).
     assert rows[("histogram", "ours")]["mean_ms"] < 0.30
     fa_ours = rows[("flash_attention", "ours")]
     assert fa_ours["mean_ms"] < rows[("flash_attention", "task_kernel")]["mean_ms"]
@@ -146,7 +146,7 @@ def test_ranked_report_is_the_isolated_evaluation_of_the_submission():
 
 # ---------------------------------------------------------------- work logs trace to committed JSON
 
-JSON_CELL = re.compile(r"^(steps_\d+(_unpaired)?|leader_h100(_sustained|_20261124|_v22)?|flash_attention-ranked|ranked_runs)\.json$")
+JSON_CELL = re.compile(r"^(steps_\d+(_unpaired)?|leader_h100(_sustained|_20261124|_v\d+)?|flash_attention-ranked|ranked_runs)\.json$")
 NUMBER = re.compile(r"^-?\d+(\.\d+)?$")
 
 

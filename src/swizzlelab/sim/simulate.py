@@ -888,6 +888,14 @@ def _is_number(value: Any) -> bool:
     return not isinstance(value, bool) and isinstance(value, (int, float, np.integer, np.floating))
 
 
+def _option(value: Any, default: Any, name: str, meaning: str, ok: Any, bounds: str) -> Any:
+    """`value`, or `default` where it is None, if it is a number `ok` accepts; else one line saying what it must be."""
+    chosen = default if value is None else value
+    if not _is_number(chosen) or not ok(float(chosen)):
+        raise UserError(f"{name} ({meaning}) must be {bounds}, got {value!r}")
+    return chosen
+
+
 def slot_speeds(model: HardwareModel, n_slots: int, gpc_bound: float, seed: int) -> np.ndarray:
     """Each slot's pace while the kernel is L2-bound: 1 - gpc_bound + gpc_bound x its SM's GPC size / the mean an
     SM sees (slot s runs on unit s mod units; units go to GPCs in a seeded shuffle, as chips differ)."""
@@ -1048,27 +1056,18 @@ def simulate(
     if not isinstance(speedup, (int, float, np.integer, np.floating)) or not 0.0 <= float(speedup) < 1.0:
         raise UserError(f"hit_speedup (share of a step's time L2 hits save) must be a number in 0..1 (1 excluded), "
                         f"got {hit_speedup!r}")
-    decay = DRIFT_DECAY if drift_decay is None else drift_decay
-    if not _is_number(decay) or not 0.0 <= float(decay) <= 1.0:
-        raise UserError(f"drift_decay (share of a slot's drift from lockstep taken back each step) must be a number "
-                        f"in 0..1, got {drift_decay!r}")
-    window = LRC_WINDOW if lrc_window is None else lrc_window
-    if not _is_number(window) or not 0.0 <= float(window) <= 1e6:
-        raise UserError(f"lrc_window (mean step times within which the L2 request coalescer merges reads) must be a "
-                        f"number >= 0, got {lrc_window!r}")
+    decay = _option(drift_decay, DRIFT_DECAY, "drift_decay", "share of a slot's drift from lockstep taken back "
+                    "each step", lambda v: 0.0 <= v <= 1.0, "a number in 0..1")
+    window = _option(lrc_window, LRC_WINDOW, "lrc_window", "mean step times within which the L2 request coalescer "
+                     "merges reads", lambda v: 0.0 <= v <= 1e6, "a number >= 0")
     # SM pace only where the kernel loads its SMs' paths to L2 hard (trace.l2_bound, from task.yml).
-    gpc = (GPC_BOUND if getattr(trace, "l2_bound", False) else 0.0) if gpc_bound is None else gpc_bound
-    if not _is_number(gpc) or not 0.0 <= float(gpc) < 1.0:
-        raise UserError(f"gpc_bound (share of a step's time its GPC's bandwidth sets) must be a number in 0..1 "
-                        f"(1 excluded), got {gpc_bound!r}")
-    saturation = DRAM_SATURATION if dram_saturation is None else dram_saturation
-    if not _is_number(saturation) or not 0.0 < float(saturation) <= 1.0:
-        raise UserError(f"dram_saturation (L2 read miss share at which DRAM saturates) must be a number in (0, 1], "
-                        f"got {dram_saturation!r}")
-    gain = SATURATION_MISS_GAIN if miss_gain is None else miss_gain
-    if not _is_number(gain) or not 0.0 <= float(gain) <= 1.0:
-        raise UserError(f"miss_gain (how much a step's own misses set its time behind a saturated DRAM) must be a "
-                        f"number in 0..1, got {miss_gain!r}")
+    gpc = _option(gpc_bound, GPC_BOUND if getattr(trace, "l2_bound", False) else 0.0, "gpc_bound",
+                  "share of a step's time its GPC's bandwidth sets", lambda v: 0.0 <= v < 1.0,
+                  "a number in 0..1 (1 excluded)")
+    saturation = _option(dram_saturation, DRAM_SATURATION, "dram_saturation", "L2 read miss share at which DRAM "
+                         "saturates", lambda v: 0.0 < v <= 1.0, "a number in (0, 1]")
+    gain = _option(miss_gain, SATURATION_MISS_GAIN, "miss_gain", "how much a step's own misses set its time behind a "
+                   "saturated DRAM", lambda v: 0.0 <= v <= 1.0, "a number in 0..1")
     if progress is not None and progress not in PROGRESS_MODELS:
         raise UserError(f"progress must be one of {', '.join(PROGRESS_MODELS)} (or left out for the model's default), "
                         f"got {progress!r}")
@@ -1080,18 +1079,12 @@ def simulate(
                                       ("start_jitter", start_jitter)) if value is not None]
     if terms and progress not in ("contention", None):
         raise UserError(f"{terms[0]} belongs to the contention progress model, not the {progress.replace('_', ' ')}")
-    age = AGE_PRIORITY if age_priority is None else age_priority
-    if not _is_number(age) or not 0.0 <= float(age) < 1.0:
-        raise UserError(f"age_priority (how much older programs go first while L2-bound) must be a number in 0..1 "
-                        f"(1 excluded), got {age_priority!r}")
-    hot = HOT_LOAD if hot_load is None else hot_load
-    if not _is_number(hot) or not 0.0 < float(hot) <= 1e6:
-        raise UserError(f"hot_load (recent reads of a line at which the L2 slices set the pace) must be a number > 0, "
-                        f"got {hot_load!r}")
-    jitter = START_JITTER if start_jitter is None else start_jitter
-    if not _is_number(jitter) or not 0.0 <= float(jitter) <= 1e3:
-        raise UserError(f"start_jitter (steps over which a step's requests arrive) must be a number >= 0, "
-                        f"got {start_jitter!r}")
+    age = _option(age_priority, AGE_PRIORITY, "age_priority", "how much older programs go first while L2-bound",
+                  lambda v: 0.0 <= v < 1.0, "a number in 0..1 (1 excluded)")
+    hot = _option(hot_load, HOT_LOAD, "hot_load", "recent reads of a line at which the L2 slices set the pace",
+                  lambda v: 0.0 < v <= 1e6, "a number > 0")
+    jitter = _option(start_jitter, START_JITTER, "start_jitter", "steps over which a step's requests arrive",
+                     lambda v: 0.0 <= v <= 1e3, "a number >= 0")
     blockers = [why for why, present in (
         (f"{model.name} has no known GPCs", not model.gpc_sms),
         (f"{model.name} has several L2 domains", model.n_domains != 1),

@@ -178,3 +178,15 @@ def test_wave_pace_reads_each_waves_spread_and_the_fast_sms_share():
     assert out["start_spread_steps"] == [0.0, 8.0]
     assert out["fast_over_slow_duration"] == [1.0, 0.8]
     assert "fast_over_slow_duration" not in wave_pace.per_wave(start, duration, None)
+
+
+def test_wave_pace_regresses_duration_on_time_spent_beside_an_older_program():
+    # SM 0: A [0, 10], B [5, 20] (B shares a third of its life with the older A and takes 1.5x the median); SM 1:
+    # C [0, 10] alone. A and C fix the intercept (1) and the alone term (0); B's excess is all the older mate's: 1.5.
+    sys.path.insert(0, str(FOLDER))
+    try:
+        wave_pace = load_module(FOLDER / "wave_pace.py", "wave_pace", "wave_pace.py")
+    finally:
+        sys.path.remove(str(FOLDER))
+    out = wave_pace.mate_effect(np.array([0, 0, 1]), np.array([0.0, 5.0, 0.0]), np.array([10.0, 15.0, 10.0]))
+    assert out == {"younger_coef": 1.5, "alone_coef": 0.0, "younger_share_mean": 0.111}

@@ -63,6 +63,28 @@ def per_wave(start: np.ndarray, duration: np.ndarray, fast: np.ndarray | None) -
     return out
 
 
+def mate_effect(sm: np.ndarray, start: np.ndarray, duration: np.ndarray) -> dict:
+    """Whether sharing an SM with an older program slows a program: its duration (over the median) regressed on the
+    share of its life an older program ran on its SM and the share it ran alone (programs over 3x the median left
+    out), least squares."""
+    end = start + duration
+    younger = np.zeros(start.size)
+    alone = np.zeros(start.size)
+    for unit in np.unique(sm):
+        mine = np.flatnonzero(sm == unit)
+        for i in mine:
+            others = mine[mine != i]
+            overlap = np.clip(np.minimum(end[i], end[others]) - np.maximum(start[i], start[others]), 0.0, None)
+            older = (start[others] < start[i]) | ((start[others] == start[i]) & (others < i))
+            younger[i] = overlap[older].sum() / duration[i]
+            alone[i] = 1.0 - min(overlap.sum() / duration[i], 1.0)
+    rel = duration / np.median(duration)
+    keep = rel < 3.0
+    coef = np.linalg.lstsq(np.c_[np.ones(keep.sum()), younger[keep], alone[keep]], rel[keep], rcond=None)[0]
+    return {"younger_coef": round(float(coef[1]), 4), "alone_coef": round(float(coef[2]), 4),
+            "younger_share_mean": round(float(younger.mean()), 3)}
+
+
 def model_row(trace, footprint, perm, model, gpc_bound: float, point: dict, progress: str) -> dict:
     """The model's DRAM reads, L2 hit rate and per-wave start spread on its own schedule (launch positions' first
     steps, in mean step times)."""
@@ -118,7 +140,8 @@ def main(argv: list[str]) -> int:
                 perm = order_table(order, m, n, k)
                 row = {"device": record["device"], "launches": Path(source).name, "case": case, "order": order,
                        "measured": {"dram_read_bytes": float(np.mean(measured)), "launches": len(measured),
-                                    **per_wave((start - start.min()) / step_ns, duration / step_ns, fast)}}
+                                    **per_wave((start - start.min()) / step_ns, duration / step_ns, fast),
+                                    "sm_mate": mate_effect(arrays[f"{stem}_sm"].astype(np.int64), start, duration)}}
                 for name, point in points.items():
                     row[name] = model_row(trace, footprint, perm, model, layout["gpc_bound"], point, name)
                 rows.append(row)
@@ -137,8 +160,9 @@ def main(argv: list[str]) -> int:
         "device": "measured on " + " and ".join(dict.fromkeys(r["device"] for r in rows))
                   + " (ncu, %globaltimer, %smid; stop 32's launches); predicted on the CPU",
         "kind": "measured: per wave of 264 launch positions, the start spread (p90 - p10, median step lengths) and the "
-                "chip's fast SMs' mean program duration over the others' (first stamped launch), DRAM reads the mean "
-                "of the stamped launches; predicted: models H100-SXM / H200-SXM with each chip's GPC layout and share, "
+                "chip's fast SMs' mean program duration over the others' (first stamped launch), and sm_mate: a "
+                "program's duration / median regressed on the share of its life an older program shared its SM "
+                "(younger_coef) and the share it ran alone; DRAM reads the mean of the stamped launches; predicted: models H100-SXM / H200-SXM with each chip's GPC layout and share, "
                 "saturating and contention progress at the chip table's fitted points",
         "points": points, "chips": chips,
         "mean_abs_rel_error_dram_read": summary,

@@ -190,3 +190,19 @@ def test_wave_pace_regresses_duration_on_time_spent_beside_an_older_program():
         sys.path.remove(str(FOLDER))
     out = wave_pace.mate_effect(np.array([0, 0, 1]), np.array([0.0, 5.0, 0.0]), np.array([10.0, 15.0, 10.0]))
     assert out == {"younger_coef": 1.5, "alone_coef": 0.0, "younger_share_mean": 0.111}
+
+
+def test_an_assumed_layout_predicts_rows_without_a_measured_chip(scripts, tmp_path):
+    # --layout gives the rows of one model a chip nobody measured, in the same form --chip reads; a layout of the
+    # wrong size or form is refused in one line before any prediction.
+    validate, _ = scripts
+    measured = tmp_path / "rows.json"
+    measured.write_text('{"device": "NVIDIA H100 80GB HBM3", "rows": []}')
+    for spec, message in (("h100=12,12:0.3", "24 SMs, the h100 has 132"), ("h100=12,x:0.3", "give MODEL=SMS:SHARE"),
+                          ("a100=12:0.3", "give MODEL=SMS:SHARE")):
+        with pytest.raises(SystemExit, match=message):
+            validate.main([str(tmp_path / "out.json"), str(measured), "--layout", spec])
+    chip = {"gpc_sms": [12, 12, 18, 18, 18, 18, 18, 18], "gpc_bound": 0.35, "assumed": True}
+    row = {"device": "NVIDIA H100 80GB HBM3", "task": "matmul", "case": {"m": 64}, "order": "row_major",
+           "occupancy": 2, "chip": chip}
+    assert validate.row_model(row).gpc_sms == tuple(chip["gpc_sms"]) and validate.row_gpc_bound(row, 0.5) == 0.35

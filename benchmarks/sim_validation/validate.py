@@ -400,6 +400,9 @@ def main(argv: list[str]) -> int:
                         help="hit: the fit rows' MAE of L2 hit; targets: that MAE over its target (3 pp) plus the "
                              "DRAM reads' mean relative error over its target (10%%), so both figures the issue "
                              "sets count on their own scale")
+    parser.add_argument("--layout", action="append", default=[], metavar="MODEL=SMS:SHARE",
+                        help="predict the rows of model MODEL (h100, h200) measured without --chip as if on a chip of "
+                             "GPCs of SMS SMs (comma-separated) and GPC share SHARE, e.g. h100=12,12,18,18,18,18,18,18:0.35")
     parser.add_argument("--cache", default=None, help="JSON file of predictions kept between runs")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--concurrency", type=int, default=1,
@@ -427,6 +430,23 @@ def main(argv: list[str]) -> int:
                        | ({"chip": chips[path]} if path in chips else {}))
         rows += [r | ({"chip": chips[path]} if path in chips else {}) for r in measured["rows"]
                  if r.get("measured_l2_hit_pct") is not None]
+    assumed = {}
+    for spec in args.layout:
+        name, sep, rest = spec.partition("=")
+        sms, sep2, share = rest.partition(":")
+        try:
+            layout = {"gpc_sms": [int(v) for v in sms.split(",")], "gpc_bound": float(share), "assumed": True}
+        except ValueError:
+            layout = None
+        if not sep or not sep2 or layout is None or name not in ("h100", "h200"):
+            raise SystemExit(f"--layout {spec}: give MODEL=SMS:SHARE, MODEL h100 or h200, e.g. "
+                             "h100=12,12,18,18,18,18,18,18:0.35")
+        if sum(layout["gpc_sms"]) != get_model(name).units_per_domain:
+            raise SystemExit(f"--layout {spec}: {sum(layout['gpc_sms'])} SMs, the {name} has "
+                             f"{get_model(name).units_per_domain}")
+        assumed[name] = layout
+    rows = [r if r.get("chip") or model_name(r["device"]) not in assumed else r | {"chip": assumed[model_name(r["device"])]}
+            for r in rows]
     cvs = [float(v) for v in args.cv_grid.split(",")]
     hits = [float(v) for v in args.hit_grid.split(",")]
     decays = [float(v) for v in args.decay_grid.split(",")]
@@ -506,7 +526,8 @@ def main(argv: list[str]) -> int:
                             + ("" if model.l2_set_map == "hash" else f"{model.l2_set_map} set map, ")
                             + f"step_cv {best_cv}, "
                             f"hit_speedup {best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}, "
-                            + (f"the measuring chip's GPCs {list(model.gpc_sms)}, " if (r.get("chip") or {}).get("gpc_sms")
+                            + (f"an assumed chip's GPCs {list(model.gpc_sms)}, " if (r.get("chip") or {}).get("assumed")
+                               else f"the measuring chip's GPCs {list(model.gpc_sms)}, " if (r.get("chip") or {}).get("gpc_sms")
                                else "the measuring chip without GPC pace, " if r.get("chip") else "")
                             + (f"{'contention' if terms else 'saturating'} progress: gpc_bound "
                                f"{row_gpc_bound(r, effective(best, declared[r['task']])[4]):g}, "
@@ -542,7 +563,7 @@ def main(argv: list[str]) -> int:
         "chips": {path: {k: v for k, v in chip.items() if k != "sm_pace_sorted"} for path, chip in chips.items()},
         "fit_grid_capacity_scale": scales,
         "fit_grid_age_priority": ages, "fit_grid_hot_load": hots, "fit_grid_start_jitter": jitters,
-        "fit_by": args.fit_by, "fit_loss": args.fit_loss,
+        "fit_by": args.fit_by, "fit_loss": args.fit_loss, "assumed_layouts": assumed,
         # One point: each fitted_* is its value; --fit-by device: {device: value}.
         **{f"fitted_{name}": (bests["all"][i] if args.fit_by == "all" else {g: b[i] for g, b in bests.items()})
            for i, name in enumerate(POINT_NAMES)},

@@ -163,14 +163,18 @@ def test_the_targets_loss_weighs_hit_and_dram_errors_by_their_targets(scripts):
     assert validate.fit_loss(rows, point, "targets") == pytest.approx(2.0 / 3.0 + 0.2 / 0.1)
 
 
-def test_wave_pace_reads_each_waves_spread_and_the_fast_sms_share():
-    # Two waves of 264 launch positions: the first starts together, the second spreads its starts evenly over 10
-    # steps; the fast SMs' programs (every fourth) take 0.8 of the others' time in the second wave only.
-    sys.path.insert(0, str(FOLDER))
+@pytest.fixture(scope="module")
+def wave_pace():
+    sys.path.insert(0, str(FOLDER))  # it imports its neighbours
     try:
-        wave_pace = load_module(FOLDER / "wave_pace.py", "wave_pace", "wave_pace.py")
+        yield load_module(FOLDER / "wave_pace.py", "wave_pace", "wave_pace.py")
     finally:
         sys.path.remove(str(FOLDER))
+
+
+def test_wave_pace_reads_each_waves_spread_and_the_fast_sms_share(wave_pace):
+    # Two waves of 264 launch positions: the first starts together, the second spreads its starts evenly over 10
+    # steps; the fast SMs' programs (every fourth) take 0.8 of the others' time in the second wave only.
     start = np.r_[np.zeros(264), 100 + np.linspace(0, 10, 264)]
     fast = np.arange(528) % 4 == 0
     duration = np.where(fast & (np.arange(528) >= 264), 80.0, 100.0)
@@ -180,14 +184,9 @@ def test_wave_pace_reads_each_waves_spread_and_the_fast_sms_share():
     assert "fast_over_slow_duration" not in wave_pace.per_wave(start, duration, None)
 
 
-def test_wave_pace_regresses_duration_on_time_spent_beside_an_older_program():
+def test_wave_pace_regresses_duration_on_time_spent_beside_an_older_program(wave_pace):
     # SM 0: A [0, 10], B [5, 20] (B shares a third of its life with the older A and takes 1.5x the median); SM 1:
     # C [0, 10] alone. A and C fix the intercept (1) and the alone term (0); B's excess is all the older mate's: 1.5.
-    sys.path.insert(0, str(FOLDER))
-    try:
-        wave_pace = load_module(FOLDER / "wave_pace.py", "wave_pace", "wave_pace.py")
-    finally:
-        sys.path.remove(str(FOLDER))
     out = wave_pace.mate_effect(np.array([0, 0, 1]), np.array([0.0, 5.0, 0.0]), np.array([10.0, 15.0, 10.0]))
     assert out == {"younger_coef": 1.5, "alone_coef": 0.0, "younger_share_mean": 0.111}
 

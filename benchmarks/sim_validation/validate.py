@@ -35,8 +35,8 @@ from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
 from swizzlelab.sim.agreement import kendall_tau  # noqa: E402
 from swizzlelab.sim.simulate import (  # noqa: E402
-    AGE_PRIORITY, DRAM_SATURATION, DRIFT_DECAY, GPC_BOUND, START_JITTER, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, STEP_TIME_CV,
-    STEP_TIME_CV_SATURATING, default_workers, side_by_side)
+    AGE_PRIORITY, DRAM_SATURATION, DRIFT_DECAY, GPC_BOUND, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, START_JITTER,
+    STEP_TIME_CV, STEP_TIME_CV_SATURATING, default_workers, side_by_side)
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
 
@@ -395,14 +395,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--jitter-grid", default=f"{START_JITTER}", help="start_jitter values (contention model)")
     parser.add_argument("--fit-by", choices=["all", "device"], default="all",
                         help="all: one parameter point for every GPU; device: each GPU's own point, fitted on its own "
-                             "fit rows (the H100's and the H200's DRAM differ in bandwidth, so where DRAM saturates may too)")
+                             "fit rows (the H100's and the H200's DRAM differ in bandwidth, so where DRAM saturates "
+                             "may too)")
     parser.add_argument("--fit-loss", choices=["hit", "targets"], default="hit",
                         help="hit: the fit rows' MAE of L2 hit; targets: that MAE over its target (3 pp) plus the "
                              "DRAM reads' mean relative error over its target (10%%), so both figures the issue "
                              "sets count on their own scale")
     parser.add_argument("--layout", action="append", default=[], metavar="MODEL=SMS:SHARE",
                         help="predict the rows of model MODEL (h100, h200) measured without --chip as if on a chip of "
-                             "GPCs of SMS SMs (comma-separated) and GPC share SHARE, e.g. h100=12,12,18,18,18,18,18,18:0.35")
+                             "GPCs of SMS SMs (comma-separated) and GPC share SHARE, e.g. "
+                             "h100=12,12,18,18,18,18,18,18:0.35")
     parser.add_argument("--cache", default=None, help="JSON file of predictions kept between runs")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--concurrency", type=int, default=1,
@@ -445,8 +447,8 @@ def main(argv: list[str]) -> int:
             raise SystemExit(f"--layout {spec}: {sum(layout['gpc_sms'])} SMs, the {name} has "
                              f"{get_model(name).units_per_domain}")
         assumed[name] = layout
-    rows = [r if r.get("chip") or model_name(r["device"]) not in assumed else r | {"chip": assumed[model_name(r["device"])]}
-            for r in rows]
+    rows = [r | {"chip": assumed[model_name(r["device"])]} if not r.get("chip") and model_name(r["device"]) in assumed
+            else r for r in rows]
     cvs = [float(v) for v in args.cv_grid.split(",")]
     hits = [float(v) for v in args.hit_grid.split(",")]
     decays = [float(v) for v in args.decay_grid.split(",")]
@@ -473,8 +475,10 @@ def main(argv: list[str]) -> int:
     fit_rows = [r for r in rows if r["set"] == "fit"]
     declared = {name: load_task(name).spec.l2_bound for name in sorted({r["task"] for r in rows})}
     predict_rows(fit_rows, points, cache, args.cache, args.workers, args.engine, args.concurrency)
-    groups = {"all": fit_rows} if args.fit_by == "all" else {
-        dev: [r for r in fit_rows if r["device"] == dev] for dev in sorted({r["device"] for r in rows})}
+    def group_of(row: dict[str, Any]) -> str:
+        return "all" if args.fit_by == "all" else row["device"]
+
+    groups = {group: [r for r in fit_rows if group_of(r) == group] for group in sorted({group_of(r) for r in rows})}
     if any(not members for members in groups.values()):
         raise SystemExit("--fit-by device: a GPU without fit rows (" + ", ".join(g for g, m in groups.items() if not m)
                          + ") cannot be fitted")
@@ -486,20 +490,18 @@ def main(argv: list[str]) -> int:
               f"[,g gpc_bound,s dram_saturation,m miss_gain][,c capacity scale]): {sweeps[group]}; fitted "
               + ", ".join(f"{name} {value}" for name, value in zip(POINT_NAMES, best)), flush=True)
 
-    def best_of(row: dict[str, Any]) -> Point:
-        return bests["all"] if args.fit_by == "all" else bests[row["device"]]
-
     held_out = [r for r in rows if r["set"] == "held_out"]
     for group, best in bests.items():
-        predict_rows([r for r in held_out if args.fit_by == "all" or r["device"] == group], [best], cache, args.cache,
-                     args.workers, args.engine, args.concurrency)
+        predict_rows([r for r in held_out if group_of(r) == group], [best], cache, args.cache, args.workers,
+                     args.engine, args.concurrency)
     out_rows = []
     for r in rows:
-        best = best_of(r)
+        best = bests[group_of(r)]
         best_cv, best_hit, best_decay, best_lrc, best_gpc, best_sat, best_gain, best_scale = best[:8]
         terms = contention_of(best)
         p = r["predictions"][point_label(best)]
         model = row_model(r)
+        chip = r.get("chip") or {}
         counters = r.get("counters") or {}
         out_rows.append({
             "task": r["task"], "case": r["case"], "order": r["order"], "device": r["device"], "set": r["set"],
@@ -526,9 +528,9 @@ def main(argv: list[str]) -> int:
                             + ("" if model.l2_set_map == "hash" else f"{model.l2_set_map} set map, ")
                             + f"step_cv {best_cv}, "
                             f"hit_speedup {best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}, "
-                            + (f"an assumed chip's GPCs {list(model.gpc_sms)}, " if (r.get("chip") or {}).get("assumed")
-                               else f"the measuring chip's GPCs {list(model.gpc_sms)}, " if (r.get("chip") or {}).get("gpc_sms")
-                               else "the measuring chip without GPC pace, " if r.get("chip") else "")
+                            + (f"an assumed chip's GPCs {list(model.gpc_sms)}, " if chip.get("assumed")
+                               else f"the measuring chip's GPCs {list(model.gpc_sms)}, " if chip.get("gpc_sms")
+                               else "the measuring chip without GPC pace, " if chip else "")
                             + (f"{'contention' if terms else 'saturating'} progress: gpc_bound "
                                f"{row_gpc_bound(r, effective(best, declared[r['task']])[4]):g}, "
                                f"dram_saturation {best_sat}, miss_gain {best_gain}, " if best_sat else

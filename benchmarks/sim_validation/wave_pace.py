@@ -145,8 +145,9 @@ def main(argv: list[str]) -> int:
                 for name, point in points.items():
                     row[name] = model_row(trace, footprint, perm, model, layout["gpc_bound"], point, name)
                 rows.append(row)
-                print(f"{record['device']} {case} {order}: DRAM read measured {row['measured']['dram_read_bytes'] / 1e9:.3f}"
-                      f" GB (ncu, mean of {len(measured)}), predicted saturating "
+                print(f"{record['device']} {case} {order}: DRAM read measured "
+                      f"{row['measured']['dram_read_bytes'] / 1e9:.3f} GB (ncu, mean of {len(measured)}), predicted "
+                      f"saturating "
                       f"{row['saturating']['dram_read_bytes'] / 1e9:.3f} / contention "
                       f"{row['contention']['dram_read_bytes'] / 1e9:.3f} GB (models on this chip's layout)", flush=True)
     summary = {}
@@ -162,7 +163,8 @@ def main(argv: list[str]) -> int:
         "kind": "measured: per wave of 264 launch positions, the start spread (p90 - p10, median step lengths) and the "
                 "chip's fast SMs' mean program duration over the others' (first stamped launch), and sm_mate: a "
                 "program's duration / median regressed on the share of its life an older program shared its SM "
-                "(younger_coef) and the share it ran alone; DRAM reads the mean of the stamped launches; predicted: models H100-SXM / H200-SXM with each chip's GPC layout and share, "
+                "(younger_coef) and the share it ran alone; DRAM reads the mean of the stamped launches; "
+                "predicted: models H100-SXM / H200-SXM with each chip's GPC layout and share, "
                 "saturating and contention progress at the chip table's fitted points",
         "points": points, "chips": chips,
         "mean_abs_rel_error_dram_read": summary,

@@ -1095,8 +1095,9 @@ def simulate(
     if asked and blockers:
         raise UserError(f"the {progress or 'saturating'} progress model cannot run with {blockers[0]}")
     saturating = progress != "random_walk" and not blockers
-    contention = saturating and (progress == "contention" or (progress is None and (bool(terms)
-                                                                                     or DEFAULT_PROGRESS == "contention")))
+    # Named, or picked by passing one of its terms, or the default where none is named.
+    contention = saturating and (progress == "contention"
+                                 or (progress is None and (bool(terms) or DEFAULT_PROGRESS == "contention")))
     if not saturating:
         gpc = 0.0
     cv = (STEP_TIME_CV_SATURATING if saturating else STEP_TIME_CV) if step_cv is None else step_cv

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import importlib
 import json
 import shutil
 from pathlib import Path
@@ -9,6 +10,9 @@ from pathlib import Path
 import pytest
 
 from swizzlelab.io import load_module
+from swizzlelab.sim import simulate
+from swizzlelab.swizzle import to_permutation
+from swizzlelab.tasks import load_task
 
 CHECKER = Path(__file__).resolve().parents[1] / "benchmarks" / "check_results.py"
 
@@ -74,3 +78,25 @@ def test_the_speed_check_can_fail(checker, monkeypatch, tmp_path):
     problems = checker.sim_speed()
     assert any("under 1 G" in p for p in problems)
     assert any("differs from the CPU engine" in p for p in problems)
+
+
+def test_the_committed_validation_table_is_the_current_models():
+    """sim_validation.json was fitted at the simulator's defaults and predicts as it does today: its fitted values are
+    the defaults, and two rows of an L2-bound kernel (SM pace on each GPU's GPC layout) simulate to the same numbers."""
+    simulate_module = importlib.import_module("swizzlelab.sim.simulate")
+    doc = json.loads((CHECKER.parent / "sim_validation" / "sim_validation.json").read_text())
+    assert (doc["fitted_step_cv"], doc["fitted_dram_saturation"], doc["fitted_miss_gain"], doc["fitted_lrc_window"]) \
+        == (simulate_module.STEP_TIME_CV_SATURATING, simulate_module.DRAM_SATURATION,
+            simulate_module.SATURATION_MISS_GAIN, simulate_module.LRC_WINDOW)
+    assert doc["fitted_gpc_bound"] == "model" and doc["progress_model"] == simulate_module.DEFAULT_PROGRESS
+    task = load_task("matmul")
+    config = task.kernel.GPU_CONFIG
+    for gpu in ("H100", "H200"):
+        row = next(r for r in doc["rows"] if gpu in r["device"] and r["task"] == "matmul"
+                   and r["case"]["m"] == r["case"]["n"] == r["case"]["k"] == 4096 and r["order"] == "row_major")
+        case = row["case"]
+        args, consts = task.swizzle_args(case, config)
+        perm = to_permutation(task.parse_order(row["order"]), task.tile_grid(case, config), args, consts)
+        res = simulate(task.access_model(case, config=config), perm, gpu.lower(), occupancy=int(row["occupancy"]))
+        assert (100 * res.l2_hit_rate, res.dram_read_bytes) == pytest.approx(
+            (row["predicted_l2_hit_pct"], row["predicted_dram_read_bytes"]), rel=1e-12), gpu

@@ -12,7 +12,7 @@ from swizzlelab.errors import UserError
 from swizzlelab.hw import get_model
 from swizzlelab.sim import kernels, simulate
 from swizzlelab.sim.simulate import (
-    AGE_PRIORITY, DEFAULT_PROGRESS, GPC_BOUND, HOT_LOAD, START_JITTER, STEP_TIME_CV, STEP_TIME_CV_SATURATING,
+    AGE_PRIORITY, DEFAULT_PROGRESS, HOT_LOAD, START_JITTER, STEP_TIME_CV, STEP_TIME_CV_SATURATING,
     set_index_array, slot_speeds)
 from swizzlelab.tasks import load_task
 from tests.test_sim import make_trace, read_steps
@@ -180,8 +180,10 @@ def test_slot_speeds_follow_gpc_sizes():
     assert speeds.shape == (264,)
     assert np.array_equal(speeds[:132], speeds[132:])  # two slots of one SM share its pace
     per_unit = speeds[:132]
-    # The 12 SMs of the smallest GPC are the fastest (least time a step), and the unit-weighted mean pace is 1.
-    assert np.sum(per_unit == per_unit.min()) == 12
+    # The 24 SMs of the two smallest GPCs (12 each) are the fastest (least time a step), the 108 of the 18-SM GPCs
+    # the slowest, and the unit-weighted mean pace is 1.
+    assert model.gpc_sms == (12, 12, 18, 18, 18, 18, 18, 18)
+    assert np.sum(per_unit == per_unit.min()) == 24 and np.sum(per_unit == per_unit.max()) == 108
     assert per_unit.mean() == pytest.approx(1.0)
     assert np.all(slot_speeds(model, 264, 0.0, 7) == 1.0)
 
@@ -212,9 +214,15 @@ def test_models_without_known_gpcs_refuse_it():
 def test_gpc_layouts_belong_to_their_unit_count():
     # A study's smaller variant of a GPU has GPCs nobody measured: none are assumed. An empty GPC is refused.
     assert replace(get_model("h100"), n_units=8, units_per_domain=8).gpc_sms == ()
-    assert get_model("h200").gpc_sms == get_model("h100").gpc_sms
+    # Each GPU keeps the layout and GPC share its measured chips show (hw: H100 two small GPCs, the H200 nearly one
+    # pace).
+    assert (get_model("h100").gpc_bound, get_model("h200").gpc_bound) == (0.35, 0.05)
+    assert get_model("h200").gpc_sms == (12, 16, 16, 16, 18, 18, 18, 18)
     with pytest.raises(UserError, match="at least one SM"):
         replace(get_model("h100"), gpc_sms=(0, 132))
+    for share in (1.0, -0.1):
+        with pytest.raises(UserError, match="gpc_bound must be a share"):
+            replace(get_model("h100"), gpc_bound=share)
 
 
 def test_the_default_progress_model_follows_the_model_and_the_kernel():
@@ -228,7 +236,8 @@ def test_the_default_progress_model_follows_the_model_and_the_kernel():
     perm = np.arange(np.asarray(trace.tile_step_ptr).size - 1)
     paced = simulate(trace, perm, "h100", occupancy=1)
     unpaced = simulate(replace(trace, l2_bound=False), perm, "h100", occupancy=1)
-    assert (paced.progress, paced.gpc_bound, paced.step_cv) == ("saturating", GPC_BOUND, STEP_TIME_CV_SATURATING)
+    assert (paced.progress, paced.gpc_bound, paced.step_cv) == ("saturating", 0.35, STEP_TIME_CV_SATURATING)
+    assert simulate(trace, perm, "h200", occupancy=1).gpc_bound == 0.05
     assert (unpaced.progress, unpaced.gpc_bound) == ("saturating", 0.0)
     assert simulate(trace, perm, "mi300x", occupancy=1).progress == "random_walk"
     synced = simulate(trace, perm, "h100", occupancy=1, wave_sync=132)

@@ -118,13 +118,14 @@ def test_discordant_pairs_carry_welch_p_over_the_runs_and_ties_stay_out(scripts)
 
 def test_a_measured_chips_layout_and_share_predict_its_rows_and_chips_do_not_mix(scripts):
     validate, _ = scripts
-    chip = {"gpc_sms": [12, 12, 18, 18, 18, 18, 18, 18], "gpc_bound": 0.39}
+    chip = {"gpc_sms": [12, 16, 16, 16, 18, 18, 18, 18], "gpc_bound": 0.55}
     row = {"task": "matmul", "case": {"m": 64, "n": 64, "k": 64}, "order": "row_major", "device": "NVIDIA H100 80GB HBM3",
            "occupancy": 2, "measured_l2_hit_pct": 50.0, "measured_dram_read_bytes": 1.0}
     on_chip = row | {"chip": chip}
     assert validate.row_model(on_chip).gpc_sms == tuple(chip["gpc_sms"])
     assert validate.row_model(row).gpc_sms != tuple(chip["gpc_sms"])  # the model's own layout (another chip's)
-    assert validate.row_gpc_bound(on_chip, 0.5) == 0.39 and validate.row_gpc_bound(row, 0.5) == 0.5
+    assert validate.row_model(on_chip).gpc_bound == 0.55
+    assert validate.row_gpc_bound(on_chip, 0.5) == 0.55 and validate.row_gpc_bound(row, 0.5) == 0.5
     assert validate.row_gpc_bound(on_chip, 0.0) == 0.0  # a task that is not L2-bound keeps no SM pace on any chip
     point = (0.2, 0.0, 0.0, 0.1, 0.5, 0.25, 0.02, 1.0)
     assert validate._cache_key(on_chip, point) != validate._cache_key(row, point)
@@ -205,3 +206,27 @@ def test_an_assumed_layout_predicts_rows_without_a_measured_chip(scripts, tmp_pa
     row = {"device": "NVIDIA H100 80GB HBM3", "task": "matmul", "case": {"m": 64}, "order": "row_major",
            "occupancy": 2, "chip": chip}
     assert validate.row_model(row).gpc_sms == tuple(chip["gpc_sms"]) and validate.row_gpc_bound(row, 0.5) == 0.35
+
+
+def test_a_grid_of_model_runs_each_gpu_at_its_own_gpc_share(scripts, tmp_path):
+    # --gpc-grid model: every row at its GPU model's share (hw), labelled "model"; it runs what the explicit share
+    # runs, so both share one cache entry, and a model whose layout changes gets new keys. Bad grids are refused.
+    validate, _ = scripts
+    h100 = {"device": "NVIDIA H100 80GB HBM3", "task": "matmul", "case": {"m": 64}, "order": "row_major",
+            "occupancy": 2}
+    h200 = h100 | {"device": "NVIDIA H200"}
+    point = (0.3, 0.0, 0.0, 0.1, validate.MODEL_GPC, 0.3, 0.02, 1.0)
+    assert validate.point_label(point) == "0.3,l0.1,gmodel,s0.3,m0.02"
+    assert (validate.row_gpc_bound(h100, validate.MODEL_GPC), validate.row_gpc_bound(h200, validate.MODEL_GPC)) \
+        == (0.35, 0.05)
+    explicit = (0.3, 0.0, 0.0, 0.1, 0.35, 0.3, 0.02, 1.0)
+    assert validate._cache_key(h100, point) == validate._cache_key(h100, explicit)
+    assert validate._cache_key(h200, point) != validate._cache_key(h200, explicit)
+    chip = h100 | {"chip": {"gpc_sms": [12, 16, 16, 16, 18, 18, 18, 18], "gpc_bound": 0.55}}
+    assert validate.row_gpc_bound(chip, validate.MODEL_GPC) == 0.55
+    assert validate._cache_key(chip, point) != validate._cache_key(h100, point)
+    measured = tmp_path / "rows.json"
+    measured.write_text('{"device": "NVIDIA H100 80GB HBM3", "rows": []}')
+    for grid in ("modl", "1.0", "-0.5"):
+        with pytest.raises(SystemExit, match="--gpc-grid"):
+            validate.main([str(tmp_path / "out.json"), str(measured), "--gpc-grid", grid])

@@ -61,8 +61,11 @@ def chip_layout(arrays, n_sms: int, n_gpcs: int) -> dict:
 
 
 def on_chip(model: HardwareModel, chip: dict) -> HardwareModel:
-    """`model` with the GPC layout a chip_layout read (unchanged for a chip without GPC pace: its share is 0)."""
-    return replace(model, gpc_sms=tuple(chip["gpc_sms"])) if chip["gpc_sms"] else model
+    """`model` with the GPC layout and share a chip_layout read (its own layout with share 0 for a chip whose SMs keep
+    one pace)."""
+    if not chip["gpc_sms"]:
+        return replace(model, gpc_bound=0.0)
+    return replace(model, gpc_sms=tuple(chip["gpc_sms"]), gpc_bound=float(chip["gpc_bound"]))
 
 
 def load_chip(launches_json: str | Path, n_sms: int, n_gpcs: int) -> dict:

@@ -106,7 +106,9 @@ def replay(args: argparse.Namespace) -> int:
     started = time.time()
     validation = json.loads(Path(args.validation).read_text())
     fitted = {"step_cv": validation["fitted_step_cv"], "lrc_window": validation["fitted_lrc_window"],
-              "gpc_bound": validation["fitted_gpc_bound"], "dram_saturation": validation["fitted_dram_saturation"],
+              # "model": each GPU model's own share (validate.py --gpc-grid model), simulate's default.
+              "gpc_bound": None if validation["fitted_gpc_bound"] == "model" else validation["fitted_gpc_bound"],
+              "dram_saturation": validation["fitted_dram_saturation"],
               "miss_gain": validation["fitted_miss_gain"]}
     task = load_task("matmul")
     rows = []

@@ -14,6 +14,7 @@ import importlib
 import json
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -29,7 +30,11 @@ from swizzlelab.tasks import load_task
 # The module, not the function swizzlelab.sim exports under the same name: its constants and schedule builder.
 _sim = importlib.import_module("swizzlelab.sim.simulate")
 TIME_BIN_STEPS = 4  # a step's common pace: the mean step time of every program running in the same 4-step bin
-SMALL_GPC = np.r_[34:40, 78:84]  # the 12 SMs that ran fastest on this H100 (the smallest GPC, hw.H100_SXM.gpc_sms)
+SMALL_GPC = np.r_[34:40, 78:84]  # the 12 SMs that ran fastest on this H100 (the smallest GPC of TIMELINE_GPCS)
+# This H100's GPC layout (one small GPC; the H100-SXM model since stop 35 holds the majority chips' two): the model's
+# schedules here run on it, as when the committed sm_pace_h100.json was made (--gpc-bound 0.5).
+TIMELINE_GPCS = (12, 16, 16, 16, 18, 18, 18, 18)
+TIMELINE_GPC_BOUND = 0.5
 
 
 def sm_residuals(sm: np.ndarray, start: np.ndarray, steps: np.ndarray) -> tuple[np.ndarray, float]:
@@ -61,7 +66,7 @@ def model_starts(case: str, order: str, kw: dict) -> tuple[np.ndarray, np.ndarra
     task = load_task("matmul")
     trace = task.access_model({"seed": 0, "m": m, "n": n, "k": k}, config=task.kernel.GPU_CONFIG)
     perm = order_table(order, m, n, k)
-    model = get_model("h100")
+    model = replace(get_model("h100"), gpc_sms=TIMELINE_GPCS)
     res = simulate(trace, perm, model, occupancy=2, lrc_window=0.0, **kw)
     tile_step_ptr = np.asarray(trace.tile_step_ptr)
     sched = _sim._saturating_schedule(
@@ -81,7 +86,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--dram-saturation", type=float, default=None)
     parser.add_argument("--miss-gain", type=float, default=None)
     args = parser.parse_args(argv)
-    kw = {"gpc_bound": args.gpc_bound if args.gpc_bound is not None else _sim.GPC_BOUND,
+    kw = {"gpc_bound": args.gpc_bound if args.gpc_bound is not None else TIMELINE_GPC_BOUND,
           "dram_saturation": args.dram_saturation if args.dram_saturation is not None else _sim.DRAM_SATURATION,
           "miss_gain": args.miss_gain if args.miss_gain is not None else _sim.SATURATION_MISS_GAIN}
     if kw["gpc_bound"] <= 0:

@@ -5,9 +5,10 @@ by benchmarks/sim_validation/run.py on the H100 and the H200, a parameter fit on
         [--hit-grid 0,0.05] [--decay-grid 0,0.01] [--engine sets] [--cache FILE]
 Each row is predicted with the model of its GPU (h100 / h200). The fitted parameters are the progress model's
 step-time spread (step_cv), hit speedup (hit_speedup), drift decay (drift_decay), the coalescer's window
-(lrc_window) and the saturating progress model's gpc_bound (SM pace, for tasks whose task.yml says l2_bound),
-dram_saturation and miss_gain (--saturation-grid 0: the random walk instead), chosen on a grid by the fit rows' mean
-|error| of L2 hit; the held-out rows use them unchanged. The defaults are the simulator's.
+(lrc_window) and the saturating progress model's gpc_bound (SM pace, for tasks whose task.yml says l2_bound; "model":
+each GPU model's own), dram_saturation and miss_gain (--saturation-grid 0: the random walk instead), chosen on a grid
+by the fit rows' mean |error| of L2 hit (--fit-loss targets: with the DRAM error beside it); the held-out rows use
+them unchanged. The defaults are the simulator's.
 """
 
 from __future__ import annotations
@@ -35,7 +36,7 @@ from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
 from swizzlelab.sim.agreement import kendall_tau  # noqa: E402
 from swizzlelab.sim.simulate import (  # noqa: E402
-    AGE_PRIORITY, DRAM_SATURATION, DRIFT_DECAY, GPC_BOUND, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, START_JITTER,
+    AGE_PRIORITY, DRAM_SATURATION, DRIFT_DECAY, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, START_JITTER,
     STEP_TIME_CV, STEP_TIME_CV_SATURATING, default_workers, side_by_side)
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
@@ -48,6 +49,8 @@ from swizzlelab.tasks import load_task  # noqa: E402
 TIE_PP = 1.0
 TIE_DRAM_REL = 0.02  # the same for DRAM read bytes: orders within 2% are a tie
 CACHE_SAVE_S = 30.0  # how often a running grid writes its cache file
+# A grid's gpc_bound of "model": each row's GPU model's own share (HardwareModel.gpc_bound), kept in a point as this.
+MODEL_GPC = -1.0
 TARGETS = {"held_out_mae_l2_hit_pp": 3.0, "held_out_mean_rel_error_dram_read": 0.10, "kendall_tau_per_case": 0.8}
 
 
@@ -62,8 +65,15 @@ def row_model(row: dict[str, Any]) -> HardwareModel:
 
 def row_gpc_bound(row: dict[str, Any], point_gpc: float) -> float:
     """The GPC share a row runs at: its chip's, read from that chip's launches (--chip), where the point has SM pace
-    on (an L2-bound task); the point's otherwise."""
-    return row["chip"]["gpc_bound"] if row.get("chip") and point_gpc else point_gpc
+    on (an L2-bound task); its model's for the point's MODEL_GPC; the point's otherwise."""
+    if row.get("chip") and point_gpc:
+        return row["chip"]["gpc_bound"]
+    return row_model(row).gpc_bound if point_gpc == MODEL_GPC else point_gpc
+
+
+def gpc_text(gpc: float) -> str | float:
+    """A point's gpc_bound as labels and the JSON show it: "model" for MODEL_GPC."""
+    return "model" if gpc == MODEL_GPC else gpc
 
 
 def model_name(device: str) -> str:
@@ -109,7 +119,7 @@ def point_label(point: Point) -> str:
     cv, hit, decay, lrc, gpc, sat, gain, scale = point[:8]
     terms = contention_of(point)
     return (f"{cv}" + (f",h{hit}" if hit else "") + (f",d{decay}" if decay else "") + (f",l{lrc}" if lrc else "")
-            + (f",g{gpc},s{sat},m{gain}" if sat else "") + (f",c{scale}" if scale != 1.0 else "")
+            + (f",g{gpc_text(gpc)},s{sat},m{gain}" if sat else "") + (f",c{scale}" if scale != 1.0 else "")
             + (",a{},o{},j{}".format(*terms) if terms else ""))
 
 
@@ -123,7 +133,9 @@ def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
     return json.dumps([model_name(row["device"]), row["task"], row["case"], row["order"], int(row["occupancy"]), cv]
                       + ([hit] if hit else []) + ([engine] if hit and engine != "auto" else [])
                       + ([["decay", decay]] if decay else []) + ([["lrc", lrc]] if lrc else [])
-                      + ([["saturating", gpc, sat, gain]] if sat else [])
+                      # The share the row runs at and its model's GPCs, which a model's defaults can change.
+                      + ([["saturating", row_gpc_bound(row, gpc), sat, gain, list(row_model(row).gpc_sms)]]
+                         if sat else [])
                       + ([["capacity_scale", scale]] if scale != 1.0 else [])
                       + ([["set_map", set_map]] if set_map != "hash" else [])
                       + ([["chip", row["chip"]["gpc_sms"], row["chip"]["gpc_bound"]]] if row.get("chip") else [])
@@ -373,8 +385,9 @@ def main(argv: list[str]) -> int:
                         help="drift_decay values (fitted with step_cv and hit_speedup)")
     parser.add_argument("--lrc-grid", default=f"{LRC_WINDOW}",
                         help="lrc_window values: the L2 request coalescer's window (fitted with the others)")
-    parser.add_argument("--gpc-grid", default=f"{GPC_BOUND}",
-                        help="gpc_bound values (saturating progress model: SM pace of L2-bound tasks)")
+    parser.add_argument("--gpc-grid", default="model",
+                        help="gpc_bound values (saturating progress model: SM pace of L2-bound tasks); 'model' = each "
+                             "GPU model's own (HardwareModel.gpc_bound)")
     parser.add_argument("--saturation-grid", default=f"{DRAM_SATURATION}",
                         help="dram_saturation values (0 = the random-walk progress model)")
     parser.add_argument("--gain-grid", default=f"{SATURATION_MISS_GAIN}", help="miss_gain values")
@@ -453,7 +466,12 @@ def main(argv: list[str]) -> int:
     hits = [float(v) for v in args.hit_grid.split(",")]
     decays = [float(v) for v in args.decay_grid.split(",")]
     lrcs = [float(v) for v in args.lrc_grid.split(",")]
-    gpcs = [float(v) for v in args.gpc_grid.split(",")]
+    try:
+        gpcs = [MODEL_GPC if v.strip() == "model" else float(v) for v in args.gpc_grid.split(",")]
+    except ValueError:
+        raise SystemExit(f"--gpc-grid {args.gpc_grid}: give numbers in 0..1 or 'model'") from None
+    if any(not (0.0 <= v < 1.0 or v == MODEL_GPC) for v in gpcs):
+        raise SystemExit(f"--gpc-grid {args.gpc_grid}: give numbers in 0..1 (1 excluded) or 'model'")
     sats = [float(v) for v in args.saturation_grid.split(",")]
     gains = [float(v) for v in args.gain_grid.split(",")]
     scales = [float(v) for v in args.capacity_grid.split(",")]
@@ -556,7 +574,7 @@ def main(argv: list[str]) -> int:
                          "capacity scale",
         "fit_grid": cvs,
         "fit_grid_hit_speedup": hits, "fit_grid_drift_decay": decays, "fit_grid_lrc_window": lrcs,
-        "fit_grid_gpc_bound": gpcs, "fit_grid_dram_saturation": sats, "fit_grid_miss_gain": gains,
+        "fit_grid_gpc_bound": [gpc_text(v) for v in gpcs], "fit_grid_dram_saturation": sats, "fit_grid_miss_gain": gains,
         "progress_model": ("contention" if all(contention_of(b) for b in bests.values()) else
                            "saturating" if all(b[5] for b in bests.values()) else "random_walk"),
         "l2_bound_evidence": l2_bound_evidence(rows, declared),
@@ -567,8 +585,9 @@ def main(argv: list[str]) -> int:
         "fit_grid_age_priority": ages, "fit_grid_hot_load": hots, "fit_grid_start_jitter": jitters,
         "fit_by": args.fit_by, "fit_loss": args.fit_loss, "assumed_layouts": assumed,
         # One point: each fitted_* is its value; --fit-by device: {device: value}.
-        **{f"fitted_{name}": (bests["all"][i] if args.fit_by == "all" else {g: b[i] for g, b in bests.items()})
-           for i, name in enumerate(POINT_NAMES)},
+        **{f"fitted_{name}": (shown(bests["all"][i]) if args.fit_by == "all" else
+                              {g: shown(b[i]) for g, b in bests.items()})
+           for i, name in enumerate(POINT_NAMES) for shown in [gpc_text if name == "gpc_bound" else float]},
         "fit_sweep_mae_pp" if args.fit_loss == "hit" else "fit_sweep_loss":
             sweeps["all"] if args.fit_by == "all" else sweeps,
         "fit_rule": ("set 'fit' = the square matmul cases (4096^3, 8192^3) on both GPUs; the (step_cv, hit_speedup, "

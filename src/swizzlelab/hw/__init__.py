@@ -51,7 +51,7 @@ class HardwareModel:
     # smears; the same sweeps over 128- or 256-byte rows 8 or 32 KiB apart lose lines gradually from 16 MiB, as
     # "hash" and "permute" predict. Yet on the validation table's real kernels "hash" stays the best (held-out hit
     # MAE 1.82 pp; "permute" 2.22, "interleave" 2.72: sim_validation_permute.json, sim_validation_interleave.json),
-    # so every model keeps it until a model explains both.
+    # so every model keeps it until a model explains both (figures of stop 31's defaults).
     l2_set_map: str = "hash"
     # Bytes a read miss brings from DRAM: one sector, or the aligned pair of sectors around it (64 B on Hopper:
     # measured with ncu on H100 and H200, benchmarks/sim_validation; docs/hit-rates.md).
@@ -59,6 +59,10 @@ class HardwareModel:
     # SMs of each GPC, whose programs share the GPC's path to L2: where a kernel is bound by L2 bandwidth, an SM
     # of a smaller GPC runs faster (the simulator's saturating progress model, sim.simulate). Empty = unknown.
     gpc_sms: tuple[int, ...] = ()
+    # The share of a step's time its GPC's bandwidth sets while an L2-bound kernel leaves DRAM idle (an SM's pace is
+    # 1 - gpc_bound + gpc_bound x its GPC's SMs / their mean; the saturating progress model). Read from a chip's
+    # launches (benchmarks/sim_validation/chip.py), not fitted. 0 = no SM pace.
+    gpc_bound: float = 0.0
     aliases: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
@@ -78,6 +82,8 @@ class HardwareModel:
             raise UserError(f"hardware model {self.name}: l2_set_map must be one of {', '.join(SET_MAPS)}")
         if self.gpc_sms and min(self.gpc_sms) < 1:
             raise UserError(f"hardware model {self.name}: every GPC needs at least one SM")
+        if not 0.0 <= self.gpc_bound < 1.0:
+            raise UserError(f"hardware model {self.name}: gpc_bound must be a share in 0..1 (1 excluded)")
         if sum(self.gpc_sms) != self.units_per_domain:
             # A variant with another unit count (a study's smaller GPU) has GPCs nobody measured.
             object.__setattr__(self, "gpc_sms", ())
@@ -125,11 +131,15 @@ H100_SXM = HardwareModel(
     # ncu on H100 and H200 (benchmarks/sim_validation): a transpose whose tiles read 16 bytes per row reads 4x
     # its bytes from DRAM when no neighbour reuses them, and spmv's random gathers read ~1.7x the missed sectors.
     dram_fetch_bytes=64,
-    # Measured on an H100 SXM (benchmarks/sim_validation/timeline_h100.json, %smid of every program): the 12 SMs
-    # %smid 34-39 and 78-83 ran 17-20% faster than the rest in L2-bound runs (grouped-8 orders) and 1-2% in
-    # DRAM-bound ones: most likely a GPC of 6 TPCs. GH100 has 8 GPCs of up to 9 TPCs; the other 120 SMs are split
-    # into whole TPCs as 4 x 18 + 3 x 16 (how the H100 SXM's disabled TPCs spread over GPCs differs by chip).
-    gpc_sms=(12, 16, 16, 16, 18, 18, 18, 18),
+    # GH100 has 8 GPCs of up to 9 TPCs (18 SMs); an H100 SXM keeps 66 TPCs and which ones are fused off differs by
+    # chip. %smid timelines of every program (benchmarks/sim_validation/chip.py, README "The chip sets the
+    # schedule") found on three of the four H100s measured 24 SMs that run 12-14% faster in L2-bound runs
+    # (grouped-8 orders) and at the others' pace in DRAM-bound ones: two GPCs of 6 TPCs, so 12, 12, 18 x 6, with a
+    # GPC share of 0.34-0.39 (0.35 here). The fourth (timeline_h100.json) had one small GPC (12, 16 x 3, 18 x 4)
+    # and a share of 0.55. With this layout the committed validation table ranks DRAM reads as ncu does in 15 of
+    # 16 held-out cases (sim_validation.json; 13 of 16 with the fourth chip's and share 0.5).
+    gpc_sms=(12, 12, 18, 18, 18, 18, 18, 18),
+    gpc_bound=0.35,
     aliases=("h100", "h100-sxm", "h100_sxm", "h100sxm"),
 )
 
@@ -148,6 +158,11 @@ H200_SXM = _variant(
         "NVIDIA H200 datasheet (2024): GH100 with 132 SMs, 141 GB HBM3e at 4.8 TB/s; L2 60 MiB as the device "
         "reports it (torch L2_cache_size 62,914,560 on an H200 SXM, benchmarks/sim_validation)"
     ),
+    # Two H200s measured (chip.py): 12, 16 x 3, 18 x 4 with share 0.04 and 12, 12, 18 x 6 with 0.08; a third showed
+    # no faster SMs. The H200's SMs keep nearly one pace (its L2 paths are not the bound), so the layout matters
+    # little; 0.05 is the measured chips' middle.
+    gpc_sms=(12, 16, 16, 16, 18, 18, 18, 18),
+    gpc_bound=0.05,
     aliases=("h200", "h200-sxm", "h200_sxm"),
 )
 

@@ -84,18 +84,19 @@ COALESCE_TABLE_SLOTS = 1 << 14  # a thread's coalescer table (kernels.coalesce_g
 # within 0.4-3 steps of each other). So the waves of an order that leaves DRAM idle come apart (matmul 8192^3
 # row-major: start spread 1, 6, 13, 34, ... 153 steps) and those of an order that saturates DRAM stay together
 # (16384x16384x4096 row-major: 14-19 steps for 62 waves), whatever their length.
-# GPC_BOUND: the share of a step's time an SM's GPC bandwidth sets when DRAM is idle (its speed is 1 - b + b x
-# its GPC's SMs / their mean). DRAM_SATURATION: the share of L2 reads that miss at which DRAM saturates, the same
-# on the H100 and the H200: scaling it by DRAM bandwidth per SM (x 4.8/3.35 on the H200) fitted the H200's fit rows
-# worse (2.11 against 2.03 pp) and pulled its streaming rows apart (16384^2 x 4096 row-major 42.0% predicted,
-# 54.0% measured; 54.4% without). STEP_TIME_CV_SATURATING: a step's own spread
-# there (the first wave's end spread). SM pace applies to L2-bound kernels only (trace.l2_bound, task.yml): ncu's
-# L2 lookups run at 7.2-10.4 TB/s in every matmul row and 1.9-5.7 TB/s in every other task's, and SM pace pulls
-# apart the waves of kernels that do not load L2 that hard (flash attention, histogram), where the hardware's stay
-# together. Fitted on the square matmul rows of benchmarks/sim_validation (sim_validation.json; README there).
-GPC_BOUND = 0.5
-DRAM_SATURATION = 0.25
-STEP_TIME_CV_SATURATING = 0.2
+# The share of a step's time an SM's GPC bandwidth sets while DRAM is idle is the model's (HardwareModel.gpc_bound,
+# read from measured chips; the SM's speed is 1 - b + b x its GPC's SMs / their mean). DRAM_SATURATION: the share
+# of L2 reads that miss at which DRAM saturates, the same on the H100 and the H200: scaling it by DRAM bandwidth per
+# SM (x 4.8/3.35 on the H200) fitted the H200's fit rows worse (2.11 against 2.03 pp) and pulled its streaming rows
+# apart (16384^2 x 4096 row-major 42.0% predicted, 54.0% measured; 54.4% without). STEP_TIME_CV_SATURATING: a
+# step's own spread there (the first wave's end spread). SM pace applies to L2-bound kernels only (trace.l2_bound,
+# task.yml): ncu's L2 lookups run at 7.2-10.4 TB/s in every matmul row and 1.9-5.7 TB/s in every other task's, and
+# SM pace pulls apart the waves of kernels that do not load L2 that hard (flash attention, histogram), where the
+# hardware's stay together. DRAM_SATURATION and STEP_TIME_CV_SATURATING are fitted on the square matmul rows of
+# benchmarks/sim_validation with each model's GPC layout and share (sim_validation.json, README there): the issue's
+# targets loss (hit MAE / 3 pp + DRAM error / 10%) over cv 0.2-0.5 x saturation 0.25-0.4 picks 0.3 / 0.3.
+DRAM_SATURATION = 0.3
+STEP_TIME_CV_SATURATING = 0.3
 SATURATION_MISS_GAIN = 0.02
 # The contention terms of the saturating model (progress "contention"; kernels.schedule_saturating). Stamped launches
 # of the matmul on H100s and H200s (benchmarks/sim_validation/launches, wave_pace.json; README there, stop 34) show
@@ -1035,7 +1036,7 @@ def simulate(
     models whose GPCs are known (`gpc_sms`), one L2 domain, a set-associative L2, no hit_speedup, drift_decay,
     wave_sync or given schedule) or "random_walk" (the default elsewhere; its step_cv default is STEP_TIME_CV). In
     the saturating model each slot keeps its SM's pace while DRAM is idle, if the kernel is L2-bound
-    (`trace.l2_bound`, from task.yml; `gpc_bound`, default GPC_BOUND for such a trace and 0 for any other, is the
+    (`trace.l2_bound`, from task.yml; `gpc_bound`, default the model's (HardwareModel.gpc_bound) for such a trace and 0 for any other, is the
     share of a step's time its GPC's bandwidth sets), and loses it as DRAM saturates (live miss share on a sample
     of sets against `dram_saturation`, default DRAM_SATURATION); behind a saturated DRAM a
     step's time follows its own misses by `miss_gain` (default SATURATION_MISS_GAIN); step_cv defaults to
@@ -1061,7 +1062,7 @@ def simulate(
     window = _option(lrc_window, LRC_WINDOW, "lrc_window", "mean step times within which the L2 request coalescer "
                      "merges reads", lambda v: 0.0 <= v <= 1e6, "a number >= 0")
     # SM pace only where the kernel loads its SMs' paths to L2 hard (trace.l2_bound, from task.yml).
-    gpc = _option(gpc_bound, GPC_BOUND if getattr(trace, "l2_bound", False) else 0.0, "gpc_bound",
+    gpc = _option(gpc_bound, model.gpc_bound if getattr(trace, "l2_bound", False) else 0.0, "gpc_bound",
                   "share of a step's time its GPC's bandwidth sets", lambda v: 0.0 <= v < 1.0,
                   "a number in 0..1 (1 excluded)")
     saturation = _option(dram_saturation, DRAM_SATURATION, "dram_saturation", "L2 read miss share at which DRAM "

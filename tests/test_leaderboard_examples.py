@@ -113,14 +113,26 @@ def test_leader_json_has_the_rows_the_issue_asks_for():
         assert row["mean_ms"] > 0 and 0 < row["ci95_ms"] < row["mean_ms"] and (ROOT / row["submission"]).is_file()
         assert row["check"].startswith("out: all") and row["n"] >= 10
     assert rows[("histogram", "ours")]["submission"] == "examples/leaderboard/histogram/submission.py"
-    # Issue 14's histogram target, and where flash attention stands: faster than cuDNN in the same run (this run's
-    # mean, 13.09 ms, misses the 13.0 ms target; docs/worklogs/flash_attention.md, ranked_runs.json).
+    # Issue 14's histogram target, and where flash attention stands: faster than cuDNN in the same run, and this
+    # run's mean (12.85 ms, variant 49) is under the 13.0 ms target, though its interval reaches 13.04 ms
+    # (docs/worklogs/flash_attention.md, ranked_runs.json).
     assert rows[("histogram", "ours")]["mean_ms"] < 0.30
     fa_ours = rows[("flash_attention", "ours")]
+    assert fa_ours["mean_ms"] < 13.0
     assert fa_ours["mean_ms"] < rows[("flash_attention", "task_kernel")]["mean_ms"]
     cudnn = rows[("flash_attention", "baseline:cudnn")]
     assert fa_ours["mean_ms"] + fa_ours["ci95_ms"] < cudnn["mean_ms"] - cudnn["ci95_ms"]
     assert cudnn["ours_speedup_ci95"][0] > 1.0
+
+
+def test_leader_variant_check_names_the_first_preferred_variant():
+    """The leader run's device call logged the submission's pick on that H100: the first of CUDA_PREFERENCE, whose
+    self-check passed (the leader JSON itself does not name the variant)."""
+    sub = _load("flash_attention")
+    log = (LEADER / "leader_variant_check.log").read_text()
+    first = sub.CUDA_PREFERENCE[0]
+    assert f"chosen CudaConfig(variant={first})" in log and f"'cuda_checks': {{'{first}': 'ok'}}" in log
+    assert first in sub.CUDA_VARIANTS
 
 
 def test_sustained_leader_run_used_the_cuda_kernel():

@@ -5,6 +5,10 @@ agree with the fp32 reference next to cuDNN and the best Triton kernel.
 Usage (repository root, CUDA machine): python benchmarks/leader_h100/fa_cuda_steps.py --out DIR [--name steps_3.json]
     [--paired BASE --paired-budget-s 3]: also time each variant against BASE interleaved (A B A B ..., L2 flushed
     before each call), whose paired ratio cancels the card's clock drift that separates rows timed one after another.
+    Only the variants named by --time (default: every one that passed) are paired.
+    [--profile-best]: after the paired runs, also profile (ncu) the variant with the highest paired speedup.
+    [--self-check]: also run the submission's own first-call self-check (cuda_self_check) on every variant that
+    passed the child checks, in this process, and record it (what decides the submission's pick in a leader run).
 Exit status 0 only when every variant ran without hanging or crashing (the submission self-checks every
 variant at its first call, so a hanging one must not reach it) and the fastest correct one beats both
 --target-ms and cuDNN in this run; a shell chain then goes on to the leader run.
@@ -127,6 +131,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--profile", default="", help="variant names to profile with ncu after timing")
     parser.add_argument("--paired", type=int, default=None, help="variant id every timed variant is compared with")
     parser.add_argument("--paired-budget-s", type=float, default=3.0)
+    parser.add_argument("--profile-best", action="store_true", help="profile the best paired variant too")
+    parser.add_argument("--self-check", action="store_true", help="record the submission's cuda_self_check")
     parser.add_argument("--variants", default="", help="variant ids to build and check (default: all)")
     args = parser.parse_args(argv)
     requested = tuple(int(v) for v in args.variants.split(",")) if args.variants else None
@@ -169,6 +175,11 @@ def main(argv: list[str]) -> int:
             doc["submission_edit"] = {"dropped": sorted(bad), "CUDA_PREFERENCE": list(keep)}
             print(f"submission: dropped crashing variants {sorted(bad)} from CUDA_PREFERENCE", flush=True)
     passed = [res["variant"] for res in doc["checks"] if res["ok"]]
+    if args.self_check:
+        # In-process: only variants that already ran clean in a child (a hang there would stop this process).
+        doc["self_checks"] = {str(v): sub.cuda_self_check(v, torch.device("cuda")) or "ok" for v in passed}
+        print(f"self-check {doc['self_checks']}", flush=True)
+        save()
     variants = run.all_variants(sub.BUILD_VARIANTS)  # the same source: the library built above is reused
     inputs = run.Inputs()
     wanted = [int(v) for v in args.time.split(",")] if args.time else passed
@@ -182,7 +193,12 @@ def main(argv: list[str]) -> int:
                     args.paired_budget_s, doc["paired"], save)
     inputs.cache.clear()
     torch.cuda.empty_cache()
-    for name in args.profile.split(",") if args.profile else []:
+    profile = [n for n in args.profile.split(",") if n] if args.profile else []
+    if args.profile_best and doc.get("paired"):
+        best_row = max(doc["paired"], key=lambda r: r["speedup"])
+        if best_row["variant"] not in profile:
+            profile.append(best_row["variant"])
+    for name in profile:
         doc["profiles"].append(run.profile_variant(name, out_dir))
         save()
     timed = {r["name"]: r["mean_ms"] for r in doc["rows"] if "mean_ms" in r}

@@ -1,7 +1,8 @@
-"""Every isolated ranked timing of the flash-attention submission made on 2026-11-25 and 26, in one table. Session 1:
-the A/B of variants 11 and 22 (alternating runs of `swizzlelab eval --mode ranked`) and two leader runs. Session 2
-(later that day, other H100 machines): the leader run of variant 34, two ranked runs of it, and an A/B of 22 and 34.
-Session 3 (2026-11-26, a fresh H100 machine): the leader run of variant 44.
+"""Every isolated ranked timing of the flash-attention submission made on 2026-11-25, 26 and 27, in one table.
+Session 1: the A/B of variants 11 and 22 (alternating runs of `swizzlelab eval --mode ranked`) and two leader runs.
+Session 2 (later that day, other H100 machines): the leader run of variant 34, two ranked runs of it, and an A/B
+of 22 and 34. Session 3 (2026-11-26, a fresh H100 machine): the leader run of variant 44. Session 4 (2026-11-27,
+another H100 machine): the leader run of variant 49.
 
     python benchmarks/leader_h100/ranked_runs.py   (writes benchmarks/leader_h100/ranked_runs.json)
 Why: one ranked run's mean moves by ~3% between runs (clock and power), more than the 1-2% that separates the
@@ -73,21 +74,23 @@ def main() -> int:
     for r in (1, 2):
         for v in (22, 34):
             rows.append(_ranked_row(f"ab2_v{v}_r{r}", v, RUNS_2 / f"ab_v{v}_r{r}.json", 2))
-    # Session 3: the leader run of the submission with variant 44 first (the committed leader_h100.json).
-    rows.append(_leader_row("leader_run4", 44, HERE / "leader_h100.json", 3))
+    # Session 3: the leader run of the submission with variant 44 first (leader_h100_v44.json); session 4: with
+    # variant 49 first (the committed leader_h100.json).
+    rows.append(_leader_row("leader_run4", 44, HERE / "leader_h100_v44.json", 3))
+    rows.append(_leader_row("leader_run5", 49, HERE / "leader_h100.json", 4))
     by_variant = {}
-    for session in (1, 2, 3):
-        for v in (11, 22, 34, 44):
+    for session in (1, 2, 3, 4):
+        for v in (11, 22, 34, 44, 49):
             means = [r["mean_ms"] for r in rows if r["variant"] == v and r["session"] == session]
             if means:
                 by_variant[f"session{session}_v{v}"] = {"runs": len(means), "mean_of_means_ms": sum(means) / len(means),
                                                         "min_ms": min(means), "max_ms": max(means)}
-    doc = {"device": "NVIDIA H100 80GB HBM3", "date_utc": "2026-11-25/26", "ab_command": AB_COMMAND,
+    doc = {"device": "NVIDIA H100 80GB HBM3", "date_utc": "2026-11-25/26/27", "ab_command": AB_COMMAND,
            "ab_command_session2": AB_COMMAND_2, "ranked_command_session2": RANKED_COMMAND_2,
            "leader_command": "python benchmarks/leader_h100/run.py isolated --out $OUT --budget-s 1",
            "note": "ranked means of the isolated evaluator (fresh inputs, outputs judged by the parent), 95% CI from "
                    "each run's sem; baseline_mean_ms: the run's own library row (cuDNN in leader runs, the task's "
-                   "reference in swizzlelab eval). Sessions 2 and 3 ran on other H100 machines (each device call may "
+                   "reference in swizzlelab eval). Sessions 2, 3 and 4 ran on other H100 machines (each device call may "
                    "start a fresh one); one kernel's ranked mean moves by up to 5% between runs, so compare variants "
                    "by alternating runs and by their ratio to the run's own baseline.",
            "rows": rows, "by_variant": by_variant}

@@ -107,7 +107,7 @@ def test_simulate_defaults_to_the_kernels_own_order_and_names_occupancy(monkeypa
 
 def test_simulate_names_its_progress_model_and_refuses_an_unknown_one(monkeypatch, capsys) -> None:
     code, out, _ = cli(["simulate", "matmul", *SMALL_MATMUL, "--target", "h100"], monkeypatch, capsys)
-    assert code == 0 and "progress model       saturating" in out and "GPC-bound share 0.35" in out
+    assert code == 0 and "progress model       contention" in out and "GPC-bound share 0.35" in out
     code, out, _ = cli(["simulate", "matmul", *SMALL_MATMUL, "--target", "h100", "--progress", "random_walk"],
                        monkeypatch, capsys)
     assert code == 0 and "progress model       random walk, step time spread (cv) 0.5" in out

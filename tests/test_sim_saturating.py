@@ -1,8 +1,10 @@
-"""The saturating progress model (simulate's default on NVIDIA models with known GPCs): slots keep their SM's pace while DRAM is idle and lose it as
-DRAM saturates; hand-worked schedules of the kernel, the exact case where it equals lockstep, and its refusals."""
+"""The saturating progress model and its contention form (simulate's default on NVIDIA models with known GPCs): slots
+keep their SM's pace while DRAM is idle and lose it as DRAM saturates; hand-worked schedules of the kernel, the exact
+case where it equals lockstep, and its refusals."""
 
 from __future__ import annotations
 
+import importlib
 from dataclasses import replace
 
 import numpy as np
@@ -108,9 +110,13 @@ def test_the_contention_model_runs_where_the_saturating_one_does():
     trace = task.access_model({"seed": 1, "m": 512, "n": 512, "k": 256}, config=task.kernel.GPU_CONFIG)
     perm = np.arange(np.asarray(trace.tile_step_ptr).size - 1)
     kw = dict(occupancy=1, capacity_bytes=512 * 1024)
-    plain = simulate(trace, perm, "h100", **kw)
+    plain = simulate(trace, perm, "h100", progress="saturating", **kw)
     contention = simulate(trace, perm, "h100", progress="contention", **kw)
-    assert DEFAULT_PROGRESS == "saturating" and plain.progress == "saturating" and plain.hot_load == 0.0
+    assert plain.progress == "saturating" and plain.hot_load == 0.0
+    # The default since stop 35 (the fresh test, benchmarks/sim_validation/fresh).
+    default = simulate(trace, perm, "h100", **kw)
+    assert DEFAULT_PROGRESS == "contention" and default.progress == "contention"
+    assert (default.l2_hit_rate, default.dram_read_bytes) == (contention.l2_hit_rate, contention.dram_read_bytes)
     assert (contention.progress, contention.age_priority, contention.hot_load, contention.start_jitter) == (
         "contention", AGE_PRIORITY, HOT_LOAD, START_JITTER)
     assert "hot-line load" in contention.text() and "hot-line" not in plain.text()
@@ -166,7 +172,7 @@ def test_equal_gpcs_with_no_miss_gain_are_lockstep():
     perm = np.random.default_rng(3).permutation(np.asarray(trace.tile_step_ptr).size - 1)
     kw = dict(occupancy=1, capacity_bytes=256 * 1024, step_cv=0.0, lrc_window=0.3)
     walk = simulate(trace, perm, model, progress="random_walk", **kw)
-    saturating = simulate(trace, perm, model, gpc_bound=0.5, miss_gain=0.0, **kw)
+    saturating = simulate(trace, perm, model, progress="saturating", gpc_bound=0.5, miss_gain=0.0, **kw)
     assert saturating.gpc_bound == 0.5 and walk.gpc_bound == 0.0
     assert (saturating.progress, walk.progress) == ("saturating", "random_walk")
     for name in ("l2_hit_rate", "dram_read_bytes", "fabric_bytes", "coalesced_bytes"):
@@ -226,7 +232,8 @@ def test_gpc_layouts_belong_to_their_unit_count():
 
 
 def test_the_default_progress_model_follows_the_model_and_the_kernel():
-    # NVIDIA models with known GPCs run the saturating model; SM pace only for a trace of an L2-bound kernel
+    # NVIDIA models with known GPCs run the contention model (the saturating one with its contention terms); SM pace
+    # only for a trace of an L2-bound kernel
     # (task.yml swizzle.l2_bound, carried by the trace); models without GPCs and requests it cannot serve (a barrier
     # between waves) fall back to the random walk.
     task = load_task("matmul")
@@ -236,13 +243,13 @@ def test_the_default_progress_model_follows_the_model_and_the_kernel():
     perm = np.arange(np.asarray(trace.tile_step_ptr).size - 1)
     paced = simulate(trace, perm, "h100", occupancy=1)
     unpaced = simulate(replace(trace, l2_bound=False), perm, "h100", occupancy=1)
-    assert (paced.progress, paced.gpc_bound, paced.step_cv) == ("saturating", 0.35, STEP_TIME_CV_SATURATING)
+    assert (paced.progress, paced.gpc_bound, paced.step_cv) == ("contention", 0.35, STEP_TIME_CV_SATURATING)
     assert simulate(trace, perm, "h200", occupancy=1).gpc_bound == 0.05
-    assert (unpaced.progress, unpaced.gpc_bound) == ("saturating", 0.0)
+    assert (unpaced.progress, unpaced.gpc_bound) == ("contention", 0.0)
     assert simulate(trace, perm, "mi300x", occupancy=1).progress == "random_walk"
     synced = simulate(trace, perm, "h100", occupancy=1, wave_sync=132)
     assert (synced.progress, synced.step_cv) == ("random_walk", STEP_TIME_CV)
-    assert "saturating" in paced.text() and "GPC-bound share" in paced.text() and "GPC-bound" not in unpaced.text()
+    assert "contention" in paced.text() and "GPC-bound share" in paced.text() and "GPC-bound" not in unpaced.text()
 
 
 def test_a_sampled_estimate_runs_the_exact_schedule(tmp_path):
@@ -256,5 +263,22 @@ def test_a_sampled_estimate_runs_the_exact_schedule(tmp_path):
     kw = dict(occupancy=1, capacity_bytes=512 * 1024)
     exact = simulate(trace, perm, "h100", **kw)
     estimate = simulate(loaded, perm, "h100", set_fraction=0.5, **kw)
-    assert estimate.progress == "saturating" and estimate.set_fraction == 0.5
+    assert estimate.progress == DEFAULT_PROGRESS and estimate.set_fraction == 0.5
     assert abs(estimate.l2_hit_rate - exact.l2_hit_rate) < 0.03
+
+
+def test_the_grouped_coalescer_counts_as_the_serial_one_under_start_jitter(monkeypatch):
+    # The contention model's start jitter moves the first steps before time 0. The coalescer that counts a set group
+    # at a time (kernels.coalesce_groups, in a core's cache) keeps two epochs of reads; it once took a fixed epoch
+    # for "none yet", so reads of negative times shared one table and joined across more than a window. It must
+    # count what the serial coalescer (kernels.coalesce_reads, taken when a table is too small) counts.
+    simulate_module = importlib.import_module("swizzlelab.sim.simulate")
+    task = load_task("matmul")
+    trace = task.access_model({"seed": 1, "m": 1024, "n": 1024, "k": 1024}, config=task.kernel.GPU_CONFIG)
+    perm = np.arange(np.asarray(trace.tile_step_ptr).size - 1)
+    kw = dict(occupancy=2, engine="sets", progress="contention", hot_load=1e6, age_priority=0.0)
+    grouped = simulate(trace, perm, "h100", **kw)
+    monkeypatch.setattr(simulate_module, "COALESCE_TABLE_SLOTS", 2)
+    serial = simulate(trace, perm, "h100", **kw)
+    assert grouped.coalesced_bytes > 0 and grouped.coalesced_bytes == serial.coalesced_bytes
+    assert grouped.l2_hit_rate == serial.l2_hit_rate

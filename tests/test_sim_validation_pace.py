@@ -3,6 +3,8 @@ validate.py gives SM pace to L2-bound tasks only, with ncu's lookup throughput a
 
 from __future__ import annotations
 
+import importlib
+import json
 import sys
 from pathlib import Path
 
@@ -230,3 +232,29 @@ def test_a_grid_of_model_runs_each_gpu_at_its_own_gpc_share(scripts, tmp_path):
     for grid in ("modl", "1.0", "-0.5"):
         with pytest.raises(SystemExit, match="--gpc-grid"):
             validate.main([str(tmp_path / "out.json"), str(measured), "--gpc-grid", grid])
+
+
+def test_the_fresh_tests_rule_and_its_committed_result():
+    # Fewer tau misses on the fresh rows wins, then the lower targets loss; the contention model becomes the default
+    # only while it stays within the targets on the committed table. The committed result follows its own numbers.
+    sys.path.insert(0, str(FOLDER))
+    try:
+        fresh_test = load_module(FOLDER / "fresh_test.py", "fresh_test", "fresh_test.py")
+    finally:
+        sys.path.remove(str(FOLDER))
+
+    def result(sat_misses, con_misses, sat_loss, con_loss, table_pp=2.0, table_err=0.05):
+        table = {"mae_l2_hit_pp": table_pp, "mean_rel_error_dram_read": table_err}
+        return {"saturating": {"fresh": {"tau_misses": sat_misses, "targets_loss": sat_loss},
+                               "committed_table_held_out": table},
+                "contention": {"fresh": {"tau_misses": con_misses, "targets_loss": con_loss},
+                               "committed_table_held_out": table}}
+
+    assert fresh_test.decide(result(4, 2, 1.0, 2.0)) == ("contention", True, "contention")
+    assert fresh_test.decide(result(2, 2, 1.0, 2.0)) == ("saturating", True, "saturating")
+    assert fresh_test.decide(result(2, 2, 2.0, 1.0)) == ("contention", True, "contention")
+    assert fresh_test.decide(result(4, 2, 1.0, 2.0, table_pp=3.5)) == ("contention", False, "saturating")
+    doc = json.loads((FOLDER / "fresh" / "fresh_test.json").read_text())
+    assert fresh_test.decide(doc) == (doc["winner_on_fresh"], doc["contention_within_targets_on_table"], doc["default"])
+    assert doc["default"] == importlib.import_module("swizzlelab.sim.simulate").DEFAULT_PROGRESS
+    assert doc["saturating"]["fresh"]["rows"] == doc["contention"]["fresh"]["rows"] == 31

@@ -21,6 +21,7 @@ single candidate. Each stage is skipped once --deadline-s is near; the JSON is r
 from __future__ import annotations
 
 import argparse
+import importlib
 import json
 import os
 import statistics
@@ -43,6 +44,9 @@ from swizzlelab.optimize.loop import screen_text  # noqa: E402
 from swizzlelab.optimize.search import SearchProposer, coarse_candidates, neighbours  # noqa: E402
 from swizzlelab.optimize.state import Options, RunState  # noqa: E402
 from swizzlelab.scenario import load_scenario  # noqa: E402
+
+# The module, not the function swizzlelab.sim exports under the same name: --progress sets its default.
+_simulate_module = importlib.import_module("swizzlelab.sim.simulate")
 from swizzlelab.sim import clear_schedule_cache, footprint_of, simulate, simulate_many  # noqa: E402
 from swizzlelab.sim import gpu as sim_gpu  # noqa: E402
 from swizzlelab.sim.gpu import unavailable_reason  # noqa: E402
@@ -131,7 +135,12 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--gpu-orders", type=int, default=12, help="distinct orders in the gpu_orders/gpu_batch stages")
     parser.add_argument("--batch-widths", default="0", help="orders at once in the gpu_batch stage (0: the default)")
     parser.add_argument("--targets", default="h100,mi300x", help="models simulated on all cores and on the GPU")
+    parser.add_argument("--progress", choices=["saturating", "contention"], default=None,
+                        help="the NVIDIA models' default progress model for this run (simulate's DEFAULT_PROGRESS "
+                             "when left out): one host's cost of each, side by side")
     args = parser.parse_args(argv)
+    if args.progress:
+        _simulate_module.DEFAULT_PROGRESS = args.progress  # every stage's simulate calls leave progress out
     deadline = time.time() + args.deadline_s
     cores = default_workers()
     record: dict[str, Any] = {
@@ -139,7 +148,7 @@ def main(argv: list[str]) -> int:
         "command": " ".join(["python", "benchmarks/sim_speed/run.py", *argv]),
         "device": f"{gpu_name() or 'no GPU'}; {cpu_name()}, {cores} cores",
         "cpu": cpu_name(), "cores": cores, "gpu": gpu_name(), "python": sys.version.split()[0],
-        "packages": sim_gpu.versions(),
+        "packages": sim_gpu.versions(), "progress": _simulate_module.DEFAULT_PROGRESS,
         "load_avg_before": os.getloadavg(),
         "note": "times measured on this machine; hit rates and bytes are predictions of the simulator",
         "targets": {"one_core_accesses_per_s": 30e6, "gpu_host_cpu_accesses_per_s": 100e6,

@@ -78,10 +78,10 @@ def register(app: typer.Typer) -> None:
             None, "--step-cv", help="spread of a program step's duration, 0..1 (default: the progress model's value, "
             "fitted on an H100 and an H200; 0 = resident programs in lockstep)"),
         progress_model: Optional[str] = typer.Option(
-            None, "--progress", help="progress model: saturating (default on NVIDIA targets: SM pace for L2-bound "
-            "kernels until DRAM saturates), contention (saturating, plus: no SM pace while reads crowd onto shared "
-            "lines, older programs first, spread on the DRAM queue only) or random_walk (independent step times; "
-            "the default elsewhere)"),
+            None, "--progress", help="progress model: saturating (SM pace for L2-bound kernels until DRAM "
+            "saturates), contention (default on NVIDIA targets: saturating, plus no SM pace while reads crowd onto "
+            "shared lines, older programs first, spread on the DRAM queue only, jittered request times) or "
+            "random_walk (independent step times; the default elsewhere)"),
         engine: str = typer.Option(
             "auto", "--engine", help="auto (CPU), sets (CPU, set-partitioned) or gpu (a CUDA GPU through numba.cuda "
             "and CuPy; the same results); several orders run side by side"),

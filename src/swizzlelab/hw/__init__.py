@@ -136,8 +136,8 @@ H100_SXM = HardwareModel(
     # schedule") found on three of the four H100s measured 24 SMs that run 12-14% faster in L2-bound runs
     # (grouped-8 orders) and at the others' pace in DRAM-bound ones: two GPCs of 6 TPCs, so 12, 12, 18 x 6, with a
     # GPC share of 0.34-0.39 (0.35 here). The fourth (timeline_h100.json) had one small GPC (12, 16 x 3, 18 x 4)
-    # and a share of 0.55. With this layout the committed validation table ranks DRAM reads as ncu does in 15 of
-    # 16 held-out cases (sim_validation.json; 13 of 16 with the fourth chip's and share 0.5).
+    # and a share of 0.55. With this layout the saturating model ranks the older validation table's DRAM reads as ncu
+    # does in 15 of 16 held-out cases (13 of 16 with the fourth chip's layout and share 0.5; README there, stop 35).
     gpc_sms=(12, 12, 18, 18, 18, 18, 18, 18),
     gpc_bound=0.35,
     aliases=("h100", "h100-sxm", "h100_sxm", "h100sxm"),

@@ -784,7 +784,10 @@ def coalesce_groups(first: np.ndarray, last: np.ndarray, rec: np.ndarray, g_lo: 
     for g in range(g_lo, g_hi):
         _epoch_clear(keys, used, n_used, 0, table_slots)
         _epoch_clear(keys, used, n_used, 1, table_slots)
-        epoch = np.int64(-2)
+        # The first read's epoch starts the tables: start times can be negative (the contention model's start
+        # jitter moves the first steps before 0), so no fixed epoch may stand for "none yet".
+        epoch = np.int64(0)
+        started = False
         cur = 0
         for k in range(sched_step.shape[0]):
             lo = first[g, k]
@@ -794,6 +797,9 @@ def coalesce_groups(first: np.ndarray, last: np.ndarray, rec: np.ndarray, g_lo: 
             step = sched_step[k]
             t = sched_time[k]
             e = np.int64(np.floor(t / window))
+            if not started:
+                epoch = e
+                started = True
             while epoch < e:
                 # The other table holds epoch - 1: expired once the epoch moves on; it becomes the current one.
                 epoch += 1

@@ -76,14 +76,14 @@ DRIFT_DECAY = 0.0
 # schedules with step_cv 0.3 (sim_validation_lrc.json) it took 0.3, standing in for drift.
 LRC_WINDOW = 0.1
 COALESCE_TABLE_SLOTS = 1 << 14  # a thread's coalescer table (kernels.coalesce_groups), in a core's cache
-# The saturating progress model (kernels.schedule_saturating; the default progress model on NVIDIA models whose GPCs
-# are known). Timelines of the matmul on an H100 (benchmarks/sim_validation/timeline_h100.json) show what the random
-# walk above misses: a program's time is set by its SM (the same SMs are fast or slow in every run, correlation
-# ~0.9; the 12 SMs of the smallest GPC 15-18% faster) while the kernel is bound by L2 bandwidth, and by nothing of
-# its own once DRAM is the bottleneck; steps of one program are not independent draws (first-wave programs end
-# within 0.4-3 steps of each other). So the waves of an order that leaves DRAM idle come apart (matmul 8192^3
-# row-major: start spread 1, 6, 13, 34, ... 153 steps) and those of an order that saturates DRAM stay together
-# (16384x16384x4096 row-major: 14-19 steps for 62 waves), whatever their length.
+# The saturating progress model (kernels.schedule_saturating; with its contention terms, below, the default progress
+# model on NVIDIA models whose GPCs are known). Timelines of the matmul on an H100
+# (benchmarks/sim_validation/timeline_h100.json) show what the random walk above misses: a program's time is set by its
+# SM (the same SMs are fast or slow in every run, correlation ~0.9; the 12 SMs of the smallest GPC 15-18% faster) while
+# the kernel is bound by L2 bandwidth, and by nothing of its own once DRAM is the bottleneck; steps of one program are
+# not independent draws (first-wave programs end within 0.4-3 steps of each other). So the waves of an order that leaves
+# DRAM idle come apart (matmul 8192^3 row-major: start spread 1, 6, 13, 34, ... 153 steps) and those of an order that
+# saturates DRAM stay together (16384x16384x4096 row-major: 14-19 steps for 62 waves), whatever their length.
 # The share of a step's time an SM's GPC bandwidth sets while DRAM is idle is the model's (HardwareModel.gpc_bound,
 # read from measured chips; the SM's speed is 1 - b + b x its GPC's SMs / their mean). DRAM_SATURATION: the share
 # of L2 reads that miss at which DRAM saturates, the same on the H100 and the H200: scaling it by DRAM bandwidth per
@@ -116,8 +116,12 @@ HOT_POWER = 8.0
 AGE_PRIORITY = 0.02
 START_JITTER = 2.0
 PROGRESS_MODELS = ("saturating", "contention", "random_walk")
-# The progress model where one of the first two can run and none is named.
-DEFAULT_PROGRESS = "saturating"
+# The progress model where one of the first two can run and none is named. Contention since stop 35: on a fresh test
+# set measured after the choice rule was committed (benchmarks/sim_validation/fresh, README there), both models at
+# step_cv 0.3 / dram_saturation 0.3, it ranked 5 of 7 cases as ncu does against the saturating model's 3 (31 rows:
+# hit MAE 1.96 against 3.09 pp, DRAM error 8.7% against 17.2%; the saturating model overpredicts streaming orders'
+# reads by 30-50%), and it stays within the targets on the committed table (2.84 pp, 7.7%).
+DEFAULT_PROGRESS = "contention"
 SATURATION_SAMPLE_EVERY = 16  # the live miss share is estimated on every 16th L2 set
 SATURATION_WINDOW_STEPS = 4.0  # over about the last 4 mean step times of all slots
 NCU_COUNTER = "ncu lts__t_sector_hit_rate (32-byte sectors; stores that fill sectors hit)"
@@ -1032,14 +1036,14 @@ def simulate(
     DRAM traffic is unchanged). `schedule` (single-domain models, set-associative engines) replays a given
     order of steps, such as a measured timeline, in place of the progress model (step_cv, hit_speedup, drift_decay
     and wave_sync then have no effect and must be left at their defaults); `perm` still names the launch order.
-    `progress` picks the progress model that orders the steps: "saturating" (the default where it can run: NVIDIA
-    models whose GPCs are known (`gpc_sms`), one L2 domain, a set-associative L2, no hit_speedup, drift_decay,
-    wave_sync or given schedule) or "random_walk" (the default elsewhere; its step_cv default is STEP_TIME_CV). In
-    the saturating model each slot keeps its SM's pace while DRAM is idle, if the kernel is L2-bound
-    (`trace.l2_bound`, from task.yml; `gpc_bound`, default the model's (HardwareModel.gpc_bound) for such a trace and 0 for any other, is the
-    share of a step's time its GPC's bandwidth sets), and loses it as DRAM saturates (live miss share on a sample
-    of sets against `dram_saturation`, default DRAM_SATURATION); behind a saturated DRAM a
-    step's time follows its own misses by `miss_gain` (default SATURATION_MISS_GAIN); step_cv defaults to
+    `progress` picks the progress model that orders the steps: "saturating" (where it can run: NVIDIA models whose
+    GPCs are known (`gpc_sms`), one L2 domain, a set-associative L2, no hit_speedup, drift_decay, wave_sync or given
+    schedule; its contention form, below, is the default there) or "random_walk" (the default elsewhere; its step_cv
+    default is STEP_TIME_CV). In the saturating model each slot keeps its SM's pace while DRAM is idle, if the
+    kernel is L2-bound (`trace.l2_bound`, from task.yml; `gpc_bound`, default the model's (HardwareModel.gpc_bound)
+    for such a trace and 0 for any other, is the share of a step's time its GPC's bandwidth sets), and loses it as
+    DRAM saturates (live miss share on a sample of sets against `dram_saturation`, default DRAM_SATURATION); behind a
+    saturated DRAM a step's time follows its own misses by `miss_gain` (default SATURATION_MISS_GAIN); step_cv defaults to
     STEP_TIME_CV_SATURATING. Asked for by name, or by passing one of its parameters, where it cannot run, it is
     refused in one line. "contention" is the saturating model with its contention terms (kernels.schedule_saturating;
     HOT_LOAD above): the SM pace fades while reads crowd onto the same lines (`hot_load`, default HOT_LOAD), older

@@ -71,6 +71,8 @@ def main(argv: list[str]) -> int:
         result.setdefault("measured_device", sorted({r["device"] for r in mine}))
         result[name] = {"file": path, "progress_model": doc["progress_model"], "predicted_by": mine[0]["predicted_by"],
                         "measured_by": mine[0]["measured_by"], "fresh": score(mine),
+                        "fresh_by_device": {dev: score([r for r in mine if r["device"] == dev])
+                                            for dev in sorted({r["device"] for r in mine})},
                         "committed_table_held_out": score(table)}
     sat, con = result["saturating"]["fresh"], result["contention"]["fresh"]
     winner, within, default = decide(result)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from run import FRESH_CASES
-from validate import TARGETS, case_key, summarize
+from validate import TARGETS, case_key, summarize, targets_loss
 
 from swizzlelab.io import atomic_write_text
 
@@ -33,8 +33,7 @@ def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "cases_below_tau_hit": s["cases_with_tau_hit_below_target"],
             "cases_below_tau_dram": s["cases_with_tau_dram_read_below_target"],
             "tau_misses": s["cases_with_tau_hit_below_target"] + s["cases_with_tau_dram_read_below_target"],
-            "targets_loss": s["mae_l2_hit_pp"] / TARGETS["held_out_mae_l2_hit_pp"]
-            + s["mean_rel_error_dram_read"] / TARGETS["held_out_mean_rel_error_dram_read"],
+            "targets_loss": targets_loss(s["mae_l2_hit_pp"], s["mean_rel_error_dram_read"]),
             "per_case": {key: {"tau_hit": c["kendall_tau_hit"]["tau"], "tau_dram": c["kendall_tau_dram_read"]["tau"],
                                "mae_hit_pp": c["mae_hit_pp"], "dram_err": c["mean_rel_error_dram_read"]}
                          for key, c in s["cases"].items()}}

@@ -288,6 +288,12 @@ POINT_NAMES = ("step_cv", "hit_speedup", "drift_decay", "lrc_window", "gpc_bound
                "capacity_scale", "age_priority", "hot_load", "start_jitter")
 
 
+def targets_loss(hit_mae_pp: float, dram_rel_error: float) -> float:
+    """Hit MAE and mean relative DRAM read error, each over the issue's target for it, summed."""
+    return (hit_mae_pp / TARGETS["held_out_mae_l2_hit_pp"]
+            + dram_rel_error / TARGETS["held_out_mean_rel_error_dram_read"])
+
+
 def fit_loss(rows: list[dict[str, Any]], point: Point, how: str) -> float:
     """What the fit minimises over `rows` at `point`: the MAE of L2 hit (pp), or with how = "targets" that MAE and the
     mean relative DRAM read error each over the issue's target for it."""
@@ -297,7 +303,7 @@ def fit_loss(rows: list[dict[str, Any]], point: Point, how: str) -> float:
         return hit
     dram = mean([abs(r["predictions"][label]["dram_read_bytes"] - r["measured_dram_read_bytes"])
                  / r["measured_dram_read_bytes"] for r in rows])
-    return hit / TARGETS["held_out_mae_l2_hit_pp"] + dram / TARGETS["held_out_mean_rel_error_dram_read"]
+    return targets_loss(hit, dram)
 
 
 def tau_untied(predicted: list[float], measured: list[float], tied, orders: list[str] | None = None,
@@ -574,7 +580,8 @@ def main(argv: list[str]) -> int:
                          "capacity scale",
         "fit_grid": cvs,
         "fit_grid_hit_speedup": hits, "fit_grid_drift_decay": decays, "fit_grid_lrc_window": lrcs,
-        "fit_grid_gpc_bound": [gpc_text(v) for v in gpcs], "fit_grid_dram_saturation": sats, "fit_grid_miss_gain": gains,
+        "fit_grid_gpc_bound": [gpc_text(v) for v in gpcs], "fit_grid_dram_saturation": sats,
+        "fit_grid_miss_gain": gains,
         "progress_model": ("contention" if all(contention_of(b) for b in bests.values()) else
                            "saturating" if all(b[5] for b in bests.values()) else "random_walk"),
         "l2_bound_evidence": l2_bound_evidence(rows, declared),

@@ -139,7 +139,7 @@ def sim_validation() -> list[str]:
 def sim_speed() -> list[str]:
     """Issue 15's speed targets as the committed runs measured them: one CI core >= 30 M accesses/s, the GPU host's
     CPU >= 100 M/s, the GPU engine's default batch >= 1 G/s with its results equal to the CPU engine's, the search
-    >= 200 candidates a minute, overshooting its budget by at most its longest candidate."""
+    >= 200 candidates a minute on either engine, overshooting its budget by at most its longest candidate."""
     problems = []
     cpu = json.loads((ROOT / "sim_speed" / "sim_speed_cpu.json").read_text())["stages"]
     host = json.loads((ROOT / "sim_speed" / "sim_speed_gpuhost_h100.json").read_text())
@@ -158,10 +158,16 @@ def sim_speed() -> list[str]:
     if not all(all(r["equal_to_cpu_engine"].values()) for r in host["gpu_batch"]) or \
             not all(r["equal_to_cpu_engine"] for r in host["gpu"]):
         problems.append("a GPU result differs from the CPU engine's")
-    search = host["search"]
-    if search["candidates_per_min"] < 200 or search["overshoot_s"] > search["longest_candidate_s"]:
-        problems.append(f"search: {search['candidates_per_min']:.0f}/min, overshoot {search['overshoot_s']:.2f} s "
-                        f"against the longest candidate's {search['longest_candidate_s']:.2f} s")
+    # The search as optimize runs it on the GPU host (--sim-engine auto: the GPU), and with the CPU engine on the same
+    # host in the same call.
+    for name, engine in (("search_gpu", "gpu"), ("search_cpu", "auto")):
+        run = json.loads((ROOT / "sim_speed" / f"sim_speed_gpuhost_h100_{name}.json").read_text())
+        search = run["stages"]["search"]
+        if "H100" not in (run.get("gpu") or "") or search["engine"] != engine:
+            problems.append(f"{name}: engine {search['engine']} on {run.get('gpu')!r}, not {engine} on an H100 host")
+        if search["candidates_per_min"] < 200 or search["overshoot_s"] > search["longest_candidate_s"]:
+            problems.append(f"{name}: {search['candidates_per_min']:.0f}/min, overshoot {search['overshoot_s']:.2f} s "
+                            f"against the longest candidate's {search['longest_candidate_s']:.2f} s")
     return problems
 
 

@@ -15,6 +15,7 @@ from swizzlelab.cli.main import main
 from swizzlelab.optimize import Options, read_jsonl, run
 from swizzlelab.scenario import load_scenario
 from swizzlelab.sim import simulate
+from swizzlelab.sim.gpu import unavailable_reason
 
 ROOT = Path(__file__).resolve().parents[1]
 SMALL_MATMUL = ["--size", "m=256", "--size", "n=256", "--size", "k=64"]
@@ -49,6 +50,19 @@ def test_optimize_out_that_is_a_file(tmp_path: Path, monkeypatch, capsys) -> Non
     line = one_error_line(*cli(["optimize", "matmul", *SMALL_MATMUL, "--target", "h100", "--budget", "1",
                                 "--out", str(existing)], monkeypatch, capsys)[::2])
     assert "is a file" in line and existing.read_text() == "mine\n"
+
+
+def test_optimize_sim_engine_unknown_or_without_a_gpu(tmp_path: Path, monkeypatch, capsys) -> None:
+    line = one_error_line(*cli(["optimize", "matmul", *SMALL_MATMUL, "--target", "h100", "--sim-engine", "tpu",
+                                "--out", str(tmp_path / "o")], monkeypatch, capsys)[::2])
+    assert "--sim-engine 'tpu' is unknown: use one of auto, cpu, gpu" in line
+    reason = unavailable_reason()
+    if reason is None:
+        return  # a GPU here: --sim-engine gpu runs
+    line = one_error_line(*cli(["optimize", "matmul", *SMALL_MATMUL, "--target", "h100", "--budget", "1",
+                                "--sim-engine", "gpu", "--out", str(tmp_path / "p")], monkeypatch, capsys)[::2])
+    assert line == f"error: simulator engine gpu cannot run here: {reason}"
+    assert not (tmp_path / "p" / "iterations.jsonl").exists() or not read_jsonl(tmp_path / "p" / "iterations.jsonl")[1]
 
 
 def test_zero_size_names_the_size_not_the_grid(monkeypatch, capsys) -> None:

@@ -16,7 +16,7 @@ import pytest
 from swizzlelab.errors import UserError
 from swizzlelab.hw import get_model
 from swizzlelab.sim import simulate
-from swizzlelab.sim.gpu import unavailable_reason
+from swizzlelab.sim.gpu import choose_engine, unavailable_reason
 from swizzlelab.swizzle import family, to_permutation
 from swizzlelab.tasks import load_task
 
@@ -264,3 +264,58 @@ def test_device_memory_check_counts_the_blocks_cupys_pool_keeps():
             sim_gpu._check_memory(cupy, 2 * (driver_free + kept) // sim_gpu.BYTES_PER_ACCESS, 0)
     finally:
         pool.free_all_blocks()
+
+
+def test_the_simulator_engine_choice_and_a_missing_gpu_in_one_line():
+    with pytest.raises(UserError, match="simulator engine 'tpu' is unknown: use one of auto, cpu, gpu"):
+        choose_engine("tpu")
+    assert choose_engine("cpu") == ("auto", "simulator on the CPU (asked for)")
+    reason = unavailable_reason()
+    if reason is None:
+        assert choose_engine("gpu")[0] == "gpu"
+        return
+    engine, note = choose_engine("auto")
+    assert engine == "auto" and note == f"simulator on the CPU ({reason})"
+    with pytest.raises(UserError, match="simulator engine gpu cannot run here: ") as info:
+        choose_engine("gpu")
+    assert "\n" not in str(info.value)
+
+
+@pytest.mark.gpu
+def test_screening_on_the_gpu_predicts_what_the_cpu_does(tmp_path: Path, monkeypatch):
+    """The optimize loop's predictions are the same on either engine: exact ones, screening estimates from a sample of
+    the sets, and the GPU's exact screening (its default) against the CPU's exact prediction."""
+    reason = unavailable_reason()
+    if reason:
+        pytest.skip(reason)
+    from swizzlelab.optimize import Options, loop
+    from swizzlelab.scenario import load_scenario
+    from swizzlelab.swizzle.families import parse_order
+
+    scenario = load_scenario("matmul", {"m": 4096, "n": 4096, "k": 2048}, target="h100", gpu_name="")
+    monkeypatch.setattr(loop, "SCREEN_SAMPLE_ACCESSES", 0)  # this trace is screened as a large one is
+    specs = ("grouped:GROUP_M=8", "column_major", "hilbert:SIDE=8")
+
+    def predictions(engine: str, fractions: dict[str, float]) -> list[list]:
+        monkeypatch.setattr(loop, "SCREEN_SET_FRACTION", fractions)
+        state = loop.RunState(scenario, Options(out_dir=tmp_path / engine, sim_engine=engine))
+        state.engine = choose_engine(engine)[0]
+        screen = loop.screen_text(state, sim_workers=1)
+        rows = []
+        for spec in specs:
+            perm_id, estimate, wave, problem = screen(parse_order(spec, 2).normalized_source())
+            assert not problem, problem
+            exact = loop._predict(state, perm_id, scenario.permutation(spec).perm)[0]
+            rows.append([replace(p, sim_s=0.0) for p in (estimate, exact)] + [wave])
+        return rows
+
+    sampled = {"auto": 0.25, "gpu": 0.25}
+    cpu = predictions("cpu", sampled)
+    assert predictions("gpu", sampled) == cpu
+    assert all(row[0].set_fraction == 0.25 and row[1].set_fraction == 1.0 for row in cpu)
+    assert loop.SCREEN_SET_FRACTION is sampled
+    monkeypatch.undo()
+    assert loop.SCREEN_SET_FRACTION["gpu"] == 1.0
+    monkeypatch.setattr(loop, "SCREEN_SAMPLE_ACCESSES", 0)
+    on_gpu = predictions("gpu", dict(loop.SCREEN_SET_FRACTION))
+    assert [[row[1], row[1], row[2]] for row in cpu] == on_gpu

@@ -13,9 +13,10 @@ Trace: matmul N^3 fp16 (GPU_CONFIG), grouped-8 order, the task's H100 occupancy,
 and MI300X models. Timings are the simulator's own (`SimResult.elapsed_s`: schedule + cache model, the trace and
 its footprint built beforehand, as a search uses it), after a first call that compiles and caches the set index.
 The GPU's results are checked equal to the CPU engine's. Screening: the optimize loop's own screen function
-(parse, prove, simulate on a quarter of the L2 sets, wave statistics) on every thread, over the search's first
-sweep and its neighbours, within --search-s; the overshoot is the time past the budget, against the longest
-single candidate. Each stage is skipped once --deadline-s is near; the JSON is rewritten after every stage.
+(parse, prove, simulate on optimize's share of the L2 sets (SCREEN_SET_FRACTION), wave statistics) on every thread,
+with the simulator on the CPU or (--search-engine gpu) the GPU, over the search's first sweep and its neighbours,
+within --search-s; the overshoot is the time past the budget, against the longest single candidate. Each stage is
+skipped once --deadline-s is near; the JSON is rewritten after every stage.
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ ensure_triton_backend()
 from swizzlelab.harness.sysinfo import cpu_name  # noqa: E402
 from swizzlelab.hw import get_model  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
-from swizzlelab.optimize.loop import screen_text  # noqa: E402
+from swizzlelab.optimize.loop import SCREEN_SET_FRACTION, screen_text  # noqa: E402
 from swizzlelab.optimize.search import SearchProposer, coarse_candidates, neighbours  # noqa: E402
 from swizzlelab.optimize.state import Options, RunState  # noqa: E402
 from swizzlelab.scenario import load_scenario  # noqa: E402
@@ -49,7 +50,7 @@ from swizzlelab.scenario import load_scenario  # noqa: E402
 _simulate_module = importlib.import_module("swizzlelab.sim.simulate")
 from swizzlelab.sim import clear_schedule_cache, footprint_of, simulate, simulate_many  # noqa: E402
 from swizzlelab.sim import gpu as sim_gpu  # noqa: E402
-from swizzlelab.sim.gpu import unavailable_reason  # noqa: E402
+from swizzlelab.sim.gpu import choose_engine, unavailable_reason  # noqa: E402
 from swizzlelab.sim.simulate import default_workers  # noqa: E402
 
 
@@ -82,10 +83,14 @@ def public(run: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in run.items() if not k.startswith("_")}
 
 
-def screening(scenario, budget_s: float, workers: int) -> dict[str, Any]:
-    """The optimize loop's screening over the first sweep and its neighbours, timed per candidate."""
-    state = RunState(scenario=scenario, options=Options(out_dir=Path(tempfile.mkdtemp(prefix="simspeed_")),
-                                                        screen_s=budget_s, workers=workers))
+def screening(scenario, budget_s: float, workers: int, engine: str = "auto") -> dict[str, Any]:
+    """The optimize loop's screening over the first sweep and its neighbours, timed per candidate, with the
+    simulator where optimize's --sim-engine `engine` puts it."""
+    options = Options(out_dir=Path(tempfile.mkdtemp(prefix="simspeed_")), screen_s=budget_s, workers=workers,
+                      sim_engine=engine)
+    state = RunState(scenario=scenario, options=options)
+    state.engine, engine_note = choose_engine(engine)
+    fraction = SCREEN_SET_FRACTION[state.engine]
     screen = screen_text(state, sim_workers=1)
     durations: list[float] = []
 
@@ -115,12 +120,13 @@ def screening(scenario, budget_s: float, workers: int) -> dict[str, Any]:
     return {
         "budget_s": budget_s, "elapsed_s": elapsed, "candidates_offered": len(cands), "candidates": n,
         "candidates_per_min": 60 * n / elapsed if elapsed > 0 else None, "overshoot_s": elapsed - budget_s,
+        "sim_engine": engine, "engine": state.engine, "engine_note": engine_note, "set_fraction": fraction,
         "longest_candidate_s": max(durations, default=0.0), "median_candidate_s": sorted(durations)[len(durations) // 2]
         if durations else None, "workers": workers, "notes": notes,
         "top_predicted": [{"order": v.candidate.spec, "l2_hit_pct": 100 * v.prediction.l2_hit_rate,
                            "dram_read_bytes": v.prediction.dram_read_bytes,
                            "set_fraction": v.prediction.set_fraction} for v in ranked[:5]],
-        "label": "screening estimates predicted (model H100-SXM, a quarter of the L2 sets); times measured",
+        "label": f"screening estimates predicted (model H100-SXM, {fraction:g} of the L2 sets); times measured",
     }
 
 
@@ -135,10 +141,16 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--gpu-orders", type=int, default=12, help="distinct orders in the gpu_orders/gpu_batch stages")
     parser.add_argument("--batch-widths", default="0", help="orders at once in the gpu_batch stage (0: the default)")
     parser.add_argument("--targets", default="h100,mi300x", help="models simulated on all cores and on the GPU")
+    parser.add_argument("--search-engine", choices=["auto", "cpu", "gpu"], default="cpu",
+                        help="where the search stage simulates (optimize's --sim-engine; default cpu, the CPU's rate)")
+    parser.add_argument("--gpu-screen-fraction", type=float, default=None,
+                        help="share of the L2 sets the search screens on with the GPU engine (default: optimize's)")
     parser.add_argument("--progress", choices=["saturating", "contention"], default=None,
                         help="the NVIDIA models' default progress model for this run (simulate's DEFAULT_PROGRESS "
                              "when left out): one host's cost of each, side by side")
     args = parser.parse_args(argv)
+    if args.gpu_screen_fraction is not None:
+        SCREEN_SET_FRACTION["gpu"] = args.gpu_screen_fraction
     if args.progress:
         _simulate_module.DEFAULT_PROGRESS = args.progress  # every stage's simulate calls leave progress out
     deadline = time.time() + args.deadline_s
@@ -351,7 +363,7 @@ def main(argv: list[str]) -> int:
 
     stages = {"one_core": (40, one_core), "all_cores": (20, all_cores), "gpu": (25, on_gpu),
               "gpu_variants": (25, gpu_variants), "gpu_orders": (25, gpu_orders), "gpu_batch": (40, gpu_batch),
-              "search": (args.search_s + 10, lambda: screening(scenario, args.search_s, cores))}
+              "search": (args.search_s + 10, lambda: screening(scenario, args.search_s, cores, args.search_engine))}
     for name in args.stages.split(","):
         stage(name, *stages[name])
     save()

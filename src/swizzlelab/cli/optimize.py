@@ -40,6 +40,7 @@ def register(app: typer.Typer) -> None:
         measure_s: float = typer.Option(4.0, "--measure-s", help="GPU seconds per interleaved timing"),
         ncu: bool = typer.Option(True, "--ncu/--no-ncu", help="profile each measured order with Nsight Compute"),
         workers: int | None = typer.Option(None, "--workers", help="threads that rank orders with the simulator (default: all usable CPUs)"),
+        sim_engine: str = typer.Option("auto", "--sim-engine", help="auto (a GPU where one is usable, else the CPU) | cpu | gpu: where the simulator runs; the same predictions on each"),
         config: list[str] = typer.Option([], "--config", help=uk_cli.CONFIG_HELP),
         autotune_config: int = typer.Option(0, "--autotune-config", help=uk_cli.AUTOTUNE_HELP),
         launch: str | None = typer.Option(None, "--launch", help=uk_cli.LAUNCH_HELP),
@@ -66,7 +67,7 @@ def register(app: typer.Typer) -> None:
         out_dir = Path(out) if out else DEFAULT_OUT / f"{run_name}-{scenario.target.short_name}"
         options = Options(
             out_dir=out_dir, budget=budget, proposer=proposer, remeasure=remeasure, screen_s=screen_s,
-            measure_s=measure_s, use_ncu=ncu, workers=workers, command="swizzlelab " + shlex.join(sys.argv[1:]),
+            measure_s=measure_s, use_ncu=ncu, workers=workers, sim_engine=sim_engine, command="swizzlelab " + shlex.join(sys.argv[1:]),
         )
         with progress_bar(out_console, transient=False, label="[bold]optimize[/]") as progress:
             bar = progress.add_task("baseline", total=budget + 1)

@@ -17,13 +17,13 @@ from swizzlelab.sim.simulate import line_range
 
 
 def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers: int | None = None,
-            set_fraction: float = 1.0) -> Prediction:
+            set_fraction: float = 1.0, engine: str = "auto") -> Prediction:
     """Predicted L2 figures of running the tiles in order `perm` on the target model (`footprint`: the trace's,
     computed once per run; `workers`: threads for the L2 sets, `set_fraction` < 1: an estimate from a sample of
-    the L2 sets; see sim.simulate)."""
+    the L2 sets; `engine`: simulate()'s, the same figures on each; see sim.simulate)."""
     model = scenario.model
     result = simulate(scenario.trace_for(perm), perm, model, occupancy=scenario.occupancy.programs, footprint=footprint,
-                      workers=workers, set_fraction=set_fraction, wave_sync=scenario.wave_sync)
+                      workers=workers, set_fraction=set_fraction, wave_sync=scenario.wave_sync, engine=engine)
     dram = result.dram_read_bytes + result.dram_write_bytes
     return Prediction(
         model=result.model,
@@ -44,7 +44,9 @@ def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers
     )
 
 
-@njit(cache=True)
+# nogil: the search screens candidates on threads, and time under the GIL runs one thread at a time (this count was
+# most of a candidate's time under it).
+@njit(cache=True, nogil=True)
 def _wave_counts(lines, step_ptr, tile_step_ptr, tiles, domain, n_domains, span):  # pragma: no cover - numba
     """Per tile: distinct lines; per domain: distinct lines; lines read by more than one domain.
 

@@ -18,6 +18,7 @@ from swizzlelab.optimize.reasons import memory_summary
 from swizzlelab.optimize.records import EVALUATED, Attempt, Prediction, Wave
 from swizzlelab.scenario import Scenario
 from swizzlelab.sim import Analysis, analyze, footprint_of
+from swizzlelab.sim.gpu import ENGINES
 
 PROPOSERS = ("search", "llm", "both")
 JSONL = "iterations.jsonl"
@@ -38,6 +39,7 @@ class Options:
     llm: Any = None  # optimize.llm.LlmConfig; None reads the environment
     cache_path: Path | None = None  # default: OUT/measure-cache.json
     workers: int | None = None  # threads that screen candidates with the simulator (default: usable CPUs)
+    sim_engine: str = "auto"  # sim.gpu.ENGINES: "auto" simulates on a GPU where one is usable
     command: str = ""
 
     def __post_init__(self) -> None:
@@ -46,6 +48,8 @@ class Options:
             raise UserError(f"--budget {self.budget}: give at least 1 iteration")
         if self.workers is not None and self.workers < 1:
             raise UserError(f"--workers {self.workers}: give at least 1 thread")
+        if self.sim_engine not in ENGINES:
+            raise UserError(f"--sim-engine {self.sim_engine!r} is unknown: use one of {', '.join(ENGINES)}")
         if self.proposer not in PROPOSERS:
             raise UserError(f"--proposer {self.proposer!r} is unknown: use one of {', '.join(PROPOSERS)}")
 
@@ -64,6 +68,7 @@ class RunState:
     resumed_from: int = 0
     measured_note: str = ""
     device: str = ""
+    engine: str = "auto"  # simulate()'s engine for this run (sim.gpu.choose_engine of options.sim_engine)
     _analysis: Analysis | None = None
     _footprint: Any = None
 

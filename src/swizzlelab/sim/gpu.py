@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import importlib.metadata
 import os
+import sys
 import threading
 import time
 import warnings
@@ -112,6 +113,28 @@ def unavailable_reason() -> str | None:
     return None
 
 
+ENGINES = ("auto", "cpu", "gpu")
+
+
+def choose_engine(asked: str) -> tuple[str, str]:
+    """simulate()'s engine for a run that asks for `asked` ("auto": the GPU where this backend can run on a real one,
+    else the CPU; "cpu"; "gpu": refused in one line where it cannot run), and a line saying which and why. Both
+    engines give identical results; only the time differs."""
+    if asked not in ENGINES:
+        raise UserError(f"simulator engine {asked!r} is unknown: use one of {', '.join(ENGINES)}")
+    if asked == "cpu":
+        return "auto", "simulator on the CPU (asked for)"
+    reason = unavailable_reason()
+    if asked == "gpu":
+        if reason:
+            raise UserError(f"simulator engine gpu cannot run here: {reason}")
+        return "gpu", "simulator on the GPU (asked for)"
+    # The CUDA simulator runs the kernels on the CPU, far slower than the CPU engine: never chosen by itself.
+    if reason is None and not simulated():
+        return "gpu", "simulator on the GPU (found one; --sim-engine cpu keeps it off)"
+    return "auto", f"simulator on the CPU ({reason or 'numba CUDA simulator'})"
+
+
 def _xp():
     if simulated():
         return np
@@ -148,6 +171,15 @@ def _device_trace(xp, lines, masks, writes, set_home, step_ptr) -> tuple[Any, ..
     arrays = tuple(xp.asarray(a) for a in (lines, masks, writes, set_home, step_ptr))
     _TRACE_CACHE[key] = (weakref.ref(lines), arrays)
     return arrays
+
+
+def release_device() -> None:
+    """Give the device memory the simulator keeps (the cached trace, CuPy's pooled blocks) back to the driver, as
+    before a kernel is timed on the same GPU; the next simulation uploads the trace again (milliseconds)."""
+    with _LOCK:
+        _TRACE_CACHE.clear()
+        if not simulated() and "cupy" in sys.modules:
+            sys.modules["cupy"].get_default_memory_pool().free_all_blocks()
 
 
 def device_free_bytes(xp) -> int:

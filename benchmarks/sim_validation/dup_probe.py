@@ -1,5 +1,6 @@
-"""What a line read from both L2 partitions costs the H100's L2: the capacity cliff of data every SM reads (shared)
-against data each SM reads alone (disjoint), measured with ncu and predicted by the simulator on the same accesses.
+"""What a line read from both L2 partitions costs an H100's (or H200's) L2: the capacity cliff of data every SM reads
+(shared) against data each SM reads alone (disjoint), measured with ncu and predicted by the simulator on the same
+accesses.
 
     python benchmarks/sim_validation/dup_probe.py OUT_DIR [--sizes-mb 8,16,...] [--passes 4] [--no-predict]
         [--chunk-bytes 256 --stride-bytes 32768]
@@ -139,9 +140,9 @@ def predict(model: HardwareModel, sizes: list[float], passes: int, n_prog: int, 
 
 
 def add_predictions(record: dict) -> None:
-    """Predict a run's sweeps (its record's sizes, passes, programs and layout) with the simulator's H100 model as
-    it is now, adding the predictions to its rows."""
-    model = get_model("h100")
+    """Predict a run's sweeps (its record's sizes, passes, programs and layout) with the simulator's model of the GPU
+    that measured it (H200 or H100) as it is now, adding the predictions to its rows."""
+    model = get_model("h200" if "H200" in record.get("device", "") else "h100")
     rows = record["rows"]
     predicted = predict(model, [r["size_mb"] for r in rows if r["pattern"] == PATTERNS[0]], record["passes"],
                         record["programs"], record.get("chunk_bytes", BLOCK * 4), record.get("stride_bytes", BLOCK * 4))

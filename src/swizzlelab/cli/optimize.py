@@ -67,7 +67,8 @@ def register(app: typer.Typer) -> None:
         out_dir = Path(out) if out else DEFAULT_OUT / f"{run_name}-{scenario.target.short_name}"
         options = Options(
             out_dir=out_dir, budget=budget, proposer=proposer, remeasure=remeasure, screen_s=screen_s,
-            measure_s=measure_s, use_ncu=ncu, workers=workers, sim_engine=sim_engine, command="swizzlelab " + shlex.join(sys.argv[1:]),
+            measure_s=measure_s, use_ncu=ncu, workers=workers, sim_engine=sim_engine,
+            command="swizzlelab " + shlex.join(sys.argv[1:]),
         )
         with progress_bar(out_console, transient=False, label="[bold]optimize[/]") as progress:
             bar = progress.add_task("baseline", total=budget + 1)

@@ -299,7 +299,7 @@ def test_screening_on_the_gpu_predicts_what_the_cpu_does(tmp_path: Path, monkeyp
     def predictions(engine: str, fractions: dict[str, float]) -> list[list]:
         monkeypatch.setattr(loop, "SCREEN_SET_FRACTION", fractions)
         state = loop.RunState(scenario, Options(out_dir=tmp_path / engine, sim_engine=engine))
-        state.engine = choose_engine(engine)[0]
+        state.pick_engine()
         screen = loop.screen_text(state, sim_workers=1)
         rows = []
         for spec in specs:

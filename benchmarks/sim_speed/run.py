@@ -50,7 +50,7 @@ from swizzlelab.scenario import load_scenario  # noqa: E402
 _simulate_module = importlib.import_module("swizzlelab.sim.simulate")
 from swizzlelab.sim import clear_schedule_cache, footprint_of, simulate, simulate_many  # noqa: E402
 from swizzlelab.sim import gpu as sim_gpu  # noqa: E402
-from swizzlelab.sim.gpu import choose_engine, unavailable_reason  # noqa: E402
+from swizzlelab.sim.gpu import unavailable_reason  # noqa: E402
 from swizzlelab.sim.simulate import default_workers  # noqa: E402
 
 
@@ -89,7 +89,7 @@ def screening(scenario, budget_s: float, workers: int, engine: str = "auto") -> 
     options = Options(out_dir=Path(tempfile.mkdtemp(prefix="simspeed_")), screen_s=budget_s, workers=workers,
                       sim_engine=engine)
     state = RunState(scenario=scenario, options=options)
-    state.engine, engine_note = choose_engine(engine)
+    engine_note = state.pick_engine()
     fraction = SCREEN_SET_FRACTION[state.engine]
     screen = screen_text(state, sim_workers=1)
     durations: list[float] = []

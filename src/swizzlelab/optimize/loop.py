@@ -48,7 +48,7 @@ from swizzlelab.optimize.state import (
     record_attempt,
 )
 from swizzlelab.scenario import Checked, Scenario
-from swizzlelab.sim.gpu import choose_engine, release_device
+from swizzlelab.sim.gpu import release_device
 from swizzlelab.sim.simulate import default_workers
 
 # ---------------------------------------------------------------------------------------------- evaluation
@@ -239,7 +239,7 @@ def run(
     load_or_start(state)
     for note in state.notes:
         on_note(note)
-    state.engine, engine_note = choose_engine(options.sim_engine)
+    engine_note = state.pick_engine()
     on_note(engine_note)
     state.notes[0:0] = [scenario.target.note, *scenario.about, engine_note]
     active = _default_measurer(state) if measurer == "auto" else measurer

@@ -18,7 +18,7 @@ from swizzlelab.optimize.reasons import memory_summary
 from swizzlelab.optimize.records import EVALUATED, Attempt, Prediction, Wave
 from swizzlelab.scenario import Scenario
 from swizzlelab.sim import Analysis, analyze, footprint_of
-from swizzlelab.sim.gpu import ENGINES
+from swizzlelab.sim.gpu import ENGINES, choose_engine
 
 PROPOSERS = ("search", "llm", "both")
 JSONL = "iterations.jsonl"
@@ -68,7 +68,7 @@ class RunState:
     resumed_from: int = 0
     measured_note: str = ""
     device: str = ""
-    engine: str = "auto"  # simulate()'s engine for this run (sim.gpu.choose_engine of options.sim_engine)
+    engine: str = "auto"  # simulate()'s engine for this run: pick_engine() sets it from options.sim_engine
     _analysis: Analysis | None = None
     _footprint: Any = None
 
@@ -78,6 +78,12 @@ class RunState:
             self._analysis = analyze(self.scenario.trace, self.scenario.model,
                                      occupancy=self.scenario.occupancy.programs)
         return self._analysis
+
+    def pick_engine(self) -> str:
+        """Set `engine` from options.sim_engine (sim.gpu.choose_engine: it may probe for a GPU, so once per run) and
+        return the line saying which engine and why."""
+        self.engine, note = choose_engine(self.options.sim_engine)
+        return note
 
     def footprint(self) -> Any:
         """The trace's footprint (sim.footprint_of), computed once per run and shared by every prediction."""

@@ -258,9 +258,37 @@ def kalt_optimize() -> list[str]:
     return problems
 
 
+def placement_probe() -> list[str]:
+    """The placement probe of the missed pairs (issue 15): one file per GPU, every output right, every pair of every
+    case analysed, and none placement-bound, as the sim_validation README says."""
+    problems = []
+    for gpu, device in (("h100", "NVIDIA H100"), ("h200", "NVIDIA H200")):
+        doc = json.loads((ROOT / "sim_validation" / f"placement_probe_{gpu}.json").read_text())
+        if not doc["device"].startswith(device) or doc["failures"]:
+            problems.append(f"{gpu}: device {doc['device']!r}, failures {doc['failures']}")
+        if not doc["rows"] or not all(r["output_correct"] for r in doc["rows"]):
+            problems.append(f"{gpu}: no rows or a wrong output")
+        placements = {r["placement"] for r in doc["rows"]}
+        if len(placements) < 6:
+            problems.append(f"{gpu}: {len(placements)} placements measured, fewer than the registered 6")
+        pairs = {a["case"] + " " + " - ".join(a["orders"]) for a in doc.get("analysis", {}).values()}
+        by_case: dict[str, list[str]] = {}
+        for r in doc["rows"]:
+            by_case.setdefault("{m}x{n}x{k}".format(**r["case"]), []).append(r["order"])
+        for case, orders in ((c, list(dict.fromkeys(o))) for c, o in by_case.items()):
+            missing = [f"{case} {a} - {b}" for i, a in enumerate(orders) for b in orders[i + 1:]
+                       if f"{case} {a} - {b}" not in pairs]
+            if missing:
+                problems.append(f"{gpu}: pairs not analysed: {missing}")
+        bound = [name for name, a in doc.get("analysis", {}).items() if a["placement_bound"]]
+        if bound:
+            problems.append(f"{gpu}: placement-bound pairs {bound}, where the README says none")
+    return problems
+
+
 CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, sim_speed, evaluator_h100,
                                                optimize_matmul_orders, kdir_prediction, kalt_optimize,
-                                               every_study_names_its_device_and_command)
+                                               placement_probe, every_study_names_its_device_and_command)
 
 
 def main() -> int:

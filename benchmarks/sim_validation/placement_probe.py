@@ -56,6 +56,11 @@ CASES: dict[str, list[tuple[dict[str, int], list[str]]]] = {
     ],
 }
 DRY_CASE = ({"seed": 3, "m": 64, "n": 64, "k": 32}, ROW_COL)
+# Operand layouts (--layouts): "default" a [m, k] and b [k, n] row-major, as the task allocates them; "b_kmajor" b
+# stored as [n, k] (its tile rows are 128-byte k-runs, as a's are); "mirror" a stored as [k, m] and b as [n, k], so
+# each operand lies as the other does by default. Under "mirror", row- and column-major orders swap the layout of
+# the panel they share and the one they stream, and nothing else.
+LAYOUTS = ("default", "b_kmajor", "mirror")
 P_ANOVA = 0.05
 
 
@@ -81,7 +86,17 @@ def place(data: dict[str, Any], case_seed: int, placement: int) -> tuple[dict[st
     return placed, {"pad_bytes": pad.numel(), "alloc_order": names, "offset_bytes": offsets}
 
 
-def child(case: dict[str, int], orders: list[str], placement: int, result_path: str) -> int:
+def relayout(data: dict[str, Any], layout: str) -> dict[str, Any]:
+    """The same values with a and b stored as `layout` says (views of the logical shapes the kernel takes)."""
+    out = dict(data)
+    if layout in ("b_kmajor", "mirror"):
+        out["b"] = data["b"].t().contiguous().t()
+    if layout == "mirror":
+        out["a"] = data["a"].t().contiguous().t()
+    return out
+
+
+def child(case: dict[str, int], orders: list[str], placement: int, result_path: str, layout: str = "default") -> int:
     import torch
 
     from swizzlelab.harness.correctness import poison_
@@ -90,7 +105,7 @@ def child(case: dict[str, int], orders: list[str], placement: int, result_path: 
 
     on_gpu = device() == "cuda"
     task = load_task("matmul")
-    generated = task.generate_input(case)
+    generated = relayout(task.generate_input(case), layout)
     data, how = place(generated, case["seed"], placement)
     del generated
     how["data_ptr"] = {n: int(data[n].data_ptr()) for n in ("a", "b", "out")}
@@ -114,20 +129,21 @@ def child(case: dict[str, int], orders: list[str], placement: int, result_path: 
                 torch.cuda.synchronize()
     if on_gpu:
         torch.cuda.profiler.stop()
+    how["strides"] = {n: list(kernel_data[n].stride()) for n in ("a", "b")}
     atomic_write_text(result_path, json.dumps({"orders": verdicts, "placement": how}))
     return 0
 
 
 # ---- parent ------------------------------------------------------------------------------------------------------
 def measure(case: dict[str, int], orders: list[str], placement: int, process: int, workdir: Path, dry_run: bool,
-            timeout_s: float) -> list[dict[str, Any]]:
+            timeout_s: float, layout: str = "default") -> list[dict[str, Any]]:
     """Rows (one per launch) of one process at one placement."""
     import subprocess
 
-    tag = f"{case['seed']}_{placement}_{process}"
+    tag = f"{case['seed']}_{placement}_{process}_{layout}"
     result = workdir / f"child_{tag}.json"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(case), json.dumps(orders),
-           str(placement), str(result)]
+           str(placement), str(result), layout]
     if dry_run:
         subprocess.run(cmd, check=True, timeout=timeout_s)
         kernels: list[Any] = [None] * (LAUNCHES * len(orders))
@@ -145,7 +161,7 @@ def measure(case: dict[str, int], orders: list[str], placement: int, process: in
     for i, km in enumerate(kernels):
         order = orders[i % len(orders)]
         values = dict(km.values) if km is not None else {}
-        rows.append({"case": case, "order": order, "placement": placement, "process": process,
+        rows.append({"case": case, "order": order, "placement": placement, "process": process, "layout": layout,
                      "launch": i // len(orders), "output_correct": passed[order],
                      "measured_l2_hit_pct": values.get("lts__t_sector_hit_rate.pct"),
                      "measured_dram_read_bytes": values.get("dram__bytes_read.sum"),
@@ -154,8 +170,8 @@ def measure(case: dict[str, int], orders: list[str], placement: int, process: in
     return rows
 
 
-def case_key(case: dict[str, int]) -> str:
-    return f"{case['m']}x{case['n']}x{case['k']}"
+def case_key(case: dict[str, int], layout: str = "default") -> str:
+    return f"{case['m']}x{case['n']}x{case['k']}" + ("" if layout == "default" else f" {layout}")
 
 
 def analyse(doc: dict[str, Any]) -> dict[str, Any]:
@@ -163,8 +179,8 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
     per-launch differences over placements, and the registered verdict (placement-bound or not)."""
     rows = [r for r in doc["rows"] if r["measured_dram_read_bytes"] is not None]
     out: dict[str, Any] = {}
-    for key in sorted({case_key(r["case"]) for r in rows}):
-        crows = [r for r in rows if case_key(r["case"]) == key]
+    for key in sorted({case_key(r["case"], r.get("layout", "default")) for r in rows}):
+        crows = [r for r in rows if case_key(r["case"], r.get("layout", "default")) == key]
         orders = list(dict.fromkeys(r["order"] for r in crows))
         for o1, o2 in itertools.combinations(orders, 2):
             for metric, field in (("dram", "measured_dram_read_bytes"), ("hit", "measured_l2_hit_pct")):
@@ -207,11 +223,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--deadline-s", type=float, default=500.0)
     parser.add_argument("--dry-run", action="store_true")
     parser.add_argument("--analyse", metavar="JSON", help="print and store the analysis of a measured file")
-    parser.add_argument("--child", nargs=4, help=argparse.SUPPRESS)
+    parser.add_argument("--layouts", default="default", help=f"comma-separated operand layouts of {LAYOUTS}")
+    parser.add_argument("--cases", default="", help="comma-separated indices into the GPU's cases (default: all)")
+    parser.add_argument("--child", nargs=5, help=argparse.SUPPRESS)
     args = parser.parse_args(argv)
     if args.child:
-        case, orders, placement, result = args.child
-        return child(json.loads(case), json.loads(orders), int(placement), result)
+        case, orders, placement, result, layout = args.child
+        return child(json.loads(case), json.loads(orders), int(placement), result, layout)
     if args.analyse:
         doc = json.loads(Path(args.analyse).read_text())
         doc["analysis"] = analyse(doc)
@@ -239,12 +257,18 @@ def main(argv: list[str]) -> int:
         gpu = args.gpu or ("h200" if "H200" in meta["device"] else "h100")
         meta["cases_of"] = gpu
         plan = CASES[gpu]
+    if args.cases:
+        plan = [plan[int(i)] for i in args.cases.split(",")]
+    layouts = args.layouts.split(",")
+    if set(layouts) - set(LAYOUTS):
+        parser.error(f"--layouts: choose from {', '.join(LAYOUTS)}")
+    meta["layouts"] = layouts
     repeats = [int(p) for p in args.repeat_placements.split(",") if p]
     schedule = [(p, 0) for p in range(args.placements)] + [(p, 1) for p in repeats]
     print(json.dumps(meta), flush=True)
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
-    tag = "dry" if args.dry_run else meta["cases_of"]
+    tag = ("dry" if args.dry_run else meta["cases_of"]) + ("" if layouts == ["default"] else "_layouts")
     path = out / f"placement_probe_{tag}.json"
 
     def save() -> None:
@@ -253,20 +277,20 @@ def main(argv: list[str]) -> int:
 
     # Placements in the outer loop: a deadline cuts placements of every case rather than whole cases.
     for placement, process in schedule:
-        for case, orders in plan:
+        for (case, orders), layout in itertools.product(plan, layouts):
             left = start + args.deadline_s - time.time()
             if left < 15:
-                failures.append(f"skipped {case_key(case)} placement {placement} process {process}: deadline")
+                failures.append(f"skipped {case_key(case, layout)} placement {placement} process {process}: deadline")
                 continue
             t0 = time.time()
             try:
-                new = measure(case, orders, placement, process, workdir, args.dry_run, min(120.0, left))
+                new = measure(case, orders, placement, process, workdir, args.dry_run, min(120.0, left), layout)
                 rows += new
-                print(f"{case_key(case)} placement {placement} process {process} ({time.time() - t0:.0f} s): "
+                print(f"{case_key(case, layout)} placement {placement} process {process} ({time.time() - t0:.0f} s): "
                       + ", ".join(f"{r['order']} {r['measured_l2_hit_pct']} {r['measured_dram_read_bytes']}"
                                   for r in new), flush=True)
             except Exception as err:  # noqa: BLE001 - keep measuring the other placements
-                failures.append(f"{case_key(case)} placement {placement} process {process}: {err!r}"[:2000])
+                failures.append(f"{case_key(case, layout)} placement {placement} process {process}: {err!r}"[:2000])
                 print(failures[-1], flush=True)
             save()
     bad = [r for r in rows if not r["output_correct"]]

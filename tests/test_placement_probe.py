@@ -1,0 +1,63 @@
+"""benchmarks/sim_validation/placement_probe.py's registered rule: a pair is placement-bound only when placements
+differ (ANOVA p < 0.05) and lie on both sides of zero beyond their own noise; and the operand layouts it measures."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+
+from swizzlelab.io import load_module
+
+FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_validation"
+
+
+@pytest.fixture(scope="module")
+def probe():
+    return load_module(FOLDER / "placement_probe.py", "placement_probe", "placement_probe.py")
+
+
+def _doc(gap_by_placement: list[float], noise: float, seed: int = 0) -> dict:
+    """Rows of one case, two orders, 2 launches per placement: row-major reads (1 + gap) x column-major's bytes."""
+    rng = np.random.default_rng(seed)
+    rows = []
+    for placement, gap in enumerate(gap_by_placement):
+        for launch in range(2):
+            base = 1e9 * (1 + rng.normal(0, noise))
+            for order, factor in (("row_major", 1 + gap + rng.normal(0, noise)), ("column_major", 1.0)):
+                rows.append({"case": {"m": 64, "n": 64, "k": 32}, "order": order, "placement": placement,
+                             "process": 0, "launch": launch, "measured_dram_read_bytes": base * factor,
+                             "measured_l2_hit_pct": 50.0 + rng.normal(0, 0.2)})
+    return {"rows": rows}
+
+
+def test_a_pair_whose_sign_follows_the_placement_is_placement_bound(probe):
+    result = probe.analyse(_doc([0.08, -0.08, 0.07, -0.09, 0.08, -0.07], noise=0.005))
+    dram = result["64x64x32 row_major - column_major dram"]
+    assert dram["anova_p_over_placements"] < 0.05 and dram["sign_changes_beyond_noise"]
+    assert dram["placement_bound"]
+    assert not result["64x64x32 row_major - column_major hit"]["placement_bound"]
+
+
+def test_a_gap_that_varies_but_keeps_its_sign_is_not(probe):
+    dram = probe.analyse(_doc([0.02, 0.10, 0.05, 0.12, 0.03, 0.09], noise=0.003))[
+        "64x64x32 row_major - column_major dram"]
+    assert dram["anova_p_over_placements"] < 0.05  # the placements differ, but never change the order
+    assert not dram["placement_bound"]
+
+
+def test_a_sign_change_within_the_noise_is_not(probe):
+    dram = probe.analyse(_doc([0.004, -0.004, 0.003, -0.003, 0.004, -0.002], noise=0.02, seed=3))[
+        "64x64x32 row_major - column_major dram"]
+    assert not dram["sign_changes_beyond_noise"] and not dram["placement_bound"]
+
+
+def test_the_layouts_keep_the_values_and_swap_the_strides(probe):
+    a, b = torch.randn(6, 4), torch.randn(4, 5)
+    for layout, strides in (("default", ((4, 1), (5, 1))), ("b_kmajor", ((4, 1), (1, 4))),
+                            ("mirror", ((1, 6), (1, 4)))):
+        out = probe.relayout({"a": a, "b": b, "out": torch.empty(6, 5)}, layout)
+        assert (out["a"].stride(), out["b"].stride()) == strides
+        assert torch.equal(out["a"], a) and torch.equal(out["b"], b)

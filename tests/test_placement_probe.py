@@ -61,3 +61,22 @@ def test_the_layouts_keep_the_values_and_swap_the_strides(probe):
         out = probe.relayout({"a": a, "b": b, "out": torch.empty(6, 5)}, layout)
         assert (out["a"].stride(), out["b"].stride()) == strides
         assert torch.equal(out["a"], a) and torch.equal(out["b"], b)
+
+
+def test_layout_mirror_default_arm_is_the_tasks_trace_and_the_mirror_only_moves_lines():
+    from swizzlelab.tasks import load_task
+    from swizzlelab.tasks.matmul import kernel
+
+    mirror_mod = load_module(FOLDER / "layout_mirror.py", "layout_mirror", "layout_mirror.py")
+    ref = load_task("matmul").access_model({"m": 512, "n": 256, "k": 256}, config=kernel.GPU_CONFIG)
+    default = mirror_mod.mirrored_trace(512, 256, 256, "default")
+    mirror = mirror_mod.mirrored_trace(512, 256, 256, "mirror")
+    for field in ("lines", "is_write", "step_ptr", "tile_step_ptr", "sector_mask"):
+        assert np.array_equal(getattr(ref, field), getattr(default, field)), field
+    assert default.l2_bound and mirror.l2_bound
+    assert np.array_equal(mirror.step_ptr, default.step_ptr)  # the same number of lines in every step
+    # a's first step of tile 0: 128 rows of one 128-byte line by default; 64 k-rows of two lines each, mirrored
+    first = slice(int(default.step_ptr[0]), int(default.step_ptr[1]))
+    assert np.array_equal(np.unique(np.diff(default.lines[first][:128])), [4])  # a's rows: 512 bytes apart (k = 256)
+    assert np.array_equal(np.unique(np.diff(mirror.lines[first][:128])), [1, 7])  # line pairs 8 lines apart (m = 512)
+    assert not np.array_equal(mirror.lines, default.lines)

@@ -131,6 +131,10 @@ def device_info() -> dict[str, Any]:
         smi = subprocess.run(["nvidia-smi", "--query-gpu=name,ecc.mode.current,memory.total,clocks.max.memory,"
                               "driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
         info["nvidia_smi"] = smi.stdout.strip()
+        # Which chip: two chips of one kind can rank a pair of orders differently (placement probe, README).
+        ids = subprocess.run(["nvidia-smi", "--query-gpu=uuid,serial", "--format=csv,noheader"], capture_output=True,
+                             text=True, timeout=30)
+        info["gpu_uuid_serial"] = ids.stdout.strip()
     except Exception as err:  # noqa: BLE001
         info["nvidia_smi"] = f"unavailable: {err}"
     try:

@@ -97,8 +97,6 @@ def relayout(data: dict[str, Any], layout: str) -> dict[str, Any]:
 
 
 def child(case: dict[str, int], orders: list[str], placement: int, result_path: str, layout: str = "default") -> int:
-    import torch
-
     from swizzlelab.harness.correctness import poison_
     from swizzlelab.runtime import device
     from swizzlelab.tasks import load_task
@@ -119,16 +117,7 @@ def child(case: dict[str, int], orders: list[str], placement: int, result_path: 
         verdict = task.check(kernel_data, output)
         verdicts.append({"order": spec, "passed": bool(getattr(verdict, "ok", verdict)),
                          "message": str(getattr(verdict, "message", ""))})
-    if on_gpu:
-        torch.cuda.synchronize()
-        torch.cuda.profiler.start()
-    for _ in range(LAUNCHES):
-        for formula in formulas:
-            task.custom_kernel(kernel_data, formula)
-            if on_gpu:
-                torch.cuda.synchronize()
-    if on_gpu:
-        torch.cuda.profiler.stop()
+    run_mod.sim_vs_ncu.launch_profiled(task, kernel_data, formulas, on_gpu, LAUNCHES)
     how["strides"] = {n: list(kernel_data[n].stride()) for n in ("a", "b")}
     atomic_write_text(result_path, json.dumps({"orders": verdicts, "placement": how}))
     return 0

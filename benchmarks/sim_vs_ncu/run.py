@@ -76,8 +76,6 @@ def compiled_resources(jit_fn: Any) -> dict[str, int] | None:
 
 
 def run_child(task_name: str, case: dict[str, Any], orders: list[str], result_path: str) -> int:
-    import torch
-
     from swizzlelab.harness.correctness import poison_
     from swizzlelab.io import atomic_write_text
     from swizzlelab.runtime import device
@@ -96,17 +94,26 @@ def run_child(task_name: str, case: dict[str, Any], orders: list[str], result_pa
         resources = compiled_resources(task.kernel.kernel_for(formula)) if on_gpu else None
         per_order.append({"order": spec, "passed": bool(getattr(verdict, "ok", verdict)),
                           "message": str(getattr(verdict, "message", "")), "resources": resources})
+    launch_profiled(task, data, formulas, on_gpu)
+    atomic_write_text(result_path, json.dumps({"orders": per_order}))
+    return 0
+
+
+def launch_profiled(task: Any, data: dict[str, Any], formulas: list[Any], on_gpu: bool, launches: int = 1) -> None:
+    """Launch every order `launches` times in turn between cudaProfilerStart and Stop (what ncu profiles with
+    --profile-from-start off), synchronising after each launch so that no two overlap."""
+    import torch
+
     if on_gpu:
         torch.cuda.synchronize()
         torch.cuda.profiler.start()
-    for formula in formulas:
-        task.custom_kernel(data, formula)
-        if on_gpu:
-            torch.cuda.synchronize()
+    for _ in range(launches):
+        for formula in formulas:
+            task.custom_kernel(data, formula)
+            if on_gpu:
+                torch.cuda.synchronize()
     if on_gpu:
         torch.cuda.profiler.stop()
-    atomic_write_text(result_path, json.dumps({"orders": per_order}))
-    return 0
 
 
 # ---- parent --------------------------------------------------------------------------------------------------

@@ -151,6 +151,23 @@ def test_simulate_runs_several_orders_side_by_side_as_one_by_one_and_refuses_an_
     assert "engine must be one of auto, sets, list, gpu" in line
 
 
+def test_simulate_names_the_pairs_below_the_models_resolution(monkeypatch, capsys) -> None:
+    # Square matmul past the L2's size: row- and column-major are mirror images to the model, grouped-8 reads 10% more.
+    sizes = ["--size", "m=4096", "--size", "n=4096", "--size", "k=4096"]
+    orders = ["--order", "row_major", "--order", "column_major", "--order", "grouped:GROUP_M=8"]
+    code, out, _ = cli(["simulate", "matmul", *sizes, "--target", "h100", *orders, "--json"], monkeypatch, capsys)
+    record = json.loads(out)
+    rows = {r["order"]: r for r in record["orders"]}
+    close = abs(rows["row_major"]["dram_read_bytes"] / rows["column_major"]["dram_read_bytes"] - 1) < 0.02
+    assert code == 0 and close
+    assert record["below_resolution"] == [["row_major", "column_major"]]
+    code, out, _ = cli(["simulate", "matmul", *sizes, "--target", "h100", *orders], monkeypatch, capsys)
+    assert code == 0 and "below the model's resolution" in out and "row_major ~ column_major;" in out
+    code, out, _ = cli(["simulate", "matmul", *sizes, "--target", "h100", "--order", "row_major", "--order",
+                        "grouped:GROUP_M=8"], monkeypatch, capsys)
+    assert code == 0 and "below the model's resolution" not in out
+
+
 def test_the_same_occupancy_rule_in_simulate_analyze_and_optimize(monkeypatch, capsys) -> None:
     _, simulated, _ = cli(["simulate", "matmul", *SMALL_MATMUL, "--target", "h100", "--json"], monkeypatch, capsys)
     record = json.loads(simulated)

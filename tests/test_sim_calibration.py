@@ -93,3 +93,22 @@ def test_calibration_refuses_rows_whose_order_changed(tmp_path):
     path.write_text(json.dumps(record))
     done = calibrate("--measured", str(path), "--out", str(tmp_path / "cal.json"), "--only", "matmul")
     assert done.returncode != 0 and "differs from the measured" in done.stderr
+
+
+def test_agreement_by_predicted_gap_bins_pairs_by_how_far_apart_the_model_puts_them():
+    from swizzlelab.sim.agreement import agreement_by_predicted_gap, below_resolution
+
+    def row(pred_dram, meas_dram, pred_hit, meas_hit):
+        return {"predicted_dram_read_bytes": pred_dram, "measured_dram_read_bytes": meas_dram,
+                "predicted_l2_hit_pct": pred_hit, "measured_l2_hit_pct": meas_hit}
+
+    # DRAM: a-b predicted 1% apart and measured reversed; a-c 20% apart, measured alike; b-c 19%, measured 0.5%.
+    # Hit: a-b predicted 0.2 pp apart and measured 2 pp the same way; a-c and b-c over 2 pp apart, measured alike.
+    case = [row(100, 110, 80.0, 79.0), row(101, 100, 80.2, 81.0), row(122, 110.5, 70.0, 70.5)]
+    got = agreement_by_predicted_gap([case])
+    dram = {b["predicted_gap_from"]: (b["concordant"], b["discordant"], b["measured_tie"]) for b in got["dram_read"]}
+    assert dram == {0.0: (0, 1, 0), 0.02: (0, 0, 0), 0.05: (0, 0, 0), 0.1: (1, 0, 1)}
+    hit = {b["predicted_gap_from"]: (b["concordant"], b["discordant"], b["measured_tie"]) for b in got["l2_hit"]}
+    assert hit == {0.0: (1, 0, 0), 0.5: (0, 0, 0), 1.0: (0, 0, 0), 2.0: (2, 0, 0)}
+    assert below_resolution(["a", "b", "c"], [100, 101, 122], [80.0, 80.2, 70.0]) == [("a", "b")]
+    assert below_resolution(["a", "b"], [100, 101], [80.0, 81.0]) == []  # 1 pp of hit apart: resolved

@@ -34,7 +34,7 @@ ensure_triton_backend()
 from swizzlelab.hw import SET_MAPS, HardwareModel, get_model  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
-from swizzlelab.sim.agreement import kendall_tau  # noqa: E402
+from swizzlelab.sim.agreement import agreement_by_predicted_gap, kendall_tau  # noqa: E402
 from swizzlelab.sim.simulate import (  # noqa: E402
     AGE_PRIORITY, DRAM_SATURATION, DRIFT_DECAY, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, START_JITTER,
     STEP_TIME_CV, STEP_TIME_CV_SATURATING, default_workers, side_by_side)
@@ -377,6 +377,9 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "cases_with_tau_hit_below_target": sum(t < TARGETS["kendall_tau_per_case"] for t in taus),
             "cases_with_tau_hit_1pp_below_target": sum(t < TARGETS["kendall_tau_per_case"] for t in taus_1pp),
             "cases_with_tau_dram_read_below_target": sum(t < TARGETS["kendall_tau_per_case"] for t in taus_dram),
+            # How often pairs are ranked as measured, by how far apart the model puts them: the model's resolution.
+            "rank_agreement_by_predicted_gap": agreement_by_predicted_gap(list(by_case.values()),
+                                                                          dram_tie=TIE_DRAM_REL, hit_tie_pp=TIE_PP),
             "cases": cases}
 
 
@@ -618,6 +621,10 @@ def main(argv: list[str]) -> int:
                   f"{s['mean_rel_error_dram_read']:.3f} (median {s['median_rel_error_dram_read']:.3f}); cases with tau "
                   f"< {TARGETS['kendall_tau_per_case']}: hit {s['cases_with_tau_hit_below_target']}, DRAM read "
                   f"{s['cases_with_tau_dram_read_below_target']} of {s['n_cases']}")
+        for metric, bins in parts[part]["all"]["rank_agreement_by_predicted_gap"].items():
+            print(f"   {metric} pairs by predicted gap (ranked as measured / reversed / measured tie): " + "; ".join(
+                f"{b['predicted_gap_from']}-{b['predicted_gap_to'] or ''}: {b['concordant']}/{b['discordant']}/"
+                f"{b['measured_tie']}" for b in bins))
         for key, c in parts[part]["all"]["cases"].items():
             t = c["kendall_tau_hit"]
             print(f"   {key}: tau hit {t['tau']} ({t['pairs']} pairs, {t['measured_ties']} ties; 1 pp rule "

@@ -8,6 +8,53 @@ from __future__ import annotations
 from typing import Any
 
 RANK_TOL_PP = 1.0  # orders closer than this (L2 hit %) count as tied when comparing rankings
+# The model's ranking resolution: on the validation table (benchmarks/sim_validation), pairs of orders predicted
+# closer than this were ranked as ncu ranks them about as often as not, and pairs predicted further apart almost
+# always (docs/hit-rates.md has the counts, `rank_agreement_by_predicted_gap` in sim_validation.json).
+RESOLUTION_DRAM_REL = 0.02
+RESOLUTION_HIT_PP = 0.5
+DRAM_GAP_BINS = (0.0, RESOLUTION_DRAM_REL, 0.05, 0.10)  # relative to the pair's mean
+HIT_GAP_BINS = (0.0, RESOLUTION_HIT_PP, 1.0, 2.0)  # percentage points
+
+
+def relative_gap(a: float, b: float) -> float:
+    """(a - b) over the pair's mean: the gap of two byte counts that compares across sizes."""
+    mean = (a + b) / 2
+    return (a - b) / mean if mean else 0.0
+
+
+def agreement_by_predicted_gap(cases: list[list[dict[str, Any]]], *, dram_tie: float = 0.02,
+                               hit_tie_pp: float = RANK_TOL_PP) -> dict[str, list[dict[str, Any]]]:
+    """Pairs of orders within each case, binned by how far apart the model predicts them (DRAM reads: relative gap,
+    DRAM_GAP_BINS; hit rate: pp, HIT_GAP_BINS): per bin, pairs ranked as measured, reversed, and measured as a tie
+    (closer than `dram_tie` / `hit_tie_pp`)."""
+    def binned(edges: tuple[float, ...], pairs: list[tuple[float, float]], tie: float) -> list[dict[str, Any]]:
+        out = [{"predicted_gap_from": lo, "predicted_gap_to": hi, "concordant": 0, "discordant": 0, "measured_tie": 0}
+               for lo, hi in zip(edges, (*edges[1:], None))]
+        for predicted, measured in pairs:
+            row = next(b for b in reversed(out) if abs(predicted) >= b["predicted_gap_from"])
+            key = "measured_tie" if abs(measured) < tie else (
+                "concordant" if predicted * measured > 0 else "discordant")
+            row[key] += 1
+        return out
+
+    dram, hit = [], []
+    for rows in cases:
+        for i, a in enumerate(rows):
+            for b in rows[i + 1:]:
+                dram.append((relative_gap(a["predicted_dram_read_bytes"], b["predicted_dram_read_bytes"]),
+                             relative_gap(a["measured_dram_read_bytes"], b["measured_dram_read_bytes"])))
+                hit.append((a["predicted_l2_hit_pct"] - b["predicted_l2_hit_pct"],
+                            a["measured_l2_hit_pct"] - b["measured_l2_hit_pct"]))
+    return {"dram_read": binned(DRAM_GAP_BINS, dram, dram_tie), "l2_hit": binned(HIT_GAP_BINS, hit, hit_tie_pp)}
+
+
+def below_resolution(labels: list[str], dram_read: list[float], hit_pct: list[float]) -> list[tuple[str, str]]:
+    """Pairs of orders the model predicts closer than its ranking resolution in both DRAM reads and hit rate: its
+    ranking of them is no better than a coin's, so only a measurement can order them."""
+    return [(labels[i], labels[j]) for i in range(len(labels)) for j in range(i + 1, len(labels))
+            if abs(relative_gap(dram_read[i], dram_read[j])) < RESOLUTION_DRAM_REL
+            and abs(hit_pct[i] - hit_pct[j]) < RESOLUTION_HIT_PP]
 
 
 def ranks(values: list[float]) -> list[int]:

@@ -538,3 +538,24 @@ def test_occupancy_defaults_to_the_kernels_measured_one_on_nvidia() -> None:
     spmv = load_scenario("spmv", {"seed": 1, "rows": 64, "cols": 256, "avg_nnz": 4, "communities": 2},
                         target="h100", gpu_name="")
     assert spmv.occupancy.programs == 32
+
+
+def test_a_predicted_best_within_the_models_resolution_says_so(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from swizzlelab.optimize.state import describe_best
+
+    state, cache = _state(tmp_path)
+    base = state.baseline
+    assert base.prediction is not None and not state.device
+
+    def predicted(iteration: int, dram_factor: float, hit_delta: float) -> Attempt:
+        pred = replace(base.prediction, dram_read_bytes=int(base.prediction.dram_read_bytes * dram_factor),
+                       l2_hit_rate=base.prediction.l2_hit_rate + hit_delta)
+        return replace(base, iteration=iteration, label=f"x{iteration}", permutation_id=f"p{iteration}",
+                       prediction=pred)
+
+    state.attempts.append(predicted(1, 0.99, 0.001))  # 1% fewer DRAM reads, 0.1 pp more hits: a coin's odds
+    assert state.best().iteration == 1 and "below the model's resolution" in describe_best(state)
+    state.attempts.append(predicted(2, 0.90, 0.02))  # 10% fewer reads: resolved
+    assert state.best().iteration == 2 and "below the model's resolution" not in describe_best(state)

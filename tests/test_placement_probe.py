@@ -80,3 +80,24 @@ def test_layout_mirror_default_arm_is_the_tasks_trace_and_the_mirror_only_moves_
     assert np.array_equal(np.unique(np.diff(default.lines[first][:128])), [4])  # a's rows: 512 bytes apart (k = 256)
     assert np.array_equal(np.unique(np.diff(mirror.lines[first][:128])), [1, 7])  # line pairs 8 lines apart (m = 512)
     assert not np.array_equal(mirror.lines, default.lines)
+
+
+def test_chip_study_binds_a_pair_only_where_two_chips_disagree_beyond_their_noise():
+    chip_study = load_module(FOLDER / "chip_study.py", "chip_study", "chip_study.py")
+
+    def rows(gap: float, noise: float, seed: int) -> list[dict]:
+        rng = np.random.default_rng(seed)
+        out = []
+        for launch in range(4):
+            for order, value in (("row_major", 1e9 * (1 + gap + rng.normal(0, noise))), ("column_major", 1e9)):
+                out.append({"case": {"m": 64, "n": 64, "k": 32}, "order": order, "placement": 0, "process": 0,
+                            "launch": launch, "measured_dram_read_bytes": value, "measured_l2_hit_pct": 50.0})
+        return out
+
+    key = "H100 64x64x32 row_major - column_major dram"
+    apart = chip_study.study([("a", "H100", rows(0.05, 0.005, 1)), ("b", "H100", rows(-0.05, 0.005, 2))])
+    assert apart[key]["chip_bound"] and apart[key]["chips_above"] == ["a"] and apart[key]["chips_below"] == ["b"]
+    alike = chip_study.study([("a", "H100", rows(0.05, 0.005, 1)), ("b", "H100", rows(0.02, 0.005, 2))])
+    assert not alike[key]["chip_bound"]
+    noisy = chip_study.study([("a", "H100", rows(0.01, 0.05, 1)), ("b", "H100", rows(-0.01, 0.05, 2))])
+    assert not noisy[key]["chip_bound"]

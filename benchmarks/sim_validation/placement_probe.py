@@ -163,6 +163,23 @@ def case_key(case: dict[str, int], layout: str = "default") -> str:
     return f"{case['m']}x{case['n']}x{case['k']}" + ("" if layout == "default" else f" {layout}")
 
 
+METRIC_FIELDS = {"dram": "measured_dram_read_bytes", "hit": "measured_l2_hit_pct"}
+
+
+def launch_differences(rows: list[dict[str, Any]], o1: str, o2: str, metric: str) -> dict[int, list[float]]:
+    """o1's figure minus o2's for every launch pair (same process, same launch index), by placement; DRAM reads as a
+    difference relative to the pair's mean, so cases of any size compare; hit rates in pp."""
+    field = METRIC_FIELDS[metric]
+    by_placement: dict[int, list[float]] = {}
+    for (p, _, _), group in itertools.groupby(sorted(rows, key=lambda r: (r["placement"], r["process"], r["launch"])),
+                                              key=lambda r: (r["placement"], r["process"], r["launch"])):
+        vals = {r["order"]: r[field] for r in group}
+        if o1 in vals and o2 in vals:
+            diff = vals[o1] - vals[o2]
+            by_placement.setdefault(p, []).append(2 * diff / (vals[o1] + vals[o2]) if metric == "dram" else diff)
+    return by_placement
+
+
 def analyse(doc: dict[str, Any]) -> dict[str, Any]:
     """Per missed pair and metric: the difference at each placement, whether its sign changes, one-way ANOVA of the
     per-launch differences over placements, and the registered verdict (placement-bound or not)."""
@@ -172,17 +189,8 @@ def analyse(doc: dict[str, Any]) -> dict[str, Any]:
         crows = [r for r in rows if case_key(r["case"], r.get("layout", "default")) == key]
         orders = list(dict.fromkeys(r["order"] for r in crows))
         for o1, o2 in itertools.combinations(orders, 2):
-            for metric, field in (("dram", "measured_dram_read_bytes"), ("hit", "measured_l2_hit_pct")):
-                by_placement: dict[int, list[float]] = {}
-                for (p, proc, launch), group in itertools.groupby(
-                        sorted(crows, key=lambda r: (r["placement"], r["process"], r["launch"])),
-                        key=lambda r: (r["placement"], r["process"], r["launch"])):
-                    vals = {r["order"]: r[field] for r in group}
-                    if o1 in vals and o2 in vals:
-                        diff = vals[o1] - vals[o2]
-                        if metric == "dram":  # relative to the pair's mean, so cases of any size compare
-                            diff = 2 * diff / (vals[o1] + vals[o2])
-                        by_placement.setdefault(p, []).append(diff)
+            for metric in METRIC_FIELDS:
+                by_placement = launch_differences(crows, o1, o2, metric)
                 means = {p: float(np.mean(v)) for p, v in sorted(by_placement.items())}
                 groups = [v for v in by_placement.values() if len(v) >= 2]
                 p_anova = float(stats.f_oneway(*groups).pvalue) if len(groups) >= 2 else None

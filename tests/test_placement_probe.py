@@ -82,7 +82,8 @@ def test_layout_mirror_default_arm_is_the_tasks_trace_and_the_mirror_only_moves_
     assert not np.array_equal(mirror.lines, default.lines)
 
 
-def test_chip_study_binds_a_pair_only_where_two_chips_disagree_beyond_their_noise():
+def test_chip_study_binds_a_pair_only_where_two_chips_disagree_beyond_their_noise(monkeypatch):
+    monkeypatch.syspath_prepend(str(FOLDER))  # chip_study takes validate.py's case summary, as a script beside it
     chip_study = load_module(FOLDER / "chip_study.py", "chip_study", "chip_study.py")
 
     def rows(gap: float, noise: float, seed: int) -> list[dict]:

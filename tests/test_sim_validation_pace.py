@@ -258,3 +258,17 @@ def test_the_fresh_tests_rule_and_its_committed_result():
     assert fresh_test.decide(doc) == (doc["winner_on_fresh"], doc["contention_within_targets_on_table"], doc["default"])
     assert doc["default"] == importlib.import_module("swizzlelab.sim.simulate").DEFAULT_PROGRESS
     assert doc["saturating"]["fresh"]["rows"] == doc["contention"]["fresh"]["rows"] == 31
+
+
+def test_case_summary_counts_given_pairs_as_ties(scripts):
+    validate, _ = scripts
+
+    def row(order, pred, meas):
+        return {"order": order, "predicted_l2_hit_pct": 50.0, "measured_l2_hit_pct": 50.0,
+                "predicted_dram_read_bytes": pred, "measured_dram_read_bytes": meas}
+
+    rows = [row("a", 1.0e9, 1.2e9), row("b", 1.1e9, 1.0e9), row("c", 2.0e9, 2.0e9)]  # a-b reversed, the rest right
+    strict = validate.case_summary(rows)["kendall_tau_dram_read"]
+    assert (strict["pairs"], strict["discordant"]) == (3, 1)
+    tied = validate.case_summary(rows, dram_ties=frozenset({frozenset(("b", "a"))}))["kendall_tau_dram_read"]
+    assert (tied["pairs"], tied["discordant"], tied["measured_ties"], tied["tau"]) == (2, 0, 1, 1.0)

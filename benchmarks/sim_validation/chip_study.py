@@ -16,10 +16,13 @@ import argparse
 import itertools
 import json
 import sys
+from collections import defaultdict
 from pathlib import Path
 from typing import Any
 
 import numpy as np
+
+from validate import case_summary
 
 from swizzlelab.io import atomic_write_text, load_module
 
@@ -73,57 +76,30 @@ def study(chips: list[tuple[str, str, list[dict[str, Any]]]]) -> dict[str, Any]:
     return out
 
 
-def table_key(row: dict[str, Any]) -> str:
-    return "{m}x{n}x{k}".format(**row["case"])
-
-
 def chip_aware_tau(table: dict[str, Any], verdicts: dict[str, Any]) -> dict[str, Any]:
-    """The held-out cases' strict tau as the table has it and the tau with chip-bound pairs tied, per metric."""
-    bound = {(v["kind"], v["case"], frozenset(v["orders"]), v["metric"]) for v in verdicts.values() if v["chip_bound"]}
-    rows = [r for r in table["rows"] if r["set"] == "held_out" and r["task"] == "matmul"]
-    cases: dict[tuple[str, str], list[dict[str, Any]]] = {}
-    for r in rows:
-        cases.setdefault((kind_of(r["device"]), table_key(r)), []).append(r)
+    """Each held-out case's strict tau (validate.py's, as the table has it) and its tau with the chip-bound pairs of
+    its GPU kind counted as ties (validate.case_summary's extra ties), per metric."""
+    bound: dict[tuple[str, str, str], set[frozenset]] = defaultdict(set)
+    for v in verdicts.values():
+        if v["chip_bound"]:
+            bound[(v["kind"], v["case"], v["metric"])].add(frozenset(v["orders"]))
+    cases: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in table["rows"]:
+        if r["set"] == "held_out" and r["task"] == "matmul":  # the probed pairs are all matmul's
+            cases[(kind_of(r["device"]), "{m}x{n}x{k}".format(**r["case"]))].append(r)
     out = {}
     for (kind, key), crows in sorted(cases.items()):
-        summary = next(c for name, c in table["held_out"]["all"]["cases"].items()
-                       if kind_of(name) == kind and name.split(" | ")[1].startswith("matmul")
-                       and "m={m} n={n} k={k}".format(**crows[0]["case"]) in name)
-        for metric, field, tau_key in (("hit", "measured_l2_hit_pct", "kendall_tau_hit"),
-                                       ("dram", "measured_dram_read_bytes", "kendall_tau_dram_read")):
-            strict = summary[tau_key]
-            if strict["tau"] is None:
-                continue
-            concordant = (strict["pairs"] + (strict["tau"] * strict["pairs"])) / 2
-            discordant = strict["pairs"] - concordant
-            listed = {frozenset(p["orders"]) for p in strict.get("discordant_pairs", [])}
-            untied = []
-            for a, b in itertools.combinations(crows, 2):
-                pair = frozenset((a["order"], b["order"]))
-                if (kind, key, pair, metric) not in bound:
-                    continue
-                untied.append(sorted(pair))
-                if pair in listed:
-                    discordant -= 1
-                elif _counted(a, b, field, metric):
-                    concordant -= 1
-            pairs = concordant + discordant
-            out[f"{kind} {key} {metric}"] = {
-                "strict_tau": strict["tau"], "chip_bound_pairs": untied,
-                "chip_aware_tau": (concordant - discordant) / pairs if pairs else None}
-    below = {name: v for name, v in out.items() if v["strict_tau"] < TARGET_TAU}
+        ties = {metric: frozenset(bound[(kind, key, metric)]) for metric in ("hit", "dram")}
+        strict, aware = case_summary(crows), case_summary(crows, hit_ties=ties["hit"], dram_ties=ties["dram"])
+        for metric, tau_key in (("hit", "kendall_tau_hit"), ("dram", "kendall_tau_dram_read")):
+            if strict[tau_key]["tau"] is not None:
+                out[f"{kind} {key} {metric}"] = {"strict_tau": strict[tau_key]["tau"],
+                                                 "chip_bound_pairs": sorted(sorted(p) for p in ties[metric]),
+                                                 "chip_aware_tau": aware[tau_key]["tau"]}
     return {"cases": out,
-            "strict_below_target": sorted(below),
+            "strict_below_target": sorted(n for n, v in out.items() if v["strict_tau"] < TARGET_TAU),
             "chip_aware_below_target": sorted(n for n, v in out.items()
                                               if v["chip_aware_tau"] is not None and v["chip_aware_tau"] < TARGET_TAU)}
-
-
-def _counted(a: dict[str, Any], b: dict[str, Any], field: str, metric: str) -> bool:
-    """Whether the table counted the pair (not a measured tie): its own rule, 1 pp of hit or 2% of DRAM reads (the
-    hit rule's per-row noise can only widen a tie; a pair this function calls counted and the table tied would
-    lower the chip-aware tau, never raise it)."""
-    x, y = a[field], b[field]
-    return abs(x - y) >= (1.0 if metric == "hit" else 0.02 * max(x, y))
 
 
 def main(argv: list[str]) -> int:

@@ -336,37 +336,49 @@ def tau_untied(predicted: list[float], measured: list[float], tied, orders: list
     return out
 
 
+def case_summary(case_rows: list[dict[str, Any]], hit_ties: frozenset = frozenset(),
+                 dram_ties: frozenset = frozenset()) -> dict[str, Any]:
+    """Taus, MAE and DRAM error of one case's rows (one GPU). `hit_ties` / `dram_ties`: pairs of orders (frozensets)
+    counted as ties on top of the measured ones (benchmarks/sim_validation/chip_study.py's chip-bound pairs)."""
+    pred_hit = [r["predicted_l2_hit_pct"] for r in case_rows]
+    meas_hit = [r["measured_l2_hit_pct"] for r in case_rows]
+    noise = [max(TIE_PP, r.get("measured_noise_pp") or 0.0) for r in case_rows]
+    pred_dram = [r["predicted_dram_read_bytes"] for r in case_rows]
+    meas_dram = [r["measured_dram_read_bytes"] for r in case_rows]
+    orders = [r["order"] for r in case_rows]
+    hit_runs = [r.get("measured_l2_hit_pct_runs") or [r["measured_l2_hit_pct"]] for r in case_rows]
+    dram_runs = [r.get("measured_dram_read_bytes_runs") or [r["measured_dram_read_bytes"]] for r in case_rows]
+
+    def given(ties: frozenset, i: int, j: int) -> bool:
+        return frozenset((orders[i], orders[j])) in ties
+
+    return {
+        "n_orders": len(case_rows),
+        "kendall_tau_hit": tau_untied(
+            pred_hit, meas_hit,
+            lambda i, j: abs(meas_hit[i] - meas_hit[j]) < max(noise[i], noise[j]) or given(hit_ties, i, j),
+            orders, hit_runs),
+        "kendall_tau_hit_1pp": tau_untied(
+            pred_hit, meas_hit, lambda i, j: abs(meas_hit[i] - meas_hit[j]) < TIE_PP or given(hit_ties, i, j)),
+        "kendall_tau_dram_read": tau_untied(
+            pred_dram, meas_dram,
+            lambda i, j: (abs(meas_dram[i] - meas_dram[j]) < TIE_DRAM_REL * max(meas_dram[i], meas_dram[j])
+                          or given(dram_ties, i, j)),
+            orders, dram_runs),
+        "mae_hit_pp": mean([abs(p - m) for p, m in zip(pred_hit, meas_hit)]),
+        "mean_rel_error_dram_read": mean([abs(p - m) / m for p, m in zip(pred_dram, meas_dram) if m]),
+        "measured_hit_spread_pp": max(meas_hit) - min(meas_hit),
+    }
+
+
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     hit = [abs(r["predicted_l2_hit_pct"] - r["measured_l2_hit_pct"]) for r in rows]
     dram = [abs(r["predicted_dram_read_bytes"] - r["measured_dram_read_bytes"]) / r["measured_dram_read_bytes"]
             for r in rows if r["measured_dram_read_bytes"]]
-    cases = {}
     by_case: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in rows:
         by_case[(r["device"], case_key(r))].append(r)
-    for (device, key), case_rows in by_case.items():
-        pred_hit = [r["predicted_l2_hit_pct"] for r in case_rows]
-        meas_hit = [r["measured_l2_hit_pct"] for r in case_rows]
-        noise = [max(TIE_PP, r.get("measured_noise_pp") or 0.0) for r in case_rows]
-        pred_dram = [r["predicted_dram_read_bytes"] for r in case_rows]
-        meas_dram = [r["measured_dram_read_bytes"] for r in case_rows]
-        orders = [r["order"] for r in case_rows]
-        hit_runs = [r.get("measured_l2_hit_pct_runs") or [r["measured_l2_hit_pct"]] for r in case_rows]
-        dram_runs = [r.get("measured_dram_read_bytes_runs") or [r["measured_dram_read_bytes"]] for r in case_rows]
-        cases[f"{device} | {key}"] = {
-            "n_orders": len(case_rows),
-            "kendall_tau_hit": tau_untied(pred_hit, meas_hit,
-                                          lambda i, j: abs(meas_hit[i] - meas_hit[j]) < max(noise[i], noise[j]),
-                                          orders, hit_runs),
-            "kendall_tau_hit_1pp": tau_untied(pred_hit, meas_hit, lambda i, j: abs(meas_hit[i] - meas_hit[j]) < TIE_PP),
-            "kendall_tau_dram_read": tau_untied(
-                pred_dram, meas_dram,
-                lambda i, j: abs(meas_dram[i] - meas_dram[j]) < TIE_DRAM_REL * max(meas_dram[i], meas_dram[j]),
-                orders, dram_runs),
-            "mae_hit_pp": mean([abs(p - m) for p, m in zip(pred_hit, meas_hit)]),
-            "mean_rel_error_dram_read": mean([abs(p - m) / m for p, m in zip(pred_dram, meas_dram) if m]),
-            "measured_hit_spread_pp": max(meas_hit) - min(meas_hit),
-        }
+    cases = {f"{device} | {key}": case_summary(case_rows) for (device, key), case_rows in by_case.items()}
     taus = [c["kendall_tau_hit"]["tau"] for c in cases.values() if c["kendall_tau_hit"]["tau"] is not None]
     taus_1pp = [c["kendall_tau_hit_1pp"]["tau"] for c in cases.values() if c["kendall_tau_hit_1pp"]["tau"] is not None]
     taus_dram = [c["kendall_tau_dram_read"]["tau"] for c in cases.values()

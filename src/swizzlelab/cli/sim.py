@@ -16,7 +16,7 @@ from swizzlelab.errors import UserError
 from swizzlelab.hw import targets_help
 from swizzlelab.scenario import load_scenario
 from swizzlelab.sim import analyze, footprint_of, simulate_many
-from swizzlelab.sim.agreement import RESOLUTION_DRAM_REL, RESOLUTION_HIT_PP, below_resolution
+from swizzlelab.sim.agreement import RESOLUTION_DRAM_REL, RESOLUTION_HIT_PP, RESOLUTION_TEXT, below_resolution
 
 KERNEL_ORDER = "the kernel's own order"
 
@@ -136,10 +136,8 @@ def register(app: typer.Typer) -> None:
             typer.echo(f"\norder {label}  (permutation {perm.id})")
             typer.echo(res.text())
         if close:
-            # On the validation table, pairs predicted this close were ranked as ncu ranks them about half the time.
-            typer.echo(f"\nbelow the model's resolution (predicted within {100 * RESOLUTION_DRAM_REL:.0f}% of DRAM reads "
-                       f"and {RESOLUTION_HIT_PP} pp of hit rate; such pairs ranked as ncu did about half the time, "
-                       f"docs/hit-rates.md): " + ", ".join(f"{a} ~ {b}" for a, b in close)
+            typer.echo(f"\nbelow the model's resolution (predicted {RESOLUTION_TEXT}; such pairs ranked as ncu did "
+                       f"about half the time, docs/hit-rates.md): " + ", ".join(f"{a} ~ {b}" for a, b in close)
                        + "; measure them (swizzlelab eval or optimize)")
 
 

@@ -18,7 +18,7 @@ from swizzlelab.optimize.reasons import memory_summary
 from swizzlelab.optimize.records import EVALUATED, Attempt, Prediction, Wave
 from swizzlelab.scenario import Scenario
 from swizzlelab.sim import Analysis, analyze, footprint_of
-from swizzlelab.sim.agreement import RESOLUTION_DRAM_REL, RESOLUTION_HIT_PP, below_resolution
+from swizzlelab.sim.agreement import RESOLUTION_TEXT, within_resolution
 from swizzlelab.sim.gpu import ENGINES, choose_engine
 
 PROPOSERS = ("search", "llm", "both")
@@ -162,11 +162,10 @@ def describe_best(state: RunState) -> str:
             f": predicted hit {pct(pred.l2_hit_rate)} vs {pct(base.l2_hit_rate)}, DRAM read "
             f"{fmt_bytes(pred.dram_read_bytes)} vs {fmt_bytes(base.dram_read_bytes)} (model {pred.model})"
         )
-        close = below_resolution(["best", "baseline"], [pred.dram_read_bytes, base.dram_read_bytes],
-                                 [100 * pred.l2_hit_rate, 100 * base.l2_hit_rate])
-        if close and best.comparison is None:
-            text += (f"; below the model's resolution (under {100 * RESOLUTION_DRAM_REL:.0f}% of DRAM reads and "
-                     f"{RESOLUTION_HIT_PP} pp of hit rate from the kernel's order): measure before trusting it")
+        if best.comparison is None and within_resolution(pred.dram_read_bytes, base.dram_read_bytes,
+                                                         100 * pred.l2_hit_rate, 100 * base.l2_hit_rate):
+            text += (f"; below the model's resolution ({RESOLUTION_TEXT} of the kernel's order): measure before "
+                     "trusting it")
     if best.comparison is not None and best.measurement is not None:
         text += f"; {best.comparison.ci_text()} measured ({best.measurement.device})"
     return text

@@ -49,12 +49,19 @@ def agreement_by_predicted_gap(cases: list[list[dict[str, Any]]], *, dram_tie: f
     return {"dram_read": binned(DRAM_GAP_BINS, dram, dram_tie), "l2_hit": binned(HIT_GAP_BINS, hit, hit_tie_pp)}
 
 
+RESOLUTION_TEXT = f"within {100 * RESOLUTION_DRAM_REL:.0f}% of DRAM reads and {RESOLUTION_HIT_PP} pp of hit rate"
+
+
+def within_resolution(dram_a: float, dram_b: float, hit_a_pct: float, hit_b_pct: float) -> bool:
+    """Whether the model predicts two orders closer than its ranking resolution in both DRAM reads and hit rate: its
+    ranking of them is then no better than a coin's, so only a measurement can order them."""
+    return abs(relative_gap(dram_a, dram_b)) < RESOLUTION_DRAM_REL and abs(hit_a_pct - hit_b_pct) < RESOLUTION_HIT_PP
+
+
 def below_resolution(labels: list[str], dram_read: list[float], hit_pct: list[float]) -> list[tuple[str, str]]:
-    """Pairs of orders the model predicts closer than its ranking resolution in both DRAM reads and hit rate: its
-    ranking of them is no better than a coin's, so only a measurement can order them."""
+    """The pairs of orders (by label) within the model's ranking resolution of each other (within_resolution)."""
     return [(labels[i], labels[j]) for i in range(len(labels)) for j in range(i + 1, len(labels))
-            if abs(relative_gap(dram_read[i], dram_read[j])) < RESOLUTION_DRAM_REL
-            and abs(hit_pct[i] - hit_pct[j]) < RESOLUTION_HIT_PP]
+            if within_resolution(dram_read[i], dram_read[j], hit_pct[i], hit_pct[j])]
 
 
 def ranks(values: list[float]) -> list[int]:

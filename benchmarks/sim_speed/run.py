@@ -45,13 +45,13 @@ from swizzlelab.optimize.loop import SCREEN_SET_FRACTION, screen_text  # noqa: E
 from swizzlelab.optimize.search import SearchProposer, coarse_candidates, neighbours  # noqa: E402
 from swizzlelab.optimize.state import Options, RunState  # noqa: E402
 from swizzlelab.scenario import load_scenario  # noqa: E402
-
-# The module, not the function swizzlelab.sim exports under the same name: --progress sets its default.
-_simulate_module = importlib.import_module("swizzlelab.sim.simulate")
 from swizzlelab.sim import clear_schedule_cache, footprint_of, simulate, simulate_many  # noqa: E402
 from swizzlelab.sim import gpu as sim_gpu  # noqa: E402
 from swizzlelab.sim.gpu import unavailable_reason  # noqa: E402
 from swizzlelab.sim.simulate import default_workers  # noqa: E402
+
+# The module, not the function swizzlelab.sim exports under the same name: --progress sets its default.
+_simulate_module = importlib.import_module("swizzlelab.sim.simulate")
 
 
 def gpu_name() -> str | None:

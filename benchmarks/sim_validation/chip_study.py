@@ -86,7 +86,7 @@ def chip_aware_tau(table: dict[str, Any], verdicts: dict[str, Any]) -> dict[str,
     cases: dict[tuple[str, str], list[dict[str, Any]]] = defaultdict(list)
     for r in table["rows"]:
         if r["set"] == "held_out" and r["task"] == "matmul":  # the probed pairs are all matmul's
-            cases[(kind_of(r["device"]), "{m}x{n}x{k}".format(**r["case"]))].append(r)
+            cases[(kind_of(r["device"]), probe.case_key(r["case"]))].append(r)
     out = {}
     for (kind, key), crows in sorted(cases.items()):
         ties = {metric: frozenset(bound[(kind, key, metric)]) for metric in ("hit", "dram")}

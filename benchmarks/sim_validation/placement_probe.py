@@ -21,6 +21,7 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import subprocess
 import sys
 import tempfile
 import time
@@ -97,7 +98,6 @@ def relayout(data: dict[str, Any], layout: str) -> dict[str, Any]:
 
 
 def child(case: dict[str, int], orders: list[str], placement: int, result_path: str, layout: str = "default") -> int:
-    from swizzlelab.harness.correctness import poison_
     from swizzlelab.runtime import device
     from swizzlelab.tasks import load_task
 
@@ -109,14 +109,8 @@ def child(case: dict[str, int], orders: list[str], placement: int, result_path: 
     how["data_ptr"] = {n: int(data[n].data_ptr()) for n in ("a", "b", "out")}
     kernel_data = {n: data[n] for n in ("a", "b", "out")}
     formulas = [task.parse_order(spec) for spec in orders]
-    verdicts = []
-    for spec, formula in zip(orders, formulas):
-        for _ in range(2):  # compile + one warm run, outside the profiled range
-            poison_(kernel_data["out"])
-            output = task.custom_kernel(kernel_data, formula)
-        verdict = task.check(kernel_data, output)
-        verdicts.append({"order": spec, "passed": bool(getattr(verdict, "ok", verdict)),
-                         "message": str(getattr(verdict, "message", ""))})
+    verdicts = [run_mod.sim_vs_ncu.warm_and_check(task, kernel_data, spec, formula)
+                for spec, formula in zip(orders, formulas)]
     run_mod.sim_vs_ncu.launch_profiled(task, kernel_data, formulas, on_gpu, LAUNCHES)
     how["strides"] = {n: list(kernel_data[n].stride()) for n in ("a", "b")}
     atomic_write_text(result_path, json.dumps({"orders": verdicts, "placement": how}))
@@ -127,8 +121,6 @@ def child(case: dict[str, int], orders: list[str], placement: int, result_path: 
 def measure(case: dict[str, int], orders: list[str], placement: int, process: int, workdir: Path, dry_run: bool,
             timeout_s: float, layout: str = "default") -> list[dict[str, Any]]:
     """Rows (one per launch) of one process at one placement."""
-    import subprocess
-
     tag = f"{case['seed']}_{placement}_{process}_{layout}"
     result = workdir / f"child_{tag}.json"
     cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(case), json.dumps(orders),

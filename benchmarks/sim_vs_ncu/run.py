@@ -75,8 +75,20 @@ def compiled_resources(jit_fn: Any) -> dict[str, int] | None:
     return None
 
 
-def run_child(task_name: str, case: dict[str, Any], orders: list[str], result_path: str) -> int:
+def warm_and_check(task: Any, data: dict[str, Any], spec: str, formula: Any) -> dict[str, Any]:
+    """Compile and run the order once more (poisoned output each time), outside the profiled range, and check the
+    output: {"order", "passed", "message"}."""
     from swizzlelab.harness.correctness import poison_
+
+    for _ in range(2):
+        poison_(data.get("out"))
+        output = task.custom_kernel(data, formula)
+    verdict = task.check(data, output)
+    return {"order": spec, "passed": bool(getattr(verdict, "ok", verdict)),
+            "message": str(getattr(verdict, "message", ""))}
+
+
+def run_child(task_name: str, case: dict[str, Any], orders: list[str], result_path: str) -> int:
     from swizzlelab.io import atomic_write_text
     from swizzlelab.runtime import device
     from swizzlelab.tasks import load_task
@@ -85,15 +97,9 @@ def run_child(task_name: str, case: dict[str, Any], orders: list[str], result_pa
     task = load_task(task_name)
     data = task.generate_input(case)
     formulas = [task.parse_order(spec) for spec in orders]
-    per_order = []
-    for spec, formula in zip(orders, formulas):
-        for _ in range(2):  # compile + one warm run, outside the profiled range
-            poison_(data.get("out"))
-            output = task.custom_kernel(data, formula)
-        verdict = task.check(data, output)
-        resources = compiled_resources(task.kernel.kernel_for(formula)) if on_gpu else None
-        per_order.append({"order": spec, "passed": bool(getattr(verdict, "ok", verdict)),
-                          "message": str(getattr(verdict, "message", "")), "resources": resources})
+    per_order = [{**warm_and_check(task, data, spec, formula),
+                  "resources": compiled_resources(task.kernel.kernel_for(formula)) if on_gpu else None}
+                 for spec, formula in zip(orders, formulas)]
     launch_profiled(task, data, formulas, on_gpu)
     atomic_write_text(result_path, json.dumps({"orders": per_order}))
     return 0

@@ -31,7 +31,7 @@ def _schedule(trace, speeds, share, gain=0.0, cv=0.0, age=0.0, hot=0.0, queue_cv
         np.asarray(trace.tile_step_ptr), np.arange(n_programs, dtype=np.int64), np.int64(len(speeds)), np.int64(1),
         np.float64(cv), np.uint64(1), np.asarray(speeds, dtype=np.float64), *sample, np.int64(4), np.int64(4),
         np.float64(share), np.float64(2.0), np.float64(gain), np.float64(age), np.float64(hot), np.float64(1.0),
-        np.float64(8.0), queue_cv)
+        np.float64(8.0), queue_cv, np.zeros(0, dtype=np.float64), np.float64(0.0))
 
 
 def test_idle_dram_lets_each_slot_keep_its_pace():

@@ -339,6 +339,8 @@ def _allocate(key, st, ways, table, direct, shift, node_key, node_info, set_head
 
 _RNG_PROGRAM = np.uint64(0xD1B54A32D192ED03)
 _RNG_STEP = np.uint64(0x8CB92BA72F3D8DD7)
+# The page-noise draw is its own stream: a step keeps its step_cv draw whether or not page noise is on.
+_PAGE_SALT = np.uint64(0x5851F42D4C957F2D)
 
 
 @njit(cache=True, inline="always")
@@ -967,6 +969,44 @@ def sample_accesses(step_ptr: np.ndarray, lines: np.ndarray, is_write: np.ndarra
 
 
 @njit(cache=True, nogil=True)
+def sample_page_share(step_ptr: np.ndarray, lines: np.ndarray, set_home: np.ndarray, pbits: np.int64,
+                      sample_every: np.int64, page_lines: np.int64) -> np.ndarray:
+    """For each access `sample_accesses` keeps (same order): 1 - 1/d, d the accesses of its step whose lines lie in
+    its DRAM page of `page_lines` lines (itself included). 0 for a lone line per page; 0.5 for rows of two lines."""
+    n_steps = step_ptr.size - 1
+    n = 0
+    longest = 0
+    for s in range(n_steps):
+        longest = max(longest, step_ptr[s + 1] - step_ptr[s])
+        for a in range(step_ptr[s], step_ptr[s + 1]):
+            if (np.int64(set_home[a]) >> pbits) % sample_every == 0:
+                n += 1
+    out = np.empty(n, dtype=np.float64)
+    pages = np.empty(longest, dtype=np.int64)
+    k = 0
+    for s in range(n_steps):
+        a0 = step_ptr[s]
+        a1 = step_ptr[s + 1]
+        kept = False
+        for a in range(a0, a1):
+            if (np.int64(set_home[a]) >> pbits) % sample_every == 0:
+                kept = True
+                break
+        if not kept:
+            continue
+        for a in range(a0, a1):
+            pages[a - a0] = lines[a] // page_lines
+        run = np.sort(pages[:a1 - a0])
+        for a in range(a0, a1):
+            if (np.int64(set_home[a]) >> pbits) % sample_every == 0:
+                page = lines[a] // page_lines
+                d = np.searchsorted(run, page, side="right") - np.searchsorted(run, page, side="left")
+                out[k] = 1.0 - 1.0 / d
+                k += 1
+    return out
+
+
+@njit(cache=True, nogil=True)
 def schedule_saturating(
     tile_step_ptr: np.ndarray,
     programs: np.ndarray,
@@ -989,6 +1029,8 @@ def schedule_saturating(
     hot_window: np.float64,
     hot_power: np.float64,
     queue_cv: np.bool_,
+    sample_page: np.ndarray,
+    page_noise: np.float64,
 ):
     """The steps of one domain in the order they run when a step's time depends on where the GPU is bound:
     (steps int64[n], near int8[n], start f64[n]), as `schedule_domain` gives them.
@@ -1012,12 +1054,16 @@ def schedule_saturating(
     * `age_priority` > 0: while L2-bound, a step takes 1 + age_priority x (2 r - 1) of its time, r the share of the
       other resident programs that started before its program (older requests served first).
     * `queue_cv`: the draw (step_cv) applies to the DRAM queue part only (u x queued); L2-bound time is the pace's.
+    * `page_noise` > 0: a step whose sampled read misses share DRAM pages (sample_page: `sample_page_share` of each
+      sampled access) takes a second draw on its whole time, of spread page_noise x their mean share (at most 1):
+      requests that find their DRAM row open are served first, so page-dense streams are served unevenly.
     """
     out_step, out_near, out_time = _schedule_arrays(programs, tile_step_ptr)
     slot_step, slot_end, slot_part, slot_prog, slot_time, slot_lock, heap, n_active, next_program = _start_slots(
         n_slots, programs, tile_step_ptr, n_partitions)
     tags = np.full(n_sample_ways, -1, dtype=np.int64)  # each set's lines, most recently used first
     hot = hot_load > 0.0
+    noisy = page_noise > 0.0
     n_hot = n_sample_ways if hot else 1
     tag_time = np.zeros(n_hot)  # when each sampled line was last read (contention terms only)
     tag_count = np.zeros(n_hot)  # its decayed count of recent reads
@@ -1042,6 +1088,7 @@ def schedule_saturating(
         misses = 0
         reads = 0
         load = 0.0
+        paged = 0.0
         for a in range(sample_ptr[step], sample_ptr[step + 1]):
             base = sample_base[a]
             line = sample_line[a]
@@ -1078,6 +1125,8 @@ def schedule_saturating(
                     load += c
                 if not hit:
                     misses += 1
+                    if noisy:
+                        paged += sample_page[a]
         u = 0.0
         q = 0.0
         queued = 1.0
@@ -1100,11 +1149,15 @@ def schedule_saturating(
                 if o != s and born[o] < born[s]:
                     older += 1
             priority = 1.0 + age_priority * (2.0 * older / max(n_active - 1, 1) - 1.0)
-        duration = step_duration(step_cv, seed, slot_prog[s], step - tile_step_ptr[programs[slot_prog[s]]])
+        local = step - tile_step_ptr[programs[slot_prog[s]]]
+        duration = step_duration(step_cv, seed, slot_prog[s], local)
+        served = 1.0
+        if noisy and misses > 0 and paged > 0.0:
+            served = step_duration(min(1.0, page_noise * paged / misses), seed ^ _PAGE_SALT, slot_prog[s], local)
         if queue_cv:
-            slot_time[s] += (1.0 - u) * ((1.0 - q) * slot_speed[s] + q) * priority + u * queued * duration
+            slot_time[s] += served * ((1.0 - u) * ((1.0 - q) * slot_speed[s] + q) * priority + u * queued * duration)
         else:
-            slot_time[s] += duration * ((1.0 - u) * ((1.0 - q) * slot_speed[s] + q) * priority + u * queued)
+            slot_time[s] += served * duration * ((1.0 - u) * ((1.0 - q) * slot_speed[s] + q) * priority + u * queued)
         n_active, next_program = _next_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions,
                                             slot_step, slot_end, slot_prog, slot_part, slot_time)
     return out_step[:k], out_near[:k], out_time[:k]

@@ -115,6 +115,14 @@ HOT_WINDOW_STEPS = 2.0
 HOT_POWER = 8.0
 AGE_PRIORITY = 0.02
 START_JITTER = 2.0
+# PAGE_NOISE (contention model; 0 = off): a step whose read misses share DRAM pages of DRAM_PAGE_BYTES with other
+# reads of its step takes a second draw on its time, of spread PAGE_NOISE x their mean share of a page (1 - 1/lines
+# of the page in the step). DRAM controllers serve requests to an open row first, so streams that read whole pages
+# at once are served unevenly and their programs drift apart. Stamped launches of 16384^2x4096 on the H200
+# (launches/, partner_sync.py): programs streaming B's 256-byte rows start further from the program that shares
+# their panel than those streaming A's 128-byte rows (35% against 43% within 12 steps).
+PAGE_NOISE = 0.0
+DRAM_PAGE_BYTES = 1024
 PROGRESS_MODELS = ("saturating", "contention", "random_walk")
 # The progress model where one of the first two can run and none is named. Contention since stop 35: on a fresh test
 # set measured after the choice rule was committed (benchmarks/sim_validation/fresh, README there), both models at
@@ -213,6 +221,7 @@ class SimResult:
     age_priority: float = 0.0  # contention model: how much older programs go first while L2-bound (0 = off)
     hot_load: float = 0.0  # ... recent reads of a line at which the L2 slices set the pace (0 = off)
     start_jitter: float = 0.0  # ... steps over which a step's requests arrive (0 = off)
+    page_noise: float = 0.0  # ... spread of the time of steps whose misses read DRAM pages densely (0 = off)
 
     @property
     def best_hit_rate(self) -> float:
@@ -266,6 +275,7 @@ class SimResult:
                if self.progress in ("saturating", "contention") else "")
             + (f", hot-line load {self.hot_load:g}, age priority {self.age_priority:g}, start jitter "
                f"{self.start_jitter:g} steps" if self.progress == "contention" else "")
+            + (f", page noise {self.page_noise:g}" if self.page_noise else "")
             + (f", GPC-bound share {self.gpc_bound:g} (an L2-bound kernel)" if self.gpc_bound else ""),
         ]
         if len(self.per_domain) > 1:
@@ -930,21 +940,43 @@ def sampled_accesses(lines, writes, step_ptr, n_sets, n_partitions, ways, n_work
     return found
 
 
+_PAGE_CACHE: dict[tuple[Any, ...], tuple[Any, np.ndarray]] = {}
+
+
+def sampled_page_share(lines, step_ptr, n_sets, n_partitions, n_workers, line_bytes: int,
+                       set_map: int = 0) -> np.ndarray:
+    """kernels.sample_page_share of a trace (how densely each sampled access's step reads its DRAM page), cached
+    per trace array as sampled_accesses is."""
+    key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), SATURATION_SAMPLE_EVERY, int(set_map),
+           DRAM_PAGE_BYTES // line_bytes)
+    hit = _PAGE_CACHE.get(key)
+    if hit is not None and hit[0]() is lines:
+        return hit[1]
+    set_home = set_index_array(lines, n_sets, n_partitions, n_workers, set_map)
+    found = kernels.sample_page_share(step_ptr, lines, set_home, np.int64(partition_bits(n_partitions)),
+                                      np.int64(SATURATION_SAMPLE_EVERY), np.int64(max(DRAM_PAGE_BYTES // line_bytes, 1)))
+    _cache_put(_PAGE_CACHE, key, (weakref.ref(lines), found), 2)
+    return found
+
+
 def _saturating_schedule(model, programs, lines, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
                          ways, cv, seed, gpc_bound, dram_saturation, miss_gain, n_workers, contention=None) -> Schedule:
     """The saturating progress model's schedule of a one-domain model (kernels.schedule_saturating); with
-    `contention` = (age_priority, hot_load, start_jitter) its contention terms too."""
+    `contention` = (age_priority, hot_load, start_jitter, page_noise) its contention terms too."""
     ptr, base, line, read = sampled_accesses(lines, writes, step_ptr, n_sets, n_partitions, ways, n_workers,
                                              set_map_of(model))
     n_sample = (n_sets + SATURATION_SAMPLE_EVERY - 1) // SATURATION_SAMPLE_EVERY
-    age, hot, jitter = contention if contention is not None else (0.0, 0.0, 0.0)
+    age, hot, jitter, paging = contention if contention is not None else (0.0, 0.0, 0.0, 0.0)
+    page = sampled_page_share(lines, step_ptr, n_sets, n_partitions, n_workers, model.line_bytes,
+                              set_map_of(model)) if paging > 0 \
+        else np.zeros(0, dtype=np.float64)
     steps, near, start = kernels.schedule_saturating(
         tile_step_ptr, np.ascontiguousarray(programs), np.int64(n_slots), np.int64(n_partitions),
         np.float64(cv), np.uint64(seed), slot_speeds(model, n_slots, gpc_bound, seed), ptr, base, line, read,
         np.int64(n_sample * n_partitions * ways), np.int64(ways),
         np.float64(dram_saturation), np.float64(SATURATION_WINDOW_STEPS * n_slots),
         np.float64(miss_gain), np.float64(age), np.float64(hot), np.float64(HOT_WINDOW_STEPS), np.float64(HOT_POWER),
-        contention is not None)
+        contention is not None, page, np.float64(paging))
     if jitter > 0:
         # The requests of a step spread over it: each arrives within +-jitter/2 steps of its slot's clock, and the
         # steps run in that order (the clocks themselves keep no drift from it).
@@ -1003,6 +1035,7 @@ def simulate(
     age_priority: float | None = None,
     hot_load: float | None = None,
     start_jitter: float | None = None,
+    page_noise: float | None = None,
 ) -> SimResult:
     """Predict L2 hit rates and DRAM traffic of running `trace`'s tiles in the order `perm` on `hw`.
 
@@ -1049,7 +1082,8 @@ def simulate(
     HOT_LOAD above): the SM pace fades while reads crowd onto the same lines (`hot_load`, default HOT_LOAD), older
     programs are served first while L2-bound (`age_priority`, default AGE_PRIORITY), step_cv spreads the DRAM queue
     part only, and each step's requests arrive within +-`start_jitter`/2 steps of its slot's clock (default
-    START_JITTER); it runs where "saturating" can. Left out, the progress model is DEFAULT_PROGRESS where it can run.
+    START_JITTER); it runs where "saturating" can. Its `page_noise` (default PAGE_NOISE; 0 = off) spreads the time
+    of steps whose misses read DRAM pages densely. Left out, the progress model is DEFAULT_PROGRESS where it can run.
     """
     model = get_model(hw) if isinstance(hw, str) else hw
     if not isinstance(wave_sync, (int, np.integer)) or isinstance(wave_sync, bool) or wave_sync < 0:
@@ -1081,7 +1115,8 @@ def simulate(
     if progress == "random_walk" and tuned:
         raise UserError(f"{tuned[0]} belongs to the saturating progress model, not the random walk")
     terms = [name for name, value in (("age_priority", age_priority), ("hot_load", hot_load),
-                                      ("start_jitter", start_jitter)) if value is not None]
+                                      ("start_jitter", start_jitter), ("page_noise", page_noise))
+             if value is not None]
     if terms and progress not in ("contention", None):
         raise UserError(f"{terms[0]} belongs to the contention progress model, not the {progress.replace('_', ' ')}")
     age = _option(age_priority, AGE_PRIORITY, "age_priority", "how much older programs go first while L2-bound",
@@ -1090,6 +1125,8 @@ def simulate(
                   lambda v: 0.0 < v <= 1e6, "a number > 0")
     jitter = _option(start_jitter, START_JITTER, "start_jitter", "steps over which a step's requests arrive",
                      lambda v: 0.0 <= v <= 1e3, "a number >= 0")
+    paging = _option(page_noise, PAGE_NOISE, "page_noise", "spread of the time of steps that read DRAM pages densely",
+                     lambda v: 0.0 <= v <= 1.0, "a number in 0..1")
     blockers = [why for why, present in (
         (f"{model.name} has no known GPCs", not model.gpc_sms),
         (f"{model.name} has several L2 domains", model.n_domains != 1),
@@ -1167,7 +1204,7 @@ def simulate(
         given = _saturating_schedule(model, work[0][1], lines, writes, step_ptr, tile_step_ptr, n_slots, n_partitions,
                                      n_sets, capacity // n_sets, float(cv), seed, float(gpc), float(saturation),
                                      float(gain), n_workers,
-                                     (float(age), float(hot), float(jitter)) if contention else None)
+                                     (float(age), float(hot), float(jitter), float(paging)) if contention else None)
     coalesced = 0
     coalescing = window > 0 and model.vendor == "nvidia"
     n_simulated = n_sets if set_fraction >= 1.0 else max(1, int(round(n_sets * set_fraction)))
@@ -1281,6 +1318,7 @@ def simulate(
         age_priority=float(age) if contention else 0.0,
         hot_load=float(hot) if contention else 0.0,
         start_jitter=float(jitter) if contention else 0.0,
+        page_noise=float(paging) if contention else 0.0,
     )
 
 

@@ -282,3 +282,49 @@ def test_the_grouped_coalescer_counts_as_the_serial_one_under_start_jitter(monke
     serial = simulate(trace, perm, "h100", **kw)
     assert grouped.coalesced_bytes > 0 and grouped.coalesced_bytes == serial.coalesced_bytes
     assert grouped.l2_hit_rate == serial.l2_hit_rate
+
+
+def test_page_share_counts_the_lines_a_step_reads_from_each_dram_page():
+    # Pages of 8 lines, every set sampled. Step 0 reads rows of two lines (0, 1 | 16, 17): each shares its page with
+    # one other read, 1 - 1/2. Step 1 reads lines 8 pages apart: alone in their pages, 0. Step 2 reads a whole page and
+    # one line of the next: 7/8 each, then 0.
+    lines = np.array([0, 1, 16, 17, 0, 64, 128, *range(24, 32), 32], dtype=np.int64)
+    step_ptr = np.array([0, 4, 7, 16], dtype=np.int64)
+    set_home = np.zeros(lines.size, dtype=np.int64)
+    share = kernels.sample_page_share(step_ptr, lines, set_home, np.int64(0), np.int64(1), np.int64(8))
+    assert share.tolist() == [0.5] * 4 + [0.0] * 3 + [7 / 8] * 8 + [0.0]
+
+
+def _paged(trace, noise, page):
+    """_schedule's run with step_cv 0 and every step's sampled accesses given the page share `page`."""
+    lines = np.asarray(trace.lines)
+    n_programs = np.asarray(trace.tile_step_ptr).size - 1
+    sample = kernels.sample_accesses(np.asarray(trace.step_ptr), lines, np.asarray(trace.is_write),
+                                     set_index_array(lines, 1, 1, 1), np.int64(0), np.int64(1), np.int64(1), np.int64(4))
+    return kernels.schedule_saturating(
+        np.asarray(trace.tile_step_ptr), np.arange(n_programs, dtype=np.int64), np.int64(2), np.int64(1),
+        np.float64(0.0), np.uint64(1), np.ones(2), *sample, np.int64(4), np.int64(4), np.float64(1e9), np.float64(2.0),
+        np.float64(0.0), np.float64(0.0), np.float64(0.0), np.float64(1.0), np.float64(8.0), True,
+        np.full(sample[1].size, page), np.float64(noise))
+
+
+def test_page_noise_spreads_only_steps_whose_misses_read_pages_densely():
+    # Two programs that miss on every step, in lockstep at step_cv 0. Misses alone in their pages (share 0) leave the
+    # lockstep whatever page_noise is; misses in dense pages (share 0.5) draw their step times (mean 1): the programs
+    # drift apart and the starts stop being whole numbers. page_noise 0 keeps the lockstep on dense pages too.
+    trace = make_trace([read_steps(list(range(0, 40, 4))), read_steps(list(range(100, 140, 4)))])
+    lockstep = _paged(trace, 0.0, 0.5)
+    assert lockstep[2].tolist() == [float(i // 2) for i in range(20)]
+    sparse = _paged(trace, 0.9, 0.0)
+    assert sparse[0].tolist() == lockstep[0].tolist() and sparse[2].tolist() == lockstep[2].tolist()
+    dense = _paged(trace, 0.9, 0.5)
+    assert sorted(dense[0].tolist()) == sorted(lockstep[0].tolist())
+    assert dense[2].tolist() != lockstep[2].tolist() and any(t != round(t) for t in dense[2].tolist())
+
+
+def test_page_noise_belongs_to_the_contention_model_and_is_bounded():
+    trace = make_trace([read_steps([0, 1, 2, 3])])
+    with pytest.raises(UserError, match="page_noise belongs to the contention progress model"):
+        simulate(trace, np.array([0]), get_model("h100"), progress="saturating", page_noise=0.5)
+    with pytest.raises(UserError, match="page_noise"):
+        simulate(trace, np.array([0]), get_model("h100"), page_noise=1.5)

@@ -286,9 +286,34 @@ def placement_probe() -> list[str]:
     return problems
 
 
+def page_noise() -> list[str]:
+    """The H200 model's page noise (issue 15, stop 38): the page set measured on an H200 with every output right, rule
+    2's verdict adopted from its own numbers, and the table predicted with page noise on the H200's rows alone."""
+    problems = []
+    folder = ROOT / "sim_validation" / "page"
+    measured = json.loads((folder / "h200" / "sim_ncu_rows_nvidia_h200.json").read_text())
+    if not measured["device"].startswith("NVIDIA H200") or measured["failures"] or len(measured["rows"]) != 72 \
+            or not all(r["output_correct"] for r in measured["rows"]):
+        problems.append("page set: not 72 right rows measured on an H200")
+    test = json.loads((folder / "page_test.json").read_text())
+    on, off = test["on"]["page_set"], test["off"]["page_set"]
+    wins = (on["tau_misses"], on["targets_loss"]) < (off["tau_misses"], off["targets_loss"])
+    if test["adopted"] != (wins and on["mae_l2_hit_pp"] <= 3.0 and on["mean_rel_error_dram_read"] <= 0.1) \
+            or not test["adopted"]:
+        problems.append(f"page_test.json: adopted {test['adopted']} does not follow its numbers or is not adopted")
+    table = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())
+    if table.get("fitted_page_noise") != "model":
+        problems.append(f"sim_validation.json: fitted_page_noise {table.get('fitted_page_noise')!r}, not 'model'")
+    for row in table["rows"]:
+        if ("page_noise 0.9" in row["predicted_by"]) != row["device"].startswith("NVIDIA H200"):
+            problems.append(f"sim_validation.json: {row['device']} row predicted with the wrong page noise")
+            break
+    return problems
+
+
 CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, sim_speed, evaluator_h100,
                                                optimize_matmul_orders, kdir_prediction, kalt_optimize,
-                                               placement_probe, every_study_names_its_device_and_command)
+                                               placement_probe, page_noise, every_study_names_its_device_and_command)
 
 
 def main() -> int:

@@ -5,25 +5,21 @@ from __future__ import annotations
 
 import importlib
 import json
-import sys
 from pathlib import Path
 
 import numpy as np
 import pytest
 
 from swizzlelab.io import load_module
+from tests import sim_validation_scripts
 
 FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_validation"
 
 
 @pytest.fixture(scope="module")
 def scripts():
-    sys.path.insert(0, str(FOLDER))  # the scripts import their neighbours
-    try:
-        yield (load_module(FOLDER / "validate.py", "validate", "validate.py"),
-               load_module(FOLDER / "sm_pace.py", "sm_pace", "sm_pace.py"))
-    finally:
-        sys.path.remove(str(FOLDER))
+    with sim_validation_scripts.loaded("validate", "sm_pace") as loaded:
+        yield loaded
 
 
 def _row(task, case, device, sectors, ns, order="row_major"):
@@ -168,11 +164,8 @@ def test_the_targets_loss_weighs_hit_and_dram_errors_by_their_targets(scripts):
 
 @pytest.fixture(scope="module")
 def wave_pace():
-    sys.path.insert(0, str(FOLDER))  # it imports its neighbours
-    try:
-        yield load_module(FOLDER / "wave_pace.py", "wave_pace", "wave_pace.py")
-    finally:
-        sys.path.remove(str(FOLDER))
+    with sim_validation_scripts.loaded("wave_pace") as loaded:
+        yield loaded
 
 
 def test_wave_pace_reads_each_waves_spread_and_the_fast_sms_share(wave_pace):
@@ -237,11 +230,8 @@ def test_a_grid_of_model_runs_each_gpu_at_its_own_gpc_share(scripts, tmp_path):
 def test_the_fresh_tests_rule_and_its_committed_result():
     # Fewer tau misses on the fresh rows wins, then the lower targets loss; the contention model becomes the default
     # only while it stays within the targets on the committed table. The committed result follows its own numbers.
-    sys.path.insert(0, str(FOLDER))
-    try:
-        fresh_test = load_module(FOLDER / "fresh_test.py", "fresh_test", "fresh_test.py")
-    finally:
-        sys.path.remove(str(FOLDER))
+    with sim_validation_scripts.loaded("fresh_test") as fresh_test:
+        pass
 
     def result(sat_misses, con_misses, sat_loss, con_loss, table_pp=2.0, table_err=0.05):
         table = {"mae_l2_hit_pp": table_pp, "mean_rel_error_dram_read": table_err}

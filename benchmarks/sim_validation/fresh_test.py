@@ -39,6 +39,13 @@ def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
                          for key, c in s["cases"].items()}}
 
 
+def score_text(s: dict[str, Any]) -> str:
+    """One score as the scripts print it."""
+    return (f"{s['rows']} rows / {s['cases']} cases: tau misses {s['tau_misses']} (hit {s['cases_below_tau_hit']}, "
+            f"DRAM {s['cases_below_tau_dram']}), MAE {s['mae_l2_hit_pp']:.2f} pp, DRAM err "
+            f"{100 * s['mean_rel_error_dram_read']:.1f}%, targets loss {s['targets_loss']:.3f}")
+
+
 def decide(result: dict[str, Any]) -> tuple[str, bool, str]:
     """(winner on the fresh rows, whether the contention model stays within the targets on the committed table, the
     default the rule gives), from each model's `fresh` and `committed_table_held_out` scores."""
@@ -78,10 +85,7 @@ def main(argv: list[str]) -> int:
     result.update(winner_on_fresh=winner, contention_within_targets_on_table=within, default=default)
     atomic_write_text(args.out, json.dumps(result, indent=1))
     for name, s in (("saturating", sat), ("contention", con)):
-        print(f"{name}: fresh {s['rows']} rows / {s['cases']} cases: tau misses {s['tau_misses']} "
-              f"(hit {s['cases_below_tau_hit']}, DRAM {s['cases_below_tau_dram']}), MAE {s['mae_l2_hit_pp']:.2f} pp, "
-              f"DRAM err {100 * s['mean_rel_error_dram_read']:.1f}%, targets loss {s['targets_loss']:.3f}; committed "
-              f"table held out: {result[name]['committed_table_held_out']['mae_l2_hit_pp']:.2f} pp, "
+        print(f"{name}: fresh {score_text(s)}; committed table held out: {result[name]['committed_table_held_out']['mae_l2_hit_pp']:.2f} pp, "
               f"{100 * result[name]['committed_table_held_out']['mean_rel_error_dram_read']:.1f}%, tau misses "
               f"{result[name]['committed_table_held_out']['tau_misses']}")
     print(f"winner on the fresh rows: {winner}; default by the rule: {result['default']}")

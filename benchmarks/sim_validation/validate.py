@@ -36,7 +36,7 @@ from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
 from swizzlelab.sim.agreement import agreement_by_predicted_gap, kendall_tau  # noqa: E402
 from swizzlelab.sim.simulate import (  # noqa: E402
-    AGE_PRIORITY, DRAM_SATURATION, DRIFT_DECAY, HIT_SPEEDUP, LRC_WINDOW, PAGE_NOISE, SATURATION_MISS_GAIN, START_JITTER,
+    AGE_PRIORITY, DRAM_SATURATION, DRIFT_DECAY, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, START_JITTER,
     STEP_TIME_CV, STEP_TIME_CV_SATURATING, default_workers, side_by_side)
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
@@ -100,9 +100,23 @@ def case_key(row: dict[str, Any]) -> str:
 Point = tuple[float, ...]
 
 
+MODEL_PAGE = -1.0  # a point's page_noise that stands for each row's model's own (HardwareModel.page_noise)
+
+
 def page_noise_of(point: Point) -> float:
-    """The contention model's page_noise of a point (0: off, or a point of another model)."""
+    """The contention model's page_noise of a point (0: off, or a point of another model; MODEL_PAGE: the model's)."""
     return point[11] if len(point) > 11 and contention_of(point) else 0.0
+
+
+def page_text(value: float) -> str | float:
+    """A point's page_noise as the JSON shows it: "model" for MODEL_PAGE."""
+    return "model" if value == MODEL_PAGE else value
+
+
+def row_page_noise(row: dict[str, Any], point: Point) -> float:
+    """The page_noise a row runs at: its model's for MODEL_PAGE, the point's otherwise."""
+    value = page_noise_of(point)
+    return row_model(row).page_noise if value == MODEL_PAGE else value
 
 
 def contention_of(point: Point) -> tuple[float, float, float] | None:
@@ -125,8 +139,9 @@ def point_label(point: Point) -> str:
     terms = contention_of(point)
     return (f"{cv}" + (f",h{hit}" if hit else "") + (f",d{decay}" if decay else "") + (f",l{lrc}" if lrc else "")
             + (f",g{gpc_text(gpc)},s{sat},m{gain}" if sat else "") + (f",c{scale}" if scale != 1.0 else "")
-            + (",a{},o{},j{}".format(*terms) if terms else "") + (f",p{page_noise_of(point)}"
-                                                                   if page_noise_of(point) else ""))
+            + (",a{},o{},j{}".format(*terms) if terms else "")
+            + ("" if not page_noise_of(point) else ",pmodel" if page_noise_of(point) == MODEL_PAGE
+               else f",p{page_noise_of(point)}"))
 
 
 def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
@@ -146,7 +161,7 @@ def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
                       + ([["set_map", set_map]] if set_map != "hash" else [])
                       + ([["chip", row["chip"]["gpc_sms"], row["chip"]["gpc_bound"]]] if row.get("chip") else [])
                       + ([["contention", *terms]] if terms else [])
-                      + ([["page_noise", page_noise_of(point)]] if page_noise_of(point) else []),
+                      + ([["page_noise", row_page_noise(row, point)]] if row_page_noise(row, point) else []),
                       sort_keys=True)
 
 
@@ -235,7 +250,7 @@ def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[st
                 terms = contention_of(pt)
                 if terms:
                     progress.update(progress="contention", age_priority=terms[0], hot_load=terms[1],
-                                    start_jitter=terms[2], page_noise=page_noise_of(pt))
+                                    start_jitter=terms[2], page_noise=row_page_noise(row, pt))
                 model = row_model(row)
                 res = simulate(trace, perms[row["order"]], model,
                                capacity_bytes=int(model.l2_effective_bytes_per_domain * pt[7]),
@@ -434,7 +449,8 @@ def main(argv: list[str]) -> int:
                              "contention terms; simulate's HOT_LOAD)")
     parser.add_argument("--age-grid", default=f"{AGE_PRIORITY}", help="age_priority values (contention model)")
     parser.add_argument("--jitter-grid", default=f"{START_JITTER}", help="start_jitter values (contention model)")
-    parser.add_argument("--page-grid", default=f"{PAGE_NOISE}", help="page_noise values (contention model)")
+    parser.add_argument("--page-grid", default="model",
+                        help="page_noise values of the contention model, or 'model' (each model's own, the default)")
     parser.add_argument("--fit-by", choices=["all", "device"], default="all",
                         help="all: one parameter point for every GPU; device: each GPU's own point, fitted on its own "
                              "fit rows (the H100's and the H200's DRAM differ in bandwidth, so where DRAM saturates "
@@ -507,7 +523,10 @@ def main(argv: list[str]) -> int:
     ages = [float(v) for v in args.age_grid.split(",")]
     hots = [float(v) for v in args.hot_grid.split(",")]
     jitters = [float(v) for v in args.jitter_grid.split(",")]
-    pages = [float(v) for v in args.page_grid.split(",")]
+    try:
+        pages = [MODEL_PAGE if v.strip() == "model" else float(v) for v in args.page_grid.split(",")]
+    except ValueError:
+        raise SystemExit(f"--page-grid {args.page_grid}: give numbers in 0..1 or 'model'") from None
     points = sorted({(cv, hit, decay, lrc, gpc if sat else 0.0, sat, gain if sat else 0.0, scale,
                       *((age, hot, jitter, page) if sat and hot else (0.0, 0.0, 0.0, 0.0)))
                      for cv in cvs for hit in hits for decay in decays for lrc in lrcs for gpc in gpcs for sat in sats
@@ -585,7 +604,7 @@ def main(argv: list[str]) -> int:
                                f"dram_saturation {best_sat}, miss_gain {best_gain}, " if best_sat else
                                "random-walk progress, ")
                             + ("age_priority {}, hot_load {}, start_jitter {}, ".format(*terms) if terms else "")
-                            + (f"page_noise {page_noise_of(best)}, " if page_noise_of(best) else "")
+                            + (f"page_noise {row_page_noise(r, best)}, " if row_page_noise(r, best) else "")
                             + (f"L2 capacity x{best_scale}, " if best_scale != 1.0 else "") + f"engine {args.engine})",
             "predict_s": p.get("elapsed_s"),
             "measured_by": f"measured ({r['device']}, ncu lts__t_sector_hit_rate.pct, dram__bytes_read.sum; mean of "
@@ -616,12 +635,13 @@ def main(argv: list[str]) -> int:
         "chips": {path: {k: v for k, v in chip.items() if k != "sm_pace_sorted"} for path, chip in chips.items()},
         "fit_grid_capacity_scale": scales,
         "fit_grid_age_priority": ages, "fit_grid_hot_load": hots, "fit_grid_start_jitter": jitters,
-        "fit_grid_page_noise": pages,
+        "fit_grid_page_noise": [page_text(v) for v in pages],
         "fit_by": args.fit_by, "fit_loss": args.fit_loss, "assumed_layouts": assumed,
         # One point: each fitted_* is its value; --fit-by device: {device: value}.
         **{f"fitted_{name}": (shown(bests["all"][i]) if args.fit_by == "all" else
                               {g: shown(b[i]) for g, b in bests.items()})
-           for i, name in enumerate(POINT_NAMES) for shown in [gpc_text if name == "gpc_bound" else float]},
+           for i, name in enumerate(POINT_NAMES)
+           for shown in [gpc_text if name == "gpc_bound" else page_text if name == "page_noise" else float]},
         "fit_sweep_mae_pp" if args.fit_loss == "hit" else "fit_sweep_loss":
             sweeps["all"] if args.fit_by == "all" else sweeps,
         "fit_rule": ("set 'fit' = the square matmul cases (4096^3, 8192^3) on both GPUs; the (step_cv, hit_speedup, "

@@ -115,13 +115,12 @@ HOT_WINDOW_STEPS = 2.0
 HOT_POWER = 8.0
 AGE_PRIORITY = 0.02
 START_JITTER = 2.0
-# PAGE_NOISE (contention model; 0 = off): a step whose read misses share DRAM pages of DRAM_PAGE_BYTES with other
-# reads of its step takes a second draw on its time, of spread PAGE_NOISE x their mean share of a page (1 - 1/lines
+# Page noise (contention model; each model's HardwareModel.page_noise, 0 = off): a step whose read misses share DRAM pages of DRAM_PAGE_BYTES with other
+# reads of its step takes a second draw on its time, of spread page_noise x their mean share of a page (1 - 1/lines
 # of the page in the step). DRAM controllers serve requests to an open row first, so streams that read whole pages
 # at once are served unevenly and their programs drift apart. Stamped launches of 16384^2x4096 on the H200
-# (launches/, partner_sync.py): programs streaming B's 256-byte rows start further from the program that shares
-# their panel than those streaming A's 128-byte rows (35% against 43% within 12 steps).
-PAGE_NOISE = 0.0
+# (benchmarks/sim_validation/launches, partner_sync.py): programs streaming B's 256-byte rows start further from the
+# program that shares their panel than those streaming A's 128-byte rows (35% against 43% within 12 steps).
 DRAM_PAGE_BYTES = 1024
 PROGRESS_MODELS = ("saturating", "contention", "random_walk")
 # The progress model where one of the first two can run and none is named. Contention since stop 35: on a fresh test
@@ -1082,7 +1081,7 @@ def simulate(
     HOT_LOAD above): the SM pace fades while reads crowd onto the same lines (`hot_load`, default HOT_LOAD), older
     programs are served first while L2-bound (`age_priority`, default AGE_PRIORITY), step_cv spreads the DRAM queue
     part only, and each step's requests arrive within +-`start_jitter`/2 steps of its slot's clock (default
-    START_JITTER); it runs where "saturating" can. Its `page_noise` (default PAGE_NOISE; 0 = off) spreads the time
+    START_JITTER); it runs where "saturating" can. Its `page_noise` (default the model's; 0 = off) spreads the time
     of steps whose misses read DRAM pages densely. Left out, the progress model is DEFAULT_PROGRESS where it can run.
     """
     model = get_model(hw) if isinstance(hw, str) else hw
@@ -1125,7 +1124,7 @@ def simulate(
                   lambda v: 0.0 < v <= 1e6, "a number > 0")
     jitter = _option(start_jitter, START_JITTER, "start_jitter", "steps over which a step's requests arrive",
                      lambda v: 0.0 <= v <= 1e3, "a number >= 0")
-    paging = _option(page_noise, PAGE_NOISE, "page_noise", "spread of the time of steps that read DRAM pages densely",
+    paging = _option(page_noise, model.page_noise, "page_noise", "spread of the time of steps that read DRAM pages densely",
                      lambda v: 0.0 <= v <= 1.0, "a number in 0..1")
     blockers = [why for why, present in (
         (f"{model.name} has no known GPCs", not model.gpc_sms),

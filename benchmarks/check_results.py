@@ -287,20 +287,25 @@ def placement_probe() -> list[str]:
 
 
 def page_noise() -> list[str]:
-    """The H200 model's page noise (issue 15, stop 38): the page set measured on an H200 with every output right, rule
-    2's verdict adopted from its own numbers, and the table predicted with page noise on the H200's rows alone."""
+    """The models' page noise (issue 15, stop 38): the page set measured on an H200 and an H100 with every output
+    right, rules 2 and 3's verdicts (H200 adopts, H100 does not) following their own numbers, and the table predicted
+    with page noise on the H200's rows alone."""
     problems = []
     folder = ROOT / "sim_validation" / "page"
-    measured = json.loads((folder / "h200" / "sim_ncu_rows_nvidia_h200.json").read_text())
-    if not measured["device"].startswith("NVIDIA H200") or measured["failures"] or len(measured["rows"]) != 72 \
-            or not all(r["output_correct"] for r in measured["rows"]):
-        problems.append("page set: not 72 right rows measured on an H200")
-    test = json.loads((folder / "page_test.json").read_text())
-    on, off = test["on"]["page_set"], test["off"]["page_set"]
-    wins = (on["tau_misses"], on["targets_loss"]) < (off["tau_misses"], off["targets_loss"])
-    if test["adopted"] != (wins and on["mae_l2_hit_pp"] <= 3.0 and on["mean_rel_error_dram_read"] <= 0.1) \
-            or not test["adopted"]:
-        problems.append(f"page_test.json: adopted {test['adopted']} does not follow its numbers or is not adopted")
+    for sub, gpu in (("h200/sim_ncu_rows_nvidia_h200.json", "NVIDIA H200"),
+                     ("h100/sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100")):
+        measured = json.loads((folder / sub).read_text())
+        if not measured["device"].startswith(gpu) or measured["failures"] or len(measured["rows"]) != 72 \
+                or not all(r["output_correct"] for r in measured["rows"]):
+            problems.append(f"page set: not 72 right rows measured on an {gpu}")
+    for name, gpu, adopted in (("page_test.json", "NVIDIA H200", True), ("page_test_h100.json", "NVIDIA H100", False)):
+        test = json.loads((folder / name).read_text())
+        on, off = test["on"]["page_set"], test["off"]["page_set"]
+        wins = (on["tau_misses"], on["targets_loss"]) < (off["tau_misses"], off["targets_loss"])
+        if test["adopted"] != (wins and on["mae_l2_hit_pp"] <= 3.0 and on["mean_rel_error_dram_read"] <= 0.1) \
+                or test["adopted"] != adopted or len(test["measured_device"]) != 1 \
+                or not test["measured_device"][0].startswith(gpu):
+            problems.append(f"{name}: adopted {test['adopted']} does not follow its numbers, or not the README's verdict")
     table = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())
     if table.get("fitted_page_noise") != "model":
         problems.append(f"sim_validation.json: fitted_page_noise {table.get('fitted_page_noise')!r}, not 'model'")

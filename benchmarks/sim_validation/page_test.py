@@ -1,10 +1,10 @@
-"""Rule 2 of the page-noise study (stop 38): the H200 model's page noise judged on the page set alone (run.py --set
-page), from validate.py's two runs over the committed table plus those rows, one at page_noise 0 and one at 0.9.
+"""Rules 2 and 3 of the page-noise study (stop 38): a GPU model's page noise judged on the page set alone (run.py
+--set page), from validate.py's two runs over the committed table plus those rows, one at page_noise 0, one at 0.9.
 
-    python benchmarks/sim_validation/page_test.py OUT_JSON OFF_JSON ON_JSON
-On the page set's rows alone: fewer cases below tau 0.8 (hit and DRAM together) wins, then the lower targets loss (hit
-MAE / 3 pp + mean DRAM error / 10%). Page noise 0.9 becomes the H200 model's default only if it wins and its page-set
-rows stay within 3 pp and 10%.
+    python benchmarks/sim_validation/page_test.py OUT_JSON OFF_JSON ON_JSON [--device "NVIDIA H200"]
+On the page set's rows alone (of the GPU whose name starts with --device): fewer cases below tau 0.8 (hit and DRAM
+together) wins, then the lower targets loss (hit MAE / 3 pp + mean DRAM error / 10%). Page noise 0.9 becomes that
+GPU model's default only if it wins and its page-set rows stay within 3 pp and 10%.
 """
 
 from __future__ import annotations
@@ -42,6 +42,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("out")
     parser.add_argument("off", help="validate.py's output at --page-grid 0")
     parser.add_argument("on", help="validate.py's output at --page-grid 0.9")
+    parser.add_argument("--device", default="NVIDIA H200", help="judge the rows of the GPU whose name starts so")
     args = parser.parse_args(argv)
     keys = page_keys()
     result: dict[str, Any] = {"script": "benchmarks/sim_validation/page_test.py",
@@ -50,7 +51,7 @@ def main(argv: list[str]) -> int:
     scores = {}
     for arm, path in (("off", args.off), ("on", args.on)):
         doc = json.loads(Path(path).read_text())
-        mine = [r for r in doc["rows"] if case_key(r) in keys]
+        mine = [r for r in doc["rows"] if case_key(r) in keys and r["device"].startswith(args.device)]
         if not mine:
             raise SystemExit(f"{path}: no rows of the page set (run validate.py with run.py --set page's file)")
         result.setdefault("measured_device", sorted({r["device"] for r in mine}))
@@ -63,7 +64,7 @@ def main(argv: list[str]) -> int:
     atomic_write_text(args.out, json.dumps(result, indent=1))
     for arm in ARMS:
         print(f"page noise {arm}: {score_text(scores[arm])}")
-    print(f"winner on the page set: {winner}; within targets: {within}; adopted for the H200 model: {adopted}")
+    print(f"winner on the page set: {winner}; within targets: {within}; adopted for the {args.device} model: {adopted}")
     return 0
 
 

@@ -172,7 +172,7 @@ H200_SXM = _variant(
     # adopted for the H200 alone on a set measured after its rule was committed: there its cases below tau 0.8 went
     # from 3 of 6 to none and its DRAM error from 13.1% to 6.6% (over the whole table row-major's reads, 11-46% low
     # before, are 31% low to 48% high: it ranks them but overshoots the largest squares). The H100's rows got worse
-    # with it (its DRAM saturates and its programs keep together in both orders): 0 there.
+    # with it, on the table and on the same set measured on an H100 (its programs keep together in both orders): 0.
     page_noise=0.9,
     aliases=("h200", "h200-sxm", "h200_sxm"),
 )

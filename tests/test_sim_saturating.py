@@ -291,7 +291,9 @@ def test_page_share_counts_the_lines_a_step_reads_from_each_dram_page():
     lines = np.array([0, 1, 16, 17, 0, 64, 128, *range(24, 32), 32], dtype=np.int64)
     step_ptr = np.array([0, 4, 7, 16], dtype=np.int64)
     set_home = np.zeros(lines.size, dtype=np.int64)
-    share = kernels.sample_page_share(step_ptr, lines, set_home, np.int64(0), np.int64(1), np.int64(8))
+    sample_ptr = kernels.sample_accesses(step_ptr, lines, np.zeros(lines.size, dtype=np.bool_), set_home, np.int64(0),
+                                         np.int64(1), np.int64(1), np.int64(4))[0]
+    share = kernels.sample_page_share(step_ptr, lines, set_home, np.int64(0), np.int64(1), np.int64(8), sample_ptr)
     assert share.tolist() == [0.5] * 4 + [0.0] * 3 + [7 / 8] * 8 + [0.0]
 
 
@@ -300,7 +302,8 @@ def _paged(trace, noise, page):
     lines = np.asarray(trace.lines)
     n_programs = np.asarray(trace.tile_step_ptr).size - 1
     sample = kernels.sample_accesses(np.asarray(trace.step_ptr), lines, np.asarray(trace.is_write),
-                                     set_index_array(lines, 1, 1, 1), np.int64(0), np.int64(1), np.int64(1), np.int64(4))
+                                     set_index_array(lines, 1, 1, 1), np.int64(0), np.int64(1), np.int64(1),
+                                     np.int64(4))
     return kernels.schedule_saturating(
         np.asarray(trace.tile_step_ptr), np.arange(n_programs, dtype=np.int64), np.int64(2), np.int64(1),
         np.float64(0.0), np.uint64(1), np.ones(2), *sample, np.int64(4), np.int64(4), np.float64(1e9), np.float64(2.0),

@@ -970,30 +970,19 @@ def sample_accesses(step_ptr: np.ndarray, lines: np.ndarray, is_write: np.ndarra
 
 @njit(cache=True, nogil=True)
 def sample_page_share(step_ptr: np.ndarray, lines: np.ndarray, set_home: np.ndarray, pbits: np.int64,
-                      sample_every: np.int64, page_lines: np.int64) -> np.ndarray:
-    """For each access `sample_accesses` keeps (same order): 1 - 1/d, d the accesses of its step whose lines lie in
-    its DRAM page of `page_lines` lines (itself included). 0 for a lone line per page; 0.5 for rows of two lines."""
+                      sample_every: np.int64, page_lines: np.int64, sample_ptr: np.ndarray) -> np.ndarray:
+    """For each access `sample_accesses` keeps (same order; `sample_ptr` its ptr): 1 - 1/d, d the accesses of its
+    step whose lines lie in its DRAM page of `page_lines` lines (itself included). 0 for a lone line per page; 0.5
+    for rows of two lines."""
     n_steps = step_ptr.size - 1
-    n = 0
-    longest = 0
-    for s in range(n_steps):
-        longest = max(longest, step_ptr[s + 1] - step_ptr[s])
-        for a in range(step_ptr[s], step_ptr[s + 1]):
-            if (np.int64(set_home[a]) >> pbits) % sample_every == 0:
-                n += 1
-    out = np.empty(n, dtype=np.float64)
-    pages = np.empty(longest, dtype=np.int64)
+    out = np.empty(sample_ptr[n_steps], dtype=np.float64)
+    pages = np.empty(np.max(np.diff(step_ptr)) if n_steps else 0, dtype=np.int64)
     k = 0
     for s in range(n_steps):
+        if sample_ptr[s + 1] == sample_ptr[s]:
+            continue  # no access of this step is sampled
         a0 = step_ptr[s]
         a1 = step_ptr[s + 1]
-        kept = False
-        for a in range(a0, a1):
-            if (np.int64(set_home[a]) >> pbits) % sample_every == 0:
-                kept = True
-                break
-        if not kept:
-            continue
         for a in range(a0, a1):
             pages[a - a0] = lines[a] // page_lines
         run = np.sort(pages[:a1 - a0])

@@ -115,9 +115,9 @@ HOT_WINDOW_STEPS = 2.0
 HOT_POWER = 8.0
 AGE_PRIORITY = 0.02
 START_JITTER = 2.0
-# Page noise (contention model; each model's HardwareModel.page_noise, 0 = off): a step whose read misses share DRAM pages of DRAM_PAGE_BYTES with other
-# reads of its step takes a second draw on its time, of spread page_noise x their mean share of a page (1 - 1/lines
-# of the page in the step). DRAM controllers serve requests to an open row first, so streams that read whole pages
+# Page noise (contention model; each model's HardwareModel.page_noise, 0 = off): a step whose read misses share DRAM
+# pages of DRAM_PAGE_BYTES with other reads of its step takes a second draw on its time, of spread page_noise x their
+# mean share of a page (1 - 1/lines of the page in the step). DRAM controllers serve requests to an open row first, so streams that read whole pages
 # at once are served unevenly and their programs drift apart. Stamped launches of 16384^2x4096 on the H200
 # (benchmarks/sim_validation/launches, partner_sync.py): programs streaming B's 256-byte rows start further from the
 # program that shares their panel than those streaming A's 128-byte rows (35% against 43% within 12 steps).
@@ -942,18 +942,19 @@ def sampled_accesses(lines, writes, step_ptr, n_sets, n_partitions, ways, n_work
 _PAGE_CACHE: dict[tuple[Any, ...], tuple[Any, np.ndarray]] = {}
 
 
-def sampled_page_share(lines, step_ptr, n_sets, n_partitions, n_workers, line_bytes: int,
+def sampled_page_share(lines, step_ptr, sample_ptr, n_sets, n_partitions, n_workers, line_bytes: int,
                        set_map: int = 0) -> np.ndarray:
-    """kernels.sample_page_share of a trace (how densely each sampled access's step reads its DRAM page), cached
-    per trace array as sampled_accesses is."""
+    """kernels.sample_page_share of a trace (how densely each sampled access's step reads its DRAM page; `sample_ptr`
+    from sampled_accesses), cached per trace array as sampled_accesses is."""
+    page_lines = max(DRAM_PAGE_BYTES // line_bytes, 1)
     key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), SATURATION_SAMPLE_EVERY, int(set_map),
-           DRAM_PAGE_BYTES // line_bytes)
+           page_lines)
     hit = _PAGE_CACHE.get(key)
     if hit is not None and hit[0]() is lines:
         return hit[1]
     set_home = set_index_array(lines, n_sets, n_partitions, n_workers, set_map)
     found = kernels.sample_page_share(step_ptr, lines, set_home, np.int64(partition_bits(n_partitions)),
-                                      np.int64(SATURATION_SAMPLE_EVERY), np.int64(max(DRAM_PAGE_BYTES // line_bytes, 1)))
+                                      np.int64(SATURATION_SAMPLE_EVERY), np.int64(page_lines), sample_ptr)
     _cache_put(_PAGE_CACHE, key, (weakref.ref(lines), found), 2)
     return found
 
@@ -966,9 +967,10 @@ def _saturating_schedule(model, programs, lines, writes, step_ptr, tile_step_ptr
                                              set_map_of(model))
     n_sample = (n_sets + SATURATION_SAMPLE_EVERY - 1) // SATURATION_SAMPLE_EVERY
     age, hot, jitter, paging = contention if contention is not None else (0.0, 0.0, 0.0, 0.0)
-    page = sampled_page_share(lines, step_ptr, n_sets, n_partitions, n_workers, model.line_bytes,
-                              set_map_of(model)) if paging > 0 \
-        else np.zeros(0, dtype=np.float64)
+    page = np.zeros(0, dtype=np.float64)
+    if paging > 0:
+        page = sampled_page_share(lines, step_ptr, ptr, n_sets, n_partitions, n_workers, model.line_bytes,
+                                  set_map_of(model))
     steps, near, start = kernels.schedule_saturating(
         tile_step_ptr, np.ascontiguousarray(programs), np.int64(n_slots), np.int64(n_partitions),
         np.float64(cv), np.uint64(seed), slot_speeds(model, n_slots, gpc_bound, seed), ptr, base, line, read,
@@ -1124,8 +1126,9 @@ def simulate(
                   lambda v: 0.0 < v <= 1e6, "a number > 0")
     jitter = _option(start_jitter, START_JITTER, "start_jitter", "steps over which a step's requests arrive",
                      lambda v: 0.0 <= v <= 1e3, "a number >= 0")
-    paging = _option(page_noise, model.page_noise, "page_noise", "spread of the time of steps that read DRAM pages densely",
-                     lambda v: 0.0 <= v <= 1.0, "a number in 0..1")
+    paging = _option(page_noise, model.page_noise, "page_noise",
+                     "spread of the time of steps that read DRAM pages densely", lambda v: 0.0 <= v <= 1.0,
+                     "a number in 0..1")
     blockers = [why for why, present in (
         (f"{model.name} has no known GPCs", not model.gpc_sms),
         (f"{model.name} has several L2 domains", model.n_domains != 1),

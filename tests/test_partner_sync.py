@@ -4,14 +4,14 @@ on hand-made stamps, and on the committed launches (both GPUs' row- and column-m
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
 
 from swizzlelab.io import load_module
+from tests import sim_validation_scripts
 
-FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_validation"
+FOLDER = sim_validation_scripts.FOLDER
 
 
 @pytest.fixture(scope="module")

@@ -3,24 +3,17 @@ layout read from SM pace, and which orders of a pair each model ranks as measure
 
 from __future__ import annotations
 
-import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from swizzlelab.io import load_module
-
-FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_validation"
+from tests import sim_validation_scripts
 
 
 @pytest.fixture(scope="module")
 def rl():
-    sys.path.insert(0, str(FOLDER))  # the script imports its neighbours
-    try:
-        yield load_module(FOLDER / "replay_launch.py", "replay_launch", "replay_launch.py")
-    finally:
-        sys.path.remove(str(FOLDER))
+    with sim_validation_scripts.loaded("replay_launch") as loaded:
+        yield loaded
 
 
 def test_stamped_runs_pair_with_their_own_launch_and_a_count_mismatch_is_refused(rl):

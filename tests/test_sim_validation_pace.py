@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import importlib
 import json
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -13,7 +12,7 @@ import pytest
 from swizzlelab.io import load_module
 from tests import sim_validation_scripts
 
-FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_validation"
+FOLDER = sim_validation_scripts.FOLDER
 
 
 @pytest.fixture(scope="module")

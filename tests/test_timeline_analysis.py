@@ -3,25 +3,17 @@ program of the same SM, TPC or GPU read just before, and the packed archive it r
 
 from __future__ import annotations
 
-from pathlib import Path
 
 import numpy as np
 import pytest
 
-from swizzlelab.io import load_module
-
-FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_validation"
+from tests import sim_validation_scripts
 
 
 @pytest.fixture(scope="module")
 def analysis():
-    import sys
-
-    sys.path.insert(0, str(FOLDER))  # the script imports timeline_probe beside it
-    try:
-        yield load_module(FOLDER / "timeline_analysis.py", "timeline_analysis", "timeline_analysis.py")
-    finally:
-        sys.path.remove(str(FOLDER))
+    with sim_validation_scripts.loaded("timeline_analysis") as loaded:
+        yield loaded
 
 
 def test_merged_share_counts_reads_by_scope_and_window(analysis):

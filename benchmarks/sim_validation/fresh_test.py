@@ -85,9 +85,9 @@ def main(argv: list[str]) -> int:
     result.update(winner_on_fresh=winner, contention_within_targets_on_table=within, default=default)
     atomic_write_text(args.out, json.dumps(result, indent=1))
     for name, s in (("saturating", sat), ("contention", con)):
-        print(f"{name}: fresh {score_text(s)}; committed table held out: {result[name]['committed_table_held_out']['mae_l2_hit_pp']:.2f} pp, "
-              f"{100 * result[name]['committed_table_held_out']['mean_rel_error_dram_read']:.1f}%, tau misses "
-              f"{result[name]['committed_table_held_out']['tau_misses']}")
+        table = result[name]["committed_table_held_out"]
+        print(f"{name}: fresh {score_text(s)}; committed table held out: {table['mae_l2_hit_pp']:.2f} pp, "
+              f"{100 * table['mean_rel_error_dram_read']:.1f}%, tau misses {table['tau_misses']}")
     print(f"winner on the fresh rows: {winner}; default by the rule: {result['default']}")
     return 0
 

@@ -137,17 +137,18 @@ def point_label(point: Point) -> str:
     contention progress model's age priority, hot-line load and start jitter."""
     cv, hit, decay, lrc, gpc, sat, gain, scale = point[:8]
     terms = contention_of(point)
+    page = page_noise_of(point)
     return (f"{cv}" + (f",h{hit}" if hit else "") + (f",d{decay}" if decay else "") + (f",l{lrc}" if lrc else "")
             + (f",g{gpc_text(gpc)},s{sat},m{gain}" if sat else "") + (f",c{scale}" if scale != 1.0 else "")
             + (",a{},o{},j{}".format(*terms) if terms else "")
-            + ("" if not page_noise_of(point) else ",pmodel" if page_noise_of(point) == MODEL_PAGE
-               else f",p{page_noise_of(point)}"))
+            + ("" if not page else ",pmodel" if page == MODEL_PAGE else f",p{page}"))
 
 
 def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
     cv, hit, decay, lrc, gpc, sat, gain, scale = point[:8]
     terms = contention_of(point)
     set_map = row_model(row).l2_set_map
+    page = row_page_noise(row, point)
     # Every engine gives the same results without hit speedup; with it, "auto" (linked-list, hits inside the
     # schedule) and the set engines (fixed-point passes) differ. Decay 0 and the hashed set map keep the keys
     # earlier runs wrote.
@@ -161,7 +162,7 @@ def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
                       + ([["set_map", set_map]] if set_map != "hash" else [])
                       + ([["chip", row["chip"]["gpc_sms"], row["chip"]["gpc_bound"]]] if row.get("chip") else [])
                       + ([["contention", *terms]] if terms else [])
-                      + ([["page_noise", row_page_noise(row, point)]] if row_page_noise(row, point) else []),
+                      + ([["page_noise", page]] if page else []),
                       sort_keys=True)
 
 

@@ -9,7 +9,7 @@ writes OUT_DIR/launches_<gpu>_<cases>.json (the counters of every launch, the pr
 (each stamped run's SM, start and duration per program: the start times are all a schedule is, README). `replay`
 (CPU) replays each stamped run with its programs' steps
 evenly spaced over their measured durations, and predicts each order with the progress model as fitted in the
-validation table.
+validation table (its `progress_model`: saturating until stop 35, contention since).
 """
 
 from __future__ import annotations
@@ -110,6 +110,13 @@ def replay(args: argparse.Namespace) -> int:
               "gpc_bound": None if validation["fitted_gpc_bound"] == "model" else validation["fitted_gpc_bound"],
               "dram_saturation": validation["fitted_dram_saturation"],
               "miss_gain": validation["fitted_miss_gain"]}
+    if validation.get("progress_model") == "contention":
+        # The table's model since stop 36; "model" page noise is each GPU model's own (simulate's default: None).
+        fitted.update(progress="contention", age_priority=validation["fitted_age_priority"],
+                      hot_load=validation["fitted_hot_load"], start_jitter=validation["fitted_start_jitter"],
+                      page_noise=None if validation["fitted_page_noise"] == "model" else validation["fitted_page_noise"])
+    else:
+        fitted["progress"] = "saturating"
     task = load_task("matmul")
     rows = []
     layouts: dict[str, dict] = {}
@@ -136,9 +143,9 @@ def replay(args: argparse.Namespace) -> int:
             footprint = footprint_of(trace)
             for order in [r["order"] for r in probe["rows"] if r["case"] == case_name]:
                 perm = order_table(order, m, n, k)
-                own = simulate(trace, perm, model, occupancy=2, footprint=footprint, progress="saturating", **fitted)
-                chip = (simulate(trace, perm, chip_model, occupancy=2, footprint=footprint, progress="saturating",
-                                 **chip_fitted) if chip_model is not None else None)
+                own = simulate(trace, perm, model, occupancy=2, footprint=footprint, **fitted)
+                chip = (simulate(trace, perm, chip_model, occupancy=2, footprint=footprint, **chip_fitted)
+                        if chip_model is not None else None)
                 for run in sorted(r for c, o, r in counters if (c, o) == (case_name, order)):
                     stem = f"{case_name}__{_key(order)}_{run}"
                     schedule, step_ns = even_schedule(arrays[f"{stem}_sm"], arrays[f"{stem}_start"],

@@ -27,6 +27,18 @@ def test_stamped_runs_pair_with_their_own_launch_and_a_count_mismatch_is_refused
         rl.stamped_counters(probe, launches[:5])
 
 
+def test_stamp_effect_splits_plain_from_stamped_launches_per_order(rl):
+    probe = {"rows": [{"case": "c", "order": "a", "launches": ["plain", "plain", "stamped_r0", "stamped_r1"]},
+                      {"case": "c", "order": "b", "launches": ["plain", "plain", "stamped_r0", "stamped_r1"]}]}
+    launches = [{"dram__bytes_read.sum": v} for v in (10.0, 12.0, 9.0, 9.0, 5.0, 5.0, 6.0, 4.0)]
+    rows = rl.stamp_effect({"device": "GPU", "probe": probe, "launches": launches})
+    assert [(r["order"], r["plain_dram_read_bytes"], r["stamped_dram_read_bytes"], r["stamped_over_plain"])
+            for r in rows] == [("a", 11.0, 9.0, 0.8182), ("b", 5.0, 5.0, 1.0)]
+    assert rows[0]["plain_sd"] == pytest.approx(2 ** 0.5) and rows[0]["stamped_launches"] == 2
+    with pytest.raises(SystemExit, match="ncu profiled 7"):
+        rl.stamp_effect({"device": "GPU", "probe": probe, "launches": launches[:7]})
+
+
 def _chip_arrays(fast_ids, fast_pace, seed=0):
     """Two grouped runs on 132 SMs: programs on `fast_ids` take `fast_pace` of the others' time (+-1% noise)."""
     rng = np.random.default_rng(seed)

@@ -179,6 +179,33 @@ def test_wave_pace_reads_each_waves_spread_and_the_fast_sms_share(wave_pace):
     assert "fast_over_slow_duration" not in wave_pace.per_wave(start, duration, None)
 
 
+def test_wave_pace_models_a_small_matmul_with_both_progress_models(wave_pace):
+    # model_row builds the schedule itself (its starts) beside simulate's prediction: both must take the same
+    # contention terms, page noise included (a chip-table point without it runs at 0 on every model).
+    from swizzlelab.hw import get_model
+    from swizzlelab.sim import footprint_of, simulate
+    from swizzlelab.tasks import load_task
+
+    task = load_task("matmul")
+    case = {"seed": 1, "m": 2048, "n": 2560, "k": 128}  # 320 tiles: one wave of 264 launch positions and more
+    trace = task.access_model(case, config=task.kernel.GPU_CONFIG)
+    perm = np.arange(320)
+    model = get_model("h200")
+    saturating = {"step_cv": 0.3, "lrc_window": 0.1, "dram_saturation": 0.3, "miss_gain": 0.02}
+    points = {"saturating": saturating,
+              "contention": {**saturating, "age_priority": 0.02, "hot_load": 8.0, "start_jitter": 2.0}}
+    footprint = footprint_of(trace)
+    for progress, point in points.items():
+        row = wave_pace.model_row(trace, footprint, perm, model, 0.3, point, progress)
+        assert row["start_spread_steps"] and all(spread >= 0 for spread in row["start_spread_steps"])
+        kw = {k: v for k, v in point.items() if k != "lrc_window"}
+        if progress == "contention":
+            kw["page_noise"] = 0.0
+        expected = simulate(trace, perm, model, occupancy=2, footprint=footprint, progress=progress, gpc_bound=0.3,
+                            lrc_window=0.1, **kw)
+        assert row["dram_read_bytes"] == expected.dram_read_bytes
+
+
 def test_wave_pace_regresses_duration_on_time_spent_beside_an_older_program(wave_pace):
     # SM 0: A [0, 10], B [5, 20] (B shares a third of its life with the older A and takes 1.5x the median); SM 1:
     # C [0, 10] alone. A and C fix the intercept (1) and the alone term (0); B's excess is all the older mate's: 1.5.

@@ -3,13 +3,16 @@ the simulator's cache model: the cache model's error on one run, free of the pro
 
     python benchmarks/sim_validation/replay_launch.py measure OUT_DIR [--cases 16384x4096x8192] [--orders ...] [--repeats 4]
     python benchmarks/sim_validation/replay_launch.py replay OUT_JSON LAUNCHES_JSON [LAUNCHES_JSON ...]
+    python benchmarks/sim_validation/replay_launch.py stamps OUT_JSON LAUNCHES_JSON [LAUNCHES_JSON ...]
 
 `measure` (GPU) runs timeline_probe.py under ncu (ncu's default clock control, as run.py measures the table) and
 writes OUT_DIR/launches_<gpu>_<cases>.json (the counters of every launch, the probe's record) and the .npz beside it
 (each stamped run's SM, start and duration per program: the start times are all a schedule is, README). `replay`
 (CPU) replays each stamped run with its programs' steps
 evenly spaced over their measured durations, and predicts each order with the progress model as fitted in the
-validation table (its `progress_model`: saturating until stop 35, contention since).
+validation table (its `progress_model`: saturating until stop 35, contention since). `stamps` (CPU) compares ncu's
+DRAM reads of the probe's plain launches (the same kernel without its stamps) with its stamped ones: how far the
+stamps themselves move what is replayed.
 """
 
 from __future__ import annotations
@@ -235,6 +238,43 @@ def summarize(rows: list[dict]) -> dict:
     return out
 
 
+def stamp_effect(record: dict) -> list[dict]:
+    """Per (case, order) of one launches file: ncu's DRAM reads of the plain and of the stamped launches (mean, sd,
+    count) and stamped / plain."""
+    labels = [(row["case"], row["order"], label) for row in record["probe"]["rows"] for label in row["launches"]]
+    if len(labels) != len(record["launches"]):
+        raise SystemExit(f"the probe made {len(labels)} launches and ncu profiled {len(record['launches'])}")
+    reads: dict[tuple[str, str], dict[str, list[float]]] = {}
+    for (case, order, label), counters in zip(labels, record["launches"]):
+        kind = "stamped" if label.startswith("stamped") else "plain"
+        reads.setdefault((case, order), {"plain": [], "stamped": []})[kind].append(counters[METRICS[0]])
+    out = []
+    for (case, order), got in reads.items():
+        plain, stamped = np.asarray(got["plain"]), np.asarray(got["stamped"])
+        out.append({"device": record["device"], "case": case, "order": order,
+                    "plain_dram_read_bytes": float(plain.mean()), "plain_sd": float(plain.std(ddof=1)),
+                    "plain_launches": int(plain.size), "stamped_dram_read_bytes": float(stamped.mean()),
+                    "stamped_sd": float(stamped.std(ddof=1)), "stamped_launches": int(stamped.size),
+                    "stamped_over_plain": round(float(stamped.mean() / plain.mean()), 4)})
+    return out
+
+
+def stamps(args: argparse.Namespace) -> int:
+    rows = [row for source in args.launches for row in stamp_effect(json.loads(Path(source).read_text()))]
+    for row in rows:
+        print(f"{row['device']} {row['case']} {row['order']}: DRAM read measured (ncu) plain "
+              f"{row['plain_dram_read_bytes'] / 1e9:.3f} GB (sd {row['plain_sd'] / 1e9:.3f}, {row['plain_launches']}), "
+              f"stamped {row['stamped_dram_read_bytes'] / 1e9:.3f} (sd {row['stamped_sd'] / 1e9:.3f}, "
+              f"{row['stamped_launches']}): {row['stamped_over_plain']:.3f}")
+    out = {"script": "benchmarks/sim_validation/replay_launch.py",
+           "command": "python benchmarks/sim_validation/replay_launch.py " + " ".join(args.argv),
+           "kind": "measured: ncu DRAM reads of each launch of timeline_probe.py's kernel, plain (no stamps; the "
+                   "first plain launch of an order included) and stamped, in the same process",
+           "rows": rows}
+    atomic_write_text(args.out_json, json.dumps(out, indent=1) + "\n")
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     sub = parser.add_subparsers(dest="mode", required=True)
@@ -249,9 +289,12 @@ def main(argv: list[str]) -> int:
     r.add_argument("--validation", default=str(HERE / "sim_validation.json"))
     r.add_argument("--set-map", choices=SET_MAPS, default=None,
                    help="replay and predict with this L2 set map instead of the model's (HardwareModel.l2_set_map)")
+    st = sub.add_parser("stamps")
+    st.add_argument("out_json")
+    st.add_argument("launches", nargs="+")
     args = parser.parse_args(argv)
     args.argv = argv
-    return measure(args) if args.mode == "measure" else replay(args)
+    return {"measure": measure, "replay": replay, "stamps": stamps}[args.mode](args)
 
 
 if __name__ == "__main__":

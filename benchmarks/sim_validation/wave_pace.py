@@ -88,11 +88,16 @@ def mate_effect(sm: np.ndarray, start: np.ndarray, duration: np.ndarray) -> dict
 def model_row(trace, footprint, perm, model, gpc_bound: float, point: dict, progress: str) -> dict:
     """The model's DRAM reads, L2 hit rate and per-wave start spread on its own schedule (launch positions' first
     steps, in mean step times)."""
-    kw = {k: v for k, v in point.items() if k != "lrc_window"}
+    kw = {k: v for k, v in point.items() if k not in ("lrc_window", "page_noise")}
+    # The chip table's points predate page noise (stop 38): 0 unless a point names it, in the prediction and the
+    # schedule alike (simulate's own default would be the model's, 0.9 on the H200).
+    page = point.get("page_noise", 0.0)
+    if progress == "contention":
+        kw["page_noise"] = page
     res = simulate(trace, perm, model, occupancy=2, footprint=footprint, progress=progress, gpc_bound=gpc_bound,
                    lrc_window=point["lrc_window"], **kw)
     tile_step_ptr = np.asarray(trace.tile_step_ptr)
-    contention = ((point["age_priority"], point["hot_load"], point["start_jitter"]) if progress == "contention"
+    contention = ((point["age_priority"], point["hot_load"], point["start_jitter"], page) if progress == "contention"
                   else None)
     sched = _sim._saturating_schedule(
         model, perm, np.asarray(trace.lines), np.asarray(trace.is_write), np.asarray(trace.step_ptr), tile_step_ptr,

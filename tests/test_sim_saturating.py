@@ -331,3 +331,45 @@ def test_page_noise_belongs_to_the_contention_model_and_is_bounded():
         simulate(trace, np.array([0]), get_model("h100"), progress="saturating", page_noise=0.5)
     with pytest.raises(UserError, match="page_noise"):
         simulate(trace, np.array([0]), get_model("h100"), page_noise=1.5)
+
+
+def _own_pace(trace, program_cv, saturation_share):
+    """schedule_saturating's run at step_cv 0, no other contention term, with a program's own pace `program_cv`."""
+    lines = np.asarray(trace.lines)
+    n_programs = np.asarray(trace.tile_step_ptr).size - 1
+    sample = kernels.sample_accesses(np.asarray(trace.step_ptr), lines, np.asarray(trace.is_write),
+                                     set_index_array(lines, 1, 1, 1), np.int64(0), np.int64(1), np.int64(1),
+                                     np.int64(4))
+    return kernels.schedule_saturating(
+        np.asarray(trace.tile_step_ptr), np.arange(n_programs, dtype=np.int64), np.int64(2), np.int64(1),
+        np.float64(0.0), np.uint64(1), np.ones(2), *sample, np.int64(4), np.int64(4), np.float64(saturation_share),
+        np.float64(2.0), np.float64(0.0), np.float64(0.0), np.float64(0.0), np.float64(1.0), np.float64(8.0), True,
+        np.zeros(0), np.float64(0.0), np.float64(program_cv))
+
+
+def test_a_programs_own_pace_holds_through_its_steps_while_l2_bound_only():
+    # Two programs of 10 steps that miss on every step, at step_cv 0. L2-bound (DRAM never saturates), each runs every
+    # step at its own pace, one draw per program: constant within a program, different between the two. Behind a
+    # saturated DRAM (from the second step on, once a miss share is known) both wait on the queue alike: steps of 1.
+    trace = make_trace([read_steps(list(range(0, 40, 4))), read_steps(list(range(100, 140, 4)))])
+
+    def intervals(run):
+        steps, _, start = run
+        tile = steps // 10
+        return [np.diff(start[tile == t]) for t in (0, 1)]
+
+    free = intervals(_own_pace(trace, 0.5, 1e9))
+    assert all(np.allclose(d, d[0]) for d in free) and abs(free[0][0] - free[1][0]) > 0.01
+    lockstep = intervals(_own_pace(trace, 0.0, 1e9))
+    assert all(np.allclose(d, 1.0) for d in lockstep)
+    queued = intervals(_own_pace(trace, 0.5, 1e-9))
+    assert all(np.allclose(d[1:], 1.0) for d in queued)
+
+
+def test_program_cv_belongs_to_the_contention_model_and_is_bounded():
+    trace = make_trace([read_steps([0, 1, 2, 3])])
+    with pytest.raises(UserError, match="program_cv belongs to the contention progress model"):
+        simulate(trace, np.array([0]), get_model("h100"), progress="saturating", program_cv=0.1)
+    with pytest.raises(UserError, match="program_cv"):
+        simulate(trace, np.array([0]), get_model("h100"), program_cv=-0.1)
+    assert simulate(trace, np.array([0]), get_model("h100"), program_cv=0.2).program_cv == 0.2

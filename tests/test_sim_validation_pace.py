@@ -146,6 +146,13 @@ def test_contention_points_keep_the_saturating_keys_and_get_their_own(scripts):
     assert validate._cache_key(row, contention) != validate._cache_key(row, saturating)
     assert validate.contention_of(contention) == (0.02, 8.0, 2.0) and validate.contention_of(saturating) is None
     assert validate.effective(contention, False) == (0.2, 0.0, 0.0, 0.1, 0.0, 0.25, 0.02, 1.0, 0.02, 8.0, 2.0)
+    # program_cv (the 13th field) 0 keeps the label and key of the point without it; any other value adds its own.
+    paged, own, off = (*contention, 0.0), (*contention, 0.0, 0.02), (*contention, 0.0, 0.0)
+    assert validate.point_label(off) == validate.point_label(paged) == validate.point_label(contention)
+    assert validate._cache_key(row, off) == validate._cache_key(row, contention)
+    assert validate.point_label(own) == "0.2,l0.1,g0.5,s0.25,m0.02,a0.02,o8.0,j2.0,q0.02"
+    assert validate._cache_key(row, own) != validate._cache_key(row, contention)
+    assert validate.program_cv_of(own) == 0.02 and validate.program_cv_of((*old, 0.0, 0.0, 0.0, 0.0, 0.02)) == 0.0
 
 
 def test_the_targets_loss_weighs_hit_and_dram_errors_by_their_targets(scripts):

@@ -108,6 +108,11 @@ def page_noise_of(point: Point) -> float:
     return point[11] if len(point) > 11 and contention_of(point) else 0.0
 
 
+def program_cv_of(point: Point) -> float:
+    """The contention model's program_cv of a point (0: off, or a point of another model)."""
+    return point[12] if len(point) > 12 and contention_of(point) else 0.0
+
+
 def page_text(value: float) -> str | float:
     """A point's page_noise as the JSON shows it: "model" for MODEL_PAGE."""
     return "model" if value == MODEL_PAGE else value
@@ -138,10 +143,11 @@ def point_label(point: Point) -> str:
     cv, hit, decay, lrc, gpc, sat, gain, scale = point[:8]
     terms = contention_of(point)
     page = page_noise_of(point)
+    own = program_cv_of(point)
     return (f"{cv}" + (f",h{hit}" if hit else "") + (f",d{decay}" if decay else "") + (f",l{lrc}" if lrc else "")
             + (f",g{gpc_text(gpc)},s{sat},m{gain}" if sat else "") + (f",c{scale}" if scale != 1.0 else "")
             + (",a{},o{},j{}".format(*terms) if terms else "")
-            + ("" if not page else ",pmodel" if page == MODEL_PAGE else f",p{page}"))
+            + ("" if not page else ",pmodel" if page == MODEL_PAGE else f",p{page}") + (f",q{own}" if own else ""))
 
 
 def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
@@ -162,7 +168,8 @@ def _cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
                       + ([["set_map", set_map]] if set_map != "hash" else [])
                       + ([["chip", row["chip"]["gpc_sms"], row["chip"]["gpc_bound"]]] if row.get("chip") else [])
                       + ([["contention", *terms]] if terms else [])
-                      + ([["page_noise", page]] if page else []),
+                      + ([["page_noise", page]] if page else [])
+                      + ([["program_cv", program_cv_of(point)]] if program_cv_of(point) else []),
                       sort_keys=True)
 
 
@@ -251,7 +258,8 @@ def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[st
                 terms = contention_of(pt)
                 if terms:
                     progress.update(progress="contention", age_priority=terms[0], hot_load=terms[1],
-                                    start_jitter=terms[2], page_noise=row_page_noise(row, pt))
+                                    start_jitter=terms[2], page_noise=row_page_noise(row, pt),
+                                    program_cv=program_cv_of(pt))
                 model = row_model(row)
                 res = simulate(trace, perms[row["order"]], model,
                                capacity_bytes=int(model.l2_effective_bytes_per_domain * pt[7]),
@@ -308,7 +316,7 @@ def mean(values: list[float]) -> float | None:
 
 
 POINT_NAMES = ("step_cv", "hit_speedup", "drift_decay", "lrc_window", "gpc_bound", "dram_saturation", "miss_gain",
-               "capacity_scale", "age_priority", "hot_load", "start_jitter", "page_noise")
+               "capacity_scale", "age_priority", "hot_load", "start_jitter", "page_noise", "program_cv")
 
 
 def targets_loss(hit_mae_pp: float, dram_rel_error: float) -> float:
@@ -450,6 +458,8 @@ def main(argv: list[str]) -> int:
                              "contention terms; simulate's HOT_LOAD)")
     parser.add_argument("--age-grid", default=f"{AGE_PRIORITY}", help="age_priority values (contention model)")
     parser.add_argument("--jitter-grid", default=f"{START_JITTER}", help="start_jitter values (contention model)")
+    parser.add_argument("--program-grid", default="0",
+                        help="program_cv values of the contention model (a program's own pace; 0 = off)")
     parser.add_argument("--page-grid", default="model",
                         help="page_noise values of the contention model, or 'model' (each model's own, the default)")
     parser.add_argument("--fit-by", choices=["all", "device"], default="all",
@@ -528,11 +538,15 @@ def main(argv: list[str]) -> int:
         pages = [MODEL_PAGE if v.strip() == "model" else float(v) for v in args.page_grid.split(",")]
     except ValueError:
         raise SystemExit(f"--page-grid {args.page_grid}: give numbers in 0..1 or 'model'") from None
+    try:
+        owns = [float(v) for v in args.program_grid.split(",")]
+    except ValueError:
+        raise SystemExit(f"--program-grid {args.program_grid}: give numbers in 0..1") from None
     points = sorted({(cv, hit, decay, lrc, gpc if sat else 0.0, sat, gain if sat else 0.0, scale,
-                      *((age, hot, jitter, page) if sat and hot else (0.0, 0.0, 0.0, 0.0)))
+                      *((age, hot, jitter, page, own) if sat and hot else (0.0, 0.0, 0.0, 0.0, 0.0)))
                      for cv in cvs for hit in hits for decay in decays for lrc in lrcs for gpc in gpcs for sat in sats
                      for gain in gains for scale in scales for age in ages for hot in hots for jitter in jitters
-                     for page in pages})
+                     for page in pages for own in owns})
     cache: dict[str, Any] = {}
     if args.cache and Path(args.cache).exists():
         cache = json.loads(Path(args.cache).read_text())
@@ -606,6 +620,7 @@ def main(argv: list[str]) -> int:
                                "random-walk progress, ")
                             + ("age_priority {}, hot_load {}, start_jitter {}, ".format(*terms) if terms else "")
                             + (f"page_noise {row_page_noise(r, best)}, " if row_page_noise(r, best) else "")
+                            + (f"program_cv {program_cv_of(best)}, " if program_cv_of(best) else "")
                             + (f"L2 capacity x{best_scale}, " if best_scale != 1.0 else "") + f"engine {args.engine})",
             "predict_s": p.get("elapsed_s"),
             "measured_by": f"measured ({r['device']}, ncu lts__t_sector_hit_rate.pct, dram__bytes_read.sum; mean of "
@@ -636,7 +651,7 @@ def main(argv: list[str]) -> int:
         "chips": {path: {k: v for k, v in chip.items() if k != "sm_pace_sorted"} for path, chip in chips.items()},
         "fit_grid_capacity_scale": scales,
         "fit_grid_age_priority": ages, "fit_grid_hot_load": hots, "fit_grid_start_jitter": jitters,
-        "fit_grid_page_noise": [page_text(v) for v in pages],
+        "fit_grid_page_noise": [page_text(v) for v in pages], "fit_grid_program_cv": owns,
         "fit_by": args.fit_by, "fit_loss": args.fit_loss, "assumed_layouts": assumed,
         # One point: each fitted_* is its value; --fit-by device: {device: value}.
         **{f"fitted_{name}": (shown(bests["all"][i]) if args.fit_by == "all" else

@@ -97,7 +97,7 @@ def model_row(trace, footprint, perm, model, gpc_bound: float, point: dict, prog
     res = simulate(trace, perm, model, occupancy=2, footprint=footprint, progress=progress, gpc_bound=gpc_bound,
                    lrc_window=point["lrc_window"], **kw)
     tile_step_ptr = np.asarray(trace.tile_step_ptr)
-    contention = ((point["age_priority"], point["hot_load"], point["start_jitter"], page) if progress == "contention"
+    contention = ((point["age_priority"], point["hot_load"], point["start_jitter"], page, 0.0) if progress == "contention"
                   else None)
     sched = _sim._saturating_schedule(
         model, perm, np.asarray(trace.lines), np.asarray(trace.is_write), np.asarray(trace.step_ptr), tile_step_ptr,

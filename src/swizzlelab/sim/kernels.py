@@ -341,6 +341,7 @@ _RNG_PROGRAM = np.uint64(0xD1B54A32D192ED03)
 _RNG_STEP = np.uint64(0x8CB92BA72F3D8DD7)
 # The page-noise draw is its own stream: a step keeps its step_cv draw whether or not page noise is on.
 _PAGE_SALT = np.uint64(0x5851F42D4C957F2D)
+_PROGRAM_SALT = np.uint64(0x2545F4914F6CDD1D)  # a program's own pace (schedule_saturating's program_cv)
 
 
 @njit(cache=True, inline="always")
@@ -1020,6 +1021,7 @@ def schedule_saturating(
     queue_cv: np.bool_,
     sample_page: np.ndarray,
     page_noise: np.float64,
+    program_cv: np.float64 = 0.0,
 ):
     """The steps of one domain in the order they run when a step's time depends on where the GPU is bound:
     (steps int64[n], near int8[n], start f64[n]), as `schedule_domain` gives them.
@@ -1046,6 +1048,9 @@ def schedule_saturating(
     * `page_noise` > 0: a step whose sampled read misses share DRAM pages (sample_page: `sample_page_share` of each
       sampled access) takes a second draw on its whole time, of spread page_noise x their mean share (at most 1):
       requests that find their DRAM row open are served first, so page-dense streams are served unevenly.
+    * `program_cv` > 0: the L2-bound part of every step of a program takes one more draw, made once per program
+      (`step_duration` of spread program_cv): a program's own pace, which independent step draws average away over
+      its steps; behind a saturated DRAM every program waits on the same queue, as with its SM's pace.
     """
     out_step, out_near, out_time = _schedule_arrays(programs, tile_step_ptr)
     slot_step, slot_end, slot_part, slot_prog, slot_time, slot_lock, heap, n_active, next_program = _start_slots(
@@ -1143,10 +1148,13 @@ def schedule_saturating(
         served = 1.0
         if noisy and misses > 0 and paged > 0.0:
             served = step_duration(min(1.0, page_noise * paged / misses), seed ^ _PAGE_SALT, slot_prog[s], local)
+        own = step_duration(program_cv, seed ^ _PROGRAM_SALT, slot_prog[s], 0) if program_cv > 0.0 else 1.0
         if queue_cv:
-            slot_time[s] += served * ((1.0 - u) * ((1.0 - q) * slot_speed[s] + q) * priority + u * queued * duration)
+            slot_time[s] += served * ((1.0 - u) * ((1.0 - q) * slot_speed[s] + q) * priority * own
+                                      + u * queued * duration)
         else:
-            slot_time[s] += served * duration * ((1.0 - u) * ((1.0 - q) * slot_speed[s] + q) * priority + u * queued)
+            slot_time[s] += served * duration * ((1.0 - u) * ((1.0 - q) * slot_speed[s] + q) * priority * own
+                                                 + u * queued)
         n_active, next_program = _next_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions,
                                             slot_step, slot_end, slot_prog, slot_part, slot_time)
     return out_step[:k], out_near[:k], out_time[:k]

@@ -122,6 +122,10 @@ START_JITTER = 2.0
 # (benchmarks/sim_validation/launches, partner_sync.py): programs streaming B's 256-byte rows start further from the
 # program that shares their panel than those streaming A's 128-byte rows (35% against 43% within 12 steps).
 DRAM_PAGE_BYTES = 1024
+# A program's own pace (contention model; experiment, 0 = off): one draw per program scales all its steps. On the
+# GPU a matmul's program durations spread 6-9% (stamped launches, stop 39); independent step draws average away over
+# 64-128 steps, leaving the model's 1.7-5%.
+PROGRAM_CV = 0.0
 PROGRESS_MODELS = ("saturating", "contention", "random_walk")
 # The progress model where one of the first two can run and none is named. Contention since stop 35: on a fresh test
 # set measured after the choice rule was committed (benchmarks/sim_validation/fresh, README there), both models at
@@ -221,6 +225,7 @@ class SimResult:
     hot_load: float = 0.0  # ... recent reads of a line at which the L2 slices set the pace (0 = off)
     start_jitter: float = 0.0  # ... steps over which a step's requests arrive (0 = off)
     page_noise: float = 0.0  # ... spread of the time of steps whose misses read DRAM pages densely (0 = off)
+    program_cv: float = 0.0  # ... spread of a program's own pace, one draw for all its steps (0 = off)
 
     @property
     def best_hit_rate(self) -> float:
@@ -962,11 +967,11 @@ def sampled_page_share(lines, step_ptr, sample_ptr, n_sets, n_partitions, n_work
 def _saturating_schedule(model, programs, lines, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
                          ways, cv, seed, gpc_bound, dram_saturation, miss_gain, n_workers, contention=None) -> Schedule:
     """The saturating progress model's schedule of a one-domain model (kernels.schedule_saturating); with
-    `contention` = (age_priority, hot_load, start_jitter, page_noise) its contention terms too."""
+    `contention` = (age_priority, hot_load, start_jitter, page_noise, program_cv) its contention terms too."""
     ptr, base, line, read = sampled_accesses(lines, writes, step_ptr, n_sets, n_partitions, ways, n_workers,
                                              set_map_of(model))
     n_sample = (n_sets + SATURATION_SAMPLE_EVERY - 1) // SATURATION_SAMPLE_EVERY
-    age, hot, jitter, paging = contention if contention is not None else (0.0, 0.0, 0.0, 0.0)
+    age, hot, jitter, paging, own_pace = contention if contention is not None else (0.0, 0.0, 0.0, 0.0, 0.0)
     page = np.zeros(0, dtype=np.float64)
     if paging > 0:
         page = sampled_page_share(lines, step_ptr, ptr, n_sets, n_partitions, n_workers, model.line_bytes,
@@ -977,7 +982,7 @@ def _saturating_schedule(model, programs, lines, writes, step_ptr, tile_step_ptr
         np.int64(n_sample * n_partitions * ways), np.int64(ways),
         np.float64(dram_saturation), np.float64(SATURATION_WINDOW_STEPS * n_slots),
         np.float64(miss_gain), np.float64(age), np.float64(hot), np.float64(HOT_WINDOW_STEPS), np.float64(HOT_POWER),
-        contention is not None, page, np.float64(paging))
+        contention is not None, page, np.float64(paging), np.float64(own_pace))
     if jitter > 0:
         # The requests of a step spread over it: each arrives within +-jitter/2 steps of its slot's clock, and the
         # steps run in that order (the clocks themselves keep no drift from it).
@@ -1037,6 +1042,7 @@ def simulate(
     hot_load: float | None = None,
     start_jitter: float | None = None,
     page_noise: float | None = None,
+    program_cv: float | None = None,
 ) -> SimResult:
     """Predict L2 hit rates and DRAM traffic of running `trace`'s tiles in the order `perm` on `hw`.
 
@@ -1116,7 +1122,8 @@ def simulate(
     if progress == "random_walk" and tuned:
         raise UserError(f"{tuned[0]} belongs to the saturating progress model, not the random walk")
     terms = [name for name, value in (("age_priority", age_priority), ("hot_load", hot_load),
-                                      ("start_jitter", start_jitter), ("page_noise", page_noise))
+                                      ("start_jitter", start_jitter), ("page_noise", page_noise),
+                                      ("program_cv", program_cv))
              if value is not None]
     if terms and progress not in ("contention", None):
         raise UserError(f"{terms[0]} belongs to the contention progress model, not the {progress.replace('_', ' ')}")
@@ -1129,6 +1136,8 @@ def simulate(
     paging = _option(page_noise, model.page_noise, "page_noise",
                      "spread of the time of steps that read DRAM pages densely", lambda v: 0.0 <= v <= 1.0,
                      "a number in 0..1")
+    own_pace = _option(program_cv, PROGRAM_CV, "program_cv", "spread of a program's own pace",
+                       lambda v: 0.0 <= v <= 1.0, "a number in 0..1")
     blockers = [why for why, present in (
         (f"{model.name} has no known GPCs", not model.gpc_sms),
         (f"{model.name} has several L2 domains", model.n_domains != 1),
@@ -1206,7 +1215,8 @@ def simulate(
         given = _saturating_schedule(model, work[0][1], lines, writes, step_ptr, tile_step_ptr, n_slots, n_partitions,
                                      n_sets, capacity // n_sets, float(cv), seed, float(gpc), float(saturation),
                                      float(gain), n_workers,
-                                     (float(age), float(hot), float(jitter), float(paging)) if contention else None)
+                                     (float(age), float(hot), float(jitter), float(paging), float(own_pace))
+                                     if contention else None)
     coalesced = 0
     coalescing = window > 0 and model.vendor == "nvidia"
     n_simulated = n_sets if set_fraction >= 1.0 else max(1, int(round(n_sets * set_fraction)))
@@ -1321,6 +1331,7 @@ def simulate(
         hot_load=float(hot) if contention else 0.0,
         start_jitter=float(jitter) if contention else 0.0,
         page_noise=float(paging) if contention else 0.0,
+        program_cv=float(own_pace) if contention else 0.0,
     )
 
 

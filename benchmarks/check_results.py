@@ -300,7 +300,7 @@ def page_noise() -> list[str]:
             problems.append(f"page set: not 72 right rows measured on an {gpu}")
     for name, gpu, adopted in (("page_test.json", "NVIDIA H200", True), ("page_test_h100.json", "NVIDIA H100", False)):
         test = json.loads((folder / name).read_text())
-        on, off = test["on"]["page_set"], test["off"]["page_set"]
+        on, off = test["on"]["test_set"], test["off"]["test_set"]
         wins = (on["tau_misses"], on["targets_loss"]) < (off["tau_misses"], off["targets_loss"])
         if test["adopted"] != (wins and on["mae_l2_hit_pp"] <= 3.0 and on["mean_rel_error_dram_read"] <= 0.1) \
                 or test["adopted"] != adopted or len(test["measured_device"]) != 1 \

@@ -36,3 +36,8 @@ def test_the_page_set_keys_are_the_registered_cases(page_test):
     keys = page_test.page_keys()
     assert len(keys) == 6 and all(key.startswith("matmul ") for key in keys)
     assert "matmul m=14336 n=14336 k=4096" in keys
+
+
+def test_the_pace_set_keys_are_its_own_registered_cases(page_test):
+    keys = page_test.page_keys("pace")
+    assert len(keys) == 6 and "matmul m=11264 n=11264 k=4096" in keys and not keys & page_test.page_keys("page")

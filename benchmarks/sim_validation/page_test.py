@@ -1,10 +1,11 @@
-"""Rules 2 and 3 of the page-noise study (stop 38): a GPU model's page noise judged on the page set alone (run.py
---set page), from validate.py's two runs over the committed table plus those rows, one at page_noise 0, one at 0.9.
+"""Rules 2 and 3 of the page-noise study (stop 38) and rule 4 of the program-pace study (stop 39): a term judged on
+its own fresh set alone (run.py --set page | pace), from validate.py's two runs over the committed table plus those
+rows, one with the term off, one on.
 
-    python benchmarks/sim_validation/page_test.py OUT_JSON OFF_JSON ON_JSON [--device "NVIDIA H200"]
-On the page set's rows alone (of the GPU whose name starts with --device): fewer cases below tau 0.8 (hit and DRAM
-together) wins, then the lower targets loss (hit MAE / 3 pp + mean DRAM error / 10%). Page noise 0.9 becomes that
-GPU model's default only if it wins and its page-set rows stay within 3 pp and 10%.
+    python benchmarks/sim_validation/page_test.py OUT_JSON OFF_JSON ON_JSON [--device "NVIDIA H200"] [--set page]
+On the set's rows alone (of the GPUs whose name starts with --device; "" for every GPU): fewer cases below tau 0.8
+(hit and DRAM together) wins, then the lower targets loss (hit MAE / 3 pp + mean DRAM error / 10%). The term
+becomes the default only if it wins and its rows of the set stay within 3 pp and 10%.
 """
 
 from __future__ import annotations
@@ -16,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from fresh_test import score, score_text
-from run import PAGE_CASES
+from run import CASE_SETS
 from validate import TARGETS, case_key
 
 from swizzlelab.io import atomic_write_text
@@ -24,8 +25,9 @@ from swizzlelab.io import atomic_write_text
 ARMS = ("off", "on")
 
 
-def page_keys() -> set[str]:
-    return {case_key({"task": task, "case": case}) for task, case, _, _ in PAGE_CASES}
+def page_keys(name: str = "page") -> set[str]:
+    """The case keys of a registered test set of run.py (page: PAGE_CASES, pace: PACE_CASES)."""
+    return {case_key({"task": task, "case": case}) for task, case, _, _ in CASE_SETS[name]}
 
 
 def decide(scores: dict[str, dict[str, Any]]) -> tuple[str, bool, bool]:
@@ -40,11 +42,13 @@ def decide(scores: dict[str, dict[str, Any]]) -> tuple[str, bool, bool]:
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
-    parser.add_argument("off", help="validate.py's output at --page-grid 0")
-    parser.add_argument("on", help="validate.py's output at --page-grid 0.9")
-    parser.add_argument("--device", default="NVIDIA H200", help="judge the rows of the GPU whose name starts so")
+    parser.add_argument("off", help="validate.py's output with the term off (--page-grid 0, --program-grid 0)")
+    parser.add_argument("on", help="validate.py's output with it on (--page-grid 0.9, --program-grid 0.01)")
+    parser.add_argument("--device", default="NVIDIA H200",
+                        help="judge the rows of the GPUs whose name starts so (\"\" for every GPU)")
+    parser.add_argument("--set", choices=["page", "pace"], default="page", help="which registered set's rows")
     args = parser.parse_args(argv)
-    keys = page_keys()
+    keys = page_keys(args.set)
     result: dict[str, Any] = {"script": "benchmarks/sim_validation/page_test.py",
                               "command": " ".join(["python", "benchmarks/sim_validation/page_test.py", *argv]),
                               "rule": __doc__.split("\n\n")[1].split("\n", 1)[1].replace("\n", " ")}
@@ -53,18 +57,21 @@ def main(argv: list[str]) -> int:
         doc = json.loads(Path(path).read_text())
         mine = [r for r in doc["rows"] if case_key(r) in keys and r["device"].startswith(args.device)]
         if not mine:
-            raise SystemExit(f"{path}: no rows of the page set (run validate.py with run.py --set page's file)")
+            raise SystemExit(f"{path}: no rows of the {args.set} set of {args.device or 'any GPU'} (run validate.py "
+                             f"with run.py --set {args.set}'s file)")
         result.setdefault("measured_device", sorted({r["device"] for r in mine}))
         scores[arm] = score(mine)
         result[arm] = {"file": path, "fitted_page_noise": doc.get("fitted_page_noise"),
+                       "fitted_program_cv": doc.get("fitted_program_cv", 0.0),
                        "predicted_by": mine[0]["predicted_by"], "measured_by": mine[0]["measured_by"],
-                       "page_set": scores[arm]}
+                       "test_set": scores[arm]}
     winner, within, adopted = decide(scores)
-    result.update(winner_on_page_set=winner, on_within_targets=within, adopted=adopted)
+    result.update(set=args.set, winner_on_test_set=winner, on_within_targets=within, adopted=adopted)
     atomic_write_text(args.out, json.dumps(result, indent=1))
     for arm in ARMS:
-        print(f"page noise {arm}: {score_text(scores[arm])}")
-    print(f"winner on the page set: {winner}; within targets: {within}; adopted for the {args.device} model: {adopted}")
+        print(f"term {arm}: {score_text(scores[arm])}")
+    print(f"winner on the {args.set} set: {winner}; within targets: {within}; adopted for the "
+          f"{args.device or 'every GPU'} model: {adopted}")
     return 0
 
 

@@ -268,6 +268,7 @@ def stamps(args: argparse.Namespace) -> int:
               f"{row['stamped_launches']}): {row['stamped_over_plain']:.3f}")
     out = {"script": "benchmarks/sim_validation/replay_launch.py",
            "command": "python benchmarks/sim_validation/replay_launch.py " + " ".join(args.argv),
+           "device": "measured on " + " and ".join(dict.fromkeys(row["device"] for row in rows)) + " (ncu)",
            "kind": "measured: ncu DRAM reads of each launch of timeline_probe.py's kernel, plain (no stamps; the "
                    "first plain launch of an order included) and stamped, in the same process",
            "rows": rows}

@@ -316,9 +316,35 @@ def page_noise() -> list[str]:
     return problems
 
 
+def program_pace() -> list[str]:
+    """The program-pace test (issue 15, stop 39): the pace set measured on an H100 (two calls) and an H200 with every
+    output right, rule 4's verdict (not adopted) following its own numbers, and the table without program pace."""
+    problems = []
+    folder = ROOT / "sim_validation" / "pace"
+    for sub, gpu in (("h100/sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100"),
+                     ("h100_b/sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100"),
+                     ("h200/sim_ncu_rows_nvidia_h200.json", "NVIDIA H200")):
+        measured = json.loads((folder / sub).read_text())
+        if not measured["device"].startswith(gpu) or measured["failures"] or len(measured["rows"]) != 78 \
+                or not all(r["output_correct"] for r in measured["rows"]):
+            problems.append(f"pace set: {sub} is not 78 right rows measured on an {gpu}")
+    test = json.loads((folder / "pace_test.json").read_text())
+    on, off = test["on"]["test_set"], test["off"]["test_set"]
+    wins = (on["tau_misses"], on["targets_loss"]) < (off["tau_misses"], off["targets_loss"])
+    if test["set"] != "pace" or test["adopted"] != (wins and on["mae_l2_hit_pp"] <= 3.0
+                                                    and on["mean_rel_error_dram_read"] <= 0.1) \
+            or test["adopted"] or sorted(test["measured_device"]) != ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]:
+        problems.append("pace_test.json: adopted does not follow its numbers, or not the README's verdict (not adopted)")
+    table = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())
+    if table.get("fitted_program_cv") != 0.0:
+        problems.append(f"sim_validation.json: fitted_program_cv {table.get('fitted_program_cv')!r}, not 0")
+    return problems
+
+
 CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, sim_speed, evaluator_h100,
                                                optimize_matmul_orders, kdir_prediction, kalt_optimize,
-                                               placement_probe, page_noise, every_study_names_its_device_and_command)
+                                               placement_probe, page_noise, program_pace,
+                                               every_study_names_its_device_and_command)
 
 
 def main() -> int:

@@ -297,8 +297,9 @@ def test_page_share_counts_the_lines_a_step_reads_from_each_dram_page():
     assert share.tolist() == [0.5] * 4 + [0.0] * 3 + [7 / 8] * 8 + [0.0]
 
 
-def _paged(trace, noise, page):
-    """_schedule's run with step_cv 0 and every step's sampled accesses given the page share `page`."""
+def _paged(trace, noise, page, program_cv=0.0, saturation_share=1e9):
+    """_schedule's run with step_cv 0 and every step's sampled accesses given the page share `page`; `program_cv` a
+    program's own pace, `saturation_share` the miss share at which DRAM saturates (1e9: never)."""
     lines = np.asarray(trace.lines)
     n_programs = np.asarray(trace.tile_step_ptr).size - 1
     sample = kernels.sample_accesses(np.asarray(trace.step_ptr), lines, np.asarray(trace.is_write),
@@ -306,9 +307,9 @@ def _paged(trace, noise, page):
                                      np.int64(4))
     return kernels.schedule_saturating(
         np.asarray(trace.tile_step_ptr), np.arange(n_programs, dtype=np.int64), np.int64(2), np.int64(1),
-        np.float64(0.0), np.uint64(1), np.ones(2), *sample, np.int64(4), np.int64(4), np.float64(1e9), np.float64(2.0),
-        np.float64(0.0), np.float64(0.0), np.float64(0.0), np.float64(1.0), np.float64(8.0), True,
-        np.full(sample[1].size, page), np.float64(noise))
+        np.float64(0.0), np.uint64(1), np.ones(2), *sample, np.int64(4), np.int64(4), np.float64(saturation_share),
+        np.float64(2.0), np.float64(0.0), np.float64(0.0), np.float64(0.0), np.float64(1.0), np.float64(8.0), True,
+        np.full(sample[1].size, page), np.float64(noise), np.float64(program_cv))
 
 
 def test_page_noise_spreads_only_steps_whose_misses_read_pages_densely():
@@ -333,20 +334,6 @@ def test_page_noise_belongs_to_the_contention_model_and_is_bounded():
         simulate(trace, np.array([0]), get_model("h100"), page_noise=1.5)
 
 
-def _own_pace(trace, program_cv, saturation_share):
-    """schedule_saturating's run at step_cv 0, no other contention term, with a program's own pace `program_cv`."""
-    lines = np.asarray(trace.lines)
-    n_programs = np.asarray(trace.tile_step_ptr).size - 1
-    sample = kernels.sample_accesses(np.asarray(trace.step_ptr), lines, np.asarray(trace.is_write),
-                                     set_index_array(lines, 1, 1, 1), np.int64(0), np.int64(1), np.int64(1),
-                                     np.int64(4))
-    return kernels.schedule_saturating(
-        np.asarray(trace.tile_step_ptr), np.arange(n_programs, dtype=np.int64), np.int64(2), np.int64(1),
-        np.float64(0.0), np.uint64(1), np.ones(2), *sample, np.int64(4), np.int64(4), np.float64(saturation_share),
-        np.float64(2.0), np.float64(0.0), np.float64(0.0), np.float64(0.0), np.float64(1.0), np.float64(8.0), True,
-        np.zeros(0), np.float64(0.0), np.float64(program_cv))
-
-
 def test_a_programs_own_pace_holds_through_its_steps_while_l2_bound_only():
     # Two programs of 10 steps that miss on every step, at step_cv 0. L2-bound (DRAM never saturates), each runs every
     # step at its own pace, one draw per program: constant within a program, different between the two. Behind a
@@ -358,11 +345,11 @@ def test_a_programs_own_pace_holds_through_its_steps_while_l2_bound_only():
         tile = steps // 10
         return [np.diff(start[tile == t]) for t in (0, 1)]
 
-    free = intervals(_own_pace(trace, 0.5, 1e9))
+    free = intervals(_paged(trace, 0.0, 0.0, 0.5))
     assert all(np.allclose(d, d[0]) for d in free) and abs(free[0][0] - free[1][0]) > 0.01
-    lockstep = intervals(_own_pace(trace, 0.0, 1e9))
+    lockstep = intervals(_paged(trace, 0.0, 0.0, 0.0))
     assert all(np.allclose(d, 1.0) for d in lockstep)
-    queued = intervals(_own_pace(trace, 0.5, 1e-9))
+    queued = intervals(_paged(trace, 0.0, 0.0, 0.5, 1e-9))
     assert all(np.allclose(d[1:], 1.0) for d in queued)
 
 

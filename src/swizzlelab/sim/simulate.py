@@ -122,9 +122,11 @@ START_JITTER = 2.0
 # (benchmarks/sim_validation/launches, partner_sync.py): programs streaming B's 256-byte rows start further from the
 # program that shares their panel than those streaming A's 128-byte rows (35% against 43% within 12 steps).
 DRAM_PAGE_BYTES = 1024
-# A program's own pace (contention model; experiment, 0 = off): one draw per program scales all its steps. On the
-# GPU a matmul's program durations spread 6-9% (stamped launches, stop 39); independent step draws average away over
-# 64-128 steps, leaving the model's 1.7-5%.
+# A program's own pace (contention model; an experiment, 0 = off): one draw per program scales the L2-bound part of
+# its steps. On the H100 a matmul's program durations spread 3-10% of their median, the model's 1.6-4.8% (stamped
+# launches, benchmarks/sim_validation/program_pace.py): independent step draws average away over a program's 64-128
+# steps. 0.01, the fit rows' choice, lowered the error on a fresh set but ranked one more case against ncu, so the
+# registered rule kept 0 (benchmarks/sim_validation/README.md, "A program's own pace").
 PROGRAM_CV = 0.0
 PROGRESS_MODELS = ("saturating", "contention", "random_walk")
 # The progress model where one of the first two can run and none is named. Contention since stop 35: on a fresh test
@@ -280,6 +282,7 @@ class SimResult:
             + (f", hot-line load {self.hot_load:g}, age priority {self.age_priority:g}, start jitter "
                f"{self.start_jitter:g} steps" if self.progress == "contention" else "")
             + (f", page noise {self.page_noise:g}" if self.page_noise else "")
+            + (f", program pace spread {self.program_cv:g}" if self.program_cv else "")
             + (f", GPC-bound share {self.gpc_bound:g} (an L2-bound kernel)" if self.gpc_bound else ""),
         ]
         if len(self.per_domain) > 1:
@@ -1090,7 +1093,9 @@ def simulate(
     programs are served first while L2-bound (`age_priority`, default AGE_PRIORITY), step_cv spreads the DRAM queue
     part only, and each step's requests arrive within +-`start_jitter`/2 steps of its slot's clock (default
     START_JITTER); it runs where "saturating" can. Its `page_noise` (default the model's; 0 = off) spreads the time
-    of steps whose misses read DRAM pages densely. Left out, the progress model is DEFAULT_PROGRESS where it can run.
+    of steps whose misses read DRAM pages densely; its `program_cv` (default PROGRAM_CV, 0 = off; an experiment) gives
+    each program one draw of its own pace on the L2-bound part of its steps. Left out, the progress model is
+    DEFAULT_PROGRESS where it can run.
     """
     model = get_model(hw) if isinstance(hw, str) else hw
     if not isinstance(wave_sync, (int, np.integer)) or isinstance(wave_sync, bool) or wave_sync < 0:

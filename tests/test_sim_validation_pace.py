@@ -295,3 +295,21 @@ def test_case_summary_counts_given_pairs_as_ties(scripts):
     assert (strict["pairs"], strict["discordant"]) == (3, 1)
     tied = validate.case_summary(rows, dram_ties=frozenset({frozenset(("b", "a"))}))["kendall_tau_dram_read"]
     assert (tied["pairs"], tied["discordant"], tied["measured_ties"], tied["tau"]) == (2, 0, 1, 1.0)
+
+
+def test_a_case_below_the_tau_target_says_whether_its_misranks_are_beyond_the_resolution(scripts):
+    # Three orders: a and b measured 10% apart in DRAM reads and predicted 1% apart the wrong way (within the 2%
+    # resolution: a pair only a measurement can order); c far from both and ranked right. tau (1 - 2) / 3 < 0.8, and
+    # the one misranked pair is within the resolution. Predicting b 5% below a instead puts the miss beyond it.
+    validate, _ = scripts
+
+    def row(order, pred, meas):
+        return {"order": order, "predicted_l2_hit_pct": 50.0, "measured_l2_hit_pct": 50.0,
+                "predicted_dram_read_bytes": pred, "measured_dram_read_bytes": meas}
+
+    close = validate.case_summary([row("a", 101.0, 100.0), row("b", 100.0, 110.0), row("c", 200.0, 200.0)])
+    assert close["kendall_tau_dram_read"]["tau"] == pytest.approx(1 / 3)
+    assert [p["within_resolution"] for p in close["kendall_tau_dram_read"]["discordant_pairs"]] == [True]
+    assert validate.below_target(close) == ["dram_read"] and not validate.misranked_beyond_resolution(close)
+    far = validate.case_summary([row("a", 105.0, 100.0), row("b", 100.0, 110.0), row("c", 200.0, 200.0)])
+    assert validate.misranked_beyond_resolution(far)

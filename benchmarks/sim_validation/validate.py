@@ -34,7 +34,8 @@ ensure_triton_backend()
 from swizzlelab.hw import SET_MAPS, HardwareModel, get_model  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.sim import footprint_of, simulate  # noqa: E402
-from swizzlelab.sim.agreement import agreement_by_predicted_gap, kendall_tau  # noqa: E402
+from swizzlelab.sim.agreement import (  # noqa: E402
+    RESOLUTION_DRAM_REL, RESOLUTION_HIT_PP, agreement_by_predicted_gap, kendall_tau, relative_gap)
 from swizzlelab.sim.simulate import (  # noqa: E402
     AGE_PRIORITY, DRAM_SATURATION, DRIFT_DECAY, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, START_JITTER,
     STEP_TIME_CV, STEP_TIME_CV_SATURATING, default_workers, side_by_side)
@@ -338,10 +339,11 @@ def fit_loss(rows: list[dict[str, Any]], point: Point, how: str) -> float:
 
 
 def tau_untied(predicted: list[float], measured: list[float], tied, orders: list[str] | None = None,
-               runs: list[list[float]] | None = None) -> dict[str, Any]:
+               runs: list[list[float]] | None = None, close=None) -> dict[str, Any]:
     """Kendall's tau over the pairs of orders whose measurements are not tied (`tied(i, j)`), and tau-a over all.
     With `orders` and each row's measured `runs`, every discordant pair is listed with Welch's p over the runs: is
-    the measured order of the pair itself more than run-to-run noise?"""
+    the measured order of the pair itself more than run-to-run noise? `close(i, j)`: whether the model predicts the
+    pair closer than its ranking resolution (sim.agreement), noted on each listed pair."""
     concordant = discordant = ties = 0
     listed = []
     for i in range(len(measured)):
@@ -355,6 +357,8 @@ def tau_untied(predicted: list[float], measured: list[float], tied, orders: list
             if product <= 0 and orders is not None:
                 pair = {"orders": [orders[i], orders[j]], "measured": [measured[i], measured[j]],
                         "predicted": [predicted[i], predicted[j]]}
+                if close is not None:
+                    pair["within_resolution"] = bool(close(i, j))
                 if runs is not None and min(len(runs[i]), len(runs[j])) >= 2:
                     pair.update(runs=[len(runs[i]), len(runs[j])],
                                 welch_p=float(ttest_ind(runs[i], runs[j], equal_var=False).pvalue))
@@ -388,18 +392,31 @@ def case_summary(case_rows: list[dict[str, Any]], hit_ties: frozenset = frozense
         "kendall_tau_hit": tau_untied(
             pred_hit, meas_hit,
             lambda i, j: abs(meas_hit[i] - meas_hit[j]) < max(noise[i], noise[j]) or given(hit_ties, i, j),
-            orders, hit_runs),
+            orders, hit_runs, lambda i, j: abs(pred_hit[i] - pred_hit[j]) < RESOLUTION_HIT_PP),
         "kendall_tau_hit_1pp": tau_untied(
             pred_hit, meas_hit, lambda i, j: abs(meas_hit[i] - meas_hit[j]) < TIE_PP or given(hit_ties, i, j)),
         "kendall_tau_dram_read": tau_untied(
             pred_dram, meas_dram,
             lambda i, j: (abs(meas_dram[i] - meas_dram[j]) < TIE_DRAM_REL * max(meas_dram[i], meas_dram[j])
                           or given(dram_ties, i, j)),
-            orders, dram_runs),
+            orders, dram_runs, lambda i, j: abs(relative_gap(pred_dram[i], pred_dram[j])) < RESOLUTION_DRAM_REL),
         "mae_hit_pp": mean([abs(p - m) for p, m in zip(pred_hit, meas_hit)]),
         "mean_rel_error_dram_read": mean([abs(p - m) / m for p, m in zip(pred_dram, meas_dram) if m]),
         "measured_hit_spread_pp": max(meas_hit) - min(meas_hit),
     }
+
+
+def below_target(case: dict[str, Any]) -> list[str]:
+    """The metrics ("hit", "dram_read") whose tau of a case_summary is below the issue's per-case target."""
+    return [name for name in ("hit", "dram_read") if case[f"kendall_tau_{name}"]["tau"] is not None
+            and case[f"kendall_tau_{name}"]["tau"] < TARGETS["kendall_tau_per_case"]]
+
+
+def misranked_beyond_resolution(case: dict[str, Any]) -> bool:
+    """Whether a case below the tau target misranks, in a metric below it, a pair predicted at least the model's
+    resolution apart."""
+    return any(not pair["within_resolution"] for name in below_target(case)
+               for pair in case[f"kendall_tau_{name}"]["discordant_pairs"])
 
 
 def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
@@ -414,12 +431,18 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
     taus_1pp = [c["kendall_tau_hit_1pp"]["tau"] for c in cases.values() if c["kendall_tau_hit_1pp"]["tau"] is not None]
     taus_dram = [c["kendall_tau_dram_read"]["tau"] for c in cases.values()
                  if c["kendall_tau_dram_read"]["tau"] is not None]
+    below = [key for key, c in cases.items() if below_target(c)]
     return {"rows": len(rows), "mae_l2_hit_pp": mean(hit), "mean_rel_error_dram_read": mean(dram),
             "median_rel_error_dram_read": sorted(dram)[len(dram) // 2] if dram else None,
             "n_cases": len(cases),
             "cases_with_tau_hit_below_target": sum(t < TARGETS["kendall_tau_per_case"] for t in taus),
             "cases_with_tau_hit_1pp_below_target": sum(t < TARGETS["kendall_tau_per_case"] for t in taus_1pp),
             "cases_with_tau_dram_read_below_target": sum(t < TARGETS["kendall_tau_per_case"] for t in taus_dram),
+            # The cases below the tau target (hit or DRAM), and those among them with a misranked pair the model
+            # predicts at least its resolution apart: misses it claims to rank, not pairs it names as a coin flip.
+            "cases_below_tau_target": below,
+            "cases_below_tau_target_misranked_beyond_resolution": [key for key in below
+                                                                    if misranked_beyond_resolution(cases[key])],
             # How often pairs are ranked as measured, by how far apart the model puts them: the model's resolution.
             "rank_agreement_by_predicted_gap": agreement_by_predicted_gap(list(by_case.values()),
                                                                           dram_tie=TIE_DRAM_REL, hit_tie_pp=TIE_PP),
@@ -680,7 +703,9 @@ def main(argv: list[str]) -> int:
             print(f"{part} {dev}: {s['rows']} rows, MAE hit {s['mae_l2_hit_pp']:.2f} pp, DRAM read rel err "
                   f"{s['mean_rel_error_dram_read']:.3f} (median {s['median_rel_error_dram_read']:.3f}); cases with tau "
                   f"< {TARGETS['kendall_tau_per_case']}: hit {s['cases_with_tau_hit_below_target']}, DRAM read "
-                  f"{s['cases_with_tau_dram_read_below_target']} of {s['n_cases']}")
+                  f"{s['cases_with_tau_dram_read_below_target']} of {s['n_cases']} ({len(s['cases_below_tau_target'])} "
+                  f"cases in all, {len(s['cases_below_tau_target_misranked_beyond_resolution'])} with a pair misranked "
+                  f"beyond the model's resolution)")
         for metric, bins in parts[part]["all"]["rank_agreement_by_predicted_gap"].items():
             print(f"   {metric} pairs by predicted gap (ranked as measured / reversed / measured tie): " + "; ".join(
                 f"{b['predicted_gap_from']}-{b['predicted_gap_to'] or ''}: {b['concordant']}/{b['discordant']}/"

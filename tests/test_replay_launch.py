@@ -89,3 +89,19 @@ def test_pairs_rank_each_model_against_the_measured_mean_and_ties_stay_out(rl):
     assert summary["pairs_untied"] == 2 and summary["pairs_replay_agrees"] == 2 and summary["pairs_model_agrees"] == 0
     assert summary["replay_dram_mean_rel_error"] == pytest.approx(np.mean([0.01, 1 / 102, 2 / 110, 1 / 112, 11.5 / 101.5]), abs=1e-4)
     assert summary["chip_model_dram_mean_rel_error"] is None
+
+
+def test_schedule_parts_evens_the_models_own_steps_without_moving_its_reads():
+    # The model's schedule of a small matmul, replayed with each program's steps evenly spaced between its first and
+    # last step: the programs and their spans stay, so the reads stay within a few percent (a schedule rebuilt in
+    # the wrong order or with the wrong programs would read far more or less).
+    from swizzlelab.hw import get_model
+    from swizzlelab.sim import footprint_of
+    from swizzlelab.tasks import load_task
+
+    with sim_validation_scripts.loaded("schedule_parts") as parts:
+        task = load_task("matmul")
+        trace = task.access_model({"seed": 1, "m": 2048, "n": 2048, "k": 512}, config=task.kernel.GPU_CONFIG)
+        perm = np.arange(256)
+        own, evened = parts.model_even(trace, perm, get_model("h100"), footprint_of(trace), 0.3, 512 // 64)
+    assert own > 0 and evened == pytest.approx(own, rel=0.05)

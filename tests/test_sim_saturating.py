@@ -12,7 +12,7 @@ import pytest
 
 from swizzlelab.errors import UserError
 from swizzlelab.hw import get_model
-from swizzlelab.sim import kernels, simulate
+from swizzlelab.sim import kernels, own_schedule, simulate
 from swizzlelab.sim.simulate import (
     AGE_PRIORITY, DEFAULT_PROGRESS, HOT_LOAD, START_JITTER, STEP_TIME_CV, STEP_TIME_CV_SATURATING,
     set_index_array, slot_speeds)
@@ -360,3 +360,18 @@ def test_program_cv_belongs_to_the_contention_model_and_is_bounded():
     with pytest.raises(UserError, match="program_cv"):
         simulate(trace, np.array([0]), get_model("h100"), program_cv=-0.1)
     assert simulate(trace, np.array([0]), get_model("h100"), program_cv=0.2).program_cv == 0.2
+
+
+def test_own_schedule_rebuilds_the_schedule_a_result_ran_on():
+    # Replaying the rebuilt schedule through the cache model gives the result's own counts, for both progress
+    # models that have a schedule (page noise and program pace included); a random-walk result has none to rebuild.
+    task = load_task("matmul")
+    trace = task.access_model({"seed": 1, "m": 2048, "n": 2048, "k": 512}, config=task.kernel.GPU_CONFIG)
+    perm = np.random.default_rng(3).permutation(256)
+    model = get_model("h200")
+    for kw in ({"progress": "saturating"}, {"progress": "contention", "page_noise": 0.9, "program_cv": 0.05}):
+        result = simulate(trace, perm, model, occupancy=2, **kw)
+        replayed = simulate(trace, perm, model, occupancy=2, schedule=own_schedule(trace, perm, model, result))
+        assert (replayed.dram_read_bytes, replayed.l2_hit_rate) == (result.dram_read_bytes, result.l2_hit_rate)
+    with pytest.raises(UserError, match="own_schedule needs a saturating or contention result"):
+        own_schedule(trace, perm, model, simulate(trace, perm, model, progress="random_walk"))

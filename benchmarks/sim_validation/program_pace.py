@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import argparse
 import glob
-import importlib
 import json
 import sys
 import time
@@ -28,10 +27,9 @@ from validate import model_name
 
 from swizzlelab.hw import get_model
 from swizzlelab.io import atomic_write_text
-from swizzlelab.sim import footprint_of, simulate
+from swizzlelab.sim import footprint_of, own_schedule, simulate
 from swizzlelab.tasks import load_task
 
-_sim = importlib.import_module("swizzlelab.sim.simulate")  # the module, not the function the package exports
 HERE = Path(__file__).resolve().parent
 BIN_STEPS = 16  # programs that start within one bin share the GPU's pace of that time
 
@@ -47,17 +45,8 @@ def duration_spread(start: np.ndarray, duration: np.ndarray, step: float) -> tup
 def model_spread(trace, perm: np.ndarray, model, program_cv: float) -> float:
     """The contention model's programs' duration sd / median on its own schedule (first to last step start + 1)."""
     res = simulate(trace, perm, model, occupancy=2, program_cv=program_cv)
-    tile_step_ptr = np.asarray(trace.tile_step_ptr)
-    sched = _sim._saturating_schedule(
-        model, perm, np.asarray(trace.lines), np.asarray(trace.is_write), np.asarray(trace.step_ptr), tile_step_ptr,
-        2 * model.units_per_domain, model.l2_partitions, res.capacity_lines_per_partition // res.assoc, res.assoc,
-        res.step_cv, _sim.STEP_TIME_SEED, res.gpc_bound, res.dram_saturation, res.miss_gain, 1,
-        (res.age_priority, res.hot_load, res.start_jitter, res.page_noise, program_cv))
-    first = np.full(tile_step_ptr[-1], np.inf)
-    last = np.full(tile_step_ptr[-1], -np.inf)
-    np.minimum.at(first, sched.steps, sched.start)
-    np.maximum.at(last, sched.steps, sched.start)
-    d = last[tile_step_ptr[perm + 1] - 1] - first[tile_step_ptr[perm]] + 1
+    first, last = own_schedule(trace, perm, model, res).program_span(np.asarray(trace.tile_step_ptr), perm)
+    d = last - first + 1
     return float(d.std() / np.median(d))
 
 

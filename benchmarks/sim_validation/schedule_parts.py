@@ -13,7 +13,6 @@ measured launch), at step_cv 0.3 (the default) and 0.1.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import time
@@ -29,27 +28,17 @@ from validate import model_name
 
 from swizzlelab.hw import get_model
 from swizzlelab.io import atomic_write_text
-from swizzlelab.sim import footprint_of, simulate
+from swizzlelab.sim import footprint_of, own_schedule, simulate
 from swizzlelab.tasks import load_task
 
-_sim = importlib.import_module("swizzlelab.sim.simulate")  # the module, not the function the package exports
 LRC_WINDOW = 0.1  # the table's coalescer window, as replay_launch.py replays with it
-CONTENTION = (0.02, 8.0, 2.0, 0.0, 0.0)  # the contention terms at their defaults (no page noise, no program pace)
 
 
 def model_even(trace, perm: np.ndarray, model, footprint, step_cv: float, n_k: int) -> tuple[float, float]:
     """(DRAM read GB of the model's own schedule, of the same with each program's steps evenly spaced)."""
     tile_step_ptr = np.asarray(trace.tile_step_ptr)
     res = simulate(trace, perm, model, occupancy=2, footprint=footprint, step_cv=step_cv)
-    sched = _sim._saturating_schedule(
-        model, perm, np.asarray(trace.lines), np.asarray(trace.is_write), np.asarray(trace.step_ptr), tile_step_ptr,
-        2 * model.units_per_domain, model.l2_partitions, res.capacity_lines_per_partition // res.assoc, res.assoc,
-        step_cv, _sim.STEP_TIME_SEED, res.gpc_bound, res.dram_saturation, res.miss_gain, 1, CONTENTION)
-    first = np.full(tile_step_ptr[-1], np.inf)
-    last = np.full(tile_step_ptr[-1], -np.inf)
-    np.minimum.at(first, sched.steps, sched.start)
-    np.maximum.at(last, sched.steps, sched.start)
-    start, end = first[tile_step_ptr[perm]], last[tile_step_ptr[perm + 1] - 1]
+    start, end = own_schedule(trace, perm, model, res).program_span(tile_step_ptr, perm)
     # stamped_schedule takes integer times (ns on the GPU): model step times x 1000 keep three decimals.
     lengths = np.repeat(((end - start) * 1000.0 / (n_k - 1))[:, None], n_k, axis=1)
     near = near_of("hash", np.zeros(perm.size, dtype=np.int64), model.l2_partitions)

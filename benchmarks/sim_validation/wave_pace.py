@@ -12,7 +12,6 @@ that GPU (H100-SXM, H200-SXM) with the chip's own GPC layout and share (chip.py)
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import time
@@ -28,10 +27,9 @@ from validate import model_name
 
 from swizzlelab.hw import get_model
 from swizzlelab.io import atomic_write_text
-from swizzlelab.sim import footprint_of, simulate
+from swizzlelab.sim import footprint_of, own_schedule, simulate
 from swizzlelab.tasks import load_task
 
-_sim = importlib.import_module("swizzlelab.sim.simulate")
 HERE = Path(__file__).resolve().parent
 WAVE = 264  # programs resident at once: 132 SMs x 2
 MAX_WAVES = 16
@@ -91,21 +89,11 @@ def model_row(trace, footprint, perm, model, gpc_bound: float, point: dict, prog
     kw = {k: v for k, v in point.items() if k not in ("lrc_window", "page_noise")}
     # The chip table's points predate page noise (stop 38): 0 unless a point names it, in the prediction and the
     # schedule alike (simulate's own default would be the model's, 0.9 on the H200).
-    page = point.get("page_noise", 0.0)
     if progress == "contention":
-        kw["page_noise"] = page
+        kw["page_noise"] = point.get("page_noise", 0.0)
     res = simulate(trace, perm, model, occupancy=2, footprint=footprint, progress=progress, gpc_bound=gpc_bound,
                    lrc_window=point["lrc_window"], **kw)
-    tile_step_ptr = np.asarray(trace.tile_step_ptr)
-    contention = ((point["age_priority"], point["hot_load"], point["start_jitter"], page, 0.0) if progress == "contention"
-                  else None)
-    sched = _sim._saturating_schedule(
-        model, perm, np.asarray(trace.lines), np.asarray(trace.is_write), np.asarray(trace.step_ptr), tile_step_ptr,
-        2 * model.units_per_domain, model.l2_partitions, res.capacity_lines_per_partition // res.assoc, res.assoc,
-        point["step_cv"], _sim.STEP_TIME_SEED, gpc_bound, point["dram_saturation"], point["miss_gain"], 1, contention)
-    first = np.full(tile_step_ptr[-1], np.inf)
-    np.minimum.at(first, sched.steps, sched.start)  # jittered starts: a program starts at its first step's
-    starts = first[tile_step_ptr[perm]]
+    starts, _ = own_schedule(trace, perm, model, res).program_span(np.asarray(trace.tile_step_ptr), perm)
     return {"dram_read_bytes": int(res.dram_read_bytes), "l2_hit_pct": round(100 * res.l2_hit_rate, 2),
             **per_wave(starts - starts.min(), np.zeros(starts.size), None)}
 

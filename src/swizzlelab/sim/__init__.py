@@ -5,7 +5,7 @@
 
 from swizzlelab.sim.analyze import Analysis, Period, Sharing, TensorStats, analyze, index_periods
 from swizzlelab.sim.simulate import (DomainStats, Schedule, SimResult, clear_schedule_cache, domain_programs,
-                                     footprint_of, simulate, simulate_many)
+                                     footprint_of, own_schedule, simulate, simulate_many)
 
 __all__ = [
     "Analysis",
@@ -20,6 +20,7 @@ __all__ = [
     "domain_programs",
     "footprint_of",
     "index_periods",
+    "own_schedule",
     "simulate",
     "simulate_many",
 ]

@@ -151,6 +151,15 @@ class Schedule:
     near: np.ndarray  # int8 near L2 partition of the program that ran each step
     start: np.ndarray  # float64 start time of each step in mean step times (the coalescer's window unit)
 
+    def program_span(self, tile_step_ptr: np.ndarray, perm: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """(earliest, latest) step start of the program at each launch position of `perm`: a program's start and
+        its last step's (start jitter can put a program's first step after its second)."""
+        first = np.full(tile_step_ptr[-1], np.inf)
+        last = np.full(tile_step_ptr[-1], -np.inf)
+        np.minimum.at(first, self.steps, self.start)
+        np.maximum.at(last, self.steps, self.start)
+        return first[tile_step_ptr[perm]], last[tile_step_ptr[perm + 1] - 1]
+
 
 @dataclass(frozen=True)
 class DomainStats:
@@ -993,6 +1002,24 @@ def _saturating_schedule(model, programs, lines, writes, step_ptr, tile_step_ptr
         order = np.argsort(start, kind="stable")
         steps, near, start = steps[order], near[order], start[order]
     return Schedule(steps=steps, near=near, start=start)
+
+
+def own_schedule(trace: Any, perm: Any, model: HardwareModel, result: SimResult, seed: int = STEP_TIME_SEED,
+                 workers: int = 1) -> Schedule:
+    """The schedule the saturating or contention progress model ran for `result` (simulate's run of `trace` in the
+    order `perm` on the one-domain `model`, at `seed`), rebuilt from the parameters the result records: where the
+    model's programs ran, to set beside a measured timeline."""
+    if result.progress not in ("saturating", "contention") or model.n_domains != 1:
+        raise UserError(f"own_schedule needs a saturating or contention result of a one-domain model, got "
+                        f"{result.progress} on {model.name}")
+    lines, _, writes, step_ptr, tile_step_ptr = _trace_arrays(trace)
+    contention = ((result.age_priority, result.hot_load, result.start_jitter, result.page_noise, result.program_cv)
+                  if result.progress == "contention" else None)
+    n_sets = result.capacity_lines_per_partition // result.assoc
+    return _saturating_schedule(model, _as_perm(perm, tile_step_ptr.size - 1), lines, writes, step_ptr,
+                                tile_step_ptr, result.n_slots_per_domain, result.n_partitions, n_sets, result.assoc,
+                                result.step_cv, seed, result.gpc_bound, result.dram_saturation, result.miss_gain,
+                                workers, contention)
 
 
 def _check_schedule(schedule, model, n_steps, n_partitions, hit_speedup, drift_decay, wave_sync, engine, assoc) -> None:

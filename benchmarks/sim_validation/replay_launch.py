@@ -90,13 +90,18 @@ def measure(args: argparse.Namespace) -> int:
     return 0
 
 
-def stamped_counters(probe: dict, launches: list[dict]) -> dict[tuple[str, str, str], dict]:
-    """{(case, order, 'r0'): ncu counters of that stamped launch}, through the probe's list of launches."""
+def labelled_launches(probe: dict, launches: list[dict]) -> list[tuple[tuple[str, str, str], dict]]:
+    """((case, order, the probe's label of the launch), ncu counters) of every launch, in launch order."""
     labels = [(row["case"], row["order"], label) for row in probe["rows"] for label in row["launches"]]
     if len(labels) != len(launches):
         raise SystemExit(f"the probe made {len(labels)} launches and ncu profiled {len(launches)}: cannot pair them")
+    return list(zip(labels, launches))
+
+
+def stamped_counters(probe: dict, launches: list[dict]) -> dict[tuple[str, str, str], dict]:
+    """{(case, order, 'r0'): ncu counters of that stamped launch}, through the probe's list of launches."""
     return {(case, order, label.removeprefix("stamped_")): counters
-            for (case, order, label), counters in zip(labels, launches) if label.startswith("stamped_r")}
+            for (case, order, label), counters in labelled_launches(probe, launches) if label.startswith("stamped_r")}
 
 
 def even_schedule(sm, start, duration, n_k, order, tile_step_ptr, perm, n_partitions):
@@ -241,11 +246,8 @@ def summarize(rows: list[dict]) -> dict:
 def stamp_effect(record: dict) -> list[dict]:
     """Per (case, order) of one launches file: ncu's DRAM reads of the plain and of the stamped launches (mean, sd,
     count) and stamped / plain."""
-    labels = [(row["case"], row["order"], label) for row in record["probe"]["rows"] for label in row["launches"]]
-    if len(labels) != len(record["launches"]):
-        raise SystemExit(f"the probe made {len(labels)} launches and ncu profiled {len(record['launches'])}")
     reads: dict[tuple[str, str], dict[str, list[float]]] = {}
-    for (case, order, label), counters in zip(labels, record["launches"]):
+    for (case, order, label), counters in labelled_launches(record["probe"], record["launches"]):
         kind = "stamped" if label.startswith("stamped") else "plain"
         reads.setdefault((case, order), {"plain": [], "stamped": []})[kind].append(counters[METRICS[0]])
     out = []

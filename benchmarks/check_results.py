@@ -286,6 +286,21 @@ def placement_probe() -> list[str]:
     return problems
 
 
+def right_rows(path: Path, gpu: str, count: int) -> bool:
+    """Whether a run.py rows file holds `count` rows measured on a GPU named `gpu`..., every output right."""
+    measured = json.loads(path.read_text())
+    return measured["device"].startswith(gpu) and not measured["failures"] and len(measured["rows"]) == count \
+        and all(r["output_correct"] for r in measured["rows"])
+
+
+def follows_rule(test: dict) -> bool:
+    """Whether a page_test.py verdict follows its numbers: the term is adopted iff it has fewer tau misses, or as
+    many and a lower targets loss, and stays within 3 pp and 10% on the set."""
+    on, off = test["on"]["test_set"], test["off"]["test_set"]
+    wins = (on["tau_misses"], on["targets_loss"]) < (off["tau_misses"], off["targets_loss"])
+    return test["adopted"] == (wins and on["mae_l2_hit_pp"] <= 3.0 and on["mean_rel_error_dram_read"] <= 0.1)
+
+
 def page_noise() -> list[str]:
     """The models' page noise (issue 15, stop 38): the page set measured on an H200 and an H100 with every output
     right, rules 2 and 3's verdicts (H200 adopts, H100 does not) following their own numbers, and the table predicted
@@ -294,16 +309,11 @@ def page_noise() -> list[str]:
     folder = ROOT / "sim_validation" / "page"
     for sub, gpu in (("h200/sim_ncu_rows_nvidia_h200.json", "NVIDIA H200"),
                      ("h100/sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100")):
-        measured = json.loads((folder / sub).read_text())
-        if not measured["device"].startswith(gpu) or measured["failures"] or len(measured["rows"]) != 72 \
-                or not all(r["output_correct"] for r in measured["rows"]):
+        if not right_rows(folder / sub, gpu, 72):
             problems.append(f"page set: not 72 right rows measured on an {gpu}")
     for name, gpu, adopted in (("page_test.json", "NVIDIA H200", True), ("page_test_h100.json", "NVIDIA H100", False)):
         test = json.loads((folder / name).read_text())
-        on, off = test["on"]["test_set"], test["off"]["test_set"]
-        wins = (on["tau_misses"], on["targets_loss"]) < (off["tau_misses"], off["targets_loss"])
-        if test["adopted"] != (wins and on["mae_l2_hit_pp"] <= 3.0 and on["mean_rel_error_dram_read"] <= 0.1) \
-                or test["adopted"] != adopted or len(test["measured_device"]) != 1 \
+        if not follows_rule(test) or test["adopted"] != adopted or len(test["measured_device"]) != 1 \
                 or not test["measured_device"][0].startswith(gpu):
             problems.append(f"{name}: adopted {test['adopted']} does not follow its numbers, or not the README's verdict")
     table = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())
@@ -324,16 +334,11 @@ def program_pace() -> list[str]:
     for sub, gpu in (("h100/sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100"),
                      ("h100_b/sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100"),
                      ("h200/sim_ncu_rows_nvidia_h200.json", "NVIDIA H200")):
-        measured = json.loads((folder / sub).read_text())
-        if not measured["device"].startswith(gpu) or measured["failures"] or len(measured["rows"]) != 78 \
-                or not all(r["output_correct"] for r in measured["rows"]):
+        if not right_rows(folder / sub, gpu, 78):
             problems.append(f"pace set: {sub} is not 78 right rows measured on an {gpu}")
     test = json.loads((folder / "pace_test.json").read_text())
-    on, off = test["on"]["test_set"], test["off"]["test_set"]
-    wins = (on["tau_misses"], on["targets_loss"]) < (off["tau_misses"], off["targets_loss"])
-    if test["set"] != "pace" or test["adopted"] != (wins and on["mae_l2_hit_pp"] <= 3.0
-                                                    and on["mean_rel_error_dram_read"] <= 0.1) \
-            or test["adopted"] or sorted(test["measured_device"]) != ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]:
+    if test["set"] != "pace" or not follows_rule(test) or test["adopted"] \
+            or sorted(test["measured_device"]) != ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]:
         problems.append("pace_test.json: adopted does not follow its numbers, or not the README's verdict (not adopted)")
     table = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())
     if table.get("fitted_program_cv") != 0.0:

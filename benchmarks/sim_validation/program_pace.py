@@ -42,9 +42,9 @@ def duration_spread(start: np.ndarray, duration: np.ndarray, step: float) -> tup
     return float(d.std()), float((d - means[bins]).std())
 
 
-def model_spread(trace, perm: np.ndarray, model, program_cv: float) -> float:
-    """The contention model's programs' duration sd / median on its own schedule (first to last step start + 1)."""
-    res = simulate(trace, perm, model, occupancy=2, program_cv=program_cv)
+def model_spread(trace, perm: np.ndarray, model, res) -> float:
+    """The programs' duration sd / median on the schedule the contention model ran for `res` (first to last step
+    start + 1)."""
     first, last = own_schedule(trace, perm, model, res).program_span(np.asarray(trace.tile_step_ptr), perm)
     d = last - first + 1
     return float(d.std() / np.median(d))
@@ -90,13 +90,14 @@ def main(argv: list[str]) -> int:
                 traces = {case: (trace, footprint_of(trace))}
             trace, footprint = traces[case]
             perm = order_table(order, m, n, k)
-            predicted = {f"{cv:g}": int(simulate(trace, perm, model, occupancy=2, footprint=footprint,
-                                                 program_cv=cv).dram_read_bytes) for cv in grid}
+            results = {f"{cv:g}": simulate(trace, perm, model, occupancy=2, footprint=footprint, program_cv=cv)
+                       for cv in grid}
+            predicted = {cv: int(res.dram_read_bytes) for cv, res in results.items()}
             out = {"case": case, "order": order, "launches": len(runs), "file": Path(path).name,
                    "measured_duration_spread": round(float(np.mean([s[0] for s in spreads])), 4),
                    "measured_spread_after_start_bins": round(float(np.mean([s[1] for s in spreads])), 4),
-                   "model_duration_spread": {f"{cv:g}": round(model_spread(trace, perm, model, cv), 4)
-                                             for cv in grid[:2]},
+                   "model_duration_spread": {cv: round(model_spread(trace, perm, model, results[cv]), 4)
+                                             for cv in list(results)[:2]},
                    "table_measured_dram_read_bytes": measured_dram.get((case, order)),
                    "predicted_dram_read_bytes": predicted}
             rows.append(out)

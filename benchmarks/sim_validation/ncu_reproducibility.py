@@ -1,0 +1,199 @@
+"""How reproducibly ncu itself ranks the table's orders, and the model scored on the same yardstick: is Kendall tau
+>= 0.8 per case a bar ncu clears against its own runs? Rule 5 of the simulator study (stop 40).
+
+    python benchmarks/sim_validation/ncu_reproducibility.py split OUT_JSON TABLE_JSON
+    python benchmarks/sim_validation/ncu_reproducibility.py replicate OUT_JSON TABLE_JSON FRESH_ROWS_JSON...
+A fresh ncu run of every row of the table's four sets (run.py --set table, fresh, page and pace, --repeat 1) on an
+H100 and an H200, in calls started after this rule was committed; every row measured is used, none re-run or dropped.
+Per held-out case, Kendall tau under validate.py's tie rule (the fresh row's own noise) of (a) the model's predictions
+and (b) ncu's means, both from the table before the fresh runs (stop 39's sim_validation.json), each against the fresh
+run; a case with an order not measured fresh is left out and listed. Verdict: the model ranks orders as reproducibly
+as ncu itself if (a)'s cases below tau 0.8 are no more than (b)'s over both GPUs, else ncu ranks more reproducibly.
+The fresh runs then join the table (validate.py, means over one more run) and the issue's targets are read there.
+
+`split` asks the same of the runs already in the table: each case's runs are halved every way (run indices), and one
+half's means, then the model, are scored against the other half's; it reports the expected number of cases below tau
+0.8 over the halvings.
+"""
+
+from __future__ import annotations
+
+import argparse
+import itertools
+import json
+import sys
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+from validate import TARGETS, below_target, case_key, case_summary, mean, noise_pp
+
+from swizzlelab.io import atomic_write_text
+
+MAX_SPLIT_RUNS = 8  # a case with more runs is halved over its first 8: C(8, 4) = 70 halvings
+PARTS = ("fit", "held_out")
+
+
+def scored(orders: list[str], predicted: list[tuple[float, float]], truth: list[tuple[float, float]],
+           noise: list[float | None]) -> dict[str, Any]:
+    """validate.case_summary of one case whose orders have `predicted` (hit %, DRAM bytes) against `truth`."""
+    rows = [{"order": order, "predicted_l2_hit_pct": p[0], "predicted_dram_read_bytes": p[1],
+             "measured_l2_hit_pct": t[0], "measured_dram_read_bytes": t[1], "measured_noise_pp": n}
+            for order, p, t, n in zip(orders, predicted, truth, noise)]
+    return case_summary(rows)
+
+
+def group_cases(rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], list[dict[str, Any]]]:
+    """(part, device, case key) -> the case's rows, in the table's order."""
+    cases: dict[tuple[str, str, str], list[dict[str, Any]]] = defaultdict(list)
+    for r in rows:
+        cases[(r["set"], r["device"], case_key(r))].append(r)
+    return cases
+
+
+def model_of(rows: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    return [(r["predicted_l2_hit_pct"], r["predicted_dram_read_bytes"]) for r in rows]
+
+
+def ncu_of(rows: list[dict[str, Any]]) -> list[tuple[float, float]]:
+    return [(r["measured_l2_hit_pct"], r["measured_dram_read_bytes"]) for r in rows]
+
+
+def halves(n_runs: int) -> list[tuple[tuple[int, ...], tuple[int, ...]]]:
+    """Every way to split run indices 0..n-1 into a first half of n // 2 and the rest (the rest as the truth)."""
+    n = min(n_runs, MAX_SPLIT_RUNS)
+    return [(part, tuple(i for i in range(n) if i not in part)) for part in itertools.combinations(range(n), n // 2)]
+
+
+def half_means(rows: list[dict[str, Any]], runs: tuple[int, ...]) -> list[tuple[float, float]]:
+    return [(mean([r["measured_l2_hit_pct_runs"][i] for i in runs]),
+             mean([r["measured_dram_read_bytes_runs"][i] for i in runs])) for r in rows]
+
+
+def split_case(rows: list[dict[str, Any]]) -> dict[str, Any] | None:
+    """Over every halving of a case's runs: the share in which one half's means, and the model, fall below the tau
+    target against the other half. None for a case with fewer than 2 runs of an order."""
+    n_runs = min(r.get("measured_runs", 1) for r in rows)
+    if n_runs < 2:
+        return None
+    orders = [r["order"] for r in rows]
+    noise = [r.get("measured_noise_pp") for r in rows]
+    below = {"ncu": 0, "model": 0}
+    splits = halves(n_runs)
+    for first, rest in splits:
+        truth = half_means(rows, rest)
+        below["ncu"] += bool(below_target(scored(orders, half_means(rows, first), truth, noise)))
+        below["model"] += bool(below_target(scored(orders, model_of(rows), truth, noise)))
+    return {"runs": n_runs, "halvings": len(splits),
+            "ncu_half_below_share": below["ncu"] / len(splits), "model_below_share": below["model"] / len(splits)}
+
+
+def split(table: list[dict[str, Any]]) -> dict[str, Any]:
+    cases = {}
+    expected: dict[str, dict[str, float]] = defaultdict(lambda: {"cases": 0, "ncu_half": 0.0, "model": 0.0})
+    for (part, device, key), rows in group_cases(table).items():
+        result = split_case(rows)
+        if result is None:
+            continue
+        cases[f"{part} | {device} | {key}"] = result
+        for group in (part, f"{part} | {device}"):
+            expected[group]["cases"] += 1
+            expected[group]["ncu_half"] += result["ncu_half_below_share"]
+            expected[group]["model"] += result["model_below_share"]
+    return {"expected_cases_below_tau_target": dict(sorted(expected.items())), "cases": cases}
+
+
+def fresh_index(fresh_rows: list[dict[str, Any]]) -> dict[tuple[str, str, str], dict[str, Any]]:
+    """(device, case key, order) -> the fresh row; a row measured twice is refused (the rule takes one run)."""
+    index: dict[tuple[str, str, str], dict[str, Any]] = {}
+    for r in fresh_rows:
+        key = (r["device"], case_key(r), r["order"])
+        if key in index:
+            raise SystemExit(f"two fresh runs of {' | '.join(key)}: the rule takes one run of each row")
+        index[key] = r
+    return index
+
+
+def replicate(table: list[dict[str, Any]], fresh_rows: list[dict[str, Any]]) -> dict[str, Any]:
+    """Rule 5: the model's and ncu's table figures, each scored per case against the fresh run."""
+    index = fresh_index(fresh_rows)
+    cases: dict[str, Any] = {}
+    left_out: list[str] = []
+    below: dict[str, dict[str, list[str]]] = defaultdict(lambda: {"model": [], "ncu": []})
+    scored_cases: dict[str, int] = defaultdict(int)
+    for (part, device, key), rows in group_cases(table).items():
+        fresh = [index.get((device, key, r["order"])) for r in rows]
+        name = f"{device} | {key}"
+        if any(f is None or f.get("measured_l2_hit_pct") is None or not f.get("measured_dram_read_bytes")
+               for f in fresh):
+            left_out.append(f"{part} | {name}")
+            continue
+        orders = [r["order"] for r in rows]
+        truth = [(f["measured_l2_hit_pct"], f["measured_dram_read_bytes"]) for f in fresh]
+        noise = [noise_pp(f) for f in fresh]
+        result = {"part": part, "fresh": [{"order": o, "l2_hit_pct": t[0], "dram_read_bytes": t[1], "noise_pp": n}
+                                          for o, t, n in zip(orders, truth, noise)]}
+        for name_of, figures in (("model", model_of(rows)), ("ncu", ncu_of(rows))):
+            summary = scored(orders, figures, truth, noise)
+            result[name_of] = {"below": below_target(summary),
+                               "tau_hit": summary["kendall_tau_hit"]["tau"],
+                               "tau_dram_read": summary["kendall_tau_dram_read"]["tau"],
+                               "discordant_pairs": {m: summary[f"kendall_tau_{m}"]["discordant_pairs"]
+                                                    for m in ("hit", "dram_read")}}
+            for group in (part, f"{part} | {device}"):
+                if result[name_of]["below"]:
+                    below[group][name_of].append(name)
+        for group in (part, f"{part} | {device}"):
+            scored_cases[group] += 1
+            below[group]  # a group with no case below still reports its zero
+        cases[f"{part} | {name}"] = result
+    held = below["held_out"]
+    verdict = ("the model ranks orders as reproducibly as ncu itself" if len(held["model"]) <= len(held["ncu"])
+               else "ncu ranks orders more reproducibly than the model")
+    return {"verdict": verdict,
+            "cases_below_tau_target": {group: {"scored_cases": scored_cases[group],
+                                               "model": sorted(v["model"]), "ncu": sorted(v["ncu"]),
+                                               "n_model": len(v["model"]), "n_ncu": len(v["ncu"])}
+                                       for group, v in sorted(below.items())},
+            "left_out": sorted(left_out), "cases": cases}
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("mode", choices=["split", "replicate"])
+    parser.add_argument("out")
+    parser.add_argument("table", help="validate.py's output before the fresh runs joined it")
+    parser.add_argument("fresh", nargs="*", help="run.py's rows files of the fresh runs (replicate)")
+    args = parser.parse_args(argv)
+    try:
+        table = json.loads(Path(args.table).read_text())["rows"]
+        fresh_rows = [r for path in args.fresh for r in json.loads(Path(path).read_text())["rows"]]
+    except (OSError, ValueError, KeyError) as exc:
+        raise SystemExit(f"cannot read the inputs: {exc}") from exc
+    if args.mode == "replicate" and not fresh_rows:
+        raise SystemExit("replicate needs the fresh runs' rows files")
+    result: dict[str, Any] = {"script": "benchmarks/sim_validation/ncu_reproducibility.py",
+                              "command": " ".join(["python", "benchmarks/sim_validation/ncu_reproducibility.py",
+                                                   *argv]),
+                              "rule": " ".join(__doc__.split("\n\n")[1].split("\n")[2:]),
+                              "tau_target": TARGETS["kendall_tau_per_case"],
+                              "measured": "ncu lts__t_sector_hit_rate.pct and dram__bytes_read.sum per row, as in "
+                                          "the table; predicted: the table's model of each GPU"}
+    if args.mode == "split":
+        result.update(split(table))
+        for group, e in result["expected_cases_below_tau_target"].items():
+            print(f"{group}: {e['cases']} cases; expected below tau {TARGETS['kendall_tau_per_case']}: one half of "
+                  f"ncu's runs against the other {e['ncu_half']:.2f}, the model against it {e['model']:.2f}")
+    else:
+        result["devices"] = sorted({r["device"] for r in fresh_rows})
+        result.update(replicate(table, fresh_rows))
+        for group, v in result["cases_below_tau_target"].items():
+            print(f"{group}: {v['scored_cases']} cases; below tau against the fresh run: model {v['n_model']}, "
+                  f"ncu's table means {v['n_ncu']}")
+        print(f"left out (an order not measured fresh): {len(result['left_out'])}; verdict: {result['verdict']}")
+    atomic_write_text(args.out, json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

@@ -1,0 +1,83 @@
+"""benchmarks/sim_validation/ncu_reproducibility.py (rule 5, stop 40): ncu's own runs and the model scored per case
+on the same yardstick, by halving a case's runs or against a fresh run of every row."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests import sim_validation_scripts
+
+ORDERS = ("row_major", "column_major", "grouped:GROUP_M=8")
+
+
+@pytest.fixture(scope="module")
+def nr():
+    with sim_validation_scripts.loaded("ncu_reproducibility") as loaded:
+        yield loaded
+
+
+def _row(order: str, predicted: tuple[float, float], hits: list[float], reads: list[float],
+         device: str = "NVIDIA H100 80GB HBM3", part: str = "held_out") -> dict:
+    return {"task": "matmul", "case": {"seed": 1, "m": 64, "n": 64, "k": 64}, "order": order, "device": device,
+            "set": part, "predicted_l2_hit_pct": predicted[0], "predicted_dram_read_bytes": predicted[1],
+            "measured_runs": len(hits), "measured_l2_hit_pct_runs": hits, "measured_dram_read_bytes_runs": reads,
+            "measured_l2_hit_pct": sum(hits) / len(hits), "measured_dram_read_bytes": sum(reads) / len(reads),
+            "measured_noise_pp": 0.2}
+
+
+def _fresh(order: str, hit: float, read: float, device: str = "NVIDIA H100 80GB HBM3") -> dict:
+    return {"task": "matmul", "case": {"seed": 1, "m": 64, "n": 64, "k": 64}, "order": order, "device": device,
+            "measured_l2_hit_pct": hit, "measured_dram_read_bytes": read}
+
+
+def test_halvings_cover_every_way_and_stop_at_eight_runs(nr):
+    assert len(nr.halves(3)) == 3 and all(len(a) == 1 and len(b) == 2 for a, b in nr.halves(3))
+    assert len(nr.halves(4)) == 6
+    assert len(nr.halves(43)) == 70  # C(8, 4): the first 8 runs
+    for first, rest in nr.halves(6):
+        assert sorted(first + rest) == list(range(6))
+
+
+def test_split_scores_ncu_halves_and_the_model_against_the_other_half(nr):
+    # ncu's runs agree with each other in every run; the model has the orders backwards.
+    rows = [_row("row_major", (90.0, 1e8), [50.0, 50.5, 49.5, 50.2], [3e9, 3.05e9, 2.95e9, 3e9]),
+            _row("column_major", (70.0, 2e8), [70.0, 70.4, 69.8, 70.1], [2e9, 2.02e9, 1.98e9, 2e9]),
+            _row("grouped:GROUP_M=8", (50.0, 3e8), [85.0, 85.3, 84.9, 85.2], [1e9, 1.01e9, 0.99e9, 1e9])]
+    result = nr.split_case(rows)
+    assert result["halvings"] == 6
+    assert result["ncu_half_below_share"] == 0.0
+    assert result["model_below_share"] == 1.0
+    table = nr.split(rows)["expected_cases_below_tau_target"]["held_out"]
+    assert table == {"cases": 1, "ncu_half": 0.0, "model": 1.0}
+
+
+def test_split_skips_a_case_measured_once(nr):
+    assert nr.split_case([_row(o, (50.0, 1e9), [50.0], [1e9]) for o in ORDERS]) is None
+
+
+def test_replicate_scores_model_and_table_means_against_the_fresh_run(nr):
+    # The table's ncu means have row/column swapped against the fresh run; the model has them as the fresh run.
+    table = [_row("row_major", (60.0, 2.5e9), [70.0, 70.2], [2.0e9, 2.0e9]),
+             _row("column_major", (70.0, 2.0e9), [60.0, 60.1], [2.5e9, 2.5e9]),
+             _row("grouped:GROUP_M=8", (85.0, 1e9), [85.0, 85.1], [1e9, 1e9])]
+    fresh = [_fresh("row_major", 59.0, 2.6e9), _fresh("column_major", 71.0, 1.9e9),
+             _fresh("grouped:GROUP_M=8", 86.0, 1.0e9)]
+    result = nr.replicate(table, fresh)
+    held = result["cases_below_tau_target"]["held_out"]
+    assert (held["n_model"], held["n_ncu"], held["scored_cases"]) == (0, 1, 1)
+    assert result["verdict"] == "the model ranks orders as reproducibly as ncu itself"
+    case = next(iter(result["cases"].values()))
+    assert case["ncu"]["below"] == ["hit", "dram_read"] and case["model"]["below"] == []
+    # A fresh run that agrees with the table's means instead: now the model is the one below, and ncu wins.
+    fresh_agreeing = [_fresh("row_major", 71.0, 1.9e9), _fresh("column_major", 59.0, 2.6e9),
+                      _fresh("grouped:GROUP_M=8", 86.0, 1.0e9)]
+    assert nr.replicate(table, fresh_agreeing)["verdict"] == "ncu ranks orders more reproducibly than the model"
+
+
+def test_replicate_leaves_out_a_case_with_an_order_not_measured_and_refuses_two_runs(nr):
+    table = [_row(o, (50.0 + i, 1e9 * (i + 1)), [50.0 + i], [1e9 * (i + 1)]) for i, o in enumerate(ORDERS)]
+    result = nr.replicate(table, [_fresh("row_major", 50.0, 1e9), _fresh("column_major", 51.0, 2e9)])
+    assert result["left_out"] == ["held_out | NVIDIA H100 80GB HBM3 | matmul m=64 n=64 k=64"]
+    assert result["cases"] == {}
+    with pytest.raises(SystemExit, match="two fresh runs"):
+        nr.replicate(table, [_fresh("row_major", 50.0, 1e9), _fresh("row_major", 50.0, 1e9)])

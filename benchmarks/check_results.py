@@ -346,9 +346,32 @@ def program_pace() -> list[str]:
     return problems
 
 
+def ncu_replicate() -> list[str]:
+    """Rule 5 (issue 15, stop 40): one fresh ncu run of every table row on an H100 and an H200, every output right;
+    the verdict follows its counts and is the README's (ncu's own means rank the fresh run better than the model);
+    and the table holds the fresh runs."""
+    problems = []
+    folder = ROOT / "sim_validation" / "replicate"
+    for gpu, tag in (("NVIDIA H100", "nvidia_h100_80gb_hbm3"), ("NVIDIA H200", "nvidia_h200")):
+        for name, count in (("table", 45), ("fresh", 31), ("page", 24), ("pace", 26)):
+            path = folder / gpu.split()[1].lower() / name / f"sim_ncu_rows_{tag}.json"
+            if not right_rows(path, gpu, count):
+                problems.append(f"{path.relative_to(ROOT)}: not {count} right rows measured on an {gpu}")
+    test = json.loads((folder / "replicate_test.json").read_text())
+    held = test["cases_below_tau_target"]["held_out"]
+    follows = (held["n_model"] <= held["n_ncu"]) == test["verdict"].startswith("the model ranks")
+    if not follows or test["verdict"] != "ncu ranks orders more reproducibly than the model" or test["left_out"] \
+            or held["scored_cases"] != 54:
+        problems.append("replicate_test.json: the verdict does not follow its counts, or is not the README's")
+    table = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())
+    if "benchmarks/sim_validation/replicate/h200/pace/sim_ncu_rows_nvidia_h200.json" not in table["command"]:
+        problems.append("sim_validation.json: the fresh runs of rule 5 are not in the table")
+    return problems
+
+
 CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, sim_speed, evaluator_h100,
                                                optimize_matmul_orders, kdir_prediction, kalt_optimize,
-                                               placement_probe, page_noise, program_pace,
+                                               placement_probe, page_noise, program_pace, ncu_replicate,
                                                every_study_names_its_device_and_command)
 
 

@@ -68,6 +68,9 @@ def test_replicate_scores_model_and_table_means_against_the_fresh_run(nr):
     assert result["verdict"] == "the model ranks orders as reproducibly as ncu itself"
     case = next(iter(result["cases"].values()))
     assert case["ncu"]["below"] == ["hit", "dram_read"] and case["model"]["below"] == []
+    # The converse: with the table's means as the truth, the fresh run and the model (which agree) are both below.
+    converse = result["converse"]["held_out"]
+    assert (converse["n_fresh_run_against_table_means"], converse["n_model_against_table_means"]) == (1, 1)
     # A fresh run that agrees with the table's means instead: now the model is the one below, and ncu wins.
     fresh_agreeing = [_fresh("row_major", 71.0, 1.9e9), _fresh("column_major", 59.0, 2.6e9),
                       _fresh("grouped:GROUP_M=8", 86.0, 1.0e9)]

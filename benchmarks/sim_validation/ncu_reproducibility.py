@@ -119,7 +119,7 @@ def replicate(table: list[dict[str, Any]], fresh_rows: list[dict[str, Any]]) -> 
     index = fresh_index(fresh_rows)
     cases: dict[str, Any] = {}
     left_out: list[str] = []
-    below: dict[str, dict[str, list[str]]] = defaultdict(lambda: {"model": [], "ncu": []})
+    below: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     scored_cases: dict[str, int] = defaultdict(int)
     for (part, device, key), rows in group_cases(table).items():
         fresh = [index.get((device, key, r["order"])) for r in rows]
@@ -143,6 +143,14 @@ def replicate(table: list[dict[str, Any]], fresh_rows: list[dict[str, Any]]) -> 
             for group in (part, f"{part} | {device}"):
                 if result[name_of]["below"]:
                     below[group][name_of].append(name)
+        # Not the rule's question, the converse (reported beside it): one fresh run as the ranking, the table's means
+        # as the truth, next to the model against those means (the table's own tau).
+        table_noise = [r.get("measured_noise_pp") for r in rows]
+        for name_of, figures in (("fresh_run_against_table_means", truth), ("model_against_table_means",
+                                                                             model_of(rows))):
+            result[name_of] = below_target(scored(orders, figures, ncu_of(rows), table_noise))
+            if result[name_of]:
+                below[part][name_of].append(name)
         for group in (part, f"{part} | {device}"):
             scored_cases[group] += 1
             below[group]  # a group with no case below still reports its zero
@@ -152,9 +160,15 @@ def replicate(table: list[dict[str, Any]], fresh_rows: list[dict[str, Any]]) -> 
                else "ncu ranks orders more reproducibly than the model")
     return {"verdict": verdict,
             "cases_below_tau_target": {group: {"scored_cases": scored_cases[group],
-                                               "model": sorted(v["model"]), "ncu": sorted(v["ncu"]),
-                                               "n_model": len(v["model"]), "n_ncu": len(v["ncu"])}
+                                               "n_model": len(v["model"]), "n_ncu": len(v["ncu"]),
+                                               "model": sorted(v["model"]), "ncu": sorted(v["ncu"])}
                                        for group, v in sorted(below.items())},
+            "converse": {part: {"scored_cases": scored_cases[part],
+                                **{f"n_{k}": len(below[part][k]) for k in ("fresh_run_against_table_means",
+                                                                           "model_against_table_means")},
+                                **{k: sorted(below[part][k]) for k in ("fresh_run_against_table_means",
+                                                                      "model_against_table_means")}}
+                         for part in PARTS if part in below},
             "left_out": sorted(left_out), "cases": cases}
 
 
@@ -167,7 +181,8 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         table = json.loads(Path(args.table).read_text())["rows"]
-        fresh_rows = [r for path in args.fresh for r in json.loads(Path(path).read_text())["rows"]]
+        fresh_files = [json.loads(Path(path).read_text()) for path in args.fresh]
+        fresh_rows = [r for doc in fresh_files for r in doc["rows"]]
     except (OSError, ValueError, KeyError) as exc:
         raise SystemExit(f"cannot read the inputs: {exc}") from exc
     if args.mode == "replicate" and not fresh_rows:
@@ -180,16 +195,21 @@ def main(argv: list[str]) -> int:
                               "measured": "ncu lts__t_sector_hit_rate.pct and dram__bytes_read.sum per row, as in "
                                           "the table; predicted: the table's model of each GPU"}
     if args.mode == "split":
+        result["device"] = "analysis of the table's ncu runs on " + ", ".join(sorted({r["device"] for r in table}))
         result.update(split(table))
         for group, e in result["expected_cases_below_tau_target"].items():
             print(f"{group}: {e['cases']} cases; expected below tau {TARGETS['kendall_tau_per_case']}: one half of "
                   f"ncu's runs against the other {e['ncu_half']:.2f}, the model against it {e['model']:.2f}")
     else:
-        result["devices"] = sorted({r["device"] for r in fresh_rows})
+        result["device"] = "; ".join(sorted({f"{doc['device']} ({doc.get('gpu_uuid_serial') or 'no UUID recorded'})"
+                                             for doc in fresh_files}))
         result.update(replicate(table, fresh_rows))
         for group, v in result["cases_below_tau_target"].items():
             print(f"{group}: {v['scored_cases']} cases; below tau against the fresh run: model {v['n_model']}, "
                   f"ncu's table means {v['n_ncu']}")
+        for part, v in result["converse"].items():
+            print(f"{part} (converse, not the rule's): against the table's ncu means, one fresh run below tau in "
+                  f"{v['n_fresh_run_against_table_means']} cases, the model in {v['n_model_against_table_means']}")
         print(f"left out (an order not measured fresh): {len(result['left_out'])}; verdict: {result['verdict']}")
     atomic_write_text(args.out, json.dumps(result, indent=1))
     return 0

@@ -40,7 +40,8 @@ def test_square_cases_only_with_their_ratios(order_pace, tmp_path):
     table = [{"task": "matmul", "case": {"seed": 1, "m": 256, "n": 256, "k": 128}, "order": o,
               "device": "NVIDIA H100 80GB HBM3", "measured_dram_read_bytes": b}
              for o, b in (("row_major", 2000.0), ("column_major", 1800.0))]
-    rows = order_pace.cases_of(_launches(tmp_path), table)
+    path = _launches(tmp_path)
+    rows = order_pace.cases_of(path, json.loads(path.read_text()), table)
     assert [r["case"] for r in rows] == ["256x256x128"]
     ratios = rows[0]["column_over_row"]
     assert ratios["median_program"] == pytest.approx(1.1)

@@ -19,6 +19,7 @@ import numpy as np
 from scipy.stats import spearmanr
 
 from replay_launch import stamped_counters
+from timeline_analysis import stamped_stems
 from validate import case_key
 
 from swizzlelab.io import atomic_write_text
@@ -28,9 +29,8 @@ ORDERS = ("row_major", "column_major")
 
 def launch_figures(npz: Any, case: str, order: str) -> list[dict[str, float]]:
     """Median program duration and span (first start to last end, ns) of each stamped run of (case, order)."""
-    runs = sorted({k.rsplit("_", 1)[0] for k in npz.keys() if k.startswith(f"{case}__{order}_r")})
     out = []
-    for run in runs:
+    for run in stamped_stems(npz.files, case, order):
         start = npz[f"{run}_start"].astype(np.int64)
         duration = npz[f"{run}_duration"].astype(np.int64)
         out.append({"run": run.rsplit("_", 1)[1], "median_program_ns": float(np.median(duration)),
@@ -46,8 +46,8 @@ def table_reads(table: list[dict[str, Any]], device: str, case: str) -> dict[str
             if r["device"].startswith(device) and case_key(r) == key and r["order"] in ORDERS}
 
 
-def cases_of(path: Path, table: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    record = json.loads(path.read_text())
+def cases_of(path: Path, record: dict[str, Any], table: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The square cases of one launches file (`record`, read from `path`; its stamps in the .npz beside it)."""
     npz = np.load(path.with_suffix(".npz"))
     counters = stamped_counters(record["probe"], record["launches"])
     rows = []
@@ -85,10 +85,11 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     try:
         table = json.loads(Path(args.table).read_text())["rows"]
-        rows = [row for path in args.launches for row in cases_of(Path(path), table)]
+        records = {Path(path): json.loads(Path(path).read_text()) for path in args.launches}
+        rows = [row for path, record in records.items() for row in cases_of(path, record, table)]
     except (OSError, ValueError, KeyError) as exc:
         raise SystemExit(f"cannot read the inputs: {exc}") from exc
-    devices = sorted({json.loads(Path(p).read_text())["device"] for p in args.launches})
+    devices = sorted({record["device"] for record in records.values()})
     pace = [r["column_over_row"]["median_program"] for r in rows]
     result: dict[str, Any] = {
         "script": "benchmarks/sim_validation/order_pace.py",

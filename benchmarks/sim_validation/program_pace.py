@@ -21,7 +21,7 @@ from pathlib import Path
 
 import numpy as np
 
-from timeline_analysis import _key
+from timeline_analysis import stamped_stems
 from timeline_probe import order_table
 from validate import model_name
 
@@ -80,8 +80,7 @@ def main(argv: list[str]) -> int:
         for row in meta["probe"]["rows"]:
             case, order = row["case"], row["order"]
             m, n, k = (int(v) for v in case.split("x"))
-            runs = sorted({name.rsplit("_", 1)[0] for name in stamps.files
-                           if name.startswith(f"{case}__{_key(order)}_r")})
+            runs = stamped_stems(stamps.files, case, order)
             spreads = [duration_spread(stamps[f"{key}_start"].astype(np.float64),
                                        stamps[f"{key}_duration"].astype(np.float64),
                                        float(np.median(stamps[f"{key}_duration"])) / (k // block_k)) for key in runs]

@@ -35,6 +35,11 @@ def _key(order: str) -> str:
     return order.replace(":", "_").replace("=", "")
 
 
+def stamped_stems(files, case: str, order: str) -> list[str]:
+    """The '<case>__<order key>_rN' stems of every stamped run of (case, order) in a launches archive's `files`."""
+    return sorted({name.rsplit("_", 1)[0] for name in files if name.startswith(f"{case}__{_key(order)}_r")})
+
+
 def requested_sectors(m: int, n: int, k: int) -> int:
     """Sectors the matmul trace requests (reads and writes), as the simulator counts them."""
     task = load_task("matmul")

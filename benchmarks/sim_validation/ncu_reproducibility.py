@@ -120,6 +120,7 @@ def replicate(table: list[dict[str, Any]], fresh_rows: list[dict[str, Any]]) -> 
     cases: dict[str, Any] = {}
     left_out: list[str] = []
     below: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
+    converse: dict[str, dict[str, list[str]]] = defaultdict(lambda: defaultdict(list))
     scored_cases: dict[str, int] = defaultdict(int)
     for (part, device, key), rows in group_cases(table).items():
         fresh = [index.get((device, key, r["order"])) for r in rows]
@@ -128,47 +129,48 @@ def replicate(table: list[dict[str, Any]], fresh_rows: list[dict[str, Any]]) -> 
                for f in fresh):
             left_out.append(f"{part} | {name}")
             continue
+        groups = (part, f"{part} | {device}")
+        for group in groups:
+            scored_cases[group] += 1
         orders = [r["order"] for r in rows]
+        model, ncu = model_of(rows), ncu_of(rows)
         truth = [(f["measured_l2_hit_pct"], f["measured_dram_read_bytes"]) for f in fresh]
         noise = [noise_pp(f) for f in fresh]
         result = {"part": part, "fresh": [{"order": o, "l2_hit_pct": t[0], "dram_read_bytes": t[1], "noise_pp": n}
                                           for o, t, n in zip(orders, truth, noise)]}
-        for name_of, figures in (("model", model_of(rows)), ("ncu", ncu_of(rows))):
+        for name_of, figures in (("model", model), ("ncu", ncu)):
             summary = scored(orders, figures, truth, noise)
             result[name_of] = {"below": below_target(summary),
                                "tau_hit": summary["kendall_tau_hit"]["tau"],
                                "tau_dram_read": summary["kendall_tau_dram_read"]["tau"],
                                "discordant_pairs": {m: summary[f"kendall_tau_{m}"]["discordant_pairs"]
                                                     for m in ("hit", "dram_read")}}
-            for group in (part, f"{part} | {device}"):
-                if result[name_of]["below"]:
+            if result[name_of]["below"]:
+                for group in groups:
                     below[group][name_of].append(name)
         # Not the rule's question, the converse (reported beside it): one fresh run as the ranking, the table's means
         # as the truth, next to the model against those means (the table's own tau).
         table_noise = [r.get("measured_noise_pp") for r in rows]
-        for name_of, figures in (("fresh_run_against_table_means", truth), ("model_against_table_means",
-                                                                             model_of(rows))):
-            result[name_of] = below_target(scored(orders, figures, ncu_of(rows), table_noise))
+        for name_of, figures in (("fresh_run_against_table_means", truth), ("model_against_table_means", model)):
+            result[name_of] = below_target(scored(orders, figures, ncu, table_noise))
             if result[name_of]:
-                below[part][name_of].append(name)
-        for group in (part, f"{part} | {device}"):
-            scored_cases[group] += 1
-            below[group]  # a group with no case below still reports its zero
+                converse[part][name_of].append(name)
         cases[f"{part} | {name}"] = result
     held = below["held_out"]
     verdict = ("the model ranks orders as reproducibly as ncu itself" if len(held["model"]) <= len(held["ncu"])
                else "ncu ranks orders more reproducibly than the model")
+    names = ("fresh_run_against_table_means", "model_against_table_means")
     return {"verdict": verdict,
-            "cases_below_tau_target": {group: {"scored_cases": scored_cases[group],
-                                               "n_model": len(v["model"]), "n_ncu": len(v["ncu"]),
-                                               "model": sorted(v["model"]), "ncu": sorted(v["ncu"])}
-                                       for group, v in sorted(below.items())},
+            "cases_below_tau_target": {group: {"scored_cases": count,
+                                               "n_model": len(below[group]["model"]),
+                                               "n_ncu": len(below[group]["ncu"]),
+                                               "model": sorted(below[group]["model"]),
+                                               "ncu": sorted(below[group]["ncu"])}
+                                       for group, count in sorted(scored_cases.items())},
             "converse": {part: {"scored_cases": scored_cases[part],
-                                **{f"n_{k}": len(below[part][k]) for k in ("fresh_run_against_table_means",
-                                                                           "model_against_table_means")},
-                                **{k: sorted(below[part][k]) for k in ("fresh_run_against_table_means",
-                                                                      "model_against_table_means")}}
-                         for part in PARTS if part in below},
+                                **{f"n_{k}": len(converse[part][k]) for k in names},
+                                **{k: sorted(converse[part][k]) for k in names}}
+                         for part in PARTS if part in scored_cases},
             "left_out": sorted(left_out), "cases": cases}
 
 

@@ -84,3 +84,36 @@ def test_replicate_leaves_out_a_case_with_an_order_not_measured_and_refuses_two_
     assert result["cases"] == {}
     with pytest.raises(SystemExit, match="two fresh runs"):
         nr.replicate(table, [_fresh("row_major", 50.0, 1e9), _fresh("row_major", 50.0, 1e9)])
+
+
+def test_floor_a_perfect_model_fails_as_often_as_the_noise_flips_a_pair(nr):
+    from scipy.stats import norm
+    # Two orders 2.5% apart in DRAM reads, each mean with a standard error of 2 (sd 4 over 4 runs); hit rates alike in
+    # every run, so only the DRAM pair can fail. The perfect model predicts the means: it is discordant when a drawn
+    # table turns the pair round by more than the 2% tie, P(N(2.5, sqrt(8)) < -2% of the larger).
+    scale = 4.0 / (sum(x * x for x in (1.5, 0.5, -0.5, -1.5)) / 3) ** 0.5
+    reads_a = [100.0 + scale * x for x in (1.5, 0.5, -0.5, -1.5)]
+    reads_b = [r + 2.5 for r in reads_a]
+    rows = [_row("row_major", (50.0, 200.0), [50.0] * 4, reads_a),
+            _row("column_major", (50.0, 100.0), [50.0] * 4, reads_b)]
+    result = nr.floor_draws(rows, None, 4000, 1, with_model=True)
+    expected = norm.cdf((-0.02 * 102.5 - 2.5) / 8 ** 0.5)
+    (share,) = result["cases"].values()
+    assert abs(share["perfect_below_share"] - expected) < 0.012, (share, expected)
+    # The model has the pair backwards: below whenever the drawn pair is not a tie.
+    assert share["model_below_share"] > 0.5
+    group = result["groups"]["held_out"]
+    assert group["perfect_p_all"] == pytest.approx(1 - share["perfect_below_share"])
+    # Deep enough, the draws stop flipping the pair.
+    deep = nr.floor_draws(rows, 256, 4000, 1, with_model=False)["groups"]["held_out"]
+    assert deep["perfect_p_all"] == 1.0 and deep["perfect_expected_cases_below"] == 0.0
+
+
+def test_floor_prices_the_missing_runs_and_takes_the_registered_decision(nr):
+    rows = [_row(o, (50.0, 1e9 * (i + 1)), [50.0, 50.1, 49.9, 50.0], [1e9 * (i + 1)] * 3 + [1e9 * (i + 1) + 1])
+            for i, o in enumerate(ORDERS)]
+    seconds = nr.missing_run_seconds(rows, 8)
+    assert seconds == {"NVIDIA H100 80GB HBM3": pytest.approx(3 * 4 * 540 / 126)}
+    result = nr.floor(rows, draws=200, depths=(8,))
+    assert result["today"]["groups"]["held_out"]["perfect_p_all"] == 1.0
+    assert result["decision"].startswith("open")

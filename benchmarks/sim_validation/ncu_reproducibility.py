@@ -3,6 +3,7 @@
 
     python benchmarks/sim_validation/ncu_reproducibility.py split OUT_JSON TABLE_JSON
     python benchmarks/sim_validation/ncu_reproducibility.py replicate OUT_JSON TABLE_JSON FRESH_ROWS_JSON...
+    python benchmarks/sim_validation/ncu_reproducibility.py floor OUT_JSON TABLE_JSON
 A fresh ncu run of every row of the table's four sets (run.py --set table, fresh, page and pace, --repeat 1) on an
 H100 and an H200, in calls started after this rule was committed; every row measured is used, none re-run or dropped.
 Per held-out case, Kendall tau under validate.py's tie rule (the fresh row's own noise) of (a) the model's predictions
@@ -14,6 +15,11 @@ The fresh runs then join the table (validate.py, means over one more run) and th
 `split` asks the same of the runs already in the table: each case's runs are halved every way (run indices), and one
 half's means, then the model, are scored against the other half's; it reports the expected number of cases below tau
 0.8 over the halvings.
+
+`floor` is rule 6 (stop 41; README): a perfect model, one that predicts each row's table mean, scored against tables
+redrawn at the table's depth (each row's mean from a normal about it with its runs' standard error), and at deeper
+ones; the share of redrawn tables in which it clears every held-out case, and the depth and device time that would
+lift that share to one half.
 """
 
 from __future__ import annotations
@@ -21,10 +27,13 @@ from __future__ import annotations
 import argparse
 import itertools
 import json
+import math
 import sys
 from collections import defaultdict
 from pathlib import Path
 from typing import Any
+
+import numpy as np
 
 from validate import TARGETS, below_target, case_key, case_summary, mean, noise_pp
 
@@ -32,6 +41,14 @@ from swizzlelab.io import atomic_write_text
 
 MAX_SPLIT_RUNS = 8  # a case with more runs is halved over its first 8: C(8, 4) = 70 halvings
 PARTS = ("fit", "held_out")
+# Rule 6, as registered: redrawn tables, their seed, the deeper tables' runs a row, and the device time of an ncu run
+# (rule 5's calls: 126 runs in 540 s on the H100, 468 s on the H200) and of one session's ncu (1,800 s less starts).
+FLOOR_DRAWS = 4000
+FLOOR_SEED = 41
+FLOOR_DEPTHS = (8, 16, 32, 64, 128, 256)
+FLOOR_P_ALL = 0.5
+SECONDS_PER_RUN = {"NVIDIA H100 80GB HBM3": 540 / 126, "NVIDIA H200": 468 / 126}
+SESSION_NCU_S = 1500.0
 
 
 def scored(orders: list[str], predicted: list[tuple[float, float]], truth: list[tuple[float, float]],
@@ -174,12 +191,107 @@ def replicate(table: list[dict[str, Any]], fresh_rows: list[dict[str, Any]]) -> 
             "left_out": sorted(left_out), "cases": cases}
 
 
+def run_spread(row: dict[str, Any]) -> tuple[float, float, int]:
+    """(sd of the hit-rate runs, sd of the DRAM-read runs, number of runs) of one table row, ddof 1."""
+    hit = row["measured_l2_hit_pct_runs"]
+    dram = row["measured_dram_read_bytes_runs"]
+    if len(hit) < 2 or len(dram) != len(hit):
+        raise SystemExit(f"{row['device']} | {case_key(row)} | {row['order']}: floor needs 2 or more runs of a row")
+    return float(np.std(hit, ddof=1)), float(np.std(dram, ddof=1)), len(hit)
+
+
+def floor_draws(table: list[dict[str, Any]], depth: int | None, draws: int, seed: int,
+                with_model: bool) -> dict[str, Any]:
+    """Score the perfect model (and, `with_model`, today's) against `draws` redrawn tables at `depth` runs a row
+    (None: each row's own count; a row keeps its own where it has more). Per case: the share of draws below the tau
+    target; per group: the expected number of cases below and P_all, the share of draws with no case below."""
+    rng = np.random.default_rng(seed)
+    cases = group_cases(table)
+    names = ("perfect",) + (("model",) if with_model else ())
+    below_any: dict[str, dict[str, np.ndarray]] = defaultdict(lambda: {n: np.zeros(draws, bool) for n in names})
+    expected: dict[str, dict[str, float]] = defaultdict(lambda: {n: 0.0 for n in names})
+    counted: dict[str, int] = defaultdict(int)
+    per_case: dict[str, dict[str, Any]] = {}
+    for (part, device, key), rows in cases.items():
+        orders = [r["order"] for r in rows]
+        noise = [r.get("measured_noise_pp") for r in rows]
+        truth = ncu_of(rows)
+        spread = [run_spread(r) for r in rows]
+        runs = [max(n, depth or n) for _, _, n in spread]
+        hit = np.array([t[0] for t in truth])[None, :] + rng.standard_normal((draws, len(rows))) * np.array(
+            [s[0] / math.sqrt(k) for s, k in zip(spread, runs)])
+        dram = np.array([t[1] for t in truth])[None, :] + rng.standard_normal((draws, len(rows))) * np.array(
+            [s[1] / math.sqrt(k) for s, k in zip(spread, runs)])
+        figures = {"perfect": truth, "model": model_of(rows)}
+        below = {n: np.zeros(draws, bool) for n in names}
+        for d in range(draws):
+            drawn = list(zip(hit[d].tolist(), dram[d].tolist()))
+            for n in names:
+                below[n][d] = bool(below_target(scored(orders, figures[n], drawn, noise)))
+        per_case[f"{part} | {device} | {key}"] = {"runs": sorted(set(runs)),
+                                                 **{f"{n}_below_share": float(below[n].mean()) for n in names}}
+        for group in (part, f"{part} | {device}"):
+            counted[group] += 1
+            for n in names:
+                below_any[group][n] |= below[n]
+                expected[group][n] += float(below[n].mean())
+    groups = {group: {"cases": counted[group],
+                      **{f"{n}_expected_cases_below": expected[group][n] for n in names},
+                      **{f"{n}_p_all": float(1.0 - below_any[group][n].mean()) for n in names}}
+              for group in sorted(counted)}
+    return {"depth": depth, "draws": draws, "groups": groups, "cases": per_case}
+
+
+def missing_run_seconds(table: list[dict[str, Any]], depth: int) -> dict[str, float]:
+    """Device seconds of the held-out rows' runs missing to `depth` a row, per GPU, at rule 5's seconds a run."""
+    seconds: dict[str, float] = defaultdict(float)
+    for r in table:
+        if r["set"] == "held_out":
+            seconds[r["device"]] += max(0, depth - len(r["measured_dram_read_bytes_runs"])) * SECONDS_PER_RUN[r["device"]]
+    return dict(seconds)
+
+
+def floor(table: list[dict[str, Any]], draws: int = FLOOR_DRAWS, seed: int = FLOOR_SEED,
+          depths: tuple[int, ...] = FLOOR_DEPTHS) -> dict[str, Any]:
+    """Rule 6: the perfect model's floor at the table's depth, the deeper tables, and the decision they take."""
+    today = floor_draws(table, None, draws, seed, with_model=True)
+    deeper = []
+    needed = None
+    for depth in depths:
+        result = floor_draws(table, depth, draws, seed, with_model=False)
+        p_all = result["groups"]["held_out"]["perfect_p_all"]
+        seconds = missing_run_seconds(table, depth)
+        deeper.append({"depth": depth, "held_out_perfect_p_all": p_all,
+                       "held_out_perfect_expected_cases_below":
+                           result["groups"]["held_out"]["perfect_expected_cases_below"],
+                       "groups": result["groups"], "device_s_missing": seconds,
+                       "device_s_missing_total": sum(seconds.values())})
+        if needed is None and p_all >= FLOOR_P_ALL:
+            needed = deeper[-1]
+    p_today = today["groups"]["held_out"]["perfect_p_all"]
+    if p_today >= FLOOR_P_ALL:
+        decision = "open: a perfect model clears every held-out case in most redrawn tables, the misses are the model's"
+    elif needed is not None and needed["device_s_missing_total"] <= SESSION_NCU_S:
+        decision = (f"measure: {needed['depth']} runs a row lift the perfect model's P_all to "
+                    f"{needed['held_out_perfect_p_all']:.2f} in {needed['device_s_missing_total']:.0f} s of ncu")
+    else:
+        reach = (f"{needed['depth']} runs a row ({needed['device_s_missing_total']:.0f} s of ncu, "
+                 f"{needed['device_s_missing_total'] / SESSION_NCU_S:.1f} sessions)" if needed is not None
+                 else f"no depth up to {depths[-1]} runs a row")
+        decision = (f"blocked: a perfect model clears every held-out case in {100 * p_today:.1f}% of tables as deep "
+                    f"as this one; lifting that to {100 * FLOOR_P_ALL:.0f}% takes {reach}")
+    return {"decision": decision, "p_all_target": FLOOR_P_ALL, "seconds_per_ncu_run": SECONDS_PER_RUN,
+            "session_ncu_s": SESSION_NCU_S, "seed": seed, "today": today, "deeper": deeper,
+            "depth_needed": needed["depth"] if needed is not None else None}
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("mode", choices=["split", "replicate"])
+    parser.add_argument("mode", choices=["split", "replicate", "floor"])
     parser.add_argument("out")
     parser.add_argument("table", help="validate.py's output before the fresh runs joined it")
     parser.add_argument("fresh", nargs="*", help="run.py's rows files of the fresh runs (replicate)")
+    parser.add_argument("--draws", type=int, default=FLOOR_DRAWS, help="floor: redrawn tables (rule 6: 4000)")
     args = parser.parse_args(argv)
     try:
         table = json.loads(Path(args.table).read_text())["rows"]
@@ -196,7 +308,20 @@ def main(argv: list[str]) -> int:
                               "tau_target": TARGETS["kendall_tau_per_case"],
                               "measured": "ncu lts__t_sector_hit_rate.pct and dram__bytes_read.sum per row, as in "
                                           "the table; predicted: the table's model of each GPU"}
-    if args.mode == "split":
+    if args.mode == "floor":
+        result["device"] = "analysis of the table's ncu runs on " + ", ".join(sorted({r["device"] for r in table}))
+        result["rule"] = "rule 6: " + " ".join(__doc__.split("\n\n")[3].split())
+        result.update(floor(table, draws=args.draws))
+        for group, g in result["today"]["groups"].items():
+            print(f"{group}: {g['cases']} cases at the table's depth; expected below tau: perfect model "
+                  f"{g['perfect_expected_cases_below']:.2f} (P_all {g['perfect_p_all']:.3f}), today's model "
+                  f"{g['model_expected_cases_below']:.2f} (P_all {g['model_p_all']:.3f})")
+        for d in result["deeper"]:
+            print(f"{d['depth']} runs a row: held out, perfect model P_all {d['held_out_perfect_p_all']:.3f}, "
+                  f"expected below {d['held_out_perfect_expected_cases_below']:.2f}; ncu time missing "
+                  f"{d['device_s_missing_total']:.0f} s")
+        print(f"decision: {result['decision']}")
+    elif args.mode == "split":
         result["device"] = "analysis of the table's ncu runs on " + ", ".join(sorted({r["device"] for r in table}))
         result.update(split(table))
         for group, e in result["expected_cases_below_tau_target"].items():

@@ -369,9 +369,37 @@ def ncu_replicate() -> list[str]:
     return problems
 
 
+def ncu_floor() -> list[str]:
+    """Rule 6 (issue 15, stop 41): a perfect model's floor was drawn on today's table (same cases, same runs a row),
+    and the decision follows its numbers as the rule fixed it (open at P_all >= 0.5; measure if the depth that lifts
+    it fits a session's ncu time; blocked otherwise)."""
+    problems = []
+    floor = json.loads((ROOT / "sim_validation" / "ncu_floor.json").read_text())
+    table = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())["rows"]
+    runs: dict[str, set[int]] = {}
+    for r in table:
+        key = f"{r['set']} | {r['device']} | " + " ".join([r["task"]] + [f"{k}={v}" for k, v in r["case"].items()
+                                                                            if k != "seed"])
+        runs.setdefault(key, set()).add(len(r["measured_dram_read_bytes_runs"]))
+    drawn = {k: set(v["runs"]) for k, v in floor["today"]["cases"].items()}
+    if drawn != runs:
+        problems.append("ncu_floor.json: not drawn on today's sim_validation.json (cases or runs a row differ)")
+    p_today = floor["today"]["groups"]["held_out"]["perfect_p_all"]
+    needed = next((d for d in floor["deeper"] if d["held_out_perfect_p_all"] >= floor["p_all_target"]), None)
+    if p_today >= floor["p_all_target"]:
+        expected = "open"
+    elif needed is not None and needed["device_s_missing_total"] <= floor["session_ncu_s"]:
+        expected = "measure"
+    else:
+        expected = "blocked"
+    if not floor["decision"].startswith(expected) or floor["today"]["draws"] != 4000:
+        problems.append(f"ncu_floor.json: the decision is not the rule's ({expected}) or not 4000 draws")
+    return problems
+
+
 CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, sim_speed, evaluator_h100,
                                                optimize_matmul_orders, kdir_prediction, kalt_optimize,
-                                               placement_probe, page_noise, program_pace, ncu_replicate,
+                                               placement_probe, page_noise, program_pace, ncu_replicate, ncu_floor,
                                                every_study_names_its_device_and_command)
 
 

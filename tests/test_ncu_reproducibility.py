@@ -117,3 +117,22 @@ def test_floor_prices_the_missing_runs_and_takes_the_registered_decision(nr):
     result = nr.floor(rows, draws=200, depths=(8,))
     assert result["today"]["groups"]["held_out"]["perfect_p_all"] == 1.0
     assert result["decision"].startswith("open")
+
+
+def test_floor_beside_the_rule_deepens_only_the_case_that_flips(nr, monkeypatch):
+    # Case A (m=64): two orders 2.5% apart with a standard error of 2 each: flips often enough to sink P_all at 4
+    # runs. Case B (m=128): the same orders 50% apart: never flips. The targeted deepening should touch A alone.
+    spread = [1.5, 0.5, -0.5, -1.5]
+    scale = 4.0 / (sum(x * x for x in spread) / 3) ** 0.5
+    noisy = [_row("row_major", (50.0, 200.0), [50.0] * 4, [100.0 + scale * x for x in spread]),
+             _row("column_major", (50.0, 100.0), [50.0] * 4, [102.5 + scale * x for x in spread])]
+    steady = [dict(r, case={"seed": 1, "m": 128, "n": 64, "k": 64}) for r in (
+        _row("row_major", (50.0, 100.0), [50.0] * 4, [100.0, 100.1, 99.9, 100.0]),
+        _row("column_major", (50.0, 150.0), [50.0] * 4, [150.0, 150.1, 149.9, 150.0]))]
+    monkeypatch.setattr(nr, "FLOOR_P_ALL", 0.99)  # a P_all the noisy case misses at 4 runs and clears deeper
+    result = nr.floor(noisy + steady, draws=2000, depths=(8, 64))
+    assert result["today"]["groups"]["held_out"]["perfect_p_all"] < 0.99
+    tgt = result["targeted_not_the_rules"]
+    assert tgt["reached"] and list(tgt["cases"]) == ["held_out | NVIDIA H100 80GB HBM3 | matmul m=64 n=64 k=64"]
+    (deepened,) = tgt["cases"].values()
+    assert tgt["device_s"] == pytest.approx(nr.case_seconds(noisy, deepened["depth"])) > 0

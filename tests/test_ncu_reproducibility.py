@@ -3,6 +3,7 @@ on the same yardstick, by halving a case's runs or against a fresh run of every 
 
 from __future__ import annotations
 
+import numpy as np
 import pytest
 
 from tests import sim_validation_scripts
@@ -119,7 +120,7 @@ def test_floor_prices_the_missing_runs_and_takes_the_registered_decision(nr):
     assert result["decision"].startswith("open")
 
 
-def test_floor_beside_the_rule_deepens_only_the_case_that_flips(nr, monkeypatch):
+def test_floor_beside_the_rule_deepens_only_the_case_that_flips(nr):
     # Case A (m=64): two orders 2.5% apart with a standard error of 2 each: flips often enough to sink P_all at 4
     # runs. Case B (m=128): the same orders 50% apart: never flips. The targeted deepening should touch A alone.
     spread = [1.5, 0.5, -0.5, -1.5]
@@ -129,10 +130,25 @@ def test_floor_beside_the_rule_deepens_only_the_case_that_flips(nr, monkeypatch)
     steady = [dict(r, case={"seed": 1, "m": 128, "n": 64, "k": 64}) for r in (
         _row("row_major", (50.0, 100.0), [50.0] * 4, [100.0, 100.1, 99.9, 100.0]),
         _row("column_major", (50.0, 150.0), [50.0] * 4, [150.0, 150.1, 149.9, 150.0]))]
-    monkeypatch.setattr(nr, "FLOOR_P_ALL", 0.99)  # a P_all the noisy case misses at 4 runs and clears deeper
     result = nr.floor(noisy + steady, draws=2000, depths=(8, 64))
     assert result["today"]["groups"]["held_out"]["perfect_p_all"] < 0.99
-    tgt = result["targeted_not_the_rules"]
+    # A P_all the noisy case misses at 4 runs and clears deeper.
+    tgt = nr.targeted(noisy + steady, result["today"], result["deeper"], 0.99)
     assert tgt["reached"] and list(tgt["cases"]) == ["held_out | NVIDIA H100 80GB HBM3 | matmul m=64 n=64 k=64"]
     (deepened,) = tgt["cases"].values()
     assert tgt["device_s"] > 0 and tgt["device_s"] == pytest.approx(nr.case_seconds(noisy, deepened["depth"]))
+
+
+def test_floor_paired_draws_keep_what_a_case_s_orders_share(nr):
+    # Both orders move together from run to run (one chip per run index): their difference never changes, so a
+    # paired draw never turns the pair round, where drawing each row on its own does.
+    spread = [1.5, 0.5, -0.5, -1.5]
+    scale = 4.0 / (sum(x * x for x in spread) / 3) ** 0.5
+    rows = [_row("row_major", (50.0, 200.0), [50.0] * 4, [100.0 + scale * x for x in spread]),
+            _row("column_major", (50.0, 100.0), [50.0] * 4, [102.5 + scale * x for x in spread])]
+    alone = nr.floor_draws(rows, None, 2000, 1, with_model=False)["groups"]["held_out"]
+    paired = nr.floor_draws(rows, None, 2000, 1, with_model=False, paired=True)["groups"]["held_out"]
+    assert alone["perfect_p_all"] < 0.99 and paired["perfect_p_all"] == 1.0
+    # The paired draw has the runs' own spread over the depth: sd of a mean of 4 runs of sd 4 is 2.
+    means = nr.paired_draws(np.random.default_rng(0), np.array([[100.0 + scale * x for x in spread]]), 4, 20000)
+    assert abs(means[:, 0].std() - 2.0) < 0.05 and abs(means[:, 0].mean() - 100.0) < 0.05

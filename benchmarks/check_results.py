@@ -369,21 +369,25 @@ def ncu_replicate() -> list[str]:
     return problems
 
 
-def ncu_floor() -> list[str]:
-    """Rule 6 (issue 15, stop 41): a perfect model's floor was drawn on today's table (same cases, same runs a row),
-    and the decision follows its numbers as the rule fixed it (open at P_all >= 0.5; measure if the depth that lifts
-    it fits a session's ncu time; blocked otherwise)."""
-    problems = []
-    floor = json.loads((ROOT / "sim_validation" / "ncu_floor.json").read_text())
-    table = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())["rows"]
+DEEP_H100 = {"fresh0": 15, "fresh1": 12, "pace3": 36, "pace4": 36, "pace5": 4}
+DEEP_H200 = {"0": 55, "1": 15, "2": 16, "3": 20}
+
+
+def table_runs(rows: list[dict], less: dict[str, int] | None = None) -> dict[str, set[int]]:
+    """Runs a row of each table case ("part | device | case", as ncu_reproducibility names it), less the runs
+    `less` counts per "device | case | order"."""
     runs: dict[str, set[int]] = {}
-    for r in table:
-        key = f"{r['set']} | {r['device']} | " + " ".join([r["task"]] + [f"{k}={v}" for k, v in r["case"].items()
-                                                                            if k != "seed"])
-        runs.setdefault(key, set()).add(len(r["measured_dram_read_bytes_runs"]))
-    drawn = {k: set(v["runs"]) for k, v in floor["today"]["cases"].items()}
-    if drawn != runs:
-        problems.append("ncu_floor.json: not drawn on today's sim_validation.json (cases or runs a row differ)")
+    for r in rows:
+        case = " ".join([r["task"]] + [f"{k}={v}" for k, v in r["case"].items() if k != "seed"])
+        n = len(r["measured_dram_read_bytes_runs"]) - (less or {}).get(f"{r['device']} | {case} | {r['order']}", 0)
+        runs.setdefault(f"{r['set']} | {r['device']} | {case}", set()).add(n)
+    return runs
+
+
+def floor_problems(name: str, floor: dict, runs: dict[str, set[int]]) -> list[str]:
+    problems = []
+    if {k: set(v["runs"]) for k, v in floor["today"]["cases"].items()} != runs:
+        problems.append(f"{name}: not drawn on the table it names (cases or runs a row differ)")
     p_today = floor["today"]["groups"]["held_out"]["perfect_p_all"]
     needed = next((d for d in floor["deeper"] if d["held_out_perfect_p_all"] >= floor["p_all_target"]), None)
     if p_today >= floor["p_all_target"]:
@@ -393,7 +397,41 @@ def ncu_floor() -> list[str]:
     else:
         expected = "blocked"
     if not floor["decision"].startswith(expected) or floor["today"]["draws"] != 4000:
-        problems.append(f"ncu_floor.json: the decision is not the rule's ({expected}) or not 4000 draws")
+        problems.append(f"{name}: the decision is not the rule's ({expected}) or not 4000 draws")
+    return problems
+
+
+def ncu_floor() -> list[str]:
+    """Rules 6 and 7 (issue 15, stop 41): rule 7's deeper runs are right and in the table (the H200's rebuilt from
+    its call's log, which matches run.py's rows wherever both exist); rule 6's floor was drawn on the table before
+    them (`ncu_floor.json`) and again after (`ncu_floor_deep.json`), each decision as the rule fixed it."""
+    problems = []
+    folder = ROOT / "sim_validation"
+    table = json.loads((folder / "sim_validation.json").read_text())
+    deep_runs: dict[str, int] = {}
+    files = [(folder / "deep" / "h100" / k / "sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100", n)
+             for k, n in DEEP_H100.items()]
+    files += [(folder / "deep" / "h200" / k / "sim_ncu_rows_nvidia_h200.json", "NVIDIA H200", n)
+              for k, n in DEEP_H200.items()]
+    for path, gpu, count in files:
+        doc = json.loads(path.read_text())
+        if gpu == "NVIDIA H100":  # rows as run.py wrote them, every output checked
+            ok = right_rows(path, gpu, count) and not doc.get("rebuilt_from_log")
+        else:  # rebuilt from the log: no output check recorded, the call's failures none
+            ok = doc.get("rebuilt_from_log") is True and doc["device"].startswith(gpu) and not doc["failures"] \
+                and len(doc["rows"]) == count
+        if not ok:
+            problems.append(f"{path.relative_to(ROOT)}: not {count} rows of an {gpu} as rule 7 measured them")
+        if str(path.relative_to(ROOT.parent)) not in table["command"]:
+            problems.append(f"{path.relative_to(ROOT)}: not in sim_validation.json's command")
+        for r in doc["rows"]:
+            case = " ".join([r["task"]] + [f"{k}={v}" for k, v in r["case"].items() if k != "seed"])
+            key = f"{r['device']} | {case} | {r['order']}"
+            deep_runs[key] = deep_runs.get(key, 0) + 1
+    before = json.loads((folder / "ncu_floor.json").read_text())
+    after = json.loads((folder / "ncu_floor_deep.json").read_text())
+    problems += floor_problems("ncu_floor.json", before, table_runs(table["rows"], deep_runs))
+    problems += floor_problems("ncu_floor_deep.json", after, table_runs(table["rows"]))
     return problems
 
 

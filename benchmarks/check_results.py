@@ -373,12 +373,17 @@ DEEP_H100 = {"fresh0": 15, "fresh1": 12, "pace3": 36, "pace4": 36, "pace5": 4}
 DEEP_H200 = {"0": 55, "1": 15, "2": 16, "3": 20}
 
 
+def case_name(row: dict) -> str:
+    """A row's case as validate.case_key names it (not imported: these checks read JSON alone, without numba)."""
+    return " ".join([row["task"]] + [f"{k}={v}" for k, v in row["case"].items() if k != "seed"])
+
+
 def table_runs(rows: list[dict], less: dict[str, int] | None = None) -> dict[str, set[int]]:
     """Runs a row of each table case ("part | device | case", as ncu_reproducibility names it), less the runs
     `less` counts per "device | case | order"."""
     runs: dict[str, set[int]] = {}
     for r in rows:
-        case = " ".join([r["task"]] + [f"{k}={v}" for k, v in r["case"].items() if k != "seed"])
+        case = case_name(r)
         n = len(r["measured_dram_read_bytes_runs"]) - (less or {}).get(f"{r['device']} | {case} | {r['order']}", 0)
         runs.setdefault(f"{r['set']} | {r['device']} | {case}", set()).add(n)
     return runs
@@ -425,8 +430,7 @@ def ncu_floor() -> list[str]:
         if str(path.relative_to(ROOT.parent)) not in table["command"]:
             problems.append(f"{path.relative_to(ROOT)}: not in sim_validation.json's command")
         for r in doc["rows"]:
-            case = " ".join([r["task"]] + [f"{k}={v}" for k, v in r["case"].items() if k != "seed"])
-            key = f"{r['device']} | {case} | {r['order']}"
+            key = f"{r['device']} | {case_name(r)} | {r['order']}"
             deep_runs[key] = deep_runs.get(key, 0) + 1
     before = json.loads((folder / "ncu_floor.json").read_text())
     after = json.loads((folder / "ncu_floor_deep.json").read_text())

@@ -25,6 +25,19 @@ def _row(order: str, predicted: tuple[float, float], hits: list[float], reads: l
             "measured_l2_hit_pct": sum(hits) / len(hits), "measured_dram_read_bytes": sum(reads) / len(reads),
             "measured_noise_pp": 0.2}
 
+def _four_runs(mean: float, sd: float = 4.0) -> list[float]:
+    """Four runs about `mean` whose sd (ddof 1) is `sd`: a mean of them has a standard error of sd / 2."""
+    steps = (1.5, 0.5, -0.5, -1.5)
+    scale = sd / (sum(x * x for x in steps) / 3) ** 0.5
+    return [mean + scale * x for x in steps]
+
+
+def _close_pair() -> list[dict]:
+    """Two orders 2.5% apart in DRAM reads (standard error 2 each, moving together run by run), hit rates alike in
+    every run; the model predicts them the other way round."""
+    return [_row("row_major", (50.0, 200.0), [50.0] * 4, _four_runs(100.0)),
+            _row("column_major", (50.0, 100.0), [50.0] * 4, _four_runs(102.5))]
+
 
 def _fresh(order: str, hit: float, read: float, device: str = "NVIDIA H100 80GB HBM3") -> dict:
     return {"task": "matmul", "case": {"seed": 1, "m": 64, "n": 64, "k": 64}, "order": order, "device": device,
@@ -92,11 +105,7 @@ def test_floor_a_perfect_model_fails_as_often_as_the_noise_flips_a_pair(nr):
     # Two orders 2.5% apart in DRAM reads, each mean with a standard error of 2 (sd 4 over 4 runs); hit rates alike in
     # every run, so only the DRAM pair can fail. The perfect model predicts the means: it is discordant when a drawn
     # table turns the pair round by more than the 2% tie, P(N(2.5, sqrt(8)) < -2% of the larger).
-    scale = 4.0 / (sum(x * x for x in (1.5, 0.5, -0.5, -1.5)) / 3) ** 0.5
-    reads_a = [100.0 + scale * x for x in (1.5, 0.5, -0.5, -1.5)]
-    reads_b = [r + 2.5 for r in reads_a]
-    rows = [_row("row_major", (50.0, 200.0), [50.0] * 4, reads_a),
-            _row("column_major", (50.0, 100.0), [50.0] * 4, reads_b)]
+    rows = _close_pair()
     result = nr.floor_draws(rows, None, 4000, 1, with_model=True)
     expected = norm.cdf((-0.02 * 102.5 - 2.5) / 8 ** 0.5)
     (share,) = result["cases"].values()
@@ -123,10 +132,7 @@ def test_floor_prices_the_missing_runs_and_takes_the_registered_decision(nr):
 def test_floor_beside_the_rule_deepens_only_the_case_that_flips(nr):
     # Case A (m=64): two orders 2.5% apart with a standard error of 2 each: flips often enough to sink P_all at 4
     # runs. Case B (m=128): the same orders 50% apart: never flips. The targeted deepening should touch A alone.
-    spread = [1.5, 0.5, -0.5, -1.5]
-    scale = 4.0 / (sum(x * x for x in spread) / 3) ** 0.5
-    noisy = [_row("row_major", (50.0, 200.0), [50.0] * 4, [100.0 + scale * x for x in spread]),
-             _row("column_major", (50.0, 100.0), [50.0] * 4, [102.5 + scale * x for x in spread])]
+    noisy = _close_pair()
     steady = [dict(r, case={"seed": 1, "m": 128, "n": 64, "k": 64}) for r in (
         _row("row_major", (50.0, 100.0), [50.0] * 4, [100.0, 100.1, 99.9, 100.0]),
         _row("column_major", (50.0, 150.0), [50.0] * 4, [150.0, 150.1, 149.9, 150.0]))]
@@ -142,13 +148,10 @@ def test_floor_beside_the_rule_deepens_only_the_case_that_flips(nr):
 def test_floor_paired_draws_keep_what_a_case_s_orders_share(nr):
     # Both orders move together from run to run (one chip per run index): their difference never changes, so a
     # paired draw never turns the pair round, where drawing each row on its own does.
-    spread = [1.5, 0.5, -0.5, -1.5]
-    scale = 4.0 / (sum(x * x for x in spread) / 3) ** 0.5
-    rows = [_row("row_major", (50.0, 200.0), [50.0] * 4, [100.0 + scale * x for x in spread]),
-            _row("column_major", (50.0, 100.0), [50.0] * 4, [102.5 + scale * x for x in spread])]
+    rows = _close_pair()
     alone = nr.floor_draws(rows, None, 2000, 1, with_model=False)["groups"]["held_out"]
     paired = nr.floor_draws(rows, None, 2000, 1, with_model=False, paired=True)["groups"]["held_out"]
     assert alone["perfect_p_all"] < 0.99 and paired["perfect_p_all"] == 1.0
     # The paired draw has the runs' own spread over the depth: sd of a mean of 4 runs of sd 4 is 2.
-    means = nr.paired_draws(np.random.default_rng(0), np.array([[100.0 + scale * x for x in spread]]), 4, 20000)
+    means = nr.paired_draws(np.random.default_rng(0), np.array([_four_runs(100.0)]), 4, 20000)
     assert abs(means[:, 0].std() - 2.0) < 0.05 and abs(means[:, 0].mean() - 100.0) < 0.05

@@ -264,7 +264,7 @@ def missing_run_seconds(table: list[dict[str, Any]], depth: int) -> dict[str, fl
     seconds: dict[str, float] = defaultdict(float)
     for r in table:
         if r["set"] == "held_out":
-            seconds[r["device"]] += max(0, depth - len(r["measured_dram_read_bytes_runs"])) * SECONDS_PER_RUN[r["device"]]
+            seconds[r["device"]] += case_seconds([r], depth)
     return dict(seconds)
 
 
@@ -315,6 +315,7 @@ def floor_one(table: list[dict[str, Any]], draws: int, seed: int, depths: tuple[
 
 
 def case_seconds(rows: list[dict[str, Any]], depth: int) -> float:
+    """Device seconds of the runs `rows` lack to `depth` a row, at rule 5's seconds a run of each row's GPU."""
     return sum(max(0, depth - len(r["measured_dram_read_bytes_runs"])) * SECONDS_PER_RUN[r["device"]] for r in rows)
 
 

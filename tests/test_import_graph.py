@@ -35,8 +35,8 @@ def module_name(path: Path) -> str:
 
 
 def modules() -> dict[str, Path]:
-    # tasks/*/solutions/ hold submissions (the exploit suite): data run in a sandboxed child, not modules.
-    return {module_name(p): p for p in PACKAGE.rglob("*.py") if "solutions" not in p.relative_to(PACKAGE).parts}
+    # Every file of the package is a module: the exploit suite lives in tests/fixtures/submissions/, not here.
+    return {module_name(p): p for p in PACKAGE.rglob("*.py")}
 
 
 def imports_of(name: str, path: Path, known: set[str]) -> set[str]:

@@ -19,18 +19,18 @@ from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.clocks import GATE_NS, GATE_NS_PER_CALL
 from swizzlelab.harness.isolate import Limits, evaluate_isolated, secret_seed
 from swizzlelab.harness.isolate.limits import seccomp_program
-from swizzlelab.harness.isolate.runner import Calibration, _Tail, clock_verdict, residual_ci_ok
+from swizzlelab.harness.isolate.runner import Calibration, _Tail, clock_verdict, private_root_works, residual_ci_ok
 from swizzlelab.runtime import cuda_available
 
 ROOT = Path(__file__).resolve().parent.parent
-SOLUTIONS = ROOT / "src" / "swizzlelab" / "tasks" / "matmul" / "solutions"
+SOLUTIONS = ROOT / "tests" / "fixtures" / "submissions"
 SMALL_TASK = ROOT / "tests" / "data" / "matmul_small"
 HEADER = re.compile(r"^# (exploit|honest): (?P<what>.+?) \| gpu: (?P<gpu>\w+) \| cpu: (?P<cpu>\w+)(?P<slow> \| slow)?$")
 CPU_LIMITS = Limits(compile_s=90, run_s=60, host_mem_bytes=3 << 30)
 # Run in every CI build (with the dedicated tests below, which cover the patched checker and the early exit
 # with a fake report): what issue 11 asks the CPU to reject, a sandbox proof and an honest kernel; the rest of
 # the suite runs under `-m slow` (each run is a fresh child importing torch: seconds each on a small box).
-FAST = {"sys_exit_import", "non_bijective_order", "env_secret_snoop", "triton_kernel"}
+FAST = {"sys_exit_import", "non_bijective_order", "env_secret_snoop", "triton_kernel", "read_host_secrets"}
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox uses Linux facilities")
 
@@ -120,6 +120,54 @@ def test_sandbox_is_reported():
     assert "RLIMIT_CPU" in applied and "RLIMIT_FSIZE" in applied
     assert "Isolation: sandboxed child" in result.report_text
     assert result.report["tests"]["passed"] == result.report["tests"]["total"] == 4
+
+
+# The signal attacks are run only where the child gets a PID namespace of its own: never against the test machine.
+needs_namespaces = pytest.mark.skipif(not private_root_works(),
+                                      reason="no PID and mount namespaces on this machine: the signal attacks are not run")
+
+
+@needs_namespaces
+def test_signal_attacks_reach_nothing_outside_the_child():
+    sentinels = [subprocess.Popen(["sleep", "600"])]
+    if os.geteuid() == 0:  # a process of the uid the child runs as, too
+        sentinels.append(subprocess.Popen(["sleep", "600"], user=65534, group=65534))
+    try:
+        # getppid() is 0 in its namespace, so kill(getppid()) is kill(0): its own process group, where it is PID 1
+        # and unkillable from inside; kill(-1) finds nothing else there. Both go on to compute honestly, and this
+        # process (their evaluator's parent) and the sentinels live on.
+        for name in ("kill_parent.py", "kill_everything.py"):
+            result = run(SOLUTIONS / "wrong" / name)
+            assert result.passed, f"{name}: {result.reason}\n{result.stderr_tail[-1500:]}"
+            applied = " ".join(result.isolation["sandbox"]["applied"])
+            assert "own PID namespace" in applied and "own mount namespace" in applied
+            if os.geteuid() == 0:
+                assert "uid/gid 65534" in applied
+        assert [s.poll() for s in sentinels] == [None] * len(sentinels)
+    finally:
+        for sentinel in sentinels:
+            sentinel.kill()
+            sentinel.wait()
+
+
+@needs_namespaces
+def test_child_sees_no_host_secret_and_no_other_process(tmp_path):
+    probe = tmp_path / "probe.py"
+    probe.write_text(
+        "import os, subprocess\n"
+        "print('ids', os.getpid(), os.getppid(), os.getuid())\n"
+        "print('shadow', os.path.exists('/etc/shadow'), os.path.exists('/etc/passwd'))\n"
+        "print('work', os.path.exists('" + str(ROOT) + "/README.md'))\n"
+        "print('sh', subprocess.run(['/bin/sh', '-c', 'echo ran'], capture_output=True, text=True).stdout.strip())\n"
+        "def custom_kernel(data):\n    return data['a'] @ data['b']\n")
+    result = run(probe)
+    assert result.passed, f"{result.reason}\n{result.stderr_tail[-1500:]}"
+    lines = dict(line.split(" ", 1) for line in result.stdout_tail.splitlines() if " " in line)
+    pid, ppid, uid = lines["ids"].split()
+    assert (pid, ppid) == ("1", "0")
+    assert lines["shadow"] == "False True" and lines["work"] == "False" and lines["sh"] == "ran"
+    if os.geteuid() == 0:
+        assert uid == "65534"
 
 
 # ---------------------------------------------------------------- the timed flow with CPU clocks

@@ -154,18 +154,40 @@ def test_expired_heartbeat_reclaim_and_single_completion(fresh):
         assert sub.status == "done" and sub.passed is True
 
 
-def test_jobs_given_up_after_max_attempts(fresh):
+def test_a_job_that_kills_its_worker_twice_gets_a_verdict(fresh):
+    db, settings = fresh
+    uid = _user(db, "alice")
+    sub_id = _submit(db, settings, uid, "test")
+    first = queue.claim(db, WorkerCaps("a", None), settings)
+    assert first is not None
+    assert queue.worker_lost(db, "a") == [first.job_id]  # a supervisor saw worker a die: claimable at once
+    second = queue.claim(db, WorkerCaps("b", None), settings)
+    assert second is not None and second.job_id == first.job_id and second.attempt == 2
+    with db.write() as session:  # worker b dies too, unsupervised: its heartbeat just stops
+        session.execute(update(Job).values(heartbeat_at=utcnow() - dt.timedelta(seconds=5)))
+    assert queue.claim(db, WorkerCaps("c", None), settings) is None  # judged, not run a third time
+    with db.read() as session:
+        sub = session.get(Submission, sub_id)
+        runs = session.scalars(select(Run).where(Run.submission_id == sub_id)).all()
+        assert sub.status == "done" and sub.passed is False and sub.jobs[0].attempts == 2
+        assert len(runs) == 1 and not runs[0].passed and "killed its evaluator" in runs[0].reason
+        assert "service failure" not in runs[0].reason
+    assert not queue.complete(db, second, _outcome(True, None), "b", settings)  # the dead claim never completes it
+
+
+def test_jobs_given_up_after_max_service_failures(fresh):
     db, settings = fresh
     uid = _user(db, "alice")
     sub_id = _submit(db, settings, uid, "test")
     for _ in range(settings.max_attempts):
-        assert queue.claim(db, WorkerCaps("a", None), settings) is not None
-        with db.write() as session:
-            session.execute(update(Job).values(heartbeat_at=utcnow() - dt.timedelta(seconds=5)))
+        spec = queue.claim(db, WorkerCaps("a", None), settings)
+        assert spec is not None
+        queue.release(db, spec, "OSError: the database vanished", settings)
     assert queue.claim(db, WorkerCaps("a", None), settings) is None
     with db.read() as session:
         sub = session.get(Submission, sub_id)
-        assert sub.status == "error" and "3 claims" in sub.error and sub.jobs[0].status == JobStatus.ERROR
+        assert sub.status == "error" and "failed 3 times" in sub.error and sub.jobs[0].status == JobStatus.ERROR
+        assert "service failure" in sub.error
 
 
 def _finish_ranked(db, settings, uid: int, public: float, secret: float | None, secret_passed: bool = True) -> int:

@@ -10,7 +10,6 @@ import json
 import os
 import secrets
 import signal
-import subprocess
 import sys
 import threading
 from pathlib import Path
@@ -22,6 +21,7 @@ from rich.console import Console
 from swizzlelab.errors import UserError
 from swizzlelab.io import atomic_write_text
 from swizzlelab.leaderboard.settings import DEFAULT_DATA_DIR, Settings, default_db_url, parse_gpu_types, settings_from_env
+from swizzlelab.leaderboard.supervisor import Slot, Supervisor
 
 PR_SET_PDEATHSIG = 1
 
@@ -122,17 +122,18 @@ def register(app: typer.Typer) -> None:
         token, token_path = admin_token_for(settings.data_dir, admin_token or settings.admin_token)
         settings = settings.with_(admin_token=token)
         application = create_app(settings, database)
-        children: list[subprocess.Popen[bytes]] = []
         base = [sys.executable, "-m", "swizzlelab.cli", "worker", "--db", database.url,
                 "--gpu-types", ",".join(settings.gpu_types), "--heartbeat-timeout", str(settings.heartbeat_timeout_s),
                 "--eval-budget-s", str(settings.eval_budget_s)]
-        if ray:
-            children.append(subprocess.Popen(base + ["--ray", ray], preexec_fn=_die_with_parent))
+        slots = [Slot(0, base + ["--ray", ray], dict(os.environ), "-ray")] if ray else []
         for index in range(count):
             env = dict(os.environ)
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = str(index % len(gpus))
-            children.append(subprocess.Popen(base, env=env, preexec_fn=_die_with_parent))
+            slots.append(Slot(index, base, env, f"-gpu{index % len(gpus)}" if gpus else "-cpu"))
+        supervisor = Supervisor(database, slots, say=lambda text: console.print(f"[serve] {text}", highlight=False),
+                                preexec=_die_with_parent)
+        supervisor.start()
         where = f"admin token in {token_path}" if token_path else "admin token as given"
         engine = "Ray at " + ray if ray else f"{count} local worker(s)" + (f" on {', '.join(gpus)}" if gpus else
                                                                          " (no GPU: test jobs only)" if count else "")
@@ -141,13 +142,7 @@ def register(app: typer.Typer) -> None:
         try:
             uvicorn.run(application, host=host, port=port, log_level=log_level, access_log=False)
         finally:
-            for child in children:
-                child.terminate()
-            for child in children:
-                try:
-                    child.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    child.kill()
+            supervisor.stop()
             database.dispose()
 
     @app.command("worker")

@@ -264,6 +264,7 @@ def run_ncu(
     report_path: str | os.PathLike[str] | None = None,
     timeout_s: float = 600.0,
     env: dict[str, str] | None = None,
+    wrapper: list[str] | None = None,
 ) -> list[KernelMetrics]:
     """Profile `cmd` under Nsight Compute collecting `metrics`; one KernelMetrics per profiled kernel launch.
 
@@ -273,11 +274,12 @@ def run_ncu(
     if not metrics:
         raise UserError("run_ncu needs at least one metric name, e.g. lts__t_sector_hit_rate.pct")
     ncu = find_ncu()
-    with tempfile.TemporaryDirectory(prefix="swizzlelab-ncu-") as tmp:
+    with tempfile.TemporaryDirectory(prefix=f"swizzlelab-ncu-{os.getpid()}-") as tmp:
         rep = Path(report_path) if report_path is not None else Path(tmp) / "profile.ncu-rep"
         rep.parent.mkdir(parents=True, exist_ok=True)
         stem = str(rep)[: -len(".ncu-rep")] if str(rep).endswith(".ncu-rep") else str(rep)
-        profile_cmd = ncu_profile_command(
+        # `wrapper` runs ncu itself inside something (the isolated profile's PID namespace).
+        profile_cmd = list(wrapper or []) + ncu_profile_command(
             ncu, cmd, metrics, stem, kernel_regex, launch_skip, launch_count, profile_from_start
         )
         try:

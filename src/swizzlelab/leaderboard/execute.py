@@ -7,6 +7,7 @@ Nothing here imports the submission: evaluate_isolated does that in its own chil
 from __future__ import annotations
 
 import datetime as dt
+import os
 import socket
 import tempfile
 import traceback
@@ -63,7 +64,7 @@ def execute(spec: JobSpec, max_profile_bytes: int, budget_s: float = 3.0) -> Out
     an exception here is the service's own failure (the caller retries the job)."""
     started = dt.datetime.now(dt.timezone.utc)
     # Profile mode writes .ncu-rep files here; they are read into the Outcome before the folder goes.
-    with tempfile.TemporaryDirectory(prefix="swizzlelab-job-") as out_dir:
+    with tempfile.TemporaryDirectory(prefix=f"swizzlelab-job-{os.getpid()}-") as out_dir:
         run = evaluate_isolated(spec.task, spec.code, spec.mode, filename=spec.filename, secret=spec.secret_bytes(),
                                 out_dir=Path(out_dir), budget_s=budget_s,
                                 command=f"leaderboard job {spec.job_id} ({spec.mode})")

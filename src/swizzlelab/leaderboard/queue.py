@@ -29,6 +29,12 @@ from swizzlelab.leaderboard.outcome import JobSpec, Outcome
 from swizzlelab.leaderboard.settings import Settings
 
 
+# A job whose worker dies this many times while running it is judged, not retried (the issue's "kills its
+# evaluator twice"): one re-run after a death, exactly once, then a verdict.
+KILLS_FOR_VERDICT = 2
+EPOCH = dt.datetime(1970, 1, 1, tzinfo=dt.timezone.utc)
+
+
 @dataclass(frozen=True)
 class WorkerCaps:
     """What a worker can run: test jobs always (the Triton interpreter); other modes only on its GPU type."""
@@ -65,9 +71,14 @@ def claim(db: Database, caps: WorkerCaps, settings: Settings) -> JobSpec | None:
             )
             if job is None:
                 return None
+            if job.status == JobStatus.RUNNING and job.attempts >= KILLS_FOR_VERDICT:
+                # Its worker died (or went silent) while running it, again: the evaluation itself takes its
+                # evaluator down. A verdict on the submission, not a service failure; nothing runs it a third time.
+                _killed_evaluator(session, job, now)
+                continue
             if job.attempts >= settings.max_attempts:
-                _give_up(session, job, f"no result after {job.attempts} claims (the workers running it stopped "
-                                       "heartbeating); this is a service failure, not a verdict on the code")
+                _give_up(session, job, f"evaluation failed {job.attempts} times: {job.error or 'no result'}; this "
+                                       "is a service failure, not a verdict on the code")
                 continue  # the transaction commits the give-up; look for the next job
             job.status = JobStatus.RUNNING
             job.claimed_by = caps.worker_id
@@ -81,6 +92,17 @@ def claim(db: Database, caps: WorkerCaps, settings: Settings) -> JobSpec | None:
             return JobSpec(job_id=job.id, claim_token=job.claim_token, submission_id=sub.id, task=board.task,
                            mode=job.mode, secret=job.secret, secret_seed=board.secret_seed if job.secret else None,
                            code=sub.code.code, filename=sub.filename, gpu_type=job.gpu_type, attempt=job.attempts)
+
+
+def worker_lost(db: Database, worker_id: str) -> list[int]:
+    """A supervised worker died: the jobs it held are claimable now, not after the heartbeat timeout (their claim
+    tokens stay, so the dead worker could never complete them). Returns their ids."""
+    with db.write() as session:
+        jobs = session.scalars(select(Job).where(Job.claimed_by == worker_id, Job.status == JobStatus.RUNNING)).all()
+        for job in jobs:
+            job.heartbeat_at = EPOCH
+            job.error = f"worker {worker_id} died while running it (claim {job.attempts})"
+        return [job.id for job in jobs]
 
 
 def heartbeat(db: Database, spec: JobSpec) -> bool:
@@ -126,9 +148,24 @@ def release(db: Database, spec: JobSpec, error: str, settings: Settings) -> None
         if job is None or job.claim_token != spec.claim_token or job.status != JobStatus.RUNNING:
             return
         if job.attempts >= settings.max_attempts:
-            _give_up(session, job, f"evaluation failed {job.attempts} times: {error}")
+            _give_up(session, job, f"evaluation failed {job.attempts} times: {error}; this is a service failure, "
+                                   "not a verdict on the code")
         else:
             job.status, job.error, job.claim_token = JobStatus.QUEUED, error, ""
+
+
+def _killed_evaluator(session: Session, job: Job, now: dt.datetime) -> None:
+    """Close a job whose evaluation killed its worker KILLS_FOR_VERDICT times with a failed run (the verdict)."""
+    reason = (f"the submission killed its evaluator: the worker running it died {job.attempts} times "
+              f"({job.error or 'no heartbeat'})")
+    job.status, job.finished_at, job.claim_token, job.error = JobStatus.DONE, now, "", reason
+    started = job.claimed_at or now
+    session.add(Run(submission_id=job.submission_id, job_id=job.id, mode=job.mode, secret=job.secret,
+                    worker=job.claimed_by, gpu="", system={}, started_at=started, ended_at=now,
+                    duration_s=max((now - started).total_seconds(), 0.0), passed=False, score_ms=None, reason=reason,
+                    result={"success": False, "reason": reason}, report_text=f"> Evaluation failed\n\n{reason}\n"))
+    session.flush()
+    _finalize(session, job.submission, None)
 
 
 def _give_up(session: Session, job: Job, error: str) -> None:

@@ -41,6 +41,7 @@ def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers
         l2_miss_read_bytes=int(result.l2_miss_read_bytes),
         llc_hit_rate=result.llc_hit_rate,
         set_fraction=float(result.set_fraction),
+        fabric_bytes=int(result.fabric_bytes),
     )
 
 

@@ -89,6 +89,7 @@ class Prediction:
     l2_miss_read_bytes: int = 0
     llc_hit_rate: float | None = None  # AMD Infinity Cache share of those reads
     set_fraction: float = 1.0  # < 1: a screening estimate from a sample of the L2 sets
+    fabric_bytes: int = 0  # bytes looked up again at a far L2 partition (Hopper's two partitions; 0 with one)
 
     @property
     def kind(self) -> str:

@@ -8,12 +8,13 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import socket
 import sys
 import traceback
 from typing import Any, Callable
 
 from swizzlelab.harness.clocks import HostClock, TrustedClock
-from swizzlelab.harness.isolate import protocol
+from swizzlelab.harness.isolate import protocol, vmm
 from swizzlelab.harness.isolate.transport import ChildSlots
 
 
@@ -28,8 +29,10 @@ def _one_line(err: BaseException) -> str:
 class Child:
     """State of the child between frames."""
 
-    def __init__(self, in_fd: int, out_fd: int, sandbox: dict[str, Any], lock_down: Callable[[], dict[str, Any]]) -> None:
+    def __init__(self, in_fd: int, out_fd: int, sandbox: dict[str, Any], lock_down: Callable[[], dict[str, Any]],
+                 fd_socket: int | None = None) -> None:
         self.in_fd, self.out_fd = in_fd, out_fd
+        self.fd_socket = socket.socket(fileno=fd_socket) if fd_socket is not None else None
         self.sandbox = sandbox
         self.lock_down = lock_down
         self.torch: Any = None
@@ -114,8 +117,13 @@ class Child:
 
     def op_bind(self, msg: dict[str, Any]) -> None:
         try:
-            self.bound[int(msg["id"])] = ChildSlots(msg["spec"], "cuda" if self.on_gpu else "cpu")
-        except Exception as err:  # e.g. CUDA IPC refused: the parent falls back to shared host memory
+            fd = None
+            if msg["spec"].get("kind") == "vmm":
+                if self.fd_socket is None:
+                    raise OSError("no socket for device buffers")
+                fd = vmm.recv_fd(self.fd_socket)  # sent just before this frame
+            self.bound[int(msg["id"])] = ChildSlots(msg["spec"], "cuda" if self.on_gpu else "cpu", fd)
+        except Exception as err:  # e.g. the driver refused the import: the parent falls back to shared host memory
             self.reply(ok=False, error=f"cannot map the inputs: {_one_line(err)}")
             return
         self.reply(ok=True)
@@ -220,9 +228,10 @@ class Child:
             handler(msg)
 
 
-def main(in_fd: int, out_fd: int, sandbox: dict[str, Any], lock_down: Callable[[], dict[str, Any]]) -> None:
+def main(in_fd: int, out_fd: int, sandbox: dict[str, Any], lock_down: Callable[[], dict[str, Any]],
+         fd_socket: int | None = None) -> None:
     """Serve frames until the parent says exit; a SystemExit from the submission never reaches here as 0."""
-    child = Child(in_fd, out_fd, sandbox, lock_down)
+    child = Child(in_fd, out_fd, sandbox, lock_down, fd_socket)
     try:
         child.serve()
     except BaseException as err:
@@ -230,5 +239,16 @@ def main(in_fd: int, out_fd: int, sandbox: dict[str, Any], lock_down: Callable[[
             child.reply(ok=False, fatal=True, error=f"the child failed: {_one_line(err)}")
         except OSError:
             pass
+        _flush()
         os._exit(3)
+    _flush()
     os._exit(0)
+
+
+def _flush() -> None:
+    """What the submission printed reaches the parent's tail even though the child ends with os._exit."""
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):
+            pass

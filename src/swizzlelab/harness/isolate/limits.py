@@ -1,5 +1,5 @@
 """Resource limits of an isolated run and the sandbox the child applies to itself before any submission code:
-rlimits, a private network namespace, an unprivileged uid, no_new_privs and a seccomp filter.
+rlimits, a private network namespace, an unprivileged uid, no_new_privs, landlock and a seccomp filter.
 
 What is enforced and what is not is written down in docs/isolation.md; `Sandbox.applied` records it per run.
 """
@@ -254,7 +254,7 @@ def _drop_capabilities(libc: Any, sandbox: Sandbox) -> None:
     sandbox.applied.append("all capabilities dropped (bounding set emptied)")
 
 
-def _tasks_of_uid(uid: int) -> int:
+def tasks_of_uid(uid: int) -> int:
     count = 0
     for entry in os.listdir("/proc"):
         if not entry.isdigit():
@@ -269,7 +269,7 @@ def _tasks_of_uid(uid: int) -> int:
 
 def apply_sandbox(limits: Limits, on_gpu: bool, drop_to: int | None, profiling: bool = False,
                   read_paths: list[str] | None = None, write_paths: list[str] | None = None,
-                  stage: str = "all") -> Sandbox:
+                  stage: str = "all", uid_tasks: int = 0) -> Sandbox:
     """Lock this (child) process down, in two stages. `early` (first thing, before torch): CPU, file-size and
     core rlimits. `late` (after torch and CUDA are initialised by trusted code, before the submission is
     imported): network namespace, memory rlimit, uid/capabilities, process count, landlock, seccomp. CUDA's
@@ -304,11 +304,13 @@ def apply_sandbox(limits: Limits, on_gpu: bool, drop_to: int | None, profiling: 
         except OSError as err:
             sandbox.skipped.append(f"dropping to uid {drop_to}: {err}")
     if os.geteuid() == 0:
-        sandbox.skipped.append(f"uid drop to {NOBODY}: not done (a GPU child keeps the parent's uid for CUDA IPC, "
-                               "or the Python installation is not readable by it); uid 0 without capabilities")
+        sandbox.skipped.append(f"uid drop to {NOBODY}: not done (no private root filesystem and the Python "
+                               "installation is not readable by it); uid 0 without capabilities")
         _drop_capabilities(libc, sandbox)
-    # RLIMIT_NPROC counts every task of the uid: allow what the uid runs now plus the child's share.
-    _set_rlimit(sandbox, "RLIMIT_NPROC", resource.RLIMIT_NPROC, _tasks_of_uid(os.getuid()) + int(limits.n_procs))
+    # RLIMIT_NPROC counts every task of the uid on the host: allow what the uid runs now plus the child's share
+    # (the parent counted the host's tasks: a child in its own PID namespace sees only its own).
+    _set_rlimit(sandbox, "RLIMIT_NPROC", resource.RLIMIT_NPROC,
+                max(tasks_of_uid(os.getuid()), int(uid_tasks)) + int(limits.n_procs))
     if read_paths is not None and write_paths is not None and not profiling:
         # /proc is readable only for this process (its pid dir, which /proc/self points to) and a few
         # system-wide files; the parent's /proc/PID (memory, environment, fds) is out of reach.

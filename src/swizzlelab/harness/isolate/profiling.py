@@ -6,6 +6,7 @@ as what it is (reported by untrusted code).
 from __future__ import annotations
 
 import json
+import os
 import sys
 import tempfile
 from pathlib import Path
@@ -16,8 +17,9 @@ from swizzlelab.errors import UserError
 from swizzlelab.harness.evaluate import ProfileRow
 
 # Nsight Compute injects a library into the target that talks to the front end over sockets and files in /tmp,
-# so the profiled child gets rlimits, the scrubbed environment, dropped capabilities and seccomp (ptrace and
-# process_vm_* refused) but no network namespace, no landlock and no socket rule (docs/isolation.md).
+# so the profiled child gets rlimits, the scrubbed environment, dropped capabilities, seccomp (ptrace and
+# process_vm_* refused) and a PID namespace shared with ncu, but no network namespace, no private root, no landlock
+# and no socket rule (docs/isolation.md).
 PROFILE_BOOT = (
     "import sys, json, importlib.util\n"
     "src, cfg = sys.argv[1], json.loads(sys.argv[2])\n"
@@ -27,6 +29,13 @@ PROFILE_BOOT = (
     "sys.path.insert(0, src)\n"
     "from swizzlelab.harness.profile_child import main\n"
     "sys.exit(main(sys.argv[3:]))\n"
+)
+# ncu and the profiled child run in a PID namespace of their own: the child can signal ncu, never the worker.
+NAMESPACE_EXEC = (
+    "import sys, importlib.util\n"
+    "spec = importlib.util.spec_from_file_location('_swizzlelab_jail', sys.argv[1] + '/swizzlelab/harness/isolate/jail.py')\n"
+    "jail = importlib.util.module_from_spec(spec); spec.loader.exec_module(jail)\n"
+    "jail.exec_in_namespace(sys.argv[2:])\n"
 )
 SRC_ROOT = str(Path(swizzlelab.__file__).resolve().parent.parent)
 MAX_REPORT_BYTES = 256 << 20
@@ -50,7 +59,7 @@ def profile_isolated(ev: Any, submission: Path, out_dir: Path | None) -> tuple[l
     """One ncu report per benchmark case; reports over MAX_REPORT_BYTES are dropped."""
     from swizzlelab.harness.ncu import NAMED_METRIC_IDS, run_ncu
 
-    target = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix="swizzlelab-ncu-"))
+    target = Path(out_dir) if out_dir is not None else Path(tempfile.mkdtemp(prefix=f"swizzlelab-ncu-{os.getpid()}-"))
     target.mkdir(parents=True, exist_ok=True)
     config = {"limits": ev.limits.to_dict(), "drop_to": ev.drop_to}
     rows: list[ProfileRow] = []
@@ -65,7 +74,8 @@ def profile_isolated(ev: Any, submission: Path, out_dir: Path | None) -> tuple[l
             cmd += ["--order", ev.order_spec]
         try:
             kernels = run_ncu(cmd, list(NAMED_METRIC_IDS), profile_from_start=False, report_path=report,
-                              timeout_s=ev.limits.run_s, env=ev.child.env())
+                              timeout_s=ev.limits.run_s, env=ev.child.env(),
+                              wrapper=[sys.executable, "-I", "-c", NAMESPACE_EXEC, SRC_ROOT])
         except UserError as err:
             rows.append(ProfileRow(case=dict(case), kernels=[], report_path="", check_message=str(err),
                                    check_passed=False, order=ev.order_info(case)))

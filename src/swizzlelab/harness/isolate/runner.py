@@ -14,6 +14,7 @@ import random
 import re
 import shutil
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -34,7 +35,8 @@ from swizzlelab.harness.correctness import CaseResult, RunCheck, case_sizes, cou
 from swizzlelab.harness.evaluate import MODES, BenchRow, Candidate, EvalReport, ExtraBaseline
 from swizzlelab.harness.gpuclock import sampler_for, wait_for_first_sample
 from swizzlelab.harness.isolate import protocol
-from swizzlelab.harness.isolate.limits import NOBODY, Limits
+from swizzlelab.harness.isolate import vmm
+from swizzlelab.harness.isolate.limits import NOBODY, Limits, tasks_of_uid
 from swizzlelab.harness.isolate.profiling import profile_isolated
 from swizzlelab.harness.isolate.transport import SlotSet
 from swizzlelab.harness.sysinfo import system_info
@@ -55,9 +57,18 @@ SRC_ROOT = str(Path(swizzlelab.__file__).resolve().parent.parent)
 BOOT = (
     "import sys, json, importlib.util\n"
     "src, in_fd, out_fd, cfg = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])\n"
-    "spec = importlib.util.spec_from_file_location('_swizzlelab_sandbox', src + '/swizzlelab/harness/isolate/limits.py')\n"
-    "lim = importlib.util.module_from_spec(spec); sys.modules['_swizzlelab_sandbox'] = lim; spec.loader.exec_module(lim)\n"
-    "box = lim.apply_sandbox(lim.Limits(**cfg['limits']), cfg['on_gpu'], cfg['drop_to'], stage='early')\n"
+    "def _load(name, file):\n"
+    "    spec = importlib.util.spec_from_file_location(name, src + '/swizzlelab/harness/isolate/' + file)\n"
+    "    mod = importlib.util.module_from_spec(spec); sys.modules[name] = mod; spec.loader.exec_module(mod); return mod\n"
+    "lim = _load('_swizzlelab_sandbox', 'limits.py')\n"
+    # First of all: PID and mount namespaces (the process that started here stays outside and waits).
+    "jail = _load('_swizzlelab_jail', 'jail.py'); jail.die_with_parent(cfg['parent_pid'])\n"
+    "ns = jail.enter(cfg['workdir'], cfg['read_paths'], cfg['write_paths'], cfg['tmp_bytes']) if cfg.get('jail') "
+    "else {'applied': [], 'skipped': ['PID and mount namespaces: not asked for']}\n"
+    # Without its own root the child drops its uid only where `nobody` can reach the Python installation.
+    "drop = cfg['drop_to'] if ns.get('root') or cfg.get('nobody_reaches_python') else None\n"
+    "box = lim.apply_sandbox(lim.Limits(**cfg['limits']), cfg['on_gpu'], drop, stage='early')\n"
+    "box.applied[0:0] = ns['applied']; box.skipped[0:0] = ns['skipped']\n"
     "sys.path.insert(0, src)\n"
     # The harness package's __init__ pulls in the simulator (numba): the child needs none of it, so the two
     # packages on the way to child.py are entered without running their __init__ (submodules import as usual).
@@ -66,7 +77,8 @@ BOOT = (
     "    pkg = types.ModuleType(name); pkg.__path__ = [src + sub]; pkg.__package__ = name; sys.modules[name] = pkg\n"
     "from swizzlelab.harness.isolate.child import main\n"
     "main(in_fd, out_fd, box.to_dict(), lambda: lim.apply_sandbox(lim.Limits(**cfg['limits']), cfg['on_gpu'], "
-    "cfg['drop_to'], False, cfg.get('read_paths'), cfg.get('write_paths'), stage='late').to_dict())\n"
+    "drop, False, cfg.get('read_paths'), cfg.get('write_paths'), stage='late', "
+    "uid_tasks=cfg.get('uid_tasks', 0)).to_dict(), cfg.get('fd_socket'))\n"
 )
 # Environment variables the child keeps (paths to the toolchain and the GPU); everything else is dropped, so
 # tokens, database URLs and seeds in the parent's environment never reach a submission.
@@ -202,6 +214,34 @@ def write_paths(workdir: Path) -> list[str]:
     return [str(workdir)] + [p for p in DEVICE_WRITE if os.path.exists(p)]
 
 
+WORKDIR_PREFIX = "swizzlelab-isolate-"
+_PRIVATE_ROOT: bool | None = None
+# Enters the jail as a child would and says whether the private root was built and shows no host secret.
+JAIL_PROBE = (
+    "import sys, json, os, importlib.util, tempfile\n"
+    "spec = importlib.util.spec_from_file_location('_swizzlelab_jail', sys.argv[1] + '/swizzlelab/harness/isolate/jail.py')\n"
+    "jail = importlib.util.module_from_spec(spec); spec.loader.exec_module(jail)\n"
+    "done = jail.enter(sys.argv[2], json.loads(sys.argv[3]), [], 1 << 20)\n"
+    "print(json.dumps({'root': done['root'], 'pid': os.getpid(), 'shadow': os.path.exists('/etc/shadow')}))\n"
+)
+
+
+def private_root_works() -> bool:
+    """Whether this machine lets the child have its own PID namespace and root filesystem (probed once)."""
+    global _PRIVATE_ROOT
+    if _PRIVATE_ROOT is None:
+        with tempfile.TemporaryDirectory(prefix=WORKDIR_PREFIX + "probe-") as folder:
+            os.makedirs(os.path.join(folder, ".jail"))
+            try:
+                out = subprocess.run([sys.executable, "-I", "-c", JAIL_PROBE, SRC_ROOT, folder,
+                                      json.dumps(read_paths())], capture_output=True, text=True, timeout=30).stdout
+                found = json.loads(out.strip().splitlines()[-1])
+                _PRIVATE_ROOT = bool(found["root"]) and found["pid"] == 1 and not found["shadow"]
+            except (OSError, ValueError, KeyError, IndexError, subprocess.SubprocessError):
+                _PRIVATE_ROOT = False
+    return _PRIVATE_ROOT
+
+
 def nobody_can_run_python() -> bool:
     """True when uid `nobody` can reach the interpreter, the site-packages and swizzlelab (o+x on every
     directory on the way, o+r on the leaves); a pyenv under /root is not."""
@@ -300,6 +340,7 @@ class ChildProcess:
 
     def __init__(self, limits: Limits, on_gpu: bool, workdir: Path, drop_to: int | None, profiling: bool = False,
                  extra_read: tuple[str, ...] = ()):
+        self.fd_socket: socket.socket | None = None  # device buffers' file descriptors go to the child over it
         self.limits = limits
         self.extra_read = extra_read
         self.extra_env: dict[str, str] = {}
@@ -333,16 +374,22 @@ class ChildProcess:
     def start(self) -> None:
         in_r, self.in_w = os.pipe()
         self.out_r, out_w = os.pipe()
+        self.fd_socket, child_socket = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
         config = {"limits": self.limits.to_dict(), "on_gpu": self.on_gpu, "drop_to": self.drop_to,
-                  "profiling": self.profiling, "read_paths": read_paths() + list(self.extra_read), "write_paths": write_paths(self.workdir)}
+                  "profiling": self.profiling, "read_paths": read_paths() + list(self.extra_read),
+                  "write_paths": write_paths(self.workdir), "workdir": str(self.workdir), "jail": True,
+                  "tmp_bytes": int(self.limits.file_bytes), "nobody_reaches_python": nobody_can_run_python(),
+                  "uid_tasks": tasks_of_uid(self.drop_to if self.drop_to is not None else os.getuid()),
+                  "fd_socket": child_socket.fileno(), "parent_pid": os.getpid()}
         cmd = [sys.executable, "-I", "-c", BOOT, SRC_ROOT, str(in_r), str(out_w), json.dumps(config)]
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
                                          stderr=subprocess.PIPE, cwd=str(self.workdir), env=self.env(),
-                                         pass_fds=(in_r, out_w), start_new_session=True)
+                                         pass_fds=(in_r, out_w, child_socket.fileno()), start_new_session=True)
         finally:
             os.close(in_r)
             os.close(out_w)
+            child_socket.close()
         for stream, tail in ((self.proc.stdout, self.stdout), (self.proc.stderr, self.stderr)):
             thread = threading.Thread(target=self._drain, args=(stream, tail), daemon=True)
             thread.start()
@@ -413,8 +460,7 @@ class ChildProcess:
             protocol.send(self.in_w, message)
             reply = protocol.recv(self.out_r, deadline)
         except protocol.Timeout:
-            budget = {"compile": self.limits.compile_s, "run": self.limits.run_s}.get(phase, 0)
-            self.kill(f"timed out in the {phase} phase (limit {budget:.0f} s wall)")
+            self.kill(timeout_reason(phase, self.limits))
             raise ChildFailed(self._death()) from None
         except (protocol.ProtocolError, BrokenPipeError, OSError) as err:
             if self.proc is not None and self.proc.poll() is None and not isinstance(err, protocol.ProtocolError):
@@ -448,11 +494,24 @@ class ChildProcess:
                 except OSError:
                     pass
         self.in_w = self.out_r = -1
+        if self.fd_socket is not None:
+            self.fd_socket.close()
+            self.fd_socket = None
         for thread in self._threads:
             thread.join(timeout=2)
 
 
 # ---------------------------------------------------------------- evaluation
+
+
+def timeout_reason(phase: str, limits: Limits) -> str:
+    """One line for a child stopped at a deadline; the first call holds the JIT build *and* the first run, so a
+    kernel that never ends is named there too (a spinning kernel once read as 'timed out compiling')."""
+    if phase == "compile":
+        return (f"timed out: the import and first call of custom_kernel took over {limits.compile_s:.0f} s (a kernel "
+                "that never returns, or a build that long; limit compile_s)")
+    return (f"timed out: the calls after the first took over {limits.run_s:.0f} s (a kernel that never returns or "
+            "runs far too long; limit run_s)")
 
 
 def _one_line(text: str) -> str:
@@ -473,7 +532,7 @@ class _Evaluation:
         self.with_baseline = with_baseline
         self.workdir = workdir
         self.on_gpu = device() == "cuda"
-        self.kind = "cuda" if self.on_gpu else "host"
+        self.kind = "vmm" if self.on_gpu else "host"
         builtin = Path(task.path).resolve().parent == Path(swizzlelab.__file__).resolve().parent / "tasks"
         self.child = ChildProcess(limits, self.on_gpu, workdir, drop_to,
                                   extra_read=() if builtin else (str(Path(task.path).resolve()),))
@@ -613,17 +672,33 @@ class _Evaluation:
 
     # -- one call ------------------------------------------------------------------------------------------
     def bind(self, data: dict[str, Any]) -> SlotSet:
-        """Shared buffers for one case, mapped by the child; CUDA IPC falls back to shared host memory."""
+        """Shared buffers for one case, mapped by the child; device buffers fall back to shared host memory."""
         while True:
-            slots = SlotSet(data, self.kind, self.workdir / "slots", self.drop_to, seal_n=SEAL_N)
+            try:
+                slots = SlotSet(data, self.kind, self.workdir / "slots", self.drop_to, seal_n=SEAL_N)
+            except OSError as err:  # the driver refused an exportable allocation
+                if self.kind != "vmm" or self.first_call_done:
+                    raise
+                self.transport_note = f"device buffers by file descriptor failed ({_one_line(err)}); shared host memory"
+                self.kind = "host"
+                continue
             self.next_id += 1
             slots.id = self.next_id
+            fd = slots.export_fd()
+            if fd is not None:
+                assert self.child.fd_socket is not None
+                try:
+                    vmm.send_fd(self.child.fd_socket, fd)
+                except OSError:
+                    slots.close()
+                    raise ChildFailed(self.child._death()) from None
             reply, _ = self.ask({"op": "bind", "id": slots.id, "spec": slots.spec()})
             if reply.get("ok"):
                 return slots
             slots.close()
-            if self.kind == "cuda" and not self.first_call_done:
-                self.transport_note = f"CUDA IPC failed ({_one_line(reply.get('error', ''))}); shared host memory"
+            if self.kind == "vmm" and not self.first_call_done:
+                self.transport_note = (f"device buffers by file descriptor failed ({_one_line(reply.get('error', ''))});"
+                                       " shared host memory")
                 self.kind = "host"
                 continue
             raise ChildFailed(_one_line(reply.get("error", "the child could not map the inputs")))
@@ -1090,14 +1165,18 @@ def evaluate_isolated(
             raise NoGpuError(f"--mode {mode}: this process sees {info.gpu} but runs kernels on the CPU "
                              f"(TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET')!r}); unset it to time on the GPU")
     started = time.perf_counter()
-    workdir = Path(tempfile.mkdtemp(prefix="swizzlelab-isolate-"))
-    # CUDA IPC maps the parent's buffers only into a process of the same uid, so a GPU child keeps uid 0
-    # without capabilities; the parent turns non-dumpable so that child cannot open its /proc files or memory.
-    drop_to = NOBODY if os.geteuid() == 0 and nobody_can_run_python() and not info.is_gpu else None
+    # The evaluating process's pid in the name: whoever supervises it removes what it left if it dies.
+    workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
+    # A root parent runs the child as `nobody` when the child can reach Python: in its own root filesystem
+    # (the jail binds the installation at its path) or where the host's permissions let it. Device buffers go
+    # by file descriptor (vmm.py), so the uid does not matter to CUDA. The parent also turns non-dumpable.
+    # Profile mode's child runs under ncu without a private root, so there only the host's permissions count.
+    reachable = nobody_can_run_python() or (mode != "profile" and private_root_works())
+    drop_to = NOBODY if os.geteuid() == 0 and reachable else None
     _not_dumpable()
     submission = workdir / name
     submission.write_text(code)
-    for sub in ("tmp", "torch_extensions", "cache", "slots"):
+    for sub in ("tmp", "torch_extensions", "cache", "slots", ".jail"):
         (workdir / sub).mkdir()
     # A warm Triton cache built by trusted code (the gate kernel, launcher stubs, the task's kernels) is
     # copied, never shared: what a submission writes into its copy dies with the run.

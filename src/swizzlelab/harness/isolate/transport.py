@@ -1,18 +1,18 @@
 """Buffers owned by the trusted parent that a case's inputs and output live in while the child runs on them:
-a shared file mapped by both sides (CPU), or CUDA allocations the child opens through CUDA IPC (GPU).
+a shared file mapped by both sides (CPU), or one CUDA allocation the child maps from a file descriptor (GPU).
 
 The parent fills the inputs, poisons the output, and after each call reads the output bytes itself.
 """
 
 from __future__ import annotations
 
-import base64
 import mmap
 import os
-import pickle
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
+
+from swizzlelab.harness.isolate import vmm
 
 ALIGN = 256
 
@@ -40,7 +40,8 @@ class _Slot:
 
 
 class SlotSet:
-    """The shared buffers of one case. `kind` is 'host' (a file both processes map) or 'cuda' (CUDA IPC)."""
+    """The shared buffers of one case. `kind` is 'host' (a file both processes map) or 'vmm' (one device
+    allocation exported as a file descriptor: vmm.py)."""
 
     def __init__(self, template: dict[str, Any], kind: str, folder: Path, owner_uid: int | None = None,
                  seal_n: int = 0):
@@ -63,8 +64,9 @@ class SlotSet:
             # output there that the child's trusted loop takes in stream order right after each call ends.
             self.slots.append(_Slot("_seal_idx", (self.seal_n,), torch.int64, nbytes=8 * self.seal_n))
             self.slots.append(_Slot("_seal", (self.seal_n,), out.dtype, nbytes=self.seal_n * out.element_size()))
+        total = max(ALIGN, sum(slot.nbytes + ALIGN for slot in self.slots))
+        self._mapping: vmm.Mapping | None = None
         if kind == "host":
-            total = max(ALIGN, sum(slot.nbytes + ALIGN for slot in self.slots))
             fd, name = _shared_file(folder)
             os.ftruncate(fd, total)
             if owner_uid is not None:
@@ -73,15 +75,16 @@ class SlotSet:
             os.close(fd)
             self._host_file = Path(name)
             raw = torch.frombuffer(self._mm, dtype=torch.uint8, count=total)
-            offset = 0
-            for slot in self.slots:
-                slot.offset = offset
-                offset += -(-(slot.nbytes or 1) // ALIGN) * ALIGN
-            self.tensors = {s.name: raw[s.offset:s.offset + s.nbytes].view(s.dtype).view(s.shape) for s in self.slots}
-        elif kind == "cuda":
-            self.tensors = {s.name: torch.empty(s.shape, dtype=s.dtype, device="cuda") for s in self.slots}
+        elif kind == "vmm":
+            self._mapping = vmm.Mapping.create(total, torch.cuda.current_device())
+            raw = self._mapping.tensor(torch)
         else:
             raise ValueError(f"unknown transport {kind!r}")
+        offset = 0
+        for slot in self.slots:
+            slot.offset = offset
+            offset += -(-(slot.nbytes or 1) // ALIGN) * ALIGN
+        self.tensors = {s.name: _view(raw, s.offset, s.nbytes, s.dtype, s.shape) for s in self.slots}
 
     def _plan(self, key: str, value: Any, torch: Any) -> dict[str, Any]:
         if isinstance(value, torch.Tensor):
@@ -172,20 +175,24 @@ class SlotSet:
 
     def spec(self) -> dict[str, Any]:
         """What the child needs to map the slots: the layout plus the file path or the IPC handles."""
-        spec: dict[str, Any] = {"kind": self.kind, "layout": self.layout}
+        spec: dict[str, Any] = {"kind": self.kind, "layout": self.layout,
+                                "slots": {s.name: [s.offset, s.nbytes, list(s.shape), _dtype_name(s.dtype)]
+                                          for s in self.slots}}
         if self.kind == "host":
             spec["file"] = str(self._host_file)
             spec["size"] = len(self._mm) if self._mm is not None else 0
-            spec["slots"] = {s.name: [s.offset, s.nbytes, list(s.shape), _dtype_name(s.dtype)] for s in self.slots}
         else:
-            from torch.multiprocessing.reductions import reduce_tensor
-
-            spec["slots"] = {name: base64.b64encode(pickle.dumps(reduce_tensor(t))).decode()
-                             for name, t in self.tensors.items()}
+            assert self._mapping is not None
+            spec["size"] = self._mapping.size  # the file descriptor travels beside the frame (vmm.send_fd)
         return spec
+
+    def export_fd(self) -> int | None:
+        """A descriptor of the device allocation for the child (None for shared host memory)."""
+        return self._mapping.export_fd() if self._mapping is not None else None
 
     def close(self) -> None:
         self.tensors = {}
+        self._mapping = None  # unmapped once the last view of it is gone
         if self._mm is not None:
             try:
                 self._mm.close()
@@ -195,6 +202,10 @@ class SlotSet:
         if self._host_file is not None:
             self._host_file.unlink(missing_ok=True)
             self._host_file = None
+
+
+def _view(raw: Any, offset: int, nbytes: int, dtype: Any, shape: tuple[int, ...]) -> Any:
+    return raw[offset:offset + nbytes].view(dtype).view(shape)
 
 
 def _shared_file(folder: Path) -> tuple[int, str]:
@@ -212,7 +223,7 @@ class ChildSlots:
     Shared host memory on a GPU child is mirrored: inputs are copied to the device before each call and the
     output back after it, by this trusted code, inside the parent's wall-clock window."""
 
-    def __init__(self, spec: dict[str, Any], device: str = "cpu"):
+    def __init__(self, spec: dict[str, Any], device: str = "cpu", fd: int | None = None):
         import torch
 
         self._mm: mmap.mmap | None = None
@@ -225,15 +236,17 @@ class ChildSlots:
             finally:
                 os.close(fd)
             raw = torch.frombuffer(self._mm, dtype=torch.uint8, count=int(spec["size"]))
-            for name, (offset, nbytes, shape, dtype) in spec["slots"].items():
-                self.tensors[name] = raw[offset:offset + nbytes].view(_dtype(dtype)).view(tuple(shape))
-            if device != "cpu":
-                self.host = self.tensors
-                self.tensors = {name: torch.empty_like(t, device=device) for name, t in self.host.items()}
+        elif spec["kind"] == "vmm":
+            if fd is None:
+                raise ValueError("a device buffer arrived without its file descriptor")
+            raw = vmm.Mapping.imported(fd, int(spec["size"]), torch.cuda.current_device()).tensor(torch)
         else:
-            for name, blob in spec["slots"].items():
-                rebuild, args = pickle.loads(base64.b64decode(blob))  # from the trusted parent only
-                self.tensors[name] = rebuild(*args)
+            raise ValueError(f"unknown transport {spec['kind']!r}")
+        for name, (offset, nbytes, shape, dtype) in spec["slots"].items():
+            self.tensors[name] = _view(raw, int(offset), int(nbytes), _dtype(dtype), tuple(shape))
+        if spec["kind"] == "host" and device != "cpu":
+            self.host = self.tensors
+            self.tensors = {name: torch.empty_like(t, device=device) for name, t in self.host.items()}
         self.layout = spec["layout"]
 
     def before_call(self) -> None:

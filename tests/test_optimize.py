@@ -18,8 +18,9 @@ from swizzlelab.io import load_module
 from swizzlelab.optimize import Options, assess, loop, read_jsonl, run
 from swizzlelab.optimize.records import BaselineTiming, Measurement, NcuFigures, Speedup
 from swizzlelab.optimize.reasons import hit_change
-from swizzlelab.optimize.state import load_or_start
+from swizzlelab.optimize.state import load_or_start, traffic_of
 from swizzlelab.scenario import load_scenario
+from swizzlelab.sim.timemodel import TimeModel, Traffic, calibration_for
 from swizzlelab.optimize.measure import MeasureCache
 from swizzlelab.optimize.records import (
     DUPLICATE,
@@ -243,25 +244,32 @@ def test_search_on_a_1d_task(tmp_path: Path) -> None:
 
 
 class RecordingMeasurer:
-    """A test double for the GPU: times derived from predicted DRAM bytes, so orders differ reproducibly."""
+    """A test double for the GPU: a memory-bound kernel whose time is the time model's memory time of its
+    predicted DRAM bytes (plus `fixed_ms`), so orders differ reproducibly."""
 
     device = "TestGPU (test double, not a GPU)"
 
-    def __init__(self, state_problem) -> None:
+    def __init__(self, state_problem, fixed_ms: float = 1e-5) -> None:
         self.problem = state_problem
         self.calls = 0
+        self.fixed_ms = fixed_ms
+
+    def _ms(self, prediction) -> float:
+        model = TimeModel(self.problem.model, calibration_for(self.problem.model), Traffic(0.0))
+        return 1e3 * model.memory_s(traffic_of(prediction)) + self.fixed_ms
 
     def measure_baseline(self) -> Measurement:
         self.calls += 1
-        return Measurement(device=self.device, timing=BaselineTiming(mean_ms=1.0, sem_ms=0.001, n=40),
+        return Measurement(device=self.device,
+                           timing=BaselineTiming(mean_ms=self._ms(baseline_prediction(self.problem)), sem_ms=1e-6, n=40),
                            ncu=NcuFigures(l2_hit_rate_pct=50.0, dram_read_bytes=1e9))
 
     def measure(self, formula) -> Measurement:
         self.calls += 1
         checked = self.problem.check(formula)
         pred = assess.predict(self.problem, checked.perm)
-        ms = 0.5 + pred.dram_bytes / 1e9
-        base = 0.5 + loop_baseline_bytes(self.problem) / 1e9
+        ms = self._ms(pred)
+        base = self._ms(baseline_prediction(self.problem))
         speedup = base / ms
         comparison = Speedup(speedup=speedup, ci95=(speedup - 0.01, speedup + 0.01), baseline_ms=base,
                              candidate_ms=ms, baseline_sem_ms=0.001, candidate_sem_ms=0.001, n_pairs=50,
@@ -270,13 +278,13 @@ class RecordingMeasurer:
                            ncu=NcuFigures(l2_hit_rate_pct=100 * pred.l2_hit_rate, dram_read_bytes=pred.dram_read_bytes))
 
 
-def loop_baseline_bytes(problem) -> int:
+def baseline_prediction(problem):
     checked = problem.check(problem.default_order())
-    return assess.predict(problem, checked.perm).dram_bytes
+    return assess.predict(problem, checked.perm)
 
 
 def test_measured_run_labels_device_and_cache_skips_known(tmp_path: Path) -> None:
-    problem = small_problem("h100")
+    problem = small_problem("mi300x")  # orders differ in traffic at this size (4 MB of L2 per XCD)
     measurer = RecordingMeasurer(problem)
     result = run(problem, Options(out_dir=tmp_path, budget=4, screen_s=30), measurer=measurer)
     assert measurer.calls == 5
@@ -304,7 +312,7 @@ def test_measured_run_labels_device_and_cache_skips_known(tmp_path: Path) -> Non
 
 
 def test_resume_after_interruption_loses_nothing(tmp_path: Path) -> None:
-    problem = small_problem("h100")
+    problem = small_problem("mi300x")
     measurer = RecordingMeasurer(problem)
     run(problem, Options(out_dir=tmp_path, budget=3, screen_s=30), measurer=measurer)
     lines = (tmp_path / "iterations.jsonl").read_text().splitlines()
@@ -408,7 +416,8 @@ def test_gpu_measurer_glue_with_harness_doubles(tmp_path: Path, monkeypatch) -> 
     monkeypatch.setattr(harness.correctness, "check_correctness", fake_check, raising=False)
     problem = small_problem("h100")
     measurer = GpuMeasurer(problem, budget_s=0.1)
-    result = run(problem, Options(out_dir=tmp_path, budget=2, screen_s=30), measurer=measurer)
+    # The doubles' times are compute-bound for this size, so the time model would stop: --keep-going measures.
+    result = run(problem, Options(out_dir=tmp_path, budget=2, screen_s=30, stop_without_gain=False), measurer=measurer)
     log = (tmp_path / "log.txt").read_text()
     assert "measured (FakeH100 (test double), ncu)" in log
     assert "Successfully improved L2 cache hit rate by 20.00 percentage points, from 40.0% to 60.0%" in log

@@ -39,6 +39,8 @@ def register(app: typer.Typer) -> None:
         screen_s: float = typer.Option(90.0, "--screen-s", help="seconds the search may spend ranking with the simulator"),
         measure_s: float = typer.Option(4.0, "--measure-s", help="GPU seconds per interleaved timing"),
         ncu: bool = typer.Option(True, "--ncu/--no-ncu", help="profile each measured order with Nsight Compute"),
+        keep_going: bool = typer.Option(False, "--keep-going", help="measure the budget's orders even when the time "
+                                        "model predicts none gains more than the measurement resolves"),
         workers: int | None = typer.Option(None, "--workers", help="threads that rank orders with the simulator (default: all usable CPUs)"),
         sim_engine: str = typer.Option("auto", "--sim-engine", help="auto (a GPU where one is usable, else the CPU) | cpu | gpu: where the simulator runs; the same predictions on each"),
         config: list[str] = typer.Option([], "--config", help=uk_cli.CONFIG_HELP),
@@ -67,7 +69,7 @@ def register(app: typer.Typer) -> None:
         out_dir = Path(out) if out else DEFAULT_OUT / f"{run_name}-{scenario.target.short_name}"
         options = Options(
             out_dir=out_dir, budget=budget, proposer=proposer, remeasure=remeasure, screen_s=screen_s,
-            measure_s=measure_s, use_ncu=ncu, workers=workers, sim_engine=sim_engine,
+            measure_s=measure_s, use_ncu=ncu, workers=workers, sim_engine=sim_engine, stop_without_gain=not keep_going,
             command="swizzlelab " + shlex.join(sys.argv[1:]),
         )
         with progress_bar(out_console, transient=False, label="[bold]optimize[/]") as progress:

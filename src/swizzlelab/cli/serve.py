@@ -103,6 +103,9 @@ def register(app: typer.Typer) -> None:
         heartbeat_timeout: Optional[float] = typer.Option(None, "--heartbeat-timeout"),
         eval_budget_s: Optional[float] = typer.Option(None, "--eval-budget-s", help="timing budget per benchmark "
                                                       "case for the workers (default 3 s)"),
+        compile_s: Optional[float] = typer.Option(None, "--compile-s", help="a submission's import + first call "
+                                                  "may take this long (default 120 s)"),
+        run_s: Optional[float] = typer.Option(None, "--run-s", help="... and the rest of its run (default 180 s)"),
         log_level: str = typer.Option("warning", "--log-level", help="uvicorn's log level"),
     ) -> None:
         """Start the leaderboard API (FastAPI on uvicorn) and its workers; the schema is upgraded on start."""
@@ -114,7 +117,7 @@ def register(app: typer.Typer) -> None:
         console = Console(stderr=True)
         settings = _settings(db, data_dir, gpu_types, requests_per_minute=requests_per_minute,
                              submissions_per_hour=submissions_per_hour, heartbeat_timeout_s=heartbeat_timeout,
-                             eval_budget_s=eval_budget_s)
+                             eval_budget_s=eval_budget_s, compile_s=compile_s, run_s=run_s)
         # Bad options are refused before anything is written: the worker count, then the database URL (opening
         # it checks it), and only then the admin token file.
         count, gpus = (0, []) if ray else _worker_count(workers)
@@ -124,7 +127,8 @@ def register(app: typer.Typer) -> None:
         application = create_app(settings, database)
         base = [sys.executable, "-m", "swizzlelab.cli", "worker", "--db", database.url,
                 "--gpu-types", ",".join(settings.gpu_types), "--heartbeat-timeout", str(settings.heartbeat_timeout_s),
-                "--eval-budget-s", str(settings.eval_budget_s)]
+                "--eval-budget-s", str(settings.eval_budget_s), "--compile-s", str(settings.compile_s),
+                "--run-s", str(settings.run_s)]
         slots = [Slot(0, base + ["--ray", ray], dict(os.environ), "-ray")] if ray else []
         for index in range(count):
             env = dict(os.environ)
@@ -161,6 +165,8 @@ def register(app: typer.Typer) -> None:
                                                           help="re-run jobs whose worker was silent this long (s)"),
         heartbeat_interval: Optional[float] = typer.Option(None, "--heartbeat-interval"),
         eval_budget_s: Optional[float] = typer.Option(None, "--eval-budget-s", help="timing budget per benchmark case (s)"),
+        compile_s: Optional[float] = typer.Option(None, "--compile-s", help="limit on a submission's import + first call (s)"),
+        run_s: Optional[float] = typer.Option(None, "--run-s", help="limit on the rest of its run (s)"),
         max_jobs: Optional[int] = typer.Option(None, "--max-jobs", help="stop after this many jobs"),
         worker_id: Optional[str] = typer.Option(None, "--id", help="name in the runs table (default host:pid:gpu)"),
     ) -> None:
@@ -170,7 +176,8 @@ def register(app: typer.Typer) -> None:
         from swizzlelab.leaderboard.worker import Worker, default_worker_id, gpu_type_of, visible_gpu_names
 
         settings = _settings(db, data_dir, gpu_types, heartbeat_timeout_s=heartbeat_timeout,
-                             heartbeat_interval_s=heartbeat_interval, eval_budget_s=eval_budget_s)
+                             heartbeat_interval_s=heartbeat_interval, eval_budget_s=eval_budget_s, compile_s=compile_s,
+                             run_s=run_s)
         database = open_database(settings.db_url)
         stop = threading.Event()
 

@@ -14,7 +14,7 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from swizzlelab.harness.isolate import IsolatedRun, evaluate_isolated
+from swizzlelab.harness.isolate import IsolatedRun, Limits, evaluate_isolated
 from swizzlelab.leaderboard.outcome import JobSpec, Outcome
 
 
@@ -59,14 +59,16 @@ def outcome_from_run(run: IsolatedRun, started: dt.datetime, max_profile_bytes: 
     )
 
 
-def execute(spec: JobSpec, max_profile_bytes: int, budget_s: float = 3.0) -> Outcome:
+def execute(spec: JobSpec, max_profile_bytes: int, budget_s: float = 3.0, limits: Limits | None = None) -> Outcome:
     """Evaluate one job in an isolated child process. A bad submission is a failed Outcome, never an exception;
     an exception here is the service's own failure (the caller retries the job)."""
     started = dt.datetime.now(dt.timezone.utc)
     # Profile mode writes .ncu-rep files here; they are read into the Outcome before the folder goes.
     with tempfile.TemporaryDirectory(prefix=f"swizzlelab-job-{os.getpid()}-") as out_dir:
+        # The secret run exists to confirm the public run's score; the library rows (timed in children of their
+        # own) are shown from the public run only.
         run = evaluate_isolated(spec.task, spec.code, spec.mode, filename=spec.filename, secret=spec.secret_bytes(),
-                                out_dir=Path(out_dir), budget_s=budget_s,
+                                out_dir=Path(out_dir), budget_s=budget_s, limits=limits, with_baseline=not spec.secret,
                                 command=f"leaderboard job {spec.job_id} ({spec.mode})")
         return outcome_from_run(run, started, max_profile_bytes)
 

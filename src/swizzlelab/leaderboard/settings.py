@@ -42,6 +42,9 @@ class Settings:
     poll_interval_s: float = 0.5
     # Timing budget per benchmark case of a benchmark/ranked run (the evaluator stops earlier at 0.1% sem).
     eval_budget_s: float = 3.0
+    # The isolated child's wall limits: its import + first call (JIT builds), and everything after.
+    compile_s: float = 120.0
+    run_s: float = 180.0
     # A secret run whose score differs from the public one by more than this fraction is flagged (the two runs
     # time different inputs of the same sizes; H100 repeat timings of the built-in tasks vary by well under 5%).
     secret_rel_tolerance: float = 0.15
@@ -58,6 +61,8 @@ class Settings:
                 raise UserError(f"{name} must be > 0, got {value}")
         if self.eval_budget_s <= 0:
             raise UserError(f"the evaluation budget must be > 0 s, got {self.eval_budget_s}")
+        if self.compile_s <= 0 or self.run_s <= 0:
+            raise UserError(f"the evaluator's limits must be > 0 s, got compile {self.compile_s}, run {self.run_s}")
         if self.heartbeat_timeout_s <= 2 * self.heartbeat_interval_s:
             raise UserError("the heartbeat timeout must exceed twice the heartbeat interval")
         return self

@@ -11,6 +11,7 @@ import subprocess
 import threading
 from dataclasses import dataclass, field
 
+from swizzlelab.harness.isolate import Limits
 from swizzlelab.leaderboard import queue
 from swizzlelab.leaderboard.db import Database
 from swizzlelab.leaderboard.execute import describe_failure, execute
@@ -80,7 +81,8 @@ class Worker:
         beat.start()
         outcome, error = None, ""
         try:
-            outcome = execute(spec, self.settings.max_profile_bytes, self.settings.eval_budget_s)
+            outcome = execute(spec, self.settings.max_profile_bytes, self.settings.eval_budget_s,
+                              Limits(compile_s=self.settings.compile_s, run_s=self.settings.run_s))
         except Exception as err:  # the service's own failure (a bad submission is a failed Outcome instead)
             error = describe_failure(err)
         finally:

@@ -50,6 +50,7 @@ from swizzlelab.optimize.state import (
 from swizzlelab.scenario import Checked, Scenario
 from swizzlelab.sim.gpu import release_device
 from swizzlelab.sim.simulate import default_workers
+from swizzlelab.sim.timemodel import stop_reason
 
 # ---------------------------------------------------------------------------------------------- evaluation
 
@@ -167,12 +168,15 @@ def evaluate(
         attempt.message = f"same permutation as iteration {attempt.duplicate_of}; not evaluated again"
         return _finish(attempt, started)
     attempt.prediction, attempt.wave = _predict(state, checked.permutation_id, checked.perm)
+    attempt.time = state.time_figures(attempt.prediction) if iteration else None
     attempt.measurement = _measure(state, measurer, cache, checked, baseline=iteration == 0)
     pred = attempt.prediction
     attempt.message = (
         f"{checked.proof.message()}; predicted hit {pct(pred.l2_hit_rate)}, DRAM read "
         f"{fmt_bytes(pred.dram_read_bytes)} (model {pred.model})"
     )
+    if attempt.time is not None:
+        attempt.message += f"; speedup {attempt.time.text()}"
     measurement = attempt.measurement
     if measurement is not None and measurement.comparison is not None:
         comparison = measurement.comparison
@@ -253,6 +257,7 @@ def run(
 
     def record(attempt: Attempt) -> None:
         record_attempt(state, attempt)
+        state.learn(attempt)
         report.write_progress(state)
         on_iteration(attempt)
 
@@ -263,6 +268,11 @@ def run(
         base.reasons_old = {}
         record(base)
         state.attempts.sort(key=lambda a: a.iteration)  # a resumed log may have lost only its baseline record
+    time_note = state.start_time_model()
+    if time_note:
+        on_note(time_note)
+        state.notes.append(time_note)
+    _rank_by_time(state, proposers.search)
 
     while len(state.attempts) - 1 < options.budget:
         iteration = state.next_iteration()
@@ -276,6 +286,10 @@ def run(
             state.notes.append(str(err))
             report.write_progress(state)
             raise
+        if proposal is None and proposers.search.stop_reason:
+            on_note(proposers.search.stop_reason)
+            state.notes.append(proposers.search.stop_reason)
+            break
         if proposal is None:
             on_note("search: every enumerated order has been tried; stopping before the budget")
             state.notes.append("search ran out of untried orders before the budget")
@@ -283,6 +297,24 @@ def run(
         record(evaluate(state, iteration, proposal, active, cache))
     files = report.write_all(state)
     return RunResult(state, files)
+
+
+# The stop rule looks at this many of the best-ranked untried orders.
+STOP_RULE_TOP = 24
+
+
+def _rank_by_time(state: RunState, search: SearchProposer) -> None:
+    """Once a GPU measured the kernel's own order, the search ranks by the time model's predicted speedup
+    (corrected by the run's measurements), skips families that measured slower, and stops when nothing is
+    predicted to gain more than the measurement resolves. Without that anchor it keeps ranking by traffic."""
+    model = state.time_model
+    if model is None or model.base_ms is None:
+        return
+    search.rank_key = lambda pred: (-state.expected_speedup(pred), *pred.score())
+    search.excluded = lambda group: state.correction is not None and state.correction.excluded(group)
+    if state.options.stop_without_gain:
+        search.stop_rule = lambda ranked: stop_reason(
+            model, [state.expected_speedup(s.prediction) for s in ranked[:STOP_RULE_TOP] if s.prediction is not None])
 
 
 @dataclass

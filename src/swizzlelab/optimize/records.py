@@ -117,6 +117,34 @@ class Prediction:
 
 
 @dataclass(frozen=True)
+class TimeFigures:
+    """The time model's prediction for one order (sim.timemodel), as the optimizer used it: the model's own
+    speedup and interval, and the speedup after this run's measurements corrected it (optimize.learn)."""
+
+    speedup: float
+    low: float
+    high: float
+    model: str
+    anchor: str
+    corrected: float | None = None  # after the run's own measurements; None before any
+
+    @property
+    def kind(self) -> str:
+        return f"predicted (time model {self.model})"
+
+    def text(self) -> str:
+        fixed = f", {self.corrected:.3f}x after this run's measurements" if self.corrected is not None else ""
+        return f"{self.speedup:.3f}x [{self.low:.3f}, {self.high:.3f}]{fixed} {self.kind}"
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, record: dict[str, Any]) -> TimeFigures:
+        return cls(**_known(cls, record))
+
+
+@dataclass(frozen=True)
 class Wave:
     """What the programs resident together at launch (the first wave of each L2 domain) read.
 
@@ -270,6 +298,7 @@ class Attempt:
     prediction: Prediction | None = None
     wave: Wave | None = None
     measurement: Measurement | None = None
+    time: TimeFigures | None = None
     reasons_old: dict[str, str] = field(default_factory=dict)
     tokens: int = 0
     elapsed_s: float = 0.0
@@ -305,6 +334,7 @@ class Attempt:
         data["prediction"] = Prediction.from_dict(data["prediction"]) if data.get("prediction") else None
         data["wave"] = Wave.from_dict(data["wave"]) if data.get("wave") else None
         data["measurement"] = Measurement.from_dict(data["measurement"]) if data.get("measurement") else None
+        data["time"] = TimeFigures.from_dict(data["time"]) if data.get("time") else None
         return cls(**data)
 
     def name(self) -> str:

@@ -228,7 +228,7 @@ class Screened:
     problem: str = ""
 
 
-def score(prediction: Prediction) -> tuple[float, float]:
+def score(prediction: Prediction) -> tuple[float, ...]:
     """Lower is better: predicted DRAM bytes (read + write), then a higher hit rate."""
     return prediction.score()
 
@@ -266,6 +266,14 @@ class SearchProposer:
     best_of: Callable[[list[Attempt]], Attempt] = lambda attempts: attempts[0]
     _spent_s: float = 0.0
     _replayed: bool = False
+    # The ranking: lower is better (default: predicted DRAM bytes). The loop gives it the time model's predicted
+    # speedup once a GPU measured the kernel's own order.
+    rank_key: Callable[[Prediction], tuple[float, ...]] = score
+    # Family groups never proposed again (they measured slower in this run).
+    excluded: Callable[[str], bool] = lambda group: False
+    # Given the untried orders, best first: a one-line reason to stop proposing (nothing to gain), or None.
+    stop_rule: Callable[[list[Screened]], str | None] = lambda ranked: None
+    stop_reason: str = ""
 
     def _texts(self, batch: list[Candidate]) -> list[tuple[Candidate, str, str]]:
         """(candidate, formula text, problem) for each; built on the calling thread (parsing is not
@@ -335,7 +343,8 @@ class SearchProposer:
                 continue
             if item.permutation_id not in by_id:  # first spec of an id wins: dedupe before ranking
                 by_id[item.permutation_id] = item
-        return sorted(by_id.values(), key=lambda s: score(s.prediction))
+        kept = [s for s in by_id.values() if not self.excluded(s.candidate.group())]
+        return sorted(kept, key=lambda s: self.rank_key(s.prediction))
 
     def rejection_counts(self) -> list[tuple[str, int]]:
         """(reason, how many candidates it rejected), most common first."""
@@ -393,6 +402,10 @@ class SearchProposer:
         ranked = self._ranked(seen)
         if not ranked:
             return None
+        reason = self.stop_rule(ranked)
+        if reason:
+            self.stop_reason = reason
+            return None
         # Counted from the history, not from this object's calls, so a resumed run alternates exploit and explore
         # exactly where the interrupted one would have.
         n_call = 1 + sum(1 for a in history if a.proposer == "search")
@@ -403,7 +416,8 @@ class SearchProposer:
                 s.candidate.group() for s in self.screened.values() if s.permutation_id in seen
             }
             limit = score(ranked[0].prediction)[0] * (1 + self.explore_margin)
-            fresh = [s for s in ranked if s.candidate.group() not in tried_groups and score(s.prediction)[0] <= limit]
+            fresh = [s for s in ranked[:max(3, len(ranked) // 4)]
+                     if s.candidate.group() not in tried_groups and score(s.prediction)[0] <= limit]
             if fresh:
                 pick, mode = fresh[0], "explore"
         return self._proposal(pick, mode, ranked, best)

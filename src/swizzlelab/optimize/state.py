@@ -15,11 +15,28 @@ from swizzlelab.errors import UserError
 from swizzlelab.fmt import fmt_bytes, pct
 from swizzlelab.io import append_line, atomic_write_text
 from swizzlelab.optimize.reasons import memory_summary
-from swizzlelab.optimize.records import EVALUATED, Attempt, Prediction, Wave
+from swizzlelab.optimize.learn import Correction
+from swizzlelab.optimize.records import EVALUATED, Attempt, Prediction, TimeFigures, Wave
 from swizzlelab.scenario import Scenario
 from swizzlelab.sim import Analysis, analyze, footprint_of
 from swizzlelab.sim.agreement import RESOLUTION_TEXT, within_resolution
 from swizzlelab.sim.gpu import ENGINES, choose_engine
+from swizzlelab.sim.timemodel import TimeModel, Traffic, calibration_for
+
+
+def traffic_of(prediction: Prediction) -> Traffic:
+    """The time model's input from a simulated order: DRAM bytes both ways and far-partition bytes."""
+    llc = max(prediction.l2_miss_read_bytes - prediction.dram_read_bytes, 0)  # served by AMD's Infinity Cache
+    return Traffic(dram_bytes=float(prediction.dram_bytes), fabric_bytes=float(prediction.fabric_bytes),
+                   llc_bytes=float(llc))
+
+
+def group_of_spec(spec: str) -> str:
+    """The family group of an order spec (search.Candidate.group's names), for labels of any proposer."""
+    xcd = spec.startswith("xcd:") and "+" in spec
+    body = spec.split("+", 1)[1] if xcd else spec
+    name = f"{body.split('>', 1)[0]}>{body.split('>', 1)[1].split('@', 1)[0]}" if ">" in body else body.split(":", 1)[0]
+    return ("xcd+" if xcd else "") + name
 
 PROPOSERS = ("search", "llm", "both")
 JSONL = "iterations.jsonl"
@@ -42,6 +59,9 @@ class Options:
     workers: int | None = None  # threads that screen candidates with the simulator (default: usable CPUs)
     sim_engine: str = "auto"  # sim.gpu.ENGINES: "auto" simulates on a GPU where one is usable
     command: str = ""
+    # Stop when the time model predicts no order gains more than the measurement resolves (--keep-going: measure
+    # the budget's orders anyway).
+    stop_without_gain: bool = True
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
@@ -70,6 +90,10 @@ class RunState:
     measured_note: str = ""
     device: str = ""
     engine: str = "auto"  # simulate()'s engine for this run: pick_engine() sets it from options.sim_engine
+    # The time model of this kernel and case (set once the baseline is evaluated) and what the run's own
+    # measurements taught it (optimize.learn).
+    time_model: TimeModel | None = None
+    correction: Correction | None = None
     _analysis: Analysis | None = None
     _footprint: Any = None
 
@@ -105,6 +129,54 @@ class RunState:
     @property
     def baseline(self) -> Attempt:
         return self.attempts[0]
+
+    def start_time_model(self) -> str:
+        """Build the time model from the baseline (its predicted traffic; its measured time, where a GPU measured
+        it) and replay what earlier measured attempts of a resumed run teach; returns the line saying so."""
+        base = self.baseline
+        if base.prediction is None:
+            return ""
+        timing = base.measurement.timing if base.measurement is not None else None
+        anchor = (f"anchored on the kernel's own order, measured {timing.mean_ms:.4g} ms ({base.measurement.device})"
+                  if timing is not None else "")
+        model = self.scenario.model
+        cal = calibration_for(model)
+        self.time_model = TimeModel(model, cal, traffic_of(base.prediction),
+                                    timing.mean_ms if timing is not None else None, anchor)
+        self.correction = Correction(sigma=cal.sigma)
+        for attempt in self.attempts[1:]:
+            self.learn(attempt)
+        bound = self.time_model.bound()
+        how = (f"{bound} ({anchor})" if timing is not None else
+               "compute share unknown without a GPU measurement: orders are ranked by predicted DRAM traffic")
+        return (f"time model {model.name} ({cal.source}; held-out spread {cal.sigma:.1%}, noise {cal.noise:.1%}): "
+                f"the kernel is {how}" if timing is not None else f"time model {model.name}: {how}")
+
+    def time_figures(self, prediction: Prediction) -> TimeFigures | None:
+        """The time model's prediction of an order from its simulated traffic (None before the baseline)."""
+        if self.time_model is None:
+            return None
+        pred = self.time_model.predict(traffic_of(prediction))
+        corrected = self.correction.adjust(pred.speedup) if self.correction is not None else None
+        return TimeFigures(speedup=pred.speedup, low=pred.low, high=pred.high, model=pred.model, anchor=pred.anchor,
+                           corrected=corrected)
+
+    def expected_speedup(self, prediction: Prediction) -> float:
+        """What the run expects of an order: the corrected predicted speedup (1.0 without a time model)."""
+        figures = self.time_figures(prediction)
+        if figures is None:
+            return 1.0
+        return figures.corrected if figures.corrected is not None else figures.speedup
+
+    def learn(self, attempt: Attempt) -> None:
+        """Feed a measured attempt to the run's correction (and its family group, if it measured slower)."""
+        comparison = attempt.comparison
+        if self.correction is None or comparison is None or attempt.prediction is None or attempt.iteration == 0:
+            return
+        figures = self.time_model.predict(traffic_of(attempt.prediction)) if self.time_model else None
+        if figures is not None:
+            self.correction.observe(figures.speedup, comparison.speedup, comparison.ci95,
+                                    group_of_spec(attempt.label))
 
     def next_iteration(self) -> int:
         """The number the next attempt gets (after the highest recorded, even when a record was lost)."""

@@ -554,6 +554,7 @@ class _Evaluation:
         self._probe_buffer: Any = None
         self.prepared: dict[int, Prepared] = {}
         self.next_id = 0
+        self.phases: dict[str, float] = {}
 
     def note(self, text: str) -> None:
         if self.progress is not None:
@@ -569,13 +570,21 @@ class _Evaluation:
         return self.child.request(message, deadline, phase)
 
     # -- set-up ----------------------------------------------------------------------------------------------
+    def phase(self, name: str, since: float) -> float:
+        """Add the seconds since `since` to phase `name` (where a run's time goes); returns now."""
+        now = time.perf_counter()
+        self.phases[name] = self.phases.get(name, 0.0) + now - since
+        return now
+
     def start(self, submission: Path, bench_salt: str | None) -> None:
+        mark = time.perf_counter()
         self.child.start()
         self.compile_deadline = time.monotonic() + self.limits.compile_s
         reply, _ = self.ask({"op": "init", "gpu_mem_bytes": self.limits.gpu_mem_bytes,
                              "cpu_timing": self.cpu_timing, "expect_gpu": self.on_gpu})
         if not reply.get("ok"):
             raise ChildFailed(_one_line(reply.get("error", "the child could not start")))
+        mark = self.phase("child start (sandbox, torch, CUDA, clock)", mark)
         self.child_system = dict(reply.get("system") or {})
         self.clock_info = dict(reply.get("clock") or {})
         self.sandbox = dict(reply.get("sandbox") or {})
@@ -600,12 +609,14 @@ class _Evaluation:
                 for extra in pool[1:]:
                     self.unbind(extra)
                 self.prepared[index] = Prepared(seed, data0, pool[:1], calibration, want)
+            mark = self.phase("inputs and clock calibration", mark)
         load: dict[str, Any] = {"op": "load", "path": str(submission)}
         if self.formula is not None:
             load["order"] = {"source": self.formula.normalized_source(), "outputs": list(self.formula.outputs)}
         reply, _ = self.ask(load)
         if not reply.get("ok"):
             raise ChildFailed(_one_line(reply.get("error", "the submission could not be loaded")))
+        self.phase("import of the submission", mark)
 
     def bench_seed(self, case: dict[str, Any], salt: str | None) -> int:
         if salt and self.secret_given:
@@ -1209,14 +1220,18 @@ def evaluate_isolated(
         try:
             ev.start(submission, "ranked" if mode == "ranked" else None)
             if mode in ("test", "ranked", "profile") and tests:
+                mark = time.perf_counter()
                 report.tests = ev.run_tests()
+                ev.phase("tests", mark)
                 if not report.tests_passed:
                     failed = next(v for v in ev.verdicts if not v["passed"])
                     reason = failed["reason"]
             if reason is None and mode in ("benchmark", "ranked"):
                 rows = []
                 for index, case in enumerate(loaded.cases("benchmarks")):
+                    mark = time.perf_counter()
                     row = ev.time_case(case, index)
+                    ev.phase(f"benchmark {index} (first call, warm-up, timed requests, checks)", mark)
                     rows.append(row)
                     ev.note(loaded.case_label(case))
                     if row.error or not row.check.passed:
@@ -1240,8 +1255,10 @@ def evaluate_isolated(
                 slots.close()
         ev.child.close()
     if reason is None and with_baseline and (ev.on_gpu or ev.cpu_timing) and mode in ("benchmark", "ranked"):
+        mark = time.perf_counter()
         _time_library_rows(task, loaded, report, mode, secret=secret, limits=limits, budget_s=budget_s,
                            triton_cache_seed=triton_cache_seed, cpu_timing=ev.cpu_timing)
+        ev.phase("library rows (each in a child of its own)", mark)
     if reason is None and mode == "ranked":
         means = [row.candidate.mean_ms for row in report.ranked if row.candidate is not None]
         if means and len(means) == len(report.ranked):
@@ -1262,7 +1279,7 @@ def evaluate_isolated(
     if reason is not None:
         text = text.rstrip("\n") + f"\n\n❌ {reason}\n"
     isolation = {"sandbox": ev.sandbox, "transport": ev.kind, "transport_note": ev.transport_note,
-                 "clock": ev.clock_info, "limits": limits.to_dict(),
+                 "clock": ev.clock_info, "limits": limits.to_dict(), "phases_s": ev.phases,
                  "secret": "given" if secret is not None else "random per run"}
     text = text.rstrip("\n") + "\n" + _isolation_lines(isolation) + "\n"
     as_dict = report_dict(report)

@@ -173,6 +173,8 @@ def create_app(settings: Settings, db: Database | None = None) -> FastAPI:
     app.state.settings = settings
 
     def refuse(path: str, status: int, reason: str) -> Response:
+        if status == 413 and path in SUBMISSION_PATHS:
+            reason += f"; a submission's code may be at most {settings.max_code_bytes} bytes"
         page = getattr(app.state, "error_page", None)  # set by the web pages for their own routes
         if page is not None and not path.startswith("/api/"):
             return page(status, reason)

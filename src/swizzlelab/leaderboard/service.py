@@ -267,12 +267,15 @@ def cancel_submission(session: Session, sub: Submission) -> Submission:
     if sub.status in SubmissionStatus.FINISHED:
         raise Conflict(f"submission {sub.id} is {sub.status} already")
     n_jobs = len(sub.jobs)
-    cancelled = session.execute(
-        update(Job).where(Job.submission_id == sub.id, Job.status == JobStatus.QUEUED)
-        .values(status=JobStatus.CANCELLED, finished_at=utcnow(), error="cancelled by its owner")
-    ).rowcount
-    if cancelled != n_jobs:  # raising rolls the UPDATE back with the caller's transaction
-        raise Conflict(f"submission {sub.id} is running already; only a queued submission can be cancelled")
+    # In a savepoint: when a job was claimed already, the refusal undoes the cancelling of its queued siblings
+    # whatever the caller does with the error.
+    with session.begin_nested():
+        cancelled = session.execute(
+            update(Job).where(Job.submission_id == sub.id, Job.status == JobStatus.QUEUED)
+            .values(status=JobStatus.CANCELLED, finished_at=utcnow(), error="cancelled by its owner")
+        ).rowcount
+        if cancelled != n_jobs:
+            raise Conflict(f"submission {sub.id} is running already; only a queued submission can be cancelled")
     sub.status, sub.finished_at, sub.error = SubmissionStatus.CANCELLED, utcnow(), "cancelled by its owner"
     session.flush()
     session.expire(sub, ["jobs"])

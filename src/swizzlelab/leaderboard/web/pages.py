@@ -122,6 +122,11 @@ def _local_path(target: str) -> str:
     return target
 
 
+def _set_session(response: Response, request: Request, cookie: str) -> None:
+    response.set_cookie(SESSION_COOKIE, cookie, max_age=auth.SESSION_DAYS * 86400, httponly=True, samesite="lax",
+                        secure=request.url.scheme == "https", path="/")
+
+
 def web_router(db: Database, settings: Settings) -> APIRouter:
     router = APIRouter(include_in_schema=False)
     csrf = CsrfGuard()
@@ -271,8 +276,7 @@ def web_router(db: Database, settings: Settings) -> APIRouter:
             return _with_csrf(request, "login.html.j2", err.status, next_url=_local_path(next_url),
                               error=str(err).splitlines()[0], viewer=None)
         answer = RedirectResponse(_local_path(next_url), status_code=303)
-        answer.set_cookie(SESSION_COOKIE, cookie, max_age=auth.SESSION_DAYS * 86400, httponly=True, samesite="lax",
-                          secure=request.url.scheme == "https", path="/")
+        _set_session(answer, request, cookie)
         return answer
 
     @router.get("/logout", response_class=HTMLResponse)
@@ -329,12 +333,18 @@ def web_router(db: Database, settings: Settings) -> APIRouter:
                 sub = service.create_submission(session, settings, who.user_id, task, gpu, mode, code, filename,
                                                 may_see_hidden=False)
                 sub_id = sub.id
+                # A token typed into the form logs its user in, so the page they land on shows them their report.
+                cookie = auth.start_web_session(session, token.strip(), settings.admin_token)[0] \
+                    if logged_in is None else None
         except ServiceError as err:
             reason = str(err).splitlines()[0]
             headers = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s is not None else None
             return _form(request, status=err.status, error=reason, selected=leaderboard, mode=mode or "test",
                          headers=headers)
-        return RedirectResponse(submission_url(sub_id), status_code=303)
+        answer = RedirectResponse(submission_url(sub_id), status_code=303)
+        if cookie is not None:
+            _set_session(answer, request, cookie)
+        return answer
 
     @router.get("/static/{name}")
     def static(name: str, request: Request) -> Response:

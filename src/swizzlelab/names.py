@@ -12,7 +12,7 @@ from swizzlelab.errors import UserError
 
 # fullmatch, never match with `$`: `$` also matches before a trailing newline ("evil.py\n").
 USER_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_.-]{0,63}")
-FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,100}\.py")
+FILE_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,99}\.py")
 TASK_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9_-]{0,63}")
 GPU_TYPE = re.compile(r"[A-Z0-9][A-Z0-9_-]{0,31}")
 SHOWN_CHARS = 80  # of a refused name in a message: enough to recognise it, never a page of text

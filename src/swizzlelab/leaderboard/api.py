@@ -406,7 +406,9 @@ def api_router(db: Database, settings: Settings) -> APIRouter:
                 query = query.where(Submission.user_id == auth.find_user(session, user).id)
             if status is not None:
                 query = query.where(Submission.status == status)
-            return [service.submission_view(s) for s in session.scalars(query).all()]
+            now = presence.connected(session, settings)
+            return [service.submission_view(s, presence.waiting_reason(session, settings, s, now))
+                    for s in session.scalars(query).all()]
 
     @router.get("/submissions/{submission_id}", summary="A submission's status, verdict and runs (yours)")
     def submission(submission_id: int, who: Who) -> dict[str, Any]:

@@ -15,13 +15,13 @@ Scope = dict[str, Any]
 Message = dict[str, Any]
 Receive = Callable[[], Awaitable[Message]]
 Send = Callable[[Message], Awaitable[None]]
-# (path, body limit in bytes, reason) -> the 413 (or 400) response in the route's own style (JSON or a page).
+# (path, HTTP status, reason) -> the refusal in the route's own style (JSON or a page).
 Refuse = Callable[[str, int, str], Response]
 
 
 class BodyLimit:
     """ASGI middleware: `limit_for(path)` bytes at most per request body; `refuse(path, status, reason)` makes the
-    answer for a body over it (413) or a Content-Length that is no number (400)."""
+    answer (413) for a body over it."""
 
     def __init__(self, app: Any, limit_for: Callable[[str], int], refuse: Refuse) -> None:
         self.app = app
@@ -34,14 +34,12 @@ class BodyLimit:
             return
         path = scope.get("path", "")
         limit = self.limit_for(path)
-        length = dict(scope.get("headers") or []).get(b"content-length")
-        if length is not None:
-            if not length.strip().isdigit():
-                await self.refuse(path, 400, "the Content-Length header is not a number")(scope, receive, send)
-                return
-            if int(length) > limit:
-                await self.refuse(path, 413, _too_large(int(length), limit))(scope, receive, send)
-                return
+        # The server (h11, httptools) has refused a malformed Content-Length already; a large one is refused
+        # before a byte of its body is read, and every body is counted anyway.
+        length = dict(scope.get("headers") or []).get(b"content-length", b"")
+        if length.isdigit() and int(length) > limit:
+            await self.refuse(path, 413, _too_large(int(length), limit))(scope, receive, send)
+            return
         chunks: list[bytes] = []
         size = 0
         while True:

@@ -40,8 +40,8 @@ def check_user_name(name: object) -> str:
 
 
 def check_file_name(name: object) -> str:
-    return _check(FILE_NAME, name, "file name", "use 1-100 letters, digits, '_', '.', '-' ending in .py, not "
-                  "starting with '.' or '-'")
+    return _check(FILE_NAME, name, "file name", "use a plain name of 1-100 letters, digits, '_', '.', '-' ending "
+                  "in .py, not starting with '.' or '-'")
 
 
 def check_task_name(name: object) -> str:

@@ -12,7 +12,7 @@ PACKAGE = SRC / "swizzlelab"
 # Lowest first. A module may import its own layer and the ones below, never one above.
 LAYERS = (
     ("swizzlelab", "swizzlelab.errors", "swizzlelab.io", "swizzlelab.fmt", "swizzlelab.runtime",
-     "swizzlelab.interpreter_compat"),
+     "swizzlelab.interpreter_compat", "swizzlelab.names"),
     ("swizzlelab.hw",),
     ("swizzlelab.swizzle",),
     ("swizzlelab.trace",),

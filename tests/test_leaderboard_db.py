@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import datetime as dt
 import threading
+import time
 
 import pytest
 from alembic.autogenerate import compare_metadata
@@ -12,12 +13,23 @@ from alembic.migration import MigrationContext
 from sqlalchemy import func, select, update
 
 from leaderboard_support import db_url, postgres_server  # noqa: F401 - fixtures
-from swizzlelab.leaderboard import queue, service
+from swizzlelab.leaderboard import auth, presence, queue, service
 from swizzlelab.leaderboard.api import RequestLimiter
 from swizzlelab.leaderboard.auth import authenticate, create_user, hash_token
-from swizzlelab.leaderboard.db import ApiToken, Base, Job, JobStatus, Leaderboard, Run, Submission, open_database
+from swizzlelab.leaderboard.db import (
+    ApiToken,
+    Base,
+    Job,
+    JobStatus,
+    Leaderboard,
+    Run,
+    Submission,
+    WebSession,
+    WorkerPresence,
+    open_database,
+)
 from swizzlelab.leaderboard.db.models import utcnow
-from swizzlelab.leaderboard.errors import RateLimited, TooLarge, Unauthorized
+from swizzlelab.leaderboard.errors import Conflict, RateLimited, TooLarge, Unauthorized
 from swizzlelab.leaderboard.outcome import Outcome
 from swizzlelab.leaderboard.queue import WorkerCaps
 from swizzlelab.leaderboard.ranking import ranking
@@ -256,3 +268,91 @@ def test_a_new_sqlite_database_gets_a_private_folder(tmp_path) -> None:
         assert (tmp_path / "fresh").stat().st_mode & 0o777 == 0o700
     finally:
         database.dispose()
+
+
+def test_cancel_only_while_every_job_is_queued(fresh):
+    db, settings = fresh
+    uid = _user(db, "alice")
+    first, second = _submit(db, settings, uid, "ranked"), _submit(db, settings, uid, "ranked", code="v = 2\n")
+    with db.write() as session:
+        assert service.cancel_submission(session, session.get(Submission, first)).status == "cancelled"
+    with db.read() as session:
+        assert {j.status for j in session.get(Submission, first).jobs} == {JobStatus.CANCELLED}
+    spec = queue.claim(db, WorkerCaps("h100", "H100"), settings)  # cancelled jobs are never claimed
+    assert spec is not None and spec.submission_id == second and not spec.secret
+    with db.write() as session, pytest.raises(Conflict, match="running already"):
+        service.cancel_submission(session, session.get(Submission, second))
+    with db.read() as session:  # the refused cancel changed nothing, not even the still queued secret job
+        sub = session.get(Submission, second)
+        assert sub.status == "running" and [j.status for j in sub.jobs] == [JobStatus.RUNNING, JobStatus.QUEUED]
+    with db.write() as session, pytest.raises(Conflict, match="cancelled already"):
+        service.cancel_submission(session, session.get(Submission, first))
+
+
+def test_workers_announce_refresh_and_leave(fresh):
+    db, settings = fresh
+    with db.read() as session:
+        assert presence.refusal(session, settings, "ranked", "H100").startswith("no H100 worker connected")
+        assert presence.refusal(session, settings, "test", "H100") is None  # taken, shown as waiting
+    caps = WorkerCaps("gpu-1", "H100")
+    with presence.announced(db, caps, settings):
+        with db.read() as session:
+            assert presence.refusal(session, settings, "ranked", "H100") is None
+            assert presence.refusal(session, settings, "benchmark", "H200") is not None
+            first_seen = presence.worker_views(session, settings)[0]["last_seen_at"]
+        time.sleep(3 * settings.heartbeat_interval_s)
+        with db.read() as session:
+            view = presence.worker_views(session, settings)[0]
+            assert view["last_seen_at"] > first_seen and view["gpu_types"] == ["H100"] and view["connected"]
+    with db.read() as session:
+        assert presence.worker_views(session, settings) == []
+    presence.announce(db, WorkerCaps("silent", None))  # a worker killed without leaving ages out
+    with db.write() as session:
+        session.execute(update(WorkerPresence).values(last_seen_at=utcnow() - dt.timedelta(seconds=5)))
+    with db.read() as session:
+        assert presence.connected(session, settings).count == 0
+
+
+def test_web_sessions_end_with_their_token_or_user(fresh):
+    db, settings = fresh
+    with db.write() as session:
+        user, token = create_user(session, "alice")
+        cookie, who = auth.start_web_session(session, token, None)
+        admin_cookie, _ = auth.start_web_session(session, "adm", "adm")
+    with db.read() as session:
+        assert who.name == "alice" and auth.web_session_principal(session, cookie, None).name == "alice"
+        assert cookie not in session.scalars(select(WebSession.secret_sha256)).all()  # only its hash is kept
+        assert auth.web_session_principal(session, admin_cookie, "adm").is_admin
+        assert auth.web_session_principal(session, admin_cookie, "another-admin-token") is None
+        assert auth.web_session_principal(session, cookie + "x", None) is None
+    with db.write() as session:
+        auth.revoke_user(session, "alice")
+    with db.read() as session:
+        assert auth.web_session_principal(session, cookie, None) is None
+    with db.write() as session, pytest.raises(Unauthorized):
+        auth.start_web_session(session, token, None)
+
+
+def test_migration_0002_upgrades_a_0001_database_with_rows(db_url):  # noqa: F811
+    from alembic import command
+
+    from swizzlelab.leaderboard.db.engine import alembic_config, make_engine, normalize_url
+
+    engine = make_engine(normalize_url(db_url))
+    config = alembic_config(engine)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0001")
+    with engine.begin() as connection:
+        connection.exec_driver_sql(
+            "INSERT INTO leaderboards (name, task, gpu_type, description, secret_seed, ranking_rule, visible, "
+            "created_at) VALUES ('histogram-H100', 'histogram', 'H100', '', 7, 'geometric_mean', true, "
+            "'2026-11-01 00:00:00')")
+    engine.dispose()
+    db = open_database(db_url)
+    try:
+        with db.read() as session:
+            board = session.scalars(select(Leaderboard)).one()
+            assert board.publish_code is False and board.secret_seed == 7
+    finally:
+        db.dispose()

@@ -129,15 +129,18 @@ def _end_to_end(svc, db, tmp_path):
     assert httpx.get(svc.url + "/api/me", headers={"Authorization": "Bearer nope"}).status_code == 401
     assert httpx.get(svc.url + "/api/submissions").status_code == 401
 
-    # Limits: code size -> 413; a per-leaderboard limit of one benchmark submission per hour -> 429 + Retry-After.
+    # Limits: code size -> 413; a per-leaderboard limit of two test submissions per hour (alice made one) -> 429 +
+    # Retry-After. A benchmark needs an H100 worker, and only CPU workers are connected: 409, one line.
     with svc.client(ADMIN_TOKEN) as admin:
-        assert admin.put("/api/rate-limits", json={"task": "histogram", "gpu_type": "H100", "mode": "benchmark",
-                                                   "max_submissions": 1}).status_code == 200
+        assert admin.put("/api/rate-limits", json={"task": "histogram", "gpu_type": "H100", "mode": "test",
+                                                   "max_submissions": 2}).status_code == 200
     with svc.client(alice) as api:
         big = api.post("/api/submissions", json={"task": "histogram", "mode": "test", "code": "#" * 70_000})
         assert big.status_code == 413 and "limit" in big.json()["detail"]
-        body = {"task": "histogram", "gpu_type": "H100", "mode": "benchmark", "code": good.read_text()}
-        assert api.post("/api/submissions", json=body).status_code == 201  # queued: no GPU worker takes it
+        benchmark = api.post("/api/submissions", json={"task": "histogram", "mode": "benchmark", "code": "x = 1\n"})
+        assert benchmark.status_code == 409 and benchmark.json()["detail"].startswith("no H100 worker connected")
+        body = {"task": "histogram", "gpu_type": "H100", "mode": "test", "code": good.read_text()}
+        assert api.post("/api/submissions", json=body).status_code == 201
         limited = api.post("/api/submissions", json=body)
         assert limited.status_code == 429 and int(limited.headers["Retry-After"]) > 0
         assert "rate limit" in limited.json()["detail"]

@@ -16,6 +16,7 @@ import os
 import re
 import time
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import httpx
 import pytest
@@ -72,6 +73,14 @@ def page(browser):
     page = context.new_page()
     yield page
     context.close()
+
+
+def login(page, base_url: str, token: str, next_path: str = "/") -> None:
+    """Log in through the login form (its CSRF token and session cookie as a browser gets them)."""
+    page.goto(f"{base_url}/login?next={next_path}")
+    page.fill("input[name=token]", token)
+    page.click("#login-form button[type=submit]")
+    page.wait_for_url(f"**{next_path}")
 
 
 def shot(page, name: str) -> Path:
@@ -186,10 +195,15 @@ def test_index_leaderboard_submission_navigation(web, page):
     ranks.nth(0).locator("td").last.locator("a").click()
     page.wait_for_url(re.compile(r".*/submissions/\d+$"))
     assert "done · passed" in page.inner_text("#status")
-    assert page.locator("table[id^=ranked-] tbody tr").count() == 1
+    assert page.locator("table[id^=ranked-] tbody tr").count() == 1  # timing tables are public ...
     assert "NVIDIA H100 80GB HBM3" in page.inner_text("main")
-    assert page.locator("#code .highlight .k").count() > 0  # keywords highlighted by Pygments
     assert "rank 1" in page.inner_text("dl.facts")
+    assert page.locator("#code").count() == 0 and page.locator("a[href$='/code.py']").count() == 0  # ... code is not
+    assert "shown to its owner and the admins" in page.inner_text("#private-note")
+    submission_path = urlsplit(page.url).path
+    login(page, web.url, ADMIN_TOKEN, submission_path)  # an admin sees everyone's code
+    assert page.locator("#code .highlight .k").count() > 0  # keywords highlighted by Pygments
+    assert page.locator("#private-note").count() == 0 and page.inner_text("#viewer") == "admin"
     shot(page, "submission-ranked")
 
     page.click("dl.facts a[href='/users/carol']")
@@ -201,7 +215,11 @@ def test_index_leaderboard_submission_navigation(web, page):
 
 
 def test_profile_submission_shows_ncu_tables_and_download(web, page):
-    page.goto(f"{web.url}/submissions/{web.seeded['profile']}")
+    path = f"/submissions/{web.seeded['profile']}"
+    page.goto(web.url + path)
+    assert page.locator("table.ncu").count() == 0  # the profile shows the kernel's code: its owner's and admins'
+    assert page.request.get(f"{web.url}/runs/{web.seeded['profile_run']}/profile.ncu-rep").status == 404
+    login(page, web.url, ADMIN_TOKEN, path)
     tables = page.locator("table.ncu")
     assert tables.count() >= 1
     text = tables.first.inner_text()
@@ -296,6 +314,14 @@ def test_submission_printing_script_tags_renders_as_text(web, page):
     page.on("dialog", lambda d: (dialogs.append(d.message), d.dismiss()))
     page.goto(f"{web.url}/submissions/{sub_id}")
     assert "failed" in page.inner_text("#status")
+    # Nobody but its owner (and admins) reads its output, reason or code ...
+    anonymous = page.inner_text("main")
+    assert XSS_MARK not in anonymous and "onerror" not in anonymous and "bold" not in anonymous
+    assert page.locator("pre.stdout, pre.stderr, #code").count() == 0
+    assert page.request.get(f"{web.url}/submissions/{sub_id}/code.py").status == 403
+    # ... and its owner reads them as text.
+    login(page, web.url, web.tokens["bob_the_builder"], f"/submissions/{sub_id}")
+    assert page.locator("#code").count() == 1 and page.locator("#private-note").count() == 0
     main = page.inner_text("main")
     assert XSS_MARK in main  # shown as text ...
     assert page.evaluate("window.__pwned") is None  # ... never run
@@ -333,3 +359,41 @@ def test_form_refuses_missing_csrf_other_origins_and_bad_tokens(web, page):
 
     page.goto(web.url + "/submissions/999999")
     assert "submission 999999 not found" in page.inner_text("#error-reason")
+
+
+def test_api_docs_render_with_the_network_closed(web, page):
+    """Swagger UI's files come from the server itself (fastapi-offline): with every other address refused, /docs
+    still lists the operations."""
+    elsewhere: list[str] = []
+
+    def only_this_server(route):
+        if route.request.url.startswith(web.url):
+            route.continue_()
+        else:
+            elsewhere.append(route.request.url)
+            route.abort()
+
+    page.context.route("**/*", only_this_server)
+    page.goto(web.url + "/docs")
+    page.wait_for_selector(".opblock-summary-path", timeout=30_000)
+    paths = page.locator(".opblock-summary-path").all_inner_texts()
+    assert "/api/submissions/{submission_id}/cancel" in paths and len(paths) >= 20
+    assert elsewhere == [], elsewhere
+    shot(page, "api-docs-offline")
+
+
+def test_login_shows_the_name_and_logout_ends_the_session(web, page):
+    login(page, web.url, web.tokens["alice"], "/")
+    assert page.inner_text("#viewer") == "alice"
+    page.goto(web.url + "/submit")
+    assert "Submitting as alice" in page.inner_text("#submitting-as")
+    page.click("#logout-link")
+    page.click("#logout-form button[type=submit]")
+    page.wait_for_url(web.url + "/")
+    assert page.locator("#login-link").count() == 1 and page.locator("#viewer").count() == 0
+    cookies = {c["name"]: c for c in page.context.cookies()}
+    assert "swizzlelab_session" not in cookies
+    page.goto(web.url + "/login")
+    page.fill("input[name=token]", "slb_not-a-real-token")
+    page.click("#login-form button[type=submit]")
+    assert page.inner_text("#form-error") == "invalid or revoked token"

@@ -73,6 +73,12 @@ def main() -> None:
         gpu_names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                                    text=True).stdout.strip().splitlines() if args.mode != "test" else []
         gpu_type = "H200" if gpu_names and "H200" in gpu_names[0] else "H100"
+        # A ranked submission is refused (409) until a worker of its GPU type has announced itself.
+        for _ in range(600):
+            workers = httpx.get(base + "/api/health", timeout=5).json()["workers"]
+            if (gpu_type in workers["gpu_types"]) if args.mode != "test" else workers["connected"]:
+                break
+            time.sleep(0.2)
         tokens = {}
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30) as admin:
             for user, _ in SUBMISSIONS:

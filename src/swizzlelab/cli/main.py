@@ -24,7 +24,8 @@ GROUPS = ("swizzle", "trace", "sim", "tasks", "eval", "optimize", "serve", "subm
 COMMANDS = {
     "version": "swizzle", "check": "swizzle", "families": "swizzle", "trace": "trace", "analyze": "sim",
     "simulate": "sim", "tasks": "tasks", "eval": "eval", "optimize": "optimize",
-    "serve": "serve", "worker": "serve", "submit": "submit", "user": "leaderboard", "leaderboard": "leaderboard",
+    "serve": "serve", "worker": "serve", "submit": "submit", "submission": "submit", "user": "leaderboard",
+    "token": "leaderboard", "leaderboard": "leaderboard",
 }
 
 

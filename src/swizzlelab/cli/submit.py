@@ -1,42 +1,81 @@
-"""CLI client of the leaderboard: `swizzlelab submit TASK FILE --mode ... [--gpu H100] [--server URL] [--token]`.
+"""CLI client of the leaderboard: `swizzlelab submit TASK FILE --mode ...` and a user's other requests,
+`swizzlelab submission list | show ID | cancel ID` (all through --server with the user's token).
 
-Waits with a progress display, prints the leaderboard-shaped report; exit 0 pass, 1 fail, 2 usage errors.
+submit waits with a progress display (a line every few seconds when not on a terminal) and prints the
+leaderboard-shaped report; exit 0 pass, 1 fail, 2 usage errors and refusals.
 """
 
 from __future__ import annotations
 
 import os
+import sys
 import time
 from pathlib import Path
-from typing import Any, Optional
+from typing import Any, Callable, Optional
 
 import typer
 from rich.console import Console
+from rich.table import Table
 
+from swizzlelab.cli.common import console
 from swizzlelab.errors import UserError
-from swizzlelab.leaderboard.client import DEFAULT_SERVER, Client
+from swizzlelab.leaderboard.client import DEFAULT_SERVER, FINISHED, Client
 from swizzlelab.leaderboard.settings import MODES
+
+PIPE_PROGRESS_S = 5.0  # a progress line this often when stderr is not a terminal (CI logs, pipes)
+submission_app = typer.Typer(help="Your submissions: list them, show one (report and code), cancel a queued one.",
+                             no_args_is_help=True)
 
 
 def server_option() -> Any:
     return typer.Option(None, "--server", help=f"leaderboard URL (default $SWIZZLELAB_SERVER or {DEFAULT_SERVER})")
 
 
+def token_option() -> Any:
+    return typer.Option(None, "--token", help="bearer token (default $SWIZZLELAB_TOKEN)")
+
+
 def resolve_server(server: Optional[str]) -> str:
     return server or os.environ.get("SWIZZLELAB_SERVER") or DEFAULT_SERVER
 
 
+def user_client(server: Optional[str], token: Optional[str]) -> Client:
+    token = token or os.environ.get("SWIZZLELAB_TOKEN")
+    if not token:
+        raise UserError("no token: pass --token or set SWIZZLELAB_TOKEN (an admin makes one with `swizzlelab user add NAME`)")
+    return Client(resolve_server(server), token)
+
+
 def _progress_text(view: dict[str, Any], started: float) -> str:
     jobs = view.get("jobs", [])
-    done = sum(1 for j in jobs if j["status"] in ("done", "error"))
+    done = sum(1 for j in jobs if j["status"] not in ("queued", "running"))
+    waiting = f" · {view['waiting']}" if view.get("waiting") else ""
     return (f"submission {view['id']} · {view['leaderboard']} · {view['mode']}: {view['status']} "
-            f"({done}/{len(jobs)} runs finished, {time.monotonic() - started:.0f} s)")
+            f"({done}/{len(jobs)} runs finished, {time.monotonic() - started:.0f} s){waiting}")
+
+
+def progress_printer(err: Console, started: float, every_s: float = PIPE_PROGRESS_S
+                     ) -> Callable[[dict[str, Any]], None]:
+    """For a stderr that is no terminal (no live status line there): one line at once, then one whenever the
+    status or the waiting reason changes, and one every `every_s` seconds while nothing does."""
+    last: dict[str, Any] = {"at": -1e9, "key": None}
+
+    def show(view: dict[str, Any]) -> None:
+        key = (view["status"], view.get("waiting"), tuple(j["status"] for j in view.get("jobs", [])))
+        now = time.monotonic()
+        if key != last["key"] or now - last["at"] >= every_s:
+            err.print(_progress_text(view, started), highlight=False)
+            last["at"], last["key"] = now, key
+
+    return show
 
 
 def verdict_line(view: dict[str, Any]) -> tuple[str, bool]:
     """(one line, passed) for a finished submission."""
     if view["status"] == "error":
         return f"submission {view['id']}: not evaluated (service error: {view['error']})", False
+    if view["status"] == "cancelled":
+        return f"submission {view['id']}: cancelled", False
     score = f", score {view['score_ms']:.4g} ms (measured, {view['runs'][0]['gpu']})" if view.get("score_ms") else ""
     if view["passed"] and view["flagged"]:
         return f"submission {view['id']}: passed but FLAGGED, not ranked: {view['flag_reason']}{score}", False
@@ -46,8 +85,81 @@ def verdict_line(view: dict[str, Any]) -> tuple[str, bool]:
     return f"submission {view['id']}: FAILED{': ' + reason if reason else ''}", False
 
 
+def print_runs(client: Client, view: dict[str, Any]) -> None:
+    """Each run's leaderboard-shaped report (a secret run: its verdict only) and its profile files."""
+    for summary in view["runs"]:
+        run = client.get(f"/api/runs/{summary['id']}")
+        if summary["secret"]:
+            typer.echo(f"## Secret run (leaderboard's secret seed): {'passed' if run['passed'] else 'FAILED'}"
+                       + (f", {run['score_ms']:.4g} ms" if run.get("score_ms") else ""))
+        else:
+            typer.echo(run["report_text"], nl=not run["report_text"].endswith("\n"))
+        for f in run.get("profile_files", []):
+            typer.echo(f"profile file: {f['name']} ({f['size_bytes']} bytes): GET /api/runs/{run['id']}/files/{f['id']}")
+
+
+@submission_app.command("list")
+def submission_list(
+    limit: int = typer.Option(20, "--limit", help="newest this many"),
+    status: Optional[str] = typer.Option(None, "--status", help="queued | running | done | error | cancelled"),
+    server: Optional[str] = server_option(),
+    token: Optional[str] = token_option(),
+) -> None:
+    """Your submissions, newest first."""
+    query = f"/api/submissions?limit={limit}" + (f"&status={status}" if status else "")
+    rows = user_client(server, token).get(query)
+    if not rows:
+        typer.echo("no submissions")
+        return
+    table = Table(title="your submissions (scores measured on the leaderboard's GPU)")
+    for name in ("id", "leaderboard", "mode", "status", "verdict", "score (ms)", "file", "submitted (UTC)"):
+        table.add_column(name, justify="right" if name in ("id", "score (ms)") else "left")
+    for s in rows:
+        verdict = "" if s["passed"] is None else ("passed" if s["passed"] else "failed") + (" flagged" if s["flagged"] else "")
+        table.add_row(str(s["id"]), s["leaderboard"], s["mode"], s["status"] + (f" ({s['waiting']})" if s.get("waiting") else ""),
+                      verdict, f"{s['score_ms']:.4f}" if s["score_ms"] is not None else "-", s["filename"],
+                      s["created_at"][:19].replace("T", " "))
+    console().print(table)
+
+
+@submission_app.command("show")
+def submission_show(
+    submission_id: int = typer.Argument(..., help="the submission's id (submit and `submission list` print it)"),
+    code: bool = typer.Option(True, "--code/--no-code", help="print the submitted code after the report"),
+    server: Optional[str] = server_option(),
+    token: Optional[str] = token_option(),
+) -> None:
+    """One of your submissions: status, each run's report, and its code. Exit 1 when it finished without passing."""
+    client = user_client(server, token)
+    view = client.get(f"/api/submissions/{submission_id}")
+    typer.echo(f"submission {view['id']} · {view['leaderboard']} · {view['mode']} · {view['filename']} · "
+               f"submitted {view['created_at'][:19].replace('T', ' ')} UTC · {view['status']}"
+               + (f" · {view['waiting']}" if view.get("waiting") else ""))
+    print_runs(client, view)
+    if code:
+        source = client.get(f"/api/submissions/{submission_id}/code")
+        typer.echo(f"## Code ({source['filename']}, sha256 {source['sha256'][:12]})")
+        typer.echo(source["code"], nl=not source["code"].endswith("\n"))
+    if view["status"] in FINISHED:
+        line, passed = verdict_line(view)
+        typer.echo(line)
+        if not passed:
+            raise typer.Exit(code=1)
+
+
+@submission_app.command("cancel")
+def submission_cancel(
+    submission_id: int = typer.Argument(...),
+    server: Optional[str] = server_option(),
+    token: Optional[str] = token_option(),
+) -> None:
+    """Cancel your submission while no worker has started it."""
+    view = user_client(server, token).post(f"/api/submissions/{submission_id}/cancel", {})
+    typer.echo(f"submission {view['id']}: {view['status']}")
+
+
 def register(app: typer.Typer) -> None:
-    """Add `submit` to the main app."""
+    """Add `submit` and the `submission` group to the main app."""
 
     @app.command("submit")
     def submit_command(
@@ -56,37 +168,31 @@ def register(app: typer.Typer) -> None:
         mode: str = typer.Option("test", "--mode", help=" | ".join(MODES)),
         gpu: str = typer.Option("H100", "--gpu", help="the leaderboard's GPU type"),
         server: Optional[str] = server_option(),
-        token: Optional[str] = typer.Option(None, "--token", help="bearer token (default $SWIZZLELAB_TOKEN)"),
+        token: Optional[str] = token_option(),
         timeout: float = typer.Option(3600.0, "--timeout", help="give up waiting after this many seconds"),
     ) -> None:
         """Submit a kernel to a leaderboard, wait for its runs and print the report."""
         if mode not in MODES:
             raise UserError(f"unknown --mode {mode!r}: use one of {', '.join(MODES)}")
-        token = token or os.environ.get("SWIZZLELAB_TOKEN")
-        if not token:
-            raise UserError("no token: pass --token or set SWIZZLELAB_TOKEN (an admin makes one with `swizzlelab user add NAME`)")
+        client = user_client(server, token)
         if not file.is_file():
             raise UserError(f"submission file {file} does not exist; give a .py file defining custom_kernel(data)")
         try:
             code = file.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             raise UserError(f"{file} is not UTF-8 text; submit a Python source file") from None
-        client = Client(resolve_server(server), token)
-        console = Console(stderr=True)
+        err = console(stderr=True)
         started = time.monotonic()
         view = client.submit(task, gpu, mode, code, file.name)
-        with console.status(_progress_text(view, started)) as status:
-            view = client.wait(view["id"], lambda v: status.update(_progress_text(v, started)), timeout_s=timeout)
-        for summary in view["runs"]:
-            run = client.get(f"/api/runs/{summary['id']}")
-            if summary["secret"]:
-                typer.echo(f"## Secret run (leaderboard's secret seed): {'passed' if run['passed'] else 'FAILED'}"
-                           + (f", {run['score_ms']:.4g} ms" if run.get("score_ms") else ""))
-            else:
-                typer.echo(run["report_text"], nl=not run["report_text"].endswith("\n"))
-            for f in run.get("profile_files", []):
-                typer.echo(f"profile file: {f['name']} ({f['size_bytes']} bytes): GET /api/runs/{run['id']}/files/{f['id']}")
+        if sys.stderr.isatty():
+            with err.status(_progress_text(view, started)) as status:
+                view = client.wait(view["id"], lambda v: status.update(_progress_text(v, started)), timeout_s=timeout)
+        else:
+            view = client.wait(view["id"], progress_printer(err, started), timeout_s=timeout)
+        print_runs(client, view)
         line, passed = verdict_line(view)
         typer.echo(line)
         if not passed:
             raise typer.Exit(code=1)
+
+    app.add_typer(submission_app, name="submission")

@@ -1,5 +1,5 @@
-"""An HTTP client of the leaderboard API (httpx), used by `swizzlelab submit`, `user add --server` and
-`leaderboard show/create --server`; every failure becomes a one-line UserError.
+"""An HTTP client of the leaderboard API (httpx), used by `swizzlelab submit` and `submission ...`, and by the admin
+commands (`user`, `token`, `leaderboard`) with --server; every failure becomes a one-line UserError.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ import httpx
 from swizzlelab.errors import UserError
 
 DEFAULT_SERVER = "http://127.0.0.1:8000"
-FINISHED = ("done", "error")
+# SubmissionStatus.FINISHED, spelled out: the client must not import the database models (start-up time).
+FINISHED = ("done", "error", "cancelled")
 
 
 @dataclass
@@ -52,6 +53,9 @@ class Client:
 
     def put(self, path: str, body: dict[str, Any]) -> Any:
         return self._request("PUT", path, json=body)
+
+    def patch(self, path: str, body: dict[str, Any]) -> Any:
+        return self._request("PATCH", path, json=body)
 
     def submit(self, task: str, gpu_type: str, mode: str, code: str, filename: str) -> dict[str, Any]:
         return self.post("/api/submissions", {"task": task, "gpu_type": gpu_type, "mode": mode, "code": code,

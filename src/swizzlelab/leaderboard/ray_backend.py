@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swizzlelab.errors import UserError
-from swizzlelab.leaderboard import queue
+from swizzlelab.leaderboard import presence, queue
 from swizzlelab.leaderboard.db import Database
 from swizzlelab.leaderboard.execute import describe_failure, execute
 from swizzlelab.leaderboard.outcome import JobSpec, Outcome
@@ -88,6 +88,10 @@ class RayDispatcher:
                           gpu_types=cluster_gpu_types(self.ray, self.settings.gpu_types))
         self._say(f"ready: GPU types {', '.join(caps.gpu_types) or 'none (test jobs only)'}, "
                   f"{self.capacity()} evaluations at a time")
+        with presence.announced(self.db, caps, self.settings):
+            return self._dispatch(remote, caps, max_jobs)
+
+    def _dispatch(self, remote: Any, caps: WorkerCaps, max_jobs: int | None) -> int:
         inflight: dict[Any, JobSpec] = {}
         handled = recorded = 0
         last_beat = time.monotonic()

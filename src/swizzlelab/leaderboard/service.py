@@ -1,4 +1,5 @@
-"""What the API and the CLI do to the database: seed, leaderboards, submissions with their jobs, rate limits, views.
+"""What the API and the CLI do to the database: seed, leaderboards, submissions with their jobs (and their
+cancelling), rate limits, views (a submission's code only for whom may read it).
 
 Every function takes a Session inside a transaction the caller owns (Database.write() or .read()).
 """
@@ -7,13 +8,12 @@ from __future__ import annotations
 
 import datetime as dt
 import hashlib
-import re
 import secrets
 from dataclasses import asdict, dataclass
 from typing import Any
 
 import yaml
-from sqlalchemy import func, select
+from sqlalchemy import func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
@@ -21,18 +21,19 @@ from swizzlelab.leaderboard.db import Database
 from swizzlelab.leaderboard.db.models import (
     CodeFile,
     Job,
+    JobStatus,
     Leaderboard,
     RateLimit,
     Run,
     Submission,
     SubmissionStatus,
+    in_id_range,
     utcnow,
 )
 from swizzlelab.leaderboard.errors import BadRequest, Conflict, Forbidden, NotFound, RateLimited, TooLarge
 from swizzlelab.leaderboard.settings import MODES, Settings
+from swizzlelab.names import BadName, check_file_name, check_gpu_type
 from swizzlelab.tasks.registry import BUILTIN_DIR, SPEC_FILE, builtin_names
-
-FILENAME = re.compile(r"^[A-Za-z0-9_.-]{1,128}\.py$")
 
 
 # ---------------------------------------------------------------- tasks and leaderboards
@@ -59,23 +60,31 @@ def leaderboard_name(task: str, gpu_type: str) -> str:
     return f"{task}-{gpu_type}"
 
 
+def bad_request(check, value):  # type: ignore[no-untyped-def]
+    """check(value) (a swizzlelab.names rule), its refusal as an HTTP 400."""
+    try:
+        return check(value)
+    except BadName as err:
+        raise BadRequest(str(err)) from None
+
+
 def create_leaderboard(
-    session: Session, task: str, gpu_type: str, deadline: dt.datetime | None = None, visible: bool = True
+    session: Session, task: str, gpu_type: str, deadline: dt.datetime | None = None, visible: bool = True,
+    publish_code: bool = False,
 ) -> Leaderboard:
     """A new leaderboard for a built-in task on one GPU type, with a fresh secret seed."""
     infos = {info.name: info for info in builtin_task_infos()}
     if task not in infos:
-        raise NotFound(f"unknown task {task!r}; known tasks: {', '.join(sorted(infos))}")
-    gpu_type = gpu_type.strip().upper()
-    if not gpu_type or not gpu_type.replace("-", "").replace("_", "").isalnum():
-        raise BadRequest(f"GPU type {gpu_type!r} is not a plain name such as H100")
+        raise NotFound(f"unknown task {task[:64]!r}; known tasks: {', '.join(sorted(infos))}")
+    gpu_type = bad_request(check_gpu_type, gpu_type)
     if deadline is not None and deadline.tzinfo is None:
         raise BadRequest("the deadline needs a time zone, e.g. 2026-12-31T23:59:00+00:00")
     if find_leaderboard(session, task, gpu_type, required=False) is not None:
         raise Conflict(f"leaderboard {leaderboard_name(task, gpu_type)} already exists")
     board = Leaderboard(name=leaderboard_name(task, gpu_type), task=task, gpu_type=gpu_type,
                         description=infos[task].description, deadline=deadline,
-                        secret_seed=secrets.randbits(63), ranking_rule=infos[task].ranking, visible=visible)
+                        secret_seed=secrets.randbits(63), ranking_rule=infos[task].ranking, visible=visible,
+                        publish_code=publish_code)
     session.add(board)
     try:
         with session.begin_nested():
@@ -85,13 +94,39 @@ def create_leaderboard(
     return board
 
 
-def find_leaderboard(session: Session, task: str, gpu_type: str, required: bool = True) -> Leaderboard | None:
+def find_leaderboard(
+    session: Session, task: str, gpu_type: str, required: bool = True, include_hidden: bool = True
+) -> Leaderboard | None:
+    """The leaderboard of (task, GPU type). With include_hidden False a hidden one is "not found", and the
+    NotFound names only visible leaderboards: a 404 names nothing its reader may not see."""
     board = session.scalar(
         select(Leaderboard).where(Leaderboard.task == task, Leaderboard.gpu_type == gpu_type.strip().upper())
     )
+    if board is not None and not board.visible and not include_hidden:
+        board = None
     if board is None and required:
-        known = session.scalars(select(Leaderboard.name).order_by(Leaderboard.name)).all()
-        raise NotFound(f"no leaderboard for task {task!r} on {gpu_type}; known: {', '.join(known) or 'none'}")
+        query = select(Leaderboard.name).order_by(Leaderboard.name)
+        if not include_hidden:
+            query = query.where(Leaderboard.visible.is_(True))
+        known = session.scalars(query).all()
+        raise NotFound(f"no leaderboard for task {task[:64]!r} on {gpu_type[:32]!r}; known: {', '.join(known) or 'none'}")
+    return board
+
+
+def update_leaderboard(
+    session: Session, board: Leaderboard, deadline: dt.datetime | None | str = "keep", visible: bool | None = None,
+    publish_code: bool | None = None,
+) -> Leaderboard:
+    """Change a leaderboard's deadline (None: open forever; "keep": unchanged), visibility or code publishing."""
+    if deadline != "keep":
+        if isinstance(deadline, dt.datetime) and deadline.tzinfo is None:
+            raise BadRequest("the deadline needs a time zone, e.g. 2026-12-31T23:59:00+00:00")
+        board.deadline = deadline  # type: ignore[assignment]
+    if visible is not None:
+        board.visible = visible
+    if publish_code is not None:
+        board.publish_code = publish_code
+    session.flush()
     return board
 
 
@@ -178,9 +213,11 @@ def store_code(session: Session, code: str) -> CodeFile:
 
 
 def create_submission(
-    session: Session, settings: Settings, user_id: int, task: str, gpu_type: str, mode: str, code: str, filename: str
+    session: Session, settings: Settings, user_id: int, task: str, gpu_type: str, mode: str, code: str, filename: str,
+    may_see_hidden: bool = True,
 ) -> Submission:
-    """Validate, apply limits, store the code and enqueue the jobs: one run, plus a secret run when ranked."""
+    """Validate, apply limits, store the code and enqueue the jobs: one run, plus a secret run when ranked.
+    Callers acting for a user who is no admin pass may_see_hidden=False."""
     if mode not in MODES:
         raise BadRequest(f"unknown mode {mode!r}: use one of {', '.join(MODES)}")
     size = len(code.encode("utf-8"))
@@ -190,9 +227,8 @@ def create_submission(
         raise BadRequest("code is empty; submit a .py file defining custom_kernel(data)")
     if "\x00" in code:
         raise BadRequest("code contains NUL bytes; submit a UTF-8 text .py file")
-    if not FILENAME.match(filename):
-        raise BadRequest(f"file name {filename!r} is not allowed: use letters, digits, '_', '.', '-' ending in .py")
-    board = find_leaderboard(session, task, gpu_type)
+    bad_request(check_file_name, filename)
+    board = find_leaderboard(session, task, gpu_type, include_hidden=may_see_hidden)
     assert board is not None
     if board.deadline is not None and utcnow() > board.deadline:
         raise Forbidden(f"leaderboard {board.name} closed at {board.deadline.isoformat()}")
@@ -211,17 +247,45 @@ def create_submission(
 
 
 def get_submission(session: Session, submission_id: int, user_id: int | None, is_admin: bool) -> Submission:
-    sub = session.get(Submission, submission_id)
+    """The submission if it exists and is the caller's (or the caller is an admin); else NotFound."""
+    sub = session.get(Submission, submission_id) if in_id_range(submission_id) else None
     if sub is None or (not is_admin and sub.user_id != user_id):
         raise NotFound(f"submission {submission_id} not found")
     return sub
 
 
 def get_run(session: Session, run_id: int, user_id: int | None, is_admin: bool) -> Run:
-    run = session.get(Run, run_id)
+    run = session.get(Run, run_id) if in_id_range(run_id) else None
     if run is None or (not is_admin and run.submission.user_id != user_id):
         raise NotFound(f"run {run_id} not found")
     return run
+
+
+def cancel_submission(session: Session, sub: Submission) -> Submission:
+    """Cancel a submission none of whose jobs a worker has claimed yet. The jobs are cancelled with one UPDATE of
+    the queued ones: a claim that wins the race leaves its job running, and then nothing is cancelled."""
+    if sub.status in SubmissionStatus.FINISHED:
+        raise Conflict(f"submission {sub.id} is {sub.status} already")
+    n_jobs = len(sub.jobs)
+    # In a savepoint: when a job was claimed already, the refusal undoes the cancelling of its queued siblings
+    # whatever the caller does with the error.
+    with session.begin_nested():
+        cancelled = session.execute(
+            update(Job).where(Job.submission_id == sub.id, Job.status == JobStatus.QUEUED)
+            .values(status=JobStatus.CANCELLED, finished_at=utcnow(), error="cancelled by its owner")
+        ).rowcount
+        if cancelled != n_jobs:
+            raise Conflict(f"submission {sub.id} is running already; only a queued submission can be cancelled")
+    sub.status, sub.finished_at, sub.error = SubmissionStatus.CANCELLED, utcnow(), "cancelled by its owner"
+    session.flush()
+    session.expire(sub, ["jobs"])
+    return sub
+
+
+def code_visible(sub: Submission, user_id: int | None, is_admin: bool) -> bool:
+    """The privacy rule: a submission's code is its owner's and the admins'; everyone's once its leaderboard
+    publishes code and its deadline has passed."""
+    return is_admin or (user_id is not None and sub.user_id == user_id) or sub.leaderboard.code_published(utcnow())
 
 
 # ---------------------------------------------------------------- views (plain dicts at the API's edge)
@@ -231,7 +295,8 @@ def leaderboard_view(board: Leaderboard) -> dict[str, Any]:
     return {"id": board.id, "name": board.name, "task": board.task, "gpu_type": board.gpu_type,
             "description": board.description, "ranking_rule": board.ranking_rule, "visible": board.visible,
             "deadline": board.deadline.isoformat() if board.deadline else None,
-            "open": board.deadline is None or utcnow() <= board.deadline}
+            "open": board.deadline is None or utcnow() <= board.deadline, "publish_code": board.publish_code,
+            "code_published": board.code_published(utcnow())}
 
 
 def run_summary(run: Run) -> dict[str, Any]:
@@ -258,7 +323,8 @@ def run_view(run: Run, include_secret_report: bool) -> dict[str, Any]:
     return view
 
 
-def submission_view(sub: Submission) -> dict[str, Any]:
+def submission_view(sub: Submission, waiting: str = "") -> dict[str, Any]:
+    """A submission as its owner (or an admin) sees it; `waiting` says why its queued jobs wait, if they do."""
     jobs = [{"id": j.id, "secret": j.secret, "status": j.status, "attempts": j.attempts, "error": j.error}
             for j in sub.jobs]
     return {
@@ -268,8 +334,12 @@ def submission_view(sub: Submission) -> dict[str, Any]:
         "flagged": sub.flagged, "flag_reason": sub.flag_reason, "error": sub.error,
         "created_at": sub.created_at.isoformat(),
         "finished_at": sub.finished_at.isoformat() if sub.finished_at else None,
-        "jobs": jobs, "runs": [run_summary(r) for r in sub.runs],
+        "jobs": jobs, "runs": [run_summary(r) for r in sub.runs], "waiting": waiting,
     }
+
+
+def code_view(sub: Submission) -> dict[str, Any]:
+    return {"submission_id": sub.id, "filename": sub.filename, "sha256": sub.code.sha256, "code": sub.code.code}
 
 
 def task_views() -> list[dict[str, Any]]:

@@ -10,15 +10,41 @@ from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from swizzlelab.errors import UserError
+from swizzlelab.names import check_gpu_type
 
 DEFAULT_DATA_DIR = Path("swizzlelab-data")
 DEFAULT_GPU_TYPES = ("H100", "H200")
 MODES = ("test", "benchmark", "ranked", "profile")
+SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3", ".db3")
 
 
 def default_db_url(data_dir: Path = DEFAULT_DATA_DIR) -> str:
     """The embedded default: a SQLite file under the data folder."""
     return f"sqlite:///{(data_dir / 'leaderboard.db').resolve()}"
+
+
+def sqlite_file(url: str) -> Path | None:
+    """The file of a SQLite database named by a bare path or a sqlite:/// URL (None for other backends and
+    in-memory SQLite). A bare path must end in .db, .sqlite, ...: anything else is a mistyped URL."""
+    if "://" not in url:
+        if not url.strip() or Path(url).suffix.lower() not in SQLITE_SUFFIXES:
+            raise UserError(f"database {url!r} is neither a URL (sqlite:///PATH, postgresql+psycopg://USER@HOST/DB) "
+                            f"nor a file path ending in {', '.join(SQLITE_SUFFIXES)}")
+        return Path(url).expanduser().resolve()
+    scheme, _, rest = url.partition("://")
+    if scheme.split("+")[0] != "sqlite":
+        return None
+    path = rest[1:].split("?")[0] if rest.startswith("/") else rest.split("?")[0]
+    return Path(path) if path and path != ":memory:" else None
+
+
+def check_db_url(url: str) -> None:
+    """A database the user named (--db): a URL or a .db path whose folder exists. The folder is not created:
+    making one for a mistyped path would hide the typo (only the default data folder is made on first start)."""
+    path = sqlite_file(url)
+    if path is not None and not path.parent.is_dir():
+        raise UserError(f"database folder {path.parent} does not exist; create it (mkdir -p {path.parent}) or give "
+                        "another --db")
 
 
 @dataclass(frozen=True)
@@ -34,7 +60,7 @@ class Settings:
     max_profile_bytes: int = 32 * 1024 * 1024  # per .ncu-rep kept with a run; larger ones are dropped with a note
     # Submissions a user may make per hour on all leaderboards (a rate_limits row written on a fresh database).
     submissions_per_hour: int = 120
-    # API requests per token (or per client address without one) per minute, answered with 429 past it.
+    # API requests per user (or, for a request without a valid token, per client address) per minute; 429 past it.
     requests_per_minute: int = 600
     heartbeat_interval_s: float = 2.0
     heartbeat_timeout_s: float = 20.0
@@ -53,6 +79,8 @@ class Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
 
     def validate(self) -> Settings:
+        if self.db_url != default_db_url(self.data_dir):
+            check_db_url(self.db_url)
         if not self.gpu_types:
             raise UserError("no GPU types configured; give at least one, e.g. --gpu-types H100,H200")
         for name, value in (("max code size", self.max_code_bytes), ("submissions per hour", self.submissions_per_hour),
@@ -72,10 +100,8 @@ def parse_gpu_types(text: str) -> tuple[str, ...]:
     """'H100,H200' -> ('H100', 'H200'); names are upper-cased, duplicates dropped."""
     names: list[str] = []
     for part in text.split(","):
-        name = part.strip().upper()
+        name = check_gpu_type(part) if part.strip() else ""
         if name and name not in names:
-            if not name.replace("-", "").replace("_", "").isalnum():
-                raise UserError(f"GPU type {part.strip()!r} is not a plain name such as H100")
             names.append(name)
     if not names:
         raise UserError(f"no GPU types in {text!r}; give names such as H100,H200")

@@ -12,7 +12,7 @@ import threading
 from dataclasses import dataclass, field
 
 from swizzlelab.harness.isolate import Limits
-from swizzlelab.leaderboard import queue
+from swizzlelab.leaderboard import presence, queue
 from swizzlelab.leaderboard.db import Database
 from swizzlelab.leaderboard.execute import describe_failure, execute
 from swizzlelab.leaderboard.outcome import JobSpec
@@ -97,7 +97,11 @@ class Worker:
         return recorded
 
     def run(self, max_jobs: int | None = None) -> int:
-        """Poll and run jobs; returns how many runs it recorded."""
+        """Poll and run jobs, listed in the workers table meanwhile; returns how many runs it recorded."""
+        with presence.announced(self.db, self.caps, self.settings):
+            return self._poll(max_jobs)
+
+    def _poll(self, max_jobs: int | None) -> int:
         recorded = 0
         handled = 0
         backend = "Triton interpreter" if os.environ.get("TRITON_INTERPRET") == "1" else "CUDA"

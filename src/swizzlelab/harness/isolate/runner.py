@@ -11,7 +11,6 @@ import json
 import math
 import os
 import random
-import re
 import shutil
 import signal
 import socket
@@ -49,6 +48,7 @@ from swizzlelab.harness.requests import (
     stop_reason,
 )
 from swizzlelab.harness.timing import Timing, compare_unpaired, geometric_mean, summarize
+from swizzlelab.names import check_file_name
 
 ProgressFn = Callable[[str], None]
 
@@ -1107,13 +1107,6 @@ def _rehome_triton_cache(seed: Path, copy: Path) -> None:
             path.write_text(text.replace(old, new))
 
 
-def _safe_filename(filename: str) -> str:
-    name = str(filename)
-    if not re.fullmatch(r"[A-Za-z0-9_][A-Za-z0-9_.-]{0,100}\.py", name):
-        raise UserError(f"submission file name {filename!r} must be a plain name ending in .py")
-    return name
-
-
 def evaluate_isolated(
     task: str | Path,
     code: str,
@@ -1149,7 +1142,7 @@ def evaluate_isolated(
     if budget_s <= 0:
         raise UserError(f"budget_s must be > 0, got {budget_s}")
     loaded = load_task(task)
-    name = _safe_filename(filename)
+    name = check_file_name(filename)
     # The order is read and proved here, in the parent: a bad one is a bad argument, not a bad submission.
     formula = None
     if order:

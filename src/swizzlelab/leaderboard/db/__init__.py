@@ -17,6 +17,8 @@ from swizzlelab.leaderboard.db.models import (
     Submission,
     SubmissionStatus,
     User,
+    WebSession,
+    WorkerPresence,
 )
 
 __all__ = [
@@ -33,6 +35,8 @@ __all__ = [
     "Submission",
     "SubmissionStatus",
     "User",
+    "WebSession",
+    "WorkerPresence",
     "open_database",
     "upgrade_schema",
 ]

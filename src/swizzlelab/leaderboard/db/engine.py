@@ -20,6 +20,7 @@ from sqlalchemy.exc import ArgumentError, OperationalError
 from sqlalchemy.orm import Session, sessionmaker
 
 from swizzlelab.errors import UserError
+from swizzlelab.leaderboard.settings import sqlite_file
 
 MIGRATIONS_DIR = Path(__file__).resolve().parent / "migrations"
 SQLITE_BUSY_TIMEOUT_S = 30.0
@@ -76,9 +77,10 @@ class Database:
 
 
 def normalize_url(url: str) -> str:
-    """A SQLAlchemy URL from what a user typed: a bare path means a SQLite file; postgres:// means psycopg 3."""
+    """A SQLAlchemy URL from what a user typed: a bare path ending in .db/.sqlite means a SQLite file;
+    postgres:// means psycopg 3. Anything else is refused with one line."""
     if "://" not in url:
-        return f"sqlite:///{Path(url).expanduser().resolve()}"
+        return f"sqlite:///{sqlite_file(url)}"
     for prefix in ("postgres://", "postgresql://"):
         if url.startswith(prefix):
             return "postgresql+psycopg://" + url[len(prefix):]

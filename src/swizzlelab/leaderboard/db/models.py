@@ -1,4 +1,5 @@
-"""SQLAlchemy 2 models of the leaderboard: users and tokens, leaderboards, code, submissions, runs, jobs, limits.
+"""SQLAlchemy 2 models of the leaderboard: users and tokens, web sessions, leaderboards, code, submissions, runs,
+jobs, limits, and the workers that announce themselves.
 
 The schema itself is created by the Alembic migrations in db/migrations; a test checks they agree with these models.
 """
@@ -23,8 +24,18 @@ from sqlalchemy import (
     Text,
     TypeDecorator,
     UniqueConstraint,
+    false,
 )
 from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+
+
+# The largest id a row can have (a signed 64-bit integer); larger ones in a URL name no row (SQLite cannot even
+# bind them), so lookups answer "not found" without asking the database.
+MAX_ID = 2**63 - 1
+
+
+def in_id_range(value: int) -> bool:
+    return 0 < value <= MAX_ID
 
 
 def utcnow() -> dt.datetime:
@@ -71,6 +82,8 @@ class SubmissionStatus:
     RUNNING = "running"
     DONE = "done"  # every run finished; see Submission.passed
     ERROR = "error"  # the service could not evaluate it (e.g. workers died too often); not the submission's fault
+    CANCELLED = "cancelled"  # its owner cancelled it while every job was still queued
+    FINISHED = (DONE, ERROR, CANCELLED)
 
 
 class JobStatus:
@@ -80,6 +93,7 @@ class JobStatus:
     RUNNING = "running"
     DONE = "done"
     ERROR = "error"
+    CANCELLED = "cancelled"  # never claimed: claims take queued jobs only
 
 
 class User(Base):
@@ -127,8 +141,13 @@ class Leaderboard(Base):
     ranking_rule: Mapped[str] = mapped_column(String(32), default="geometric_mean")
     visible: Mapped[bool] = mapped_column(Boolean, default=True)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    # Code is private to its owner and admins; with this set, everyone may read it once the deadline has passed.
+    publish_code: Mapped[bool] = mapped_column(Boolean, default=False, server_default=false())
 
     submissions: Mapped[list[Submission]] = relationship(back_populates="leaderboard")
+
+    def code_published(self, now: dt.datetime) -> bool:
+        return self.publish_code and self.deadline is not None and now > self.deadline
 
 
 class CodeFile(Base):
@@ -251,3 +270,33 @@ class RateLimit(Base):
     mode: Mapped[str | None] = mapped_column(String(16), nullable=True)
     max_submissions: Mapped[int] = mapped_column(Integer)
     window_s: Mapped[int] = mapped_column(Integer, default=3600)
+
+
+class WebSession(Base):
+    """A browser's login: the cookie's sha256 and the sha256 of the API token it was opened with. Every page
+    load checks that token again, so revoking the token or banning its user ends the session at once."""
+
+    __tablename__ = "web_sessions"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    secret_sha256: Mapped[str] = mapped_column(String(64), unique=True)
+    token_sha256: Mapped[str] = mapped_column(String(64), index=True)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    expires_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
+
+
+class WorkerPresence(Base):
+    """A worker (or Ray dispatcher) that announced itself; it refreshes last_seen_at while it runs, so the
+    service can tell a waiting user whether any connected worker can run their job."""
+
+    __tablename__ = "workers"
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    name: Mapped[str] = mapped_column(String(128), unique=True)  # the worker id written into runs
+    gpu_types: Mapped[str] = mapped_column(String(255), default="")  # "H100" or "H100,H200"; "" = test jobs only
+    host: Mapped[str] = mapped_column(String(255), default="")
+    started_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    last_seen_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow, index=True)
+
+    def types(self) -> tuple[str, ...]:
+        return tuple(t for t in self.gpu_types.split(",") if t)

@@ -1,5 +1,8 @@
 """Read-only queries behind the web pages: index, leaderboard (ranking with ± and best/worst, progress plots),
 submission, user. They read the service's models and ranking; nothing here writes to the database.
+
+The privacy rule (service.code_visible): a submission's code, report text, failure reasons, stdout and stderr
+are shown to its owner and the admins; everyone else sees its user, times, status, score and timing tables.
 """
 
 from __future__ import annotations
@@ -15,6 +18,8 @@ import yaml
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
+from swizzlelab.leaderboard import presence
+from swizzlelab.leaderboard.auth import Principal
 from swizzlelab.leaderboard.db.models import (
     Job,
     JobStatus,
@@ -23,9 +28,12 @@ from swizzlelab.leaderboard.db.models import (
     Submission,
     SubmissionStatus,
     User,
+    in_id_range,
     utcnow,
 )
 from swizzlelab.leaderboard.errors import NotFound
+from swizzlelab.leaderboard.service import code_visible
+from swizzlelab.leaderboard.settings import Settings
 from swizzlelab.leaderboard.web.render import lb_url
 from swizzlelab.tasks.registry import BUILTIN_DIR, SPEC_FILE
 
@@ -388,6 +396,7 @@ class RunView:
     error: str
     flag: str
     has_ncu_rep: bool
+    private: bool = False  # the details above were withheld from this viewer
 
 
 @dataclass
@@ -412,6 +421,9 @@ class SubmissionView:
     failure: str
     runs: list[RunView] = field(default_factory=list)
     code_html: str = ""  # the code highlighted (markup), filled by the page
+    details_visible: bool = True  # the viewer is its owner or an admin
+    code_visible: bool = True  # ... or its leaderboard has published code after the deadline
+    waiting: str = ""  # why its queued jobs wait, when no connected worker can run them
 
 
 def _phase(jobs: list[Job], now: dt.datetime) -> str:
@@ -431,18 +443,55 @@ def _phase(jobs: list[Job], now: dt.datetime) -> str:
     return "; ".join(parts)
 
 
-def submission_view(session: Session, submission_id: int) -> SubmissionView:
+def _public_report(report: dict[str, Any] | None) -> dict[str, Any] | None:
+    """What anyone may read of a run's report: the system and the timing tables, less every message a
+    submission could have written (an exception's text can carry its code)."""
+    if not report:
+        return None
+
+    def row(item: dict[str, Any]) -> dict[str, Any]:
+        passed = bool((item.get("check") or {}).get("passed")) and not item.get("error")
+        kept = {k: v for k, v in item.items() if k not in ("error", "check", "message")}
+        return {**kept, "check": {"passed": passed, "message": "" if passed else "failed"}}
+
+    ranked = report.get("ranked") or {}
+    return {"system": report.get("system"), "label": report.get("label"),
+            "benchmarks": [row(r) for r in report.get("benchmarks") or []],
+            "ranked": {**{k: v for k, v in ranked.items() if k != "cases"},
+                       "cases": [row(r) for r in ranked.get("cases") or []]} if ranked else None}
+
+
+def _visible_submission(session: Session, submission_id: int) -> Submission:
+    sub = session.get(Submission, submission_id) if in_id_range(submission_id) else None
+    if sub is None or not sub.leaderboard.visible:
+        raise NotFound(f"submission {submission_id} not found")
+    return sub
+
+
+def _may_see(sub: Submission, viewer: Principal | None) -> tuple[bool, bool]:
+    """(details, code) the viewer may see of `sub`."""
+    user_id, admin = (viewer.user_id, viewer.is_admin) if viewer else (None, False)
+    details = admin or (user_id is not None and sub.user_id == user_id)
+    return details, details or code_visible(sub, user_id, admin)
+
+
+def submission_view(session: Session, submission_id: int, viewer: Principal | None = None,
+                    settings: Settings | None = None) -> SubmissionView:
+    """The submission page's data; details (and code) blanked for a viewer the privacy rule keeps out."""
     sub = session.scalar(
         select(Submission).where(Submission.id == submission_id)
         .options(selectinload(Submission.runs).selectinload(Run.profile_files), selectinload(Submission.jobs),
                  selectinload(Submission.user), selectinload(Submission.leaderboard), selectinload(Submission.code))
-    )
+    ) if in_id_range(submission_id) else None
     if sub is None or not sub.leaderboard.visible:
         raise NotFound(f"submission {submission_id} not found")
+    details, code_ok = _may_see(sub, viewer)
     now = utcnow()
-    done = sub.status in (SubmissionStatus.DONE, SubmissionStatus.ERROR)
+    done = sub.status in SubmissionStatus.FINISHED
     if sub.status == SubmissionStatus.ERROR:
         status_text = "service error"
+    elif sub.status == SubmissionStatus.CANCELLED:
+        status_text = "cancelled"
     elif done:
         status_text = "done · " + ("passed" if sub.passed else "failed") + (" · flagged" if sub.flagged else "")
     else:
@@ -469,6 +518,15 @@ def submission_view(session: Session, submission_id: int) -> SubmissionView:
         for view in runs:
             if view.secret:
                 view.flag = sub.flag_reason
+    if not details:
+        if sub.status == SubmissionStatus.ERROR:
+            failure = "the service could not evaluate this submission"
+        elif failure:
+            failure = f"{'flagged, not ranked' if sub.passed else 'failed'}; the reason is shown to the submitter"
+        for view in runs:
+            view.report = _public_report(view.report)
+            view.report_text = view.stdout = view.stderr = view.flag = view.error = ""
+            view.has_ncu_rep, view.private = False, True
     rank = None
     if done and sub.mode == "ranked" and sub.passed and not sub.flagged:
         for row in board_ranks(session, board_id=sub.leaderboard_id, user_name=sub.user.name):
@@ -476,25 +534,30 @@ def submission_view(session: Session, submission_id: int) -> SubmissionView:
                 rank = row.rank
     system = next((r.system for r in sub.runs if not r.secret and r.system), {}) or {}
     label = f"measured on {system.get('gpu') or sub.leaderboard.gpu_type}"
+    waiting = presence.waiting_reason(session, settings, sub) if settings is not None and not done else ""
     return SubmissionView(
         id=sub.id, user=sub.user.name, task=sub.leaderboard.task, gpu=sub.leaderboard.gpu_type, mode=sub.mode,
-        file_name=sub.filename, code=sub.code.code, code_sha=sub.code.sha256, submitted_at=sub.created_at,
-        status=sub.status, status_text=status_text, phase="" if done else _phase(list(sub.jobs), now), done=done,
-        passed=sub.passed, score_ms=sub.score_ms, score_label=label, rank=rank, failure=failure, runs=runs,
+        file_name=sub.filename, code=sub.code.code if code_ok else "", code_sha=sub.code.sha256,
+        submitted_at=sub.created_at, status=sub.status, status_text=status_text,
+        phase="" if done else _phase(list(sub.jobs), now), done=done, passed=sub.passed, score_ms=sub.score_ms,
+        score_label=label, rank=rank, failure=failure, runs=runs, details_visible=details, code_visible=code_ok,
+        waiting=waiting,
     )
 
 
-def submission_code(session: Session, submission_id: int) -> tuple[str, str]:
-    sub = session.get(Submission, submission_id)
-    if sub is None or not sub.leaderboard.visible:
-        raise NotFound(f"submission {submission_id} not found")
-    return sub.filename, sub.code.code
+def submission_code(session: Session, submission_id: int, viewer: Principal | None) -> tuple[str, str] | None:
+    """(file name, code), or None when the submission exists but its code is not the viewer's to read."""
+    sub = _visible_submission(session, submission_id)
+    return (sub.filename, sub.code.code) if _may_see(sub, viewer)[1] else None
 
 
-def profile_file(session: Session, run_id: int) -> tuple[str, bytes]:
-    run = session.get(Run, run_id)
-    if run is None or run.secret or not run.profile_files or not run.submission.leaderboard.visible:
-        raise NotFound(f"run {run_id} has no .ncu-rep")
+def profile_file(session: Session, run_id: int, viewer: Principal | None) -> tuple[str, bytes]:
+    """The first .ncu-rep of a run of the viewer's own (or, for an admin, anyone's) submission: the report holds
+    the kernel's code."""
+    run = session.get(Run, run_id) if in_id_range(run_id) else None
+    if run is None or run.secret or not run.profile_files or not run.submission.leaderboard.visible \
+            or not _may_see(run.submission, viewer)[0]:
+        raise NotFound(f"run {run_id} has no .ncu-rep you may download")
     first = run.profile_files[0]
     return first.name, first.content
 

@@ -108,7 +108,7 @@ def environment() -> Environment:
     env.filters.update(ms=ms, ms_std=ms_std, when=when, metric=metric, case_line=case_text)
     env.globals.update(
         lb_url=lb_url, user_url=user_url, submission_url=submission_url, static_url=static_url,
-        named_metrics=NAMED, refresh_s=None,
+        named_metrics=NAMED, refresh_s=None, viewer=None,
     )
     return env
 

@@ -170,6 +170,23 @@ def test_child_sees_no_host_secret_and_no_other_process(tmp_path):
         assert uid == "65534"
 
 
+def test_kept_caches_seed_only_the_same_code_and_never_follow_links(tmp_path):
+    # A submission's Triton cache is kept for its next run (its secret run reuses what its public run built);
+    # one that plants links to host files there finds nothing of them, and no host file changes owner.
+    shadow = Path("/etc/shadow")
+    before = shadow.stat() if shadow.exists() else None
+    path = SOLUTIONS / "wrong" / "cache_link_plant.py"
+    first = run(path, kept_caches=tmp_path / "kept")
+    second = run(path, kept_caches=tmp_path / "kept")
+    assert first.passed and second.passed, (first.reason, second.reason)
+    assert "LEAKED" not in second.stdout_tail
+    kept = list((tmp_path / "kept").glob("code-*"))
+    assert len(kept) == 1 and not any(p.is_symlink() for p in kept[0].rglob("*"))
+    if before is not None:
+        after = shadow.stat()
+        assert (after.st_uid, after.st_gid, after.st_mode) == (before.st_uid, before.st_gid, before.st_mode)
+
+
 # ---------------------------------------------------------------- the timed flow with CPU clocks
 
 

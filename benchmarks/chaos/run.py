@@ -106,6 +106,12 @@ def main() -> None:
         except OSError:
             gpus = []  # a CPU dry run
         gpu_type = "H200" if gpus and "H200" in gpus[0] else "H100"
+        # GPU submissions are refused (409) until a worker of that type has announced itself: wait for it.
+        while time.monotonic() - started < 180:
+            workers = httpx.get(base + "/api/health", timeout=5).json()["workers"]
+            if (gpu_type in workers["gpu_types"]) if gpus else workers["connected"]:
+                break
+            time.sleep(0.5)
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30) as admin:
             tokens = {user: admin.post("/api/users", json={"name": user}).json()["token"]
                       for user in sorted({q[0] for q in QUEUE})}

@@ -135,7 +135,8 @@ def register(app: typer.Typer) -> None:
             if gpus:
                 env["CUDA_VISIBLE_DEVICES"] = str(index % len(gpus))
             slots.append(Slot(index, base, env, f"-gpu{index % len(gpus)}" if gpus else "-cpu"))
-        supervisor = Supervisor(database, slots, say=lambda text: console.print(f"[serve] {text}", highlight=False),
+        supervisor = Supervisor(database, slots, say=lambda text: console.print(f"[serve] {text}", highlight=False,
+                                                                             soft_wrap=True),
                                 preexec=_die_with_parent)
         supervisor.start()
         where = f"admin token in {token_path}" if token_path else "admin token as given"

@@ -69,8 +69,13 @@ def execute(spec: JobSpec, max_profile_bytes: int, budget_s: float = 3.0, limits
         # own) are shown from the public run only.
         run = evaluate_isolated(spec.task, spec.code, spec.mode, filename=spec.filename, secret=spec.secret_bytes(),
                                 out_dir=Path(out_dir), budget_s=budget_s, limits=limits, with_baseline=not spec.secret,
-                                command=f"leaderboard job {spec.job_id} ({spec.mode})")
+                                command=f"leaderboard job {spec.job_id} ({spec.mode})", kept_caches=kept_caches())
         return outcome_from_run(run, started, max_profile_bytes)
+
+
+def kept_caches() -> Path:
+    """This worker's kept Triton caches (a submission's secret run reuses what its public run compiled)."""
+    return Path(tempfile.gettempdir()) / f"swizzlelab-tcache-{os.getpid()}"
 
 
 def describe_failure(err: BaseException) -> str:

@@ -21,7 +21,8 @@ from swizzlelab.leaderboard import queue
 from swizzlelab.leaderboard.db import Database
 
 # The evaluator and the job runner name their temporary folders after the process that made them.
-TEMP_PATTERNS = ("swizzlelab-isolate-{pid}-*", "swizzlelab-job-{pid}-*", "swizzlelab-ncu-{pid}-*")
+TEMP_PATTERNS = ("swizzlelab-isolate-{pid}-*", "swizzlelab-job-{pid}-*", "swizzlelab-ncu-{pid}-*",
+                 "swizzlelab-tcache-{pid}")
 # A worker that dies sooner than this after its start is restarted after a back-off that doubles each time.
 STABLE_S = 30.0
 MAX_BACKOFF_S = 60.0

@@ -95,6 +95,9 @@ class Child:
             return
         module = importlib.util.module_from_spec(spec)
         sys.modules["submission"] = module  # triton.jit and dataclasses look the module up while it executes
+        # From here on Triton compiles into the submission's own cache, apart from the trusted kernels' cache.
+        os.environ["TRITON_CACHE_DIR"] = os.environ.get("SWIZZLELAB_SUBMISSION_TRITON_CACHE",
+                                                        os.environ.get("TRITON_CACHE_DIR", ""))
         try:
             spec.loader.exec_module(module)
         except BaseException as err:  # SystemExit included: an exit at import is a failed load, not a pass

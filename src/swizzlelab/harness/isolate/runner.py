@@ -34,7 +34,8 @@ from swizzlelab.harness.correctness import CaseResult, RunCheck, case_sizes, cou
 from swizzlelab.harness.evaluate import MODES, BenchRow, Candidate, EvalReport, ExtraBaseline
 from swizzlelab.harness.gpuclock import sampler_for, wait_for_first_sample
 from swizzlelab.harness.isolate import protocol
-from swizzlelab.harness.isolate import vmm
+from swizzlelab.harness.isolate import caches, vmm
+from swizzlelab.harness.isolate.caches import KeptCaches
 from swizzlelab.harness.isolate.limits import NOBODY, Limits, tasks_of_uid
 from swizzlelab.harness.isolate.profiling import profile_isolated
 from swizzlelab.harness.isolate.transport import SlotSet
@@ -360,7 +361,8 @@ class ChildProcess:
         env = {key: os.environ[key] for key in KEEP_ENV if key in os.environ}
         env.setdefault("PATH", "/usr/local/bin:/usr/bin:/bin")
         home = str(self.workdir)
-        env.update(HOME=home, TMPDIR=str(self.workdir / "tmp"), TRITON_CACHE_DIR=str(self.workdir / "triton"),
+        # Trusted code compiles into its own cache; the child points Triton at the submission's before importing it.
+        env.update(HOME=home, TMPDIR=str(self.workdir / "tmp"), TRITON_CACHE_DIR=str(self.workdir / caches.TRUSTED),
                    TORCH_EXTENSIONS_DIR=str(self.workdir / "torch_extensions"), XDG_CACHE_HOME=str(self.workdir / "cache"),
                    LANG=env.get("LANG", "C.UTF-8"))
         if not self.on_gpu:
@@ -555,6 +557,7 @@ class _Evaluation:
         self.prepared: dict[int, Prepared] = {}
         self.next_id = 0
         self.phases: dict[str, float] = {}
+        self.on_started: Callable[[], None] = lambda: None  # after the child's trusted start, before the submission
 
     def note(self, text: str) -> None:
         if self.progress is not None:
@@ -585,6 +588,7 @@ class _Evaluation:
         if not reply.get("ok"):
             raise ChildFailed(_one_line(reply.get("error", "the child could not start")))
         mark = self.phase("child start (sandbox, torch, CUDA, clock)", mark)
+        self.on_started()
         self.child_system = dict(reply.get("system") or {})
         self.clock_info = dict(reply.get("clock") or {})
         self.sandbox = dict(reply.get("sandbox") or {})
@@ -1056,7 +1060,8 @@ BASELINE_CODE = (
 
 
 def _time_library_rows(task: str | Path, loaded: Any, report: Any, mode: str, *, secret: bytes | None,
-                       limits: Limits, budget_s: float, triton_cache_seed: Path | None, cpu_timing: bool) -> None:
+                       limits: Limits, budget_s: float, triton_cache_seed: Path | None, cpu_timing: bool,
+                       kept_caches: Path | None = None) -> None:
     """The task's library rows for each timed case: each library implementation in a child of its own through
     the same loop (same secret, so the same inputs when one is given), compared unpaired with the submission."""
     rows = report.ranked if mode == "ranked" else report.benchmarks
@@ -1066,7 +1071,8 @@ def _time_library_rows(task: str | Path, loaded: Any, report: Any, mode: str, *,
     for name, description in names:
         run = evaluate_isolated(task, BASELINE_CODE.format(name=name), mode, filename=f"library_{name}.py",
                                 secret=secret, limits=limits, budget_s=min(budget_s, LIBRARY_BUDGET_S), with_baseline=False,
-                                triton_cache_seed=triton_cache_seed, tests=False, cpu_timing=cpu_timing)
+                                triton_cache_seed=triton_cache_seed, tests=False, cpu_timing=cpu_timing,
+                                kept_caches=kept_caches)
         lib_rows = run.report.get("ranked" if mode == "ranked" else "benchmarks", {})
         lib_cases = lib_rows.get("cases", []) if isinstance(lib_rows, dict) else []
         for index, row in enumerate(rows):
@@ -1098,15 +1104,6 @@ def _not_dumpable() -> None:
         pass
 
 
-def _rehome_triton_cache(seed: Path, copy: Path) -> None:
-    """Triton's group files name their members by absolute path: point them into the copy."""
-    old, new = str(seed.resolve()), str(copy.resolve())
-    for path in copy.rglob("*.json"):
-        text = path.read_text()
-        if old in text:
-            path.write_text(text.replace(old, new))
-
-
 def evaluate_isolated(
     task: str | Path,
     code: str,
@@ -1126,6 +1123,7 @@ def evaluate_isolated(
     triton_cache_seed: Path | None = None,
     source: str | None = None,
     tests: bool = True,
+    kept_caches: Path | None = None,
 ) -> IsolatedRun:
     """Evaluate submission `code` on `task` in `mode` inside a sandboxed child process.
 
@@ -1182,19 +1180,21 @@ def evaluate_isolated(
     submission.write_text(code)
     for sub in ("tmp", "torch_extensions", "cache", "slots", ".jail"):
         (workdir / sub).mkdir()
-    # A warm Triton cache built by trusted code (the gate kernel, launcher stubs, the task's kernels) is
-    # copied, never shared: what a submission writes into its copy dies with the run.
-    if triton_cache_seed is not None and Path(triton_cache_seed).is_dir():
-        shutil.copytree(triton_cache_seed, workdir / "triton", symlinks=False)
-        _rehome_triton_cache(Path(triton_cache_seed), workdir / "triton")
-    else:
-        (workdir / "triton").mkdir()
+    # Triton caches are copied in, never shared: the trusted kernels' (kept from an earlier child, snapshotted
+    # before its submission ran) and this code's own from its earlier run (else a given seed); what a submission
+    # writes into its copies dies with the run.
+    kept = KeptCaches(kept_caches)
+    caches.copy_tree(kept.trusted() or workdir / "-", workdir / caches.TRUSTED)
+    code_cache = kept.of_code(code)
+    seed = code_cache if code_cache is not None and code_cache.is_dir() else triton_cache_seed
+    caches.copy_tree(Path(seed) if seed is not None else workdir / "-", workdir / caches.SUBMISSION)
     if drop_to is not None:
         for path in [workdir, submission] + [workdir / sub for sub in ("tmp", "torch_extensions", "cache")]:
             os.chown(path, drop_to, drop_to)
-        for root, dirs, files in os.walk(workdir / "triton"):
-            for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
-                os.chown(name, drop_to, drop_to)
+        for tree in (caches.TRUSTED, caches.SUBMISSION):
+            for root, dirs, files in os.walk(workdir / tree):
+                for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
+                    os.chown(name, drop_to, drop_to, follow_symlinks=False)
         os.chmod(workdir / "slots", 0o711)
     os.chmod(workdir, 0o700)
     own = code == TASK_KERNEL_CODE
@@ -1207,6 +1207,8 @@ def evaluate_isolated(
     ev.formula, ev.order_spec, ev.own_kernel = formula, order, own
     ev.cpu_timing = cpu_timing and not info.is_gpu
     ev.child.extra_env["SWIZZLELAB_TASK"] = str(Path(loaded.path).resolve())
+    ev.child.extra_env["SWIZZLELAB_SUBMISSION_TRITON_CACHE"] = str(workdir / caches.SUBMISSION)
+    ev.on_started = lambda: kept.keep_trusted(workdir / caches.TRUSTED)
     reason: str | None = None
     profile_files: list[Path] = []
     try:
@@ -1250,7 +1252,7 @@ def evaluate_isolated(
     if reason is None and with_baseline and (ev.on_gpu or ev.cpu_timing) and mode in ("benchmark", "ranked"):
         mark = time.perf_counter()
         _time_library_rows(task, loaded, report, mode, secret=secret, limits=limits, budget_s=budget_s,
-                           triton_cache_seed=triton_cache_seed, cpu_timing=ev.cpu_timing)
+                           triton_cache_seed=triton_cache_seed, cpu_timing=ev.cpu_timing, kept_caches=kept_caches)
         ev.phase("library rows (each in a child of its own)", mark)
     if reason is None and mode == "ranked":
         means = [row.candidate.mean_ms for row in report.ranked if row.candidate is not None]
@@ -1280,6 +1282,8 @@ def evaluate_isolated(
     as_dict["isolation"] = isolation
     as_dict["success"] = passed
     as_dict["reason"] = reason
+    if ev.first_call_done:
+        kept.keep_code(code, workdir / caches.SUBMISSION)
     shutil.rmtree(workdir, ignore_errors=True)
     return IsolatedRun(
         mode=mode, passed=passed, score_ms=score, reason=reason, report_text=text, report=as_dict,

@@ -1,10 +1,11 @@
 """How fast a user's kernel is traced by derivation (a few programs interpreted at the real size, an affine fit,
 checked) against interpreting every program, for each tests/wild kernel (CPU only; measured on this machine).
 
+Times are CPU seconds of the process, torch on one thread (wall seconds kept beside: the machine is shared).
 Small sizes: derived and fully interpreted traces, timed and checked equal array for array. Real sizes: derived
 only, the full interpretation's time estimated from interpreting a few of its programs (per-program seconds x
-programs), except where one is marked `full` (interpreted whole and checked equal). Each case runs in a fresh
-subprocess (its own memory and numba cache load). Writes JSON and prints a table.
+programs), except where one is marked `full` (interpreted whole, checked equal, and estimated too). Each case
+runs in a fresh subprocess (its own memory and numba cache load). Writes JSON and prints a table.
 Usage: nice -n 10 python benchmarks/trace_derive/run.py [--out benchmarks/trace_derive/trace_derive_cpu.json] [--quick]
 """
 
@@ -66,29 +67,31 @@ def _open(file: str, inputs: dict):
 
 
 def _seconds_per_program(uk, n: int) -> float:
-    """Seconds one of the launch's `n` programs takes when all are interpreted (lines recorded), from a spread
-    sample of them."""
+    """CPU seconds one of the launch's `n` programs takes when all are interpreted (lines recorded), from a
+    spread sample of them."""
     from swizzlelab.trace.tracer import _run_guarded, record_accesses
 
     name = uk.launcher.kernel.jit_fn.fn.__name__
     sample = sorted({int(i) for i in (j * n // SAMPLE_PROGRAMS for j in range(SAMPLE_PROGRAMS))})
     launch = uk.launcher
-    start = time.perf_counter()
+    start = time.process_time()
     with record_accesses(True, choose=lambda kernel, before, grid: sample if kernel == name else None):
         with launch.forced():
             _run_guarded(lambda: launch.wrapper(**launch.arguments), "wrapper")
-    return (time.perf_counter() - start) / len(sample)
+    return (time.process_time() - start) / len(sample)
 
 
 def run_one(file: str, inputs: dict, mode: str) -> dict:
     import numpy as np
+    import torch
 
+    torch.set_num_threads(1)  # one core: the CPU seconds are those of one thread
     from swizzlelab.userkernel.trace import trace_user_kernel
 
     uk = _open(file, inputs)
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     derived = trace_user_kernel(uk.launcher, uk.site)
-    derived_s = time.perf_counter() - start
+    derived_wall, derived_s = time.perf_counter() - start, time.process_time() - cpu
     how = derived.how
     row = {
         "mode": mode, "file": f"tests/wild/{file}", "inputs": inputs, "config": uk.choice.label(),
@@ -96,12 +99,13 @@ def run_one(file: str, inputs: dict, mode: str) -> dict:
         "programs": derived.n_programs, "tiles": int(derived.order.perm.size),
         "accesses": int(derived.trace.n_accesses), "how": how.describe(),
         "derived": how.derivation is not None, "interpreted_programs": how.interpreted_programs,
-        "derived_seconds": round(derived_s, 3),
+        "derived_seconds": round(derived_s, 3), "derived_wall_seconds": round(derived_wall, 3),
     }
     if mode in ("small", "full"):
-        start = time.perf_counter()
+        start, cpu = time.perf_counter(), time.process_time()
         full = trace_user_kernel(uk.launcher, uk.site, derive=False)
-        row["interpreted_seconds"] = round(time.perf_counter() - start, 3)
+        row["interpreted_seconds"] = round(time.process_time() - cpu, 3)
+        row["interpreted_wall_seconds"] = round(time.perf_counter() - start, 3)
         row["interpreted_kind"] = "measured: every program interpreted"
         row["equal"] = all(np.array_equal(getattr(derived.trace, k), getattr(full.trace, k))
                            for k in ("lines", "sector_mask", "is_write", "step_ptr", "tile_step_ptr"))
@@ -112,7 +116,7 @@ def run_one(file: str, inputs: dict, mode: str) -> dict:
         del derived
         per_program = _seconds_per_program(uk, row["programs"])
         row["interpreted_seconds"] = round(per_program * row["programs"], 1)
-        row["interpreted_kind"] = (f"estimate: {per_program:.3f} s per program (mean of {SAMPLE_PROGRAMS} spread "
+        row["interpreted_kind"] = (f"estimate: {per_program:.3f} CPU s per program (mean of {SAMPLE_PROGRAMS} spread "
                                    f"programs interpreted at this size) x {row['programs']} programs; laying the "
                                    "lines out not included")
     row["speedup"] = round(row["interpreted_seconds"] / derived_s, 1)
@@ -150,7 +154,8 @@ def main() -> None:
               f"interpreted {row['interpreted_seconds']:8.1f} s ({kind})  x{row['speedup']:<7} {equal}", flush=True)
     report = {
         "what": "tracing a user's kernel (tests/wild) by derivation vs by interpreting every program; Triton "
-                "interpreter on the CPU, no GPU involved; seconds measured on this machine, one process per case",
+                "interpreter on the CPU, no GPU involved; *_seconds are CPU seconds of the process (user + system: "
+                "one core, whatever else the machine runs), *_wall_seconds wall-clock; one process per case",
         "device": f"CPU: {cpu_name()}",
         "command": " ".join(["python", *sys.argv]),
         "script": "benchmarks/trace_derive/run.py",

@@ -25,7 +25,7 @@ SECTOR_BYTES = 32
 
 # (kernel name, launches of that kernel recorded before this one, launch grid) -> the launch indices to
 # interpret, or None for all of them; the other programs are skipped (their loop iterations cost nothing)
-ProgramChoice = Callable[[str, int, tuple[int, int, int]], "Collection[int] | None"]
+ProgramChoice = Callable[[str, int, tuple[int, int, int]], Collection[int] | None]
 
 
 @dataclass(frozen=True)
@@ -50,7 +50,7 @@ class _Op:
     # pattern -1 means not describable that way (lanes in several tensors), None an op with every lane masked
     tensor: int = -1
     lo: int = 0  # lowest byte offset touched in that tensor
-    pattern: int | None = None  # id in AccessRecorder.patterns of the lanes' byte offsets minus `lo`
+    pattern: int | None = None  # index in AccessRecorder.pattern_list: the lanes' byte offsets minus `lo`
 
 
 @dataclass

@@ -72,6 +72,27 @@ def wild_h100() -> list[str]:
     return problems
 
 
+def trace_derive() -> list[str]:
+    """Derived traces of the wild kernels (trace_derive/trace_derive_cpu.json): every case derived, equal array for
+    array to interpreting every program wherever both ran; the 8192^3 tutorial matmul in <= 10 CPU seconds and
+    >= 100x fewer than the interpretation's estimate; estimates within 25% of the full runs they stand for."""
+    problems = []
+    report = json.loads((ROOT / "trace_derive" / "trace_derive_cpu.json").read_text())
+    for row in report["results"]:
+        label = row.get("label", "?")
+        if "error" in row or not row.get("derived"):
+            problems.append(f"{label}: not derived ({row.get('error') or row.get('how')})")
+        elif row["interpreted_kind"].startswith("measured") and row.get("equal") is not True:
+            problems.append(f"{label}: derived and interpreted traces differ")
+        estimate = row.get("interpreted_estimate_seconds")
+        if estimate is not None and abs(estimate / row["interpreted_seconds"] - 1) > 0.25:
+            problems.append(f"{label}: estimate {estimate} s for a measured {row['interpreted_seconds']} s")
+    big = [r for r in report["results"] if r.get("label", "").startswith("tutorial_matmul 8192^3")]
+    if not big or not (big[0].get("derived_seconds", 99) <= 10 and big[0].get("speedup", 0) >= 100):
+        problems.append("tutorial_matmul 8192^3: not derived in <= 10 s at >= 100x")
+    return problems
+
+
 def every_study_names_its_device_and_command() -> list[str]:
     """Each study folder has a run script, and each of its JSON results says device and command."""
     problems = []
@@ -442,7 +463,7 @@ def ncu_floor() -> list[str]:
 CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, sim_speed, evaluator_h100,
                                                optimize_matmul_orders, kdir_prediction, kalt_optimize,
                                                placement_probe, page_noise, program_pace, ncu_replicate, ncu_floor,
-                                               every_study_names_its_device_and_command)
+                                               trace_derive, every_study_names_its_device_and_command)
 
 
 def main() -> int:

@@ -6,9 +6,10 @@ Loads, stores and atomics become line accesses per tensor argument, grouped into
 from __future__ import annotations
 
 import contextlib
+import inspect
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Collection, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -22,6 +23,11 @@ LINE_BYTES = 128
 SECTOR_BYTES = 32
 
 
+# (kernel name, launches of that kernel recorded before this one, launch grid) -> the launch indices to
+# interpret, or None for all of them; the other programs are skipped (their loop iterations cost nothing)
+ProgramChoice = Callable[[str, int, tuple[int, int, int]], Collection[int] | None]
+
+
 @dataclass(frozen=True)
 class _ArgTensor:
     name: str
@@ -31,6 +37,8 @@ class _ArgTensor:
     is_integer: bool
     base_line: int
     n_lines: int
+    shape: tuple[int, ...] = ()
+    dtype: str = ""
 
 
 @dataclass
@@ -38,6 +46,11 @@ class _Op:
     lines: np.ndarray  # int64, ascending, distinct
     masks: np.ndarray  # uint8
     is_write: bool
+    # with AccessRecorder(describe=True): the op as bytes, tensor-relative, so that trace.derive can fit it;
+    # pattern -1 means not describable that way (lanes in several tensors), None an op with every lane masked
+    tensor: int = -1
+    lo: int = 0  # lowest byte offset touched in that tensor
+    pattern: int | None = None  # index in AccessRecorder.pattern_list: the lanes' byte offsets minus `lo`
 
 
 @dataclass
@@ -61,12 +74,27 @@ class LaunchRecord:
     kernel_name: str
     launch_grid: tuple[int, int, int]
     tensors: list[_ArgTensor]
-    programs: list[_Program]
+    programs: dict[int, _Program]  # by launch index; programs a ProgramChoice skipped are absent
+    chosen: Collection[int] | None = None  # what the ProgramChoice said for this launch (None: every program)
+
+    @property
+    def n_programs(self) -> int:
+        return int(np.prod(self.launch_grid))
+
+    def program_list(self) -> list[_Program]:
+        """Every program of the launch in launch order (skipped ones empty)."""
+        return [self.programs.get(i) or _Program() for i in range(self.n_programs)]
+
+    def tensor_infos(self) -> list[TensorInfo]:
+        return [TensorInfo(t.name, t.base_line, t.n_lines, t.elem_bytes) for t in self.tensors]
+
+    def trace_meta(self, meta: dict[str, str] | None = None) -> dict[str, str]:
+        return {"source": "traced", "kernel": self.kernel_name, **(meta or {})}
 
     def to_trace(self, grid: tuple[int, ...], meta: dict[str, str] | None = None) -> AccessTrace:
         """Program launch index i becomes tile i of `grid` (trace the kernel in its identity order)."""
         grid = tuple(int(g) for g in grid)
-        n_programs = len(self.programs)
+        n_programs = self.n_programs
         if not grid or int(np.prod(grid)) != n_programs:
             raise UserError(
                 f"kernel {self.kernel_name} ran {n_programs} programs (launch grid {self.launch_grid}) but tile "
@@ -75,7 +103,7 @@ class LaunchRecord:
         step_sizes: list[int] = []
         steps_per_tile = np.zeros(n_programs, dtype=np.int64)
         ops: list[_Op] = []
-        for tile, program in enumerate(self.programs):
+        for tile, program in enumerate(self.program_list()):
             kept = [step for step in program.steps if sum(op.lines.size for op in step)]
             steps_per_tile[tile] = len(kept)
             for step in kept:
@@ -90,21 +118,28 @@ class LaunchRecord:
         np.cumsum(step_sizes, out=step_ptr[1:])
         tile_step_ptr = np.zeros(n_programs + 1, dtype=np.int64)
         np.cumsum(steps_per_tile, out=tile_step_ptr[1:])
-        infos = [TensorInfo(t.name, t.base_line, t.n_lines, t.elem_bytes) for t in self.tensors]
-        full_meta = {"source": "traced", "kernel": self.kernel_name, **(meta or {})}
+        full_meta = self.trace_meta(meta)
         return AccessTrace(
             lines.astype(np.int64), masks.astype(np.uint8), writes.astype(np.bool_), step_ptr, tile_step_ptr,
-            infos, grid, LINE_BYTES, SECTOR_BYTES, full_meta,
+            self.tensor_infos(), grid, LINE_BYTES, SECTOR_BYTES, full_meta,
         ).validate()
 
 
 class AccessRecorder:
     """Collects LaunchRecords while `record_accesses()` is active."""
 
-    def __init__(self, skip_arithmetic: bool, real_tensors: frozenset[str]) -> None:
+    def __init__(self, skip_arithmetic: bool, real_tensors: frozenset[str], choose: ProgramChoice | None = None,
+                 describe: bool = False) -> None:
         self.skip_arithmetic = skip_arithmetic
         self.real_tensors = real_tensors
+        self.choose = choose
+        self.describe = describe
         self.launches: list[LaunchRecord] = []
+        # describe mode: each distinct lane pattern (element bytes, byte offsets from the op's lowest byte) once
+        self.patterns: dict[tuple[int, bytes], int] = {}
+        self.pattern_list: list[tuple[int, np.ndarray]] = []
+        self.skipping = False  # the current program is one `choose` left out
+        self.integer_atomics: set[str] = set()  # integer tensors atomics touched: programs may talk through them
         self._program: _Program | None = None
         import triton
 
@@ -116,16 +151,22 @@ class AccessRecorder:
         by_name = {**dict(zip(arg_names, args)), **kwargs}
         # signature order, whether an argument came by position or by keyword
         named = [(name, by_name[name]) for name in arg_names if name in by_name]
-        self.launches.append(LaunchRecord(kernel_name, (0, 0, 0), _tensor_args(named), []))
+        self.launches.append(LaunchRecord(kernel_name, (0, 0, 0), _tensor_args(named), {}))
         self._program = None
+        self.skipping = False
 
     def begin_program(self, grid_dim: tuple[int, int, int], idx: tuple[int, int, int]) -> None:
         launch = self.launches[-1]
-        if not launch.programs:
+        if launch.launch_grid == (0, 0, 0):
             launch.launch_grid = tuple(int(g) for g in grid_dim)
-            launch.programs = [_Program() for _ in range(int(np.prod(grid_dim)))]
+            if self.choose is not None:
+                before = sum(1 for r in self.launches[:-1] if r.kernel_name == launch.kernel_name)
+                chosen = self.choose(launch.kernel_name, before, launch.launch_grid)
+                launch.chosen = None if chosen is None else frozenset(int(i) for i in chosen)
         x, y, z = idx
-        self._program = launch.programs[x + grid_dim[0] * (y + grid_dim[1] * z)]
+        index = x + grid_dim[0] * (y + grid_dim[1] * z)
+        self.skipping = launch.chosen is not None and index not in launch.chosen
+        self._program = None if self.skipping else launch.programs.setdefault(index, _Program())
 
     def record(self, ptrs: Any, mask: Any, is_write: bool) -> _ArgTensor | None:
         """Record one memory op; returns the tensor it touched (None when every lane was masked off)."""
@@ -140,9 +181,39 @@ class AccessRecorder:
         if addr.size == 0:
             self._program.add(site, _Op(np.zeros(0, np.int64), np.zeros(0, np.uint8), is_write))
             return None
+        if self.describe:
+            op, touched = self._described(addr, elem_bytes, is_write, launch)
+            self._program.add(site, op)
+            return touched
         lines, masks, touched = _lines_of(addr, elem_bytes, launch.tensors, launch.kernel_name)
         self._program.add(site, _Op(lines, masks, is_write))
         return touched
+
+    def _described(self, addr: np.ndarray, elem_bytes: int, is_write: bool,
+                   launch: LaunchRecord) -> tuple[_Op, _ArgTensor]:
+        """The op as (tensor, lowest byte, lane pattern); its lines are left to whoever lays the trace out."""
+        low, high = int(addr.min()), int(addr.max())
+        for index, tensor in enumerate(launch.tensors):
+            if high < tensor.ptr or low >= tensor.ptr + tensor.n_bytes:
+                continue
+            # _lines_of gives each lane the first tensor that holds it: describe only ops one tensor holds whole
+            if tensor.ptr <= low and high < tensor.ptr + tensor.n_bytes:
+                rel = addr - low
+                key = (elem_bytes, rel.tobytes())
+                pattern = self.patterns.get(key)
+                if pattern is None:
+                    pattern = self.patterns[key] = len(self.pattern_list)
+                    self.pattern_list.append((elem_bytes, rel))
+                empty = np.zeros(0, np.int64)
+                return _Op(empty, empty.astype(np.uint8), is_write, index, low - tensor.ptr, pattern), tensor
+            break
+        # lanes in several tensors (or outside all: _lines_of names the address)
+        lines, masks, touched = _lines_of(addr, elem_bytes, launch.tensors, launch.kernel_name)
+        return _Op(lines, masks, is_write, -1, 0, -1), touched
+
+    def note_atomic(self, tensor: _ArgTensor | None) -> None:
+        if tensor is not None and tensor.is_integer:
+            self.integer_atomics.add(tensor.name)
 
     def keep_real_load(self, tensor: _ArgTensor | None) -> bool:
         if not self.skip_arithmetic or tensor is None:
@@ -157,7 +228,7 @@ class AccessRecorder:
         chosen = [r for r in self.launches if kernel_name is None or r.kernel_name == kernel_name
                   or r.kernel_name.startswith(kernel_name + "__swz_")]
         if len(chosen) > 1 and n_programs is not None:
-            sized = [r for r in chosen if len(r.programs) == n_programs]
+            sized = [r for r in chosen if r.n_programs == n_programs]
             chosen = sized if len(sized) == 1 else chosen
         if len(chosen) != 1:
             names = ", ".join(r.kernel_name for r in self.launches) or "none"
@@ -188,7 +259,8 @@ def _tensor_args(named: list[tuple[str, Any]]) -> list[_ArgTensor]:
         extent = (sum((s - 1) * st for s, st in zip(tensor.shape, tensor.stride())) + 1) * elem_bytes
         n_lines = -(-extent // LINE_BYTES)
         is_integer = not (tensor.dtype.is_floating_point or tensor.dtype.is_complex)
-        out.append(_ArgTensor(name, int(tensor.data_ptr()), int(extent), elem_bytes, is_integer, next_line, n_lines))
+        out.append(_ArgTensor(name, int(tensor.data_ptr()), int(extent), elem_bytes, is_integer, next_line, n_lines,
+                              tuple(int(d) for d in tensor.shape), str(tensor.dtype).replace("torch.", "")))
         next_line += n_lines
     return out
 
@@ -213,14 +285,20 @@ def _lines_of(
             f"kernel {kernel_name} accessed address {bad:#x} outside every tensor argument: "
             "check its masks, or pass the buffer it reads as an argument"
         )
+    assert touched is not None
+    lines, masks = line_masks(line, first_byte, elem_bytes)
+    return lines, masks, touched
+
+
+def line_masks(line: np.ndarray, first_byte: np.ndarray, elem_bytes: int) -> tuple[np.ndarray, np.ndarray]:
+    """Distinct lines (ascending) and OR-ed sector masks of elements at (line, first byte within the line)."""
     last_byte = np.minimum(first_byte + elem_bytes - 1, LINE_BYTES - 1)
     mask = (1 << (first_byte // SECTOR_BYTES)) | (1 << (last_byte // SECTOR_BYTES))
     order = np.argsort(line, kind="stable")
     line_sorted = line[order]
     starts = np.flatnonzero(np.r_[True, line_sorted[1:] != line_sorted[:-1]])
     masks = np.bitwise_or.reduceat(mask[order].astype(np.uint8), starts)
-    assert touched is not None
-    return line_sorted[starts], masks, touched
+    return line_sorted[starts], masks
 
 
 def _call_site(skip_dirs: tuple[str, ...]) -> tuple:
@@ -239,20 +317,41 @@ def _call_site(skip_dirs: tuple[str, ...]) -> tuple:
     return tuple(reversed(site))
 
 
+class _ChosenOnly:
+    """Stands in for a launch's kernel function in the interpreter's grid loop: runs the programs the
+    recorder's ProgramChoice chose, returns at once for the others. The loop passes everything by keyword,
+    reads the signature and patches triton.language in the function's globals: those are the real one's."""
+
+    def __init__(self, fn: Callable[..., Any], recorder: AccessRecorder) -> None:
+        self.fn = fn
+        self.recorder = recorder
+        self.__signature__ = inspect.signature(fn)
+        self.__globals__ = fn.__globals__
+        self.__name__ = fn.__name__
+
+    def __call__(self, **kwargs: Any) -> Any:
+        if self.recorder.skipping:
+            return None
+        return self.fn(**kwargs)
+
+
 @contextlib.contextmanager
-def record_accesses(skip_arithmetic: bool = True, real_tensors: frozenset[str] | set[str] = frozenset()) -> Iterator[AccessRecorder]:
+def record_accesses(skip_arithmetic: bool = True, real_tensors: frozenset[str] | set[str] = frozenset(), *,
+                    choose: ProgramChoice | None = None, describe: bool = False) -> Iterator[AccessRecorder]:
     """Within this block every interpreted kernel launch is recorded; the interpreter is restored after.
 
     With `skip_arithmetic`, float loads return zeros without reading memory and `dot` returns its accumulator,
     so that tracing costs about the address arithmetic only; loads of integer tensors, and of tensors named
     in `real_tensors`, stay real because addresses (spmv's column indices, row pointers) depend on them.
+    `choose` picks which programs of each launch run at all (trace.derive interprets a few at the real size);
+    with `describe`, ops are kept as byte patterns (_Op.tensor/lo/pattern) instead of lines.
     """
     ensure_triton_backend()
     try:
         from triton.runtime import interpreter as interp
     except ImportError as err:  # pragma: no cover - triton is a dependency
         raise UserError(f"cannot import the Triton interpreter ({err}): install triton 3.6") from None
-    recorder = AccessRecorder(skip_arithmetic, frozenset(real_tensors))
+    recorder = AccessRecorder(skip_arithmetic, frozenset(real_tensors), choose, describe)
     builder_cls = interp.InterpreterBuilder
     executor_cls = interp.GridExecutor
     originals = {
@@ -269,6 +368,8 @@ def record_accesses(skip_arithmetic: bool = True, real_tensors: frozenset[str] |
     def init_args_hst(self, args_dev, kwargs):
         args_hst, kwargs_hst = orig["_init_args_hst"](self, args_dev, kwargs)
         recorder.begin_launch(getattr(self.fn, "__name__", "kernel"), list(self.arg_names), list(args_hst), dict(kwargs_hst))
+        if choose is not None and not isinstance(self.fn, _ChosenOnly):
+            self.fn = _ChosenOnly(self.fn, recorder)  # this executor serves this one launch
         return args_hst, kwargs_hst
 
     def set_grid_idx(self, x, y, z):
@@ -287,11 +388,11 @@ def record_accesses(skip_arithmetic: bool = True, real_tensors: frozenset[str] |
         return orig["create_masked_store"](self, ptrs, value, mask, cache_modifier, eviction_policy)
 
     def create_atomic_rmw(self, rmw_op, ptr, val, mask, sem, scope):
-        recorder.record(ptr, mask, is_write=True)
+        recorder.note_atomic(recorder.record(ptr, mask, is_write=True))
         return orig["create_atomic_rmw"](self, rmw_op, ptr, val, mask, sem, scope)
 
     def create_atomic_cas(self, ptr, cmp, val, sem, scope):
-        recorder.record(ptr, None, is_write=True)
+        recorder.note_atomic(recorder.record(ptr, None, is_write=True))
         return orig["create_atomic_cas"](self, ptr, cmp, val, sem, scope)
 
     def create_dot(self, a, b, d, input_precision, max_num_imprecise_acc):

@@ -1,19 +1,55 @@
-"""Trace a user kernel through its own wrapper under the interpreter and lay the accesses out per tile
-(the kernel's own order undone, persistent programs split into their tile iterations).
+"""Trace a user kernel through its own wrapper at its real size and lay the accesses out per tile (the kernel's
+own order undone, persistent programs split into their tile iterations): derived from a few programs
+interpreted under the Triton interpreter (trace.derive) where an affine fit holds and checks, else all of them.
 """
 
 from __future__ import annotations
 
+import time
+from collections.abc import Callable, Collection
 from dataclasses import dataclass
 from typing import Any
 
 import numpy as np
 
 from swizzlelab.errors import UserError
+from swizzlelab.fmt import fmt_bytes, grid_text
+from swizzlelab.runtime import available_memory_bytes
+from swizzlelab.trace.derive import (
+    BYTES_PER_ACCESS, Derivation, NotDerivable, TileOps, derive_trace, estimate_accesses, plan_programs, tile_ops,
+)
 from swizzlelab.trace.trace import AccessTrace
-from swizzlelab.trace.tracer import LaunchRecord, _Program, _run_guarded, record_accesses
+from swizzlelab.trace.tracer import AccessRecorder, LaunchRecord, _Program, _run_guarded, record_accesses
 from swizzlelab.userkernel.launch import Launcher
 from swizzlelab.userkernel.tiles import OwnOrder, SiteSpan, own_order
+
+
+@dataclass(frozen=True)
+class HowTraced:
+    """How a trace was obtained, for the user to read next to the figures it leads to."""
+
+    derivation: Derivation | None  # None: every program was interpreted
+    reason: str  # why not derived ("" when derived)
+    interpreted_programs: int  # programs run under the interpreter for the trace (the launch survey not counted)
+    persistent: bool
+    seconds: float
+    launches: int  # launches of the kernel the wrapper made
+    launch_index: int  # the one traced (0-based)
+
+    def describe(self) -> str:
+        unit = "tile iterations" if self.persistent else "programs"
+        d = self.derivation
+        if d is not None and not d.fit_tiles:
+            text = f"interpreted every one of its {d.exact_tiles} {unit} (too few to derive the trace from a sample)"
+        elif d is not None:
+            text = f"derived from {d.fit_tiles} interpreted {unit}, checked against {d.checked_tiles} more"
+            if d.exact_tiles:
+                text += f" ({d.exact_tiles} more at the grid's edges taken as interpreted)"
+            if self.persistent:
+                text += f"; {self.interpreted_programs} persistent programs interpreted"
+        else:
+            text = f"fully interpreted ({self.interpreted_programs} programs): {self.reason}"
+        return f"{text}; traced in {self.seconds:.1f} s (measured, this CPU)"
 
 
 @dataclass(frozen=True)
@@ -24,13 +60,21 @@ class UserTrace:
     order: OwnOrder
     launch_grid: tuple[int, int, int]
     n_programs: int
+    how: HowTraced | None = None
+    sizes: str = ""  # the launch's tensor arguments, "a_ptr 8192x8192 float16, ..."
 
     def describe(self) -> str:
         tensors = ", ".join(t.name for t in self.trace.tensors)
         kind = "tile iterations of persistent programs" if self.order.iterations is not None else "programs"
-        return (f"traced the kernel itself under the Triton interpreter: launch grid {self.launch_grid}, "
-                f"{self.order.perm.size} {kind} on tile grid {'x'.join(map(str, self.order.grid))}, "
-                f"{self.trace.lines.size} line accesses to {tensors}")
+        lines = [f"traced the kernel itself under the Triton interpreter at its real size ({self.sizes}): launch "
+                 f"grid {self.launch_grid}, {self.order.perm.size} {kind} on tile grid {grid_text(self.order.grid)}, "
+                 f"{self.trace.lines.size:,} line accesses to {tensors}"]
+        if self.how is not None:
+            lines.append(f"  trace {self.how.describe()}")
+            if self.how.launches > 1:
+                lines.append(f"  the wrapper launched the kernel {self.how.launches} times; traced launch "
+                             f"{self.how.launch_index + 1}, the one with the most programs (the last of equals)")
+        return "\n".join(lines)
 
 
 def launch_values(kernel_params: tuple[str, ...], constexprs: tuple[str, ...],
@@ -66,33 +110,137 @@ def _split_iterations(program: _Program, count: int) -> list[list[list[Any]]]:
     )
 
 
-def trace_user_kernel(launcher: Launcher, site: SiteSpan, source: str | None = None,
-                      real_tensors: frozenset[str] = frozenset()) -> UserTrace:
-    """Run the wrapper once under the recording interpreter and return the per-tile trace; `site` lies in
-    `source` (the kernel's source by default; swizzlelab's marked copy of it)."""
-    name = launcher.kernel.jit_fn.fn.__name__
-    with record_accesses(True, real_tensors) as recorder:
+def _tiles_of(record: LaunchRecord, order: OwnOrder, programs: Collection[int]) -> dict[int, list[list[Any]]]:
+    """Row-major tile -> its steps, for the given programs of the launch (in that order)."""
+    out: dict[int, list[list[Any]]] = {}
+    for launch_index in programs:
+        program = record.programs.get(int(launch_index)) or _Program()
+        if order.iterations is None:
+            out[int(order.perm[launch_index])] = program.steps
+            continue
+        indices = order.iterations[launch_index]
+        for index, steps in zip(indices, _split_iterations(program, int(indices.size))):
+            out[int(order.perm[int(index)])] = steps
+    return out
+
+
+def _run(launcher: Launcher, name: str, mine: Callable[[int], Collection[int] | None],
+         real_tensors: frozenset[str], describe: bool = False) -> tuple[AccessRecorder, list[LaunchRecord], list]:
+    """Run the wrapper once; `mine(k)` says which programs of the kernel's k-th launch run (other kernels run
+    whole). Returns the recorder, the kernel's launches and each launch's bound arguments."""
+    def choose(kernel_name: str, before: int, grid: tuple[int, int, int]) -> Collection[int] | None:
+        return mine(before) if kernel_name == name else None
+
+    with record_accesses(True, real_tensors, choose=choose, describe=describe) as recorder:
         with launcher.forced() as proxy:
             _run_guarded(lambda: launcher.wrapper(**launcher.arguments), f"{launcher.wrapper.__name__}(...)")
-    mine = [r for r in recorder.launches if r.kernel_name == name]
-    if len(mine) != 1 or len(proxy.calls) != 1:
+    return recorder, [r for r in recorder.launches if r.kernel_name == name], list(proxy.calls)
+
+
+def _pick_launch(launches: list[LaunchRecord]) -> int:
+    """The launch with the most programs; the last of equals (a warm-up launch comes first)."""
+    sizes = [r.n_programs for r in launches]
+    return max(range(len(sizes)), key=lambda i: (sizes[i], i))
+
+
+def _same_launch(launches: list[LaunchRecord], pick: int, grid: tuple[int, int, int], wrapper: str) -> LaunchRecord:
+    if len(launches) <= pick or launches[pick].launch_grid != grid:
+        raise UserError(f"{wrapper} launched the kernel differently when run again (launch {pick + 1}, grid {grid}): "
+                        "swizzlelab runs the wrapper more than once and needs the same launches each time")
+    return launches[pick]
+
+
+def trace_user_kernel(launcher: Launcher, site: SiteSpan, source: str | None = None,
+                      real_tensors: frozenset[str] = frozenset(), *, derive: bool = True) -> UserTrace:
+    """The per-tile trace of the user's kernel at the size the wrapper's arguments give; `site` lies in `source`
+    (the kernel's source by default; swizzlelab's marked copy of it). The wrapper runs first with every program
+    skipped, to learn its launches (the one with the most programs is traced), then with the programs
+    trace.derive asks for (or, when the fit fails, all of that launch's programs)."""
+    start = time.perf_counter()
+    name = launcher.kernel.jit_fn.fn.__name__
+    wrapper = f"{launcher.wrapper.__name__}(...)"
+    _, survey, calls = _run(launcher, name, lambda before: (), real_tensors)
+    if not survey:
+        raise UserError(f"{wrapper} never launched {name}: swizzlelab traces the kernel through that wrapper")
+    if len(calls) != len(survey):
         raise UserError(
-            f"{launcher.wrapper.__name__} launched {name} {len(mine)} times: swizzlelab traces one launch; "
-            "use a wrapper that launches it once"
-        )
-    record = mine[0]
-    args, consts = launch_values(launcher.kernel.params, launcher.kernel.constexprs, proxy.calls[0])
-    order = own_order(source or launcher.kernel.source, site, record.launch_grid, args, consts)
-    n_tiles = int(order.perm.size)
-    by_tile: list[_Program | None] = [None] * n_tiles
-    if order.iterations is None:
-        for launch_index, program in enumerate(record.programs):
-            by_tile[int(order.perm[launch_index])] = program
-    else:
-        for program, indices in zip(record.programs, order.iterations):
-            for index, steps in zip(indices, _split_iterations(program, int(indices.size))):
-                by_tile[int(order.perm[int(index)])] = _Program(steps=steps)
-    tiled = LaunchRecord(record.kernel_name, record.launch_grid, record.tensors, [p or _Program() for p in by_tile])
+            f"{wrapper} launched {name} {len(survey)} times, {len(calls)} of them through the name {name} of its "
+            "module: swizzlelab forces the chosen config through that name, so launch the kernel by it")
+    pick = _pick_launch(survey)
+    grid = survey[pick].launch_grid
+    args, consts = launch_values(launcher.kernel.params, launcher.kernel.constexprs, calls[pick])
+    order = own_order(source or launcher.kernel.source, site, grid, args, consts)
     meta = {"kernel_file": str(launcher.kfile.path), "config": launcher.choice.label()}
-    trace = tiled.to_trace(order.grid, meta)
-    return UserTrace(trace, order, tuple(record.launch_grid), len(record.programs))
+    trace: AccessTrace | None = None
+    derivation: Derivation | None = None
+    reason, estimate, interpreted = "derivation switched off", 0, 0
+    if derive:
+        try:
+            derivation, interpreted = _derived(launcher, name, pick, grid, order, real_tensors, meta)
+            trace = derivation.trace
+        except _Fallback as err:
+            reason, estimate = err.reason, err.estimate
+    if trace is None:
+        _refuse_large(estimate, reason)
+        _, launches, _ = _run(launcher, name, lambda before: None if before == pick else (), real_tensors)
+        record = _same_launch(launches, pick, grid, wrapper)
+        by_tile = _tiles_of(record, order, range(record.n_programs))
+        n_tiles = int(order.perm.size)
+        tiled = LaunchRecord(record.kernel_name, (n_tiles, 1, 1), record.tensors,
+                             {tile: _Program(steps=steps) for tile, steps in by_tile.items()})
+        trace = tiled.to_trace(order.grid, meta)
+        interpreted = record.n_programs
+    how = HowTraced(derivation, reason if derivation is None else "", interpreted, order.iterations is not None,
+                    time.perf_counter() - start, len(survey), pick)
+    trace.meta["how"] = how.describe()
+    sizes = ", ".join(f"{t.name} {grid_text(t.shape) if t.shape else 'scalar'} {t.dtype}".strip()
+                      for t in survey[pick].tensors)
+    return UserTrace(trace, order, tuple(grid), survey[pick].n_programs, how, sizes)
+
+
+class _Fallback(Exception):
+    def __init__(self, reason: str, estimate: int = 0) -> None:
+        super().__init__(reason)
+        self.reason = reason
+        self.estimate = estimate
+
+
+def _derived(launcher: Launcher, name: str, pick: int, grid: tuple[int, int, int], order: OwnOrder,
+             real_tensors: frozenset[str], meta: dict[str, str]) -> tuple[Derivation, int]:
+    """The derived trace and the number of programs interpreted for it; _Fallback with the reason otherwise."""
+    n_tiles = int(order.perm.size)
+    if order.iterations is None:
+        program_of_tile = np.empty(n_tiles, dtype=np.int64)
+        program_of_tile[order.perm] = np.arange(n_tiles, dtype=np.int64)
+        tiles_of_program = None
+    else:
+        tiles_of_program = [order.perm[i] for i in order.iterations]
+        program_of_tile = np.full(n_tiles, -1, dtype=np.int64)
+        for program, tiles in enumerate(tiles_of_program):
+            program_of_tile[tiles] = program
+    programs = plan_programs(order.grid, program_of_tile, tiles_of_program, seed=launcher.seed)
+    chosen = frozenset(programs)
+    recorder, launches, _ = _run(launcher, name, lambda before: chosen if before == pick else (), real_tensors,
+                                 describe=True)
+    record = _same_launch(launches, pick, grid, f"{launcher.wrapper.__name__}(...)")
+    samples: dict[int, TileOps] = {}
+    try:
+        for tile, steps in _tiles_of(record, order, programs).items():
+            samples[tile] = tile_ops(steps)
+        infos = record.tensor_infos()
+        derivation = derive_trace(samples, order.grid, infos, recorder.pattern_list, record.trace_meta(meta),
+                                  tuple(sorted(recorder.integer_atomics)))
+    except NotDerivable as err:
+        raise _Fallback(str(err), estimate_accesses(samples, recorder.pattern_list, n_tiles)) from None
+    return derivation, len(programs)
+
+
+def _refuse_large(estimate: int, reason: str) -> None:
+    """Refuse, before interpreting every program, a trace that will not fit in memory."""
+    need = estimate * BYTES_PER_ACCESS
+    available = available_memory_bytes()
+    if need > available // 2:
+        raise UserError(
+            f"the trace cannot be derived ({reason}) and interpreting every program would record about "
+            f"{estimate:,} line accesses ({fmt_bytes(need)}); this machine has {fmt_bytes(available)} available: "
+            "trace a smaller size")

@@ -1,0 +1,170 @@
+"""How fast a user's kernel is traced by derivation (a few programs interpreted at the real size, an affine fit,
+checked) against interpreting every program, for each tests/wild kernel (CPU only; measured on this machine).
+
+Times are CPU seconds of the process, torch on one thread (wall seconds kept beside: the machine is shared).
+Small sizes: derived and fully interpreted traces, timed and checked equal array for array. Real sizes: derived
+only, the full interpretation's time estimated from interpreting a few of its programs (per-program seconds x
+programs), except where one is marked `full` (interpreted whole, checked equal, and estimated too). Each case
+runs in a fresh subprocess (its own memory and numba cache load). Writes JSON and prints a table.
+Usage: nice -n 10 python benchmarks/trace_derive/run.py [--out benchmarks/trace_derive/trace_derive_cpu.json] [--quick]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import platform
+import resource
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from swizzlelab.harness.sysinfo import cpu_name
+from swizzlelab.io import atomic_write_text
+
+ROOT = Path(__file__).resolve().parents[2]
+WILD = ROOT / "tests" / "wild"
+SMALL_MATMUL = {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32}
+QKV = ["q=float16[Z,H,N,D]", "k=float16[Z,H,N,D]", "v=float16[Z,H,N,D]"]
+
+# (label, file, inputs, mode): mode "small" = derived and full, "real" = derived + estimated full, "full" = both
+# measured at that size, and the estimate too (to show how far it is off). inputs: task or --tensor specs, sizes, scalars, config (None: first autotune config).
+# Add a wild kernel by adding its rows.
+CASES = [
+    ("tutorial_matmul 500x470x100, 32x32x32 blocks", "tutorial_matmul.py",
+     {"task": "matmul", "sizes": {"m": 500, "n": 470, "k": 100}, "config": SMALL_MATMUL}, "small"),
+    ("persistent_matmul 2048x1280x256", "persistent_matmul.py",
+     {"task": "matmul", "sizes": {"m": 2048, "n": 1280, "k": 256}}, "small"),
+    ("attention_fwd Z2 H3 N1024 D64", "attention_fwd.py",
+     {"tensors": QKV, "sizes": {"Z": 2, "H": 3, "N": 1024, "D": 64}, "scalars": {"sm_scale": 0.5}}, "small"),
+    ("row_sum 1001x300 fp32", "row_sum.py", {"tensors": ["x=float32[R,C]"], "sizes": {"R": 1001, "C": 300}}, "small"),
+    ("tutorial_matmul 2048^3, autotune config 0", "tutorial_matmul.py",
+     {"task": "matmul", "sizes": {"m": 2048, "n": 2048, "k": 2048}}, "full"),
+    ("tutorial_matmul 4096^3, autotune config 0", "tutorial_matmul.py",
+     {"task": "matmul", "sizes": {"m": 4096, "n": 4096, "k": 4096}}, "full"),
+    ("tutorial_matmul 8192^3, autotune config 0", "tutorial_matmul.py",
+     {"task": "matmul", "sizes": {"m": 8192, "n": 8192, "k": 8192}}, "real"),
+    ("persistent_matmul 8192^3", "persistent_matmul.py",
+     {"task": "matmul", "sizes": {"m": 8192, "n": 8192, "k": 8192}}, "real"),
+    ("attention_fwd Z4 H32 N4096 D64", "attention_fwd.py",
+     {"tensors": QKV, "sizes": {"Z": 4, "H": 32, "N": 4096, "D": 64}, "scalars": {"sm_scale": 0.125}}, "real"),
+    ("row_sum 16384x8192 fp32", "row_sum.py", {"tensors": ["x=float32[R,C]"], "sizes": {"R": 16384, "C": 8192}},
+     "real"),
+]
+QUICK = {"small"}
+SAMPLE_PROGRAMS = 8  # programs interpreted to estimate a full interpretation's time
+
+
+def _open(file: str, inputs: dict):
+    from swizzlelab.hw import get_model
+    from swizzlelab.tasks import load_task
+    from swizzlelab.userkernel import Inputs, open_user_kernel, parse_tensor_spec
+
+    made = Inputs(tuple(parse_tensor_spec(t) for t in inputs.get("tensors", ())), dict(inputs.get("scalars", {})),
+                  dict(inputs["sizes"]), seed=1, task=load_task(inputs["task"]) if "task" in inputs else None)
+    return open_user_kernel(str(WILD / file), get_model("h100"), config=inputs.get("config"), inputs=made)
+
+
+def _seconds_per_program(uk, n: int) -> float:
+    """CPU seconds one of the launch's `n` programs takes when all are interpreted (lines recorded), from a
+    spread sample of them."""
+    from swizzlelab.trace.tracer import _run_guarded, record_accesses
+
+    name = uk.launcher.kernel.jit_fn.fn.__name__
+    sample = sorted({int(i) for i in (j * n // SAMPLE_PROGRAMS for j in range(SAMPLE_PROGRAMS))})
+    launch = uk.launcher
+    start = time.process_time()
+    with record_accesses(True, choose=lambda kernel, before, grid: sample if kernel == name else None):
+        with launch.forced():
+            _run_guarded(lambda: launch.wrapper(**launch.arguments), "wrapper")
+    return (time.process_time() - start) / len(sample)
+
+
+def run_one(file: str, inputs: dict, mode: str) -> dict:
+    import numpy as np
+    import torch
+
+    torch.set_num_threads(1)  # one core: the CPU seconds are those of one thread
+    from swizzlelab.userkernel.trace import trace_user_kernel
+
+    uk = _open(file, inputs)
+    start, cpu = time.perf_counter(), time.process_time()
+    derived = trace_user_kernel(uk.launcher, uk.site)
+    derived_wall, derived_s = time.perf_counter() - start, time.process_time() - cpu
+    how = derived.how
+    row = {
+        "mode": mode, "file": f"tests/wild/{file}", "inputs": inputs, "config": uk.choice.label(),
+        "launch_grid": list(derived.launch_grid), "tile_grid": list(derived.order.grid),
+        "programs": derived.n_programs, "tiles": int(derived.order.perm.size),
+        "accesses": int(derived.trace.n_accesses), "how": how.describe(),
+        "derived": how.derivation is not None, "interpreted_programs": how.interpreted_programs,
+        "derived_seconds": round(derived_s, 3), "derived_wall_seconds": round(derived_wall, 3),
+    }
+    if mode in ("small", "full"):
+        start, cpu = time.perf_counter(), time.process_time()
+        full = trace_user_kernel(uk.launcher, uk.site, derive=False)
+        row["interpreted_seconds"] = round(time.process_time() - cpu, 3)
+        row["interpreted_wall_seconds"] = round(time.perf_counter() - start, 3)
+        row["interpreted_kind"] = "measured: every program interpreted"
+        row["equal"] = all(np.array_equal(getattr(derived.trace, k), getattr(full.trace, k))
+                           for k in ("lines", "sector_mask", "is_write", "step_ptr", "tile_step_ptr"))
+    if mode == "full":  # the estimate the real-size rows use, next to what it estimates
+        del derived, full
+        row["interpreted_estimate_seconds"] = round(_seconds_per_program(uk, row["programs"]) * row["programs"], 1)
+    if mode == "real":
+        del derived
+        per_program = _seconds_per_program(uk, row["programs"])
+        row["interpreted_seconds"] = round(per_program * row["programs"], 1)
+        row["interpreted_kind"] = (f"estimate: {per_program:.3f} CPU s per program (mean of {SAMPLE_PROGRAMS} spread "
+                                   f"programs interpreted at this size) x {row['programs']} programs; laying the "
+                                   "lines out not included")
+    row["speedup"] = round(row["interpreted_seconds"] / derived_s, 1)
+    row["peak_rss_bytes"] = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024
+    return row
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", default=str(Path(__file__).with_name("trace_derive_cpu.json")))
+    parser.add_argument("--quick", action="store_true", help="the small sizes only")
+    parser.add_argument("--one", help=argparse.SUPPRESS)
+    args = parser.parse_args()
+    if args.one:
+        print(json.dumps(run_one(*json.loads(args.one))))
+        return
+    results = []
+    for label, file, inputs, mode in CASES:
+        if args.quick and mode not in QUICK:
+            continue
+        proc = subprocess.run([sys.executable, __file__, "--one", json.dumps([file, inputs, mode])],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            tail = (proc.stderr.strip().splitlines() or ["?"])[-1]
+            results.append({"label": label, "mode": mode, "error": tail})
+            print(f"{label:46s} FAILED: {tail}", flush=True)
+            continue
+        row = {"label": label, **json.loads(proc.stdout.strip().splitlines()[-1])}
+        results.append(row)
+        equal = {True: "equal", False: "DIFFER"}.get(row.get("equal"), "")
+        kind = "measured" if "measured" in row["interpreted_kind"] else "estimated"
+        if "interpreted_estimate_seconds" in row:
+            kind += f"; estimate {row['interpreted_estimate_seconds']:.1f} s"
+        print(f"{label:46s} {row['accesses']:>12,d} accesses  derived {row['derived_seconds']:7.2f} s  "
+              f"interpreted {row['interpreted_seconds']:8.1f} s ({kind})  x{row['speedup']:<7} {equal}", flush=True)
+    report = {
+        "what": "tracing a user's kernel (tests/wild) by derivation vs by interpreting every program; Triton "
+                "interpreter on the CPU, no GPU involved; *_seconds are CPU seconds of the process (user + system: "
+                "one core, whatever else the machine runs), *_wall_seconds wall-clock; one process per case",
+        "device": f"CPU: {cpu_name()}",
+        "command": " ".join(["python", *sys.argv]),
+        "script": "benchmarks/trace_derive/run.py",
+        "python": platform.python_version(),
+        "results": results,
+    }
+    atomic_write_text(args.out, json.dumps(report, indent=2) + "\n")
+    print(f"wrote {args.out}")
+
+
+if __name__ == "__main__":
+    main()

@@ -23,7 +23,7 @@ COMMANDS = {
     "matmul_4096": ("swizzlelab optimize matmul --target auto --budget 6", 240),
     "matmul_8192": ("swizzlelab optimize matmul --target auto --budget 6 --size m=8192 --size n=8192 --size k=8192",
                     300),
-    "spmv": ("swizzlelab optimize spmv --target auto --budget 4", 330),
+    "spmv": ("swizzlelab optimize spmv --target auto --budget 4", 300),
 }
 
 

@@ -21,7 +21,7 @@ from swizzlelab.tasks import load_task
 
 ROOT = Path(__file__).resolve().parents[1]
 EXAMPLES = ROOT / "examples" / "leaderboard"
-LEADER = ROOT / "benchmarks" / "leader_h100"
+LEADER = ROOT / "benchmarks" / "submissions_h100"
 WORKLOGS = ROOT / "docs" / "worklogs"
 
 

@@ -2,7 +2,7 @@
 small shapes in a child process (a hung or crashing kernel cannot stop the sweep), then times the ones that
 agree with the fp32 reference next to cuDNN and the best Triton kernel.
 
-Usage (repository root, CUDA machine): python benchmarks/leader_h100/fa_cuda_steps.py --out DIR [--name steps_3.json]
+Usage (repository root, CUDA machine): python benchmarks/submissions_h100/fa_cuda_steps.py --out DIR [--name steps_3.json]
     [--paired BASE --paired-budget-s 3]: also time each variant against BASE interleaved (A B A B ..., L2 flushed
     before each call), whose paired ratio cancels the card's clock drift that separates rows timed one after another.
     Only the variants named by --time (default: every one that passed) are paired.
@@ -27,7 +27,7 @@ from typing import Any
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-import run  # noqa: E402  (benchmarks/leader_h100/run.py: inputs, timing, profiling, environment)
+import run  # noqa: E402  (benchmarks/submissions_h100/run.py: inputs, timing, profiling, environment)
 import torch  # noqa: E402
 
 from swizzlelab.harness.timing import compare_interleaved  # noqa: E402
@@ -141,7 +141,7 @@ def main(argv: list[str]) -> int:
     out_dir = Path(args.out)
     doc: dict = {**run.environment(["fa_cuda_steps"] + argv), "kind": "steps", "rows": [], "profiles": [],
                  "checks": []}
-    doc["command"] = "python benchmarks/leader_h100/fa_cuda_steps.py " + " ".join(argv)
+    doc["command"] = "python benchmarks/submissions_h100/fa_cuda_steps.py " + " ".join(argv)
 
     def save() -> None:
         atomic_write_text(out_dir / args.name, json.dumps(doc, indent=2, default=str) + "\n")

@@ -1,9 +1,9 @@
 """GPU benchmark of the transpose, matmul, histogram and spmv tasks: correctness at benchmark size, kernel time
 per block order (CUDA events, L2 flushed and output poisoned before each run) and the torch baseline.
 
-Run on a CUDA machine:  python benchmarks/tasks_a/run.py OUTDIR [--budget-s 1] [--tasks matmul,spmv]
+Run on a CUDA machine:  python benchmarks/task_orders_h100/run.py OUTDIR [--budget-s 1] [--tasks matmul,spmv]
 On the CPU (interpreter) `--cases tests` checks every order on the small test cases and times nothing.
-Writes OUTDIR/tasks_a.json (system info, command, script, every figure labelled) and prints a table.
+Writes OUTDIR/task_orders_h100.json (system info, command, script, every figure labelled) and prints a table.
 """
 
 from __future__ import annotations
@@ -128,14 +128,14 @@ def main() -> None:
             if torch.cuda.is_available():
                 torch.cuda.empty_cache()
     report = {
-        "script": "benchmarks/tasks_a/run.py",
+        "script": "benchmarks/task_orders_h100/run.py",
         "command": " ".join(["python"] + sys.argv),
         "system": info.to_dict(),
         "label": info.measured_label(),
         "results": rows,
     }
-    atomic_write_text(args.outdir / "tasks_a.json", json.dumps(report, indent=1))
-    print(f"\nall times {info.measured_label()}; rate = useful work / mean time; wrote {args.outdir / 'tasks_a.json'}")
+    atomic_write_text(args.outdir / "task_orders_h100.json", json.dumps(report, indent=1))
+    print(f"\nall times {info.measured_label()}; rate = useful work / mean time; wrote {args.outdir / 'task_orders_h100.json'}")
     for name in args.tasks.split(","):
         by_case: dict[str, dict[str, float]] = {}
         for row in rows:

@@ -4,7 +4,7 @@ Session 2 (later that day, other H100 machines): the leader run of variant 34, t
 of 22 and 34. Session 3 (2026-11-26, a fresh H100 machine): the leader run of variant 44. Session 4 (2026-11-27,
 another H100 machine): the leader run of variant 49.
 
-    python benchmarks/leader_h100/ranked_runs.py   (writes benchmarks/leader_h100/ranked_runs.json)
+    python benchmarks/submissions_h100/ranked_runs.py   (writes benchmarks/submissions_h100/ranked_runs.json)
 Why: one ranked run's mean moves by ~3% between runs (clock and power), more than the 1-2% that separates the
 variants, so the claim about the target rests on all of them, not on the best one.
 """
@@ -87,7 +87,7 @@ def main() -> int:
                                                         "min_ms": min(means), "max_ms": max(means)}
     doc = {"device": "NVIDIA H100 80GB HBM3", "date_utc": "2026-11-25/26/27", "ab_command": AB_COMMAND,
            "ab_command_session2": AB_COMMAND_2, "ranked_command_session2": RANKED_COMMAND_2,
-           "leader_command": "python benchmarks/leader_h100/run.py isolated --out $OUT --budget-s 1",
+           "leader_command": "python benchmarks/submissions_h100/run.py isolated --out $OUT --budget-s 1",
            "note": "ranked means of the isolated evaluator (fresh inputs, outputs judged by the parent), 95% CI from "
                    "each run's sem; baseline_mean_ms: the run's own library row (cuDNN in leader runs, the task's "
                    "reference in swizzlelab eval). Sessions 2, 3 and 4 ran on other H100 machines (each device call may "

@@ -11,7 +11,7 @@ reports, in its key loop (the block from the loop's back branch target to the br
 plus ptxas's registers, spills and C75xx notes (wgmma serialized) per kernel.
 
 Usage (repository root; nvcc needed, no GPU):
-    python benchmarks/leader_h100/sass_steps.py --variants 44,45,46,47,48,49 --out benchmarks/leader_h100/sass_18.json
+    python benchmarks/submissions_h100/sass_steps.py --variants 44,45,46,47,48,49 --out benchmarks/submissions_h100/sass_18.json
 """
 
 from __future__ import annotations
@@ -115,7 +115,7 @@ def main(argv: list[str]) -> int:
         kernels.append({"kernel": name, "mode": int(mode), "keys": int(bn), "variants": variants,
                         "short_block_first": bool(int(mode) & 64), **ptxas.get(name, {}), **analyse(chunk)})
     # Compiled, never run: the machine is a CPU host, and the code is sm_90a machine code (an H100's).
-    doc = {"command": "python benchmarks/leader_h100/sass_steps.py " + " ".join(argv), "nvcc": nvcc_version,
+    doc = {"command": "python benchmarks/submissions_h100/sass_steps.py " + " ".join(argv), "nvcc": nvcc_version,
            "system": f"compiled for sm_90a on a CPU host ({platform.machine()}, {platform.system()}); no GPU run",
            "flags": flags + ["-cubin", "-Xptxas", "-v"], "kernels": kernels}
     atomic_write_text(Path(args.out), json.dumps(doc, indent=2) + "\n")

@@ -1,9 +1,9 @@
 """GPU benchmark of the flash_attention and lean_attention tasks: correctness at benchmark size, kernel time per
 block order, torch SDPA baselines, an interleaved A/B with a 95% CI, and (--sweep) a launch-config sweep.
 
-Run on a CUDA machine:  python benchmarks/attention_tasks/run.py OUTDIR [--sweep] [--budget-s 2]
+Run on a CUDA machine:  python benchmarks/attention_orders_h100/run.py OUTDIR [--sweep] [--budget-s 2]
 On the CPU (interpreter) `--cases tests` checks every order on the small test cases and times nothing.
-Writes OUTDIR/attention_tasks.json (device, command, script, every figure labelled) and prints a table.
+Writes OUTDIR/attention_orders_h100.json (device, command, script, every figure labelled) and prints a table.
 """
 
 from __future__ import annotations
@@ -210,7 +210,7 @@ def main(argv: list[str] | None = None) -> int:
         cases = [run_case(task, case, on_gpu, args.budget_s, args.sweep and on_gpu) for case in task.cases(args.cases)]
         results.append({"task": name, "cases": cases})
     payload = {
-        "script": "benchmarks/attention_tasks/run.py",
+        "script": "benchmarks/attention_orders_h100/run.py",
         "command": " ".join([Path(sys.executable).name, *sys.argv]),
         "device": info.gpu if on_gpu else f"CPU ({info.cpu}), Triton interpreter: correctness only, nothing timed",
         "label": label,
@@ -218,7 +218,7 @@ def main(argv: list[str] | None = None) -> int:
         "wall_s": time.time() - started,
         "results": results,
     }
-    out_path = args.out_dir / "attention_tasks.json"
+    out_path = args.out_dir / "attention_orders_h100.json"
     atomic_write_text(out_path, json.dumps(payload, indent=1, default=str))
     print_table(results, label)
     print(f"\nwrote {out_path} in {payload['wall_s']:.0f} s")

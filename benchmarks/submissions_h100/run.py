@@ -2,10 +2,10 @@
 with ncu), or times the leader rows (our submissions, the task kernels, the library baselines) from one run.
 
 Usage (from the repository root, on a CUDA machine with ncu):
-  python benchmarks/leader_h100/run.py steps --out DIR [--only NAME,...] [--profile NAME,...]  # -> DIR/steps.json
-  python benchmarks/leader_h100/run.py isolated --out DIR    # the leader rows via the isolated ranked evaluator
-  python benchmarks/leader_h100/run.py final --out DIR       # the same rows by the in-process loop (earlier runs)
-  python benchmarks/leader_h100/run.py child --variant NAME --result FILE   (one profiled run, used under ncu)
+  python benchmarks/submissions_h100/run.py steps --out DIR [--only NAME,...] [--profile NAME,...]  # -> DIR/steps.json
+  python benchmarks/submissions_h100/run.py isolated --out DIR    # the leader rows via the isolated ranked evaluator
+  python benchmarks/submissions_h100/run.py final --out DIR       # the same rows by the in-process loop (earlier runs)
+  python benchmarks/submissions_h100/run.py child --variant NAME --result FILE   (one profiled run, used under ncu)
 Every time is the harness's (swizzlelab.harness.timing.time_fn: CUDA events, L2 flushed and the output poisoned
 before each repetition, warm-up first, SEM stop rule) on inputs from the ranked seed of the task's benchmark
 case; every timed variant's last output is checked against the task's reference.
@@ -254,7 +254,7 @@ def environment(argv: list[str]) -> dict[str, Any]:
         "triton": __import__("triton").__version__,
         "cudnn": torch.backends.cudnn.version(),
         "python": platform.python_version(),
-        "command": "python benchmarks/leader_h100/run.py " + " ".join(argv),
+        "command": "python benchmarks/submissions_h100/run.py " + " ".join(argv),
         "date_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
         "label": f"measured ({torch.cuda.get_device_name(0)})",
         "timing": "swizzlelab.harness.timing.time_fn: CUDA events, L2 flush + output poison before each repetition, "
@@ -382,7 +382,7 @@ def final_isolated(args: argparse.Namespace, argv: list[str]) -> int:
 
 
 def main(argv: list[str]) -> int:
-    parser = argparse.ArgumentParser(prog="benchmarks/leader_h100/run.py")
+    parser = argparse.ArgumentParser(prog="benchmarks/submissions_h100/run.py")
     sub = parser.add_subparsers(dest="cmd", required=True)
     p_steps = sub.add_parser("steps")
     p_steps.add_argument("--out", required=True)

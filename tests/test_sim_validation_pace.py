@@ -277,7 +277,8 @@ def test_the_fresh_tests_rule_and_its_committed_result():
     assert fresh_test.decide(result(2, 2, 1.0, 2.0)) == ("saturating", True, "saturating")
     assert fresh_test.decide(result(2, 2, 2.0, 1.0)) == ("contention", True, "contention")
     assert fresh_test.decide(result(4, 2, 1.0, 2.0, table_pp=3.5)) == ("contention", False, "saturating")
-    doc = json.loads((FOLDER / "fresh" / "fresh_test.json").read_text())
+    # fresh/fresh_test.json (raw data) as the study's summary keeps what decide() reads
+    doc = json.loads((FOLDER / "summary.json").read_text())["fresh_test"]
     assert fresh_test.decide(doc) == (doc["winner_on_fresh"], doc["contention_within_targets_on_table"], doc["default"])
     assert doc["default"] == importlib.import_module("swizzlelab.sim.simulate").DEFAULT_PROGRESS
     assert doc["saturating"]["fresh"]["rows"] == doc["contention"]["fresh"]["rows"] == 31

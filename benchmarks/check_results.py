@@ -84,7 +84,8 @@ def wild_h100() -> list[str]:
 
 
 def studies() -> list[Path]:
-    return sorted(p for p in ROOT.iterdir() if p.is_dir() and not p.name.startswith(("_", ".")))
+    """The study folders (not lab/, the code they share, nor caches)."""
+    return sorted(p for p in ROOT.iterdir() if p.is_dir() and p.name != "lab" and not p.name.startswith(("_", ".")))
 
 
 def every_study_names_its_device_and_command() -> list[str]:
@@ -384,9 +385,9 @@ def program_pace() -> list[str]:
     if test["set"] != "pace" or not follows_rule(test) or test["adopted"] \
             or sorted(test["measured_device"]) != ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]:
         problems.append("pace_test.json: adopted does not follow its numbers, or not the README's verdict (not adopted)")
-    if study["table"]["fitted"].get("fitted_program_cv") != 0.0:
-        problems.append(f"sim_validation.json: fitted_program_cv {study['table']['fitted'].get('fitted_program_cv')!r}, "
-                        "not 0")
+    program_cv = study["table"]["fitted"].get("fitted_program_cv")
+    if program_cv != 0.0:
+        problems.append(f"sim_validation.json: fitted_program_cv {program_cv!r}, not 0")
     return problems
 
 

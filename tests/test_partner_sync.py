@@ -11,15 +11,14 @@ import numpy as np
 import pytest
 
 from benchmarks import archive
-from swizzlelab.io import load_module
-from tests import sim_validation_scripts
+from benchmarks.sim_validation import partner_sync
 
-FOLDER = sim_validation_scripts.FOLDER
+FOLDER = Path(partner_sync.__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
 def sync():
-    return load_module(FOLDER / "partner_sync.py", "partner_sync", "partner_sync.py")
+    return partner_sync
 
 
 def test_pairs_within_reach_and_the_gap_they_close(sync):

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from tests import sim_validation_scripts
+from benchmarks.sim_validation import rows_from_log
 
 # Three of the five calls of the H100's deepening (benchmarks/sim_validation/deep/h100, raw data): their log lines and
 # the rows run.py wrote, cut to the figures the rebuild reads.
@@ -19,8 +19,7 @@ HEADER = json.dumps({"script": "benchmarks/sim_validation/run.py", "command": "p
 
 @pytest.fixture(scope="module")
 def rl():
-    with sim_validation_scripts.loaded("rows_from_log") as loaded:
-        yield loaded
+    return rows_from_log
 
 
 def test_rebuild_reads_orders_with_colons_and_counts_repeats(rl):

@@ -2,7 +2,7 @@
 small shapes in a child process (a hung or crashing kernel cannot stop the sweep), then times the ones that
 agree with the fp32 reference next to cuDNN and the best Triton kernel.
 
-Usage (repository root, CUDA machine): python benchmarks/submissions_h100/fa_cuda_steps.py --out DIR [--name steps_3.json]
+Usage (repository root, CUDA machine): python -m benchmarks.submissions_h100.fa_cuda_steps --out DIR [--name steps_3.json]
     [--paired BASE --paired-budget-s 3]: also time each variant against BASE interleaved (A B A B ..., L2 flushed
     before each call), whose paired ratio cancels the card's clock drift that separates rows timed one after another.
     Only the variants named by --time (default: every one that passed) are paired.
@@ -24,10 +24,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+from benchmarks.lab import child_env, module_command
+from benchmarks.lab import submissions as run  # inputs, timing, profiling, environment (selects Triton's backend)
 
-import run  # noqa: E402  (benchmarks/submissions_h100/run.py: inputs, timing, profiling, environment)
 import torch  # noqa: E402
 
 from swizzlelab.harness.timing import compare_interleaved  # noqa: E402
@@ -73,9 +72,9 @@ def checks_in_children(variants: list[int]) -> list[dict]:  # the parent's BUILD
     remaining = list(variants)
     while remaining:
         try:
-            proc = subprocess.run([sys.executable, __file__, "--check", ",".join(map(str, remaining)),
-                                   "--variants", ",".join(map(str, variants))],
-                                  capture_output=True, text=True, timeout=40 + 6 * len(remaining))
+            proc = subprocess.run(module_command("benchmarks.submissions_h100.fa_cuda_steps", "--check",
+                                                 ",".join(map(str, remaining)), "--variants", ",".join(map(str, variants))),
+                                  capture_output=True, text=True, timeout=40 + 6 * len(remaining), env=child_env())
             stdout, stderr, why = proc.stdout, proc.stderr, f"exit {proc.returncode}"
         except subprocess.TimeoutExpired as exc:
             stdout = exc.stdout.decode() if isinstance(exc.stdout, bytes) else (exc.stdout or "")
@@ -141,7 +140,7 @@ def main(argv: list[str]) -> int:
     out_dir = Path(args.out)
     doc: dict = {**run.environment(["fa_cuda_steps"] + argv), "kind": "steps", "rows": [], "profiles": [],
                  "checks": []}
-    doc["command"] = "python benchmarks/submissions_h100/fa_cuda_steps.py " + " ".join(argv)
+    doc["command"] = "python -m benchmarks.submissions_h100.fa_cuda_steps " + " ".join(argv)
 
     def save() -> None:
         atomic_write_text(out_dir / args.name, json.dumps(doc, indent=2, default=str) + "\n")

@@ -27,11 +27,10 @@ import sys
 import tempfile
 from pathlib import Path
 
+from swizzlelab.io import atomic_write_text, load_module
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT / "src"))
-
-from swizzlelab.io import atomic_write_text, load_module  # noqa: E402
 
 FLASH_SUB = ROOT / "examples/leaderboard/flash_attention/submission.py"
 INSTR = re.compile(r"^\s+/\*([0-9a-f]{4,})\*/\s+(.*?)\s*;")

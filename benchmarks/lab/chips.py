@@ -1,5 +1,5 @@
 """A measured chip's GPC layout and GPC share of a step, read from the stamped matmul launches replay_launch.py writes:
-what the saturating progress model needs to predict that chip rather than the model's own (README, stop 32 and 33).
+what the saturating progress model needs to predict that chip rather than the model's own (sim_validation README).
 """
 
 from __future__ import annotations

@@ -21,4 +21,6 @@ def summarize(folder: Path) -> dict:
     tasks = {name: {k: v for k, v in task.items() if k != "best_formula"} for name, task in doc["tasks"].items()}
     return {"summary_of": "benchmarks/optimize_h100's raw files (raw.manifest.json), by summary.py",
             **{k: v for k, v in doc.items() if k != "tasks"}, "tasks": tasks,
+            # The command is the one that ran, when the script was benchmarks/optimize_h100.py.
+            "script": "benchmarks/optimize_h100/run.py",
             "iteration_logs": {name: iteration_log(folder / name / "iterations.jsonl") for name in doc["tasks"]}}

@@ -71,12 +71,15 @@ def test_restore_from_git_history(study, tmp_path, monkeypatch):
     commit = subprocess.run([*git, "rev-parse", "HEAD"], capture_output=True, text=True, check=True).stdout.strip()
     monkeypatch.setattr(archive, "REPO", repo)
     files = archive.load_manifest(study)
-    archive.write_manifest(study, [archive.RawFile(f.path, f.size, f.sha256, commit, "old.json") if f.path == "rows.json"
-                                   else f for f in files])
+
+    def held_at(git_path: str) -> list[archive.RawFile]:
+        return [archive.RawFile(f.path, f.size, f.sha256, commit, git_path) if f.path == "rows.json" else f
+                for f in files]
+
+    archive.write_manifest(study, held_at("old.json"))
     (study / "rows.json").unlink()
     assert archive.restore(study) == 1 and archive.verify(study) == []
-    archive.write_manifest(study, [archive.RawFile(f.path, f.size, f.sha256, commit, "gone.json") if f.path == "rows.json"
-                                   else f for f in files])
+    archive.write_manifest(study, held_at("gone.json"))
     (study / "rows.json").unlink()
     with pytest.raises(archive.ArchiveError, match="git has no"):
         archive.restore(study)

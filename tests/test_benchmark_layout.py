@@ -58,7 +58,8 @@ def test_the_layout_check_can_fail(tmp_path, monkeypatch):
     monkeypatch.setitem(globals(), "BENCHMARKS", tmp_path)
     found = sorted(_problems(study / "run.py"), key=lambda p: int(p.split(":")[1]))
     assert [p.split(": ", 1)[1] for p in found] == [
-        "edits sys.path", "imports the script helper by its bare name", "imports swizzlelab's private _position_schedule",
+        "edits sys.path", "imports the script helper by its bare name",
+        "imports swizzlelab's private _position_schedule",
         "imports benchmarks.other.run; shared code belongs in benchmarks/lab", "loads HERE / 'helper.py' by path"]
 
 

@@ -32,8 +32,8 @@ def checker(monkeypatch, tmp_path):
 
 def _committed(path: Path) -> bool:
     rel = path.relative_to(ROOT)
-    raw = {f.path for f in archive.load_manifest(ROOT / rel.parts[0])} if (ROOT / rel.parts[0] / archive.MANIFEST).is_file() \
-        else set()
+    study = ROOT / rel.parts[0]
+    raw = {f.path for f in archive.load_manifest(study)} if (study / archive.MANIFEST).is_file() else set()
     return rel.relative_to(rel.parts[0]).as_posix() not in raw and path.name != archive.ARCHIVE
 
 
@@ -110,7 +110,8 @@ def test_the_validation_row_check_can_fail(checker, tmp_path):
     table = json.loads((tmp_path / "sim_validation" / archive.SUMMARY).read_text())["table"]
     fake = {"command": "python validate.py out.json in.json", "rows": rows, "fit": {}, "held_out": table["held_out"],
             **{k: table[k] for k in ("targets", "progress_model")}, **table["fitted"]}
-    _edit(tmp_path / "sim_validation" / archive.SUMMARY, lambda doc: doc.update(table=validation_summary.table_summary(fake)))
+    summary_path = tmp_path / "sim_validation" / archive.SUMMARY
+    _edit(summary_path, lambda doc: doc.update(table=validation_summary.table_summary(fake)))
     problems = checker.sim_validation()
     assert any(p.startswith("row 3: measured_l2_hit_pct") for p in problems)
     assert any(p.startswith("row 5: predicted_l2_hit_pct") for p in problems)

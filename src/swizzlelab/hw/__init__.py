@@ -163,9 +163,9 @@ H200_SXM = _variant(
         "NVIDIA H200 datasheet (2024): GH100 with 132 SMs, 141 GB HBM3e at 4.8 TB/s; L2 60 MiB as the device "
         "reports it (torch L2_cache_size 62,914,560 on an H200 SXM, benchmarks/sim_validation)"
     ),
-    # Two H200s measured (benchmarks/lab/chips.py): 12, 16 x 3, 18 x 4 with share 0.04 and 12, 12, 18 x 6 with 0.08; a third showed
-    # no faster SMs. The H200's SMs keep nearly one pace (its L2 paths are not the bound), so the layout matters
-    # little; 0.05 is the measured chips' middle.
+    # Two H200s measured (benchmarks/lab/chips.py): 12, 16 x 3, 18 x 4 with share 0.04 and 12, 12, 18 x 6 with
+    # 0.08; a third showed no faster SMs. The H200's SMs keep nearly one pace (its L2 paths are not the bound), so the
+    # layout matters little; 0.05 is the measured chips' middle.
     gpc_sms=(12, 16, 16, 16, 18, 18, 18, 18),
     gpc_bound=0.05,
     # Fitted on the validation table's fit rows (square matmul; benchmarks/sim_validation, README "Page noise") and

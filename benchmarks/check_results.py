@@ -1,21 +1,34 @@
-"""Checks of the committed results under benchmarks/ (data, not code): each study's JSON still says what its
-claims rest on. Run: python benchmarks/check_results.py   (exit 1 and one line per failed check)
+"""Checks of the committed results under benchmarks/ (data, not code): each study's summary still says what its claims
+rest on; where a study's raw data is present, it hashes to the manifest and summarizes to the committed summary.
+Run: python benchmarks/check_results.py   (exit 1 and one line per failed check; stdlib only, no raw data needed)
 """
 
 from __future__ import annotations
 
 import json
+import subprocess
 import sys
 from collections.abc import Callable
 from pathlib import Path
 
+try:
+    from . import archive  # imported as benchmarks.check_results
+except ImportError:
+    import archive  # run as python benchmarks/check_results.py: its folder is on sys.path
+
 ROOT = Path(__file__).resolve().parent
+README_MAX_LINES = 300
+
+
+def summary(study: str) -> dict:
+    """A study's committed summary.json (built from its raw data by its summary.py)."""
+    return json.loads((ROOT / study / archive.SUMMARY).read_text())
 
 
 def optimize_h100() -> list[str]:
     """The H100 optimize study: measured rows on an H100, iteration logs that match, a gain outside noise."""
     problems = []
-    report = json.loads((ROOT / "optimize_h100" / "optimize_h100.json").read_text())
+    report = summary("optimize_h100")
     if not report["device"].startswith("NVIDIA H100"):
         problems.append(f"device is {report['device']!r}, not an H100")
     if set(report["tasks"]) != {"matmul", "transpose", "spmv", "lean_attention"}:
@@ -32,11 +45,10 @@ def optimize_h100() -> list[str]:
                 problems.append(f"{name} {key}: no ncu figures")
         if (task["rows"]["grouped8"] is None) != (task["grouped8_note"] is not None):
             problems.append(f"{name}: grouped-8 row and note disagree")
-        records = (ROOT / "optimize_h100" / name / "iterations.jsonl").read_text().splitlines()
-        iterations = [r for r in map(json.loads, records) if r["type"] == "iteration"]
-        if len(iterations) != task["iterations"] + 1:  # the baseline is iteration 0
-            problems.append(f"{name}: {len(iterations)} iteration records for {task['iterations']} iterations")
-        if not all(r["permutation_id"] for r in iterations):
+        log = report["iteration_logs"][name]
+        if log["iteration_records"] != task["iterations"] + 1:  # the baseline is iteration 0
+            problems.append(f"{name}: {log['iteration_records']} iteration records for {task['iterations']} iterations")
+        if not log["all_have_permutation_id"]:
             problems.append(f"{name}: an iteration without a permutation id")
         if (ROOT / "optimize_h100" / name / "best_kernel.py").exists():
             problems.append(f"{name}: a generated best_kernel.py in the tree (keep it as best_kernel.py.txt)")
@@ -50,7 +62,7 @@ def wild_h100() -> list[str]:
     """The wild-kernel study: the unmodified tutorial-style matmul, own order vs best found, measured on an H100
     with a CI and ncu figures, the best order's output identical to the own order's."""
     problems = []
-    report = json.loads((ROOT / "wild_h100" / "wild_h100.json").read_text())
+    report = summary("wild_h100")
     if not report["device"].startswith("NVIDIA H100"):
         problems.append(f"device is {report['device']!r}, not an H100")
     if "unmodified" not in report["kernel_file"] or not report["command_predict"] or not report["command_measure"]:
@@ -66,8 +78,7 @@ def wild_h100() -> list[str]:
         problems.append("speedup CI does not hold the speedup, or it is not an H100 measurement")
     if not report["output_identical_to_own_order"]:
         problems.append("the best order's output differs from the kernel's own")
-    records = [json.loads(line) for line in (ROOT / "wild_h100" / "opt" / "iterations.jsonl").read_text().splitlines()]
-    if report["best_found"]["iteration"] not in {r.get("iteration") for r in records if r.get("type") == "iteration"}:
+    if report["best_found"]["iteration"] not in report["optimize_log_iterations"]:
         problems.append("the best order is not an iteration of the committed optimize log")
     return problems
 
@@ -93,17 +104,78 @@ def trace_derive() -> list[str]:
     return problems
 
 
+def studies() -> list[Path]:
+    """The study folders (not lab/, the code they share, nor caches)."""
+    return sorted(p for p in ROOT.iterdir() if p.is_dir() and p.name != "lab" and not p.name.startswith(("_", ".")))
+
+
 def every_study_names_its_device_and_command() -> list[str]:
-    """Each study folder has a run script, and each of its JSON results says device and command."""
+    """Each study folder has a run script, a README of at most 300 lines, and each of its JSON results (its summary,
+    or the small result run.py wrote) says device and command."""
     problems = []
-    for folder in sorted(p for p in ROOT.iterdir() if p.is_dir()):
-        if not any((folder / name).is_file() for name in ("run.py", "run.sh")):
-            problems.append(f"{folder.name}: no run.py / run.sh")
-        for path in sorted(folder.glob("*.json")):
+    for folder in studies():
+        if not any(folder.glob("*.py")) and not (folder / "run.sh").is_file():
+            problems.append(f"{folder.name}: no script")
+        readme = folder / "README.md"
+        if not readme.is_file() or len(readme.read_text().splitlines()) > README_MAX_LINES:
+            problems.append(f"{folder.name}: no README.md, or one over {README_MAX_LINES} lines")
+        for path in sorted(p for p in folder.glob("*.json") if p.name != archive.MANIFEST):
             record = json.loads(path.read_text())
             if isinstance(record, dict) and not {"device", "system", "measured_device"} & set(record):
                 problems.append(f"{path.relative_to(ROOT)}: no device")
     return problems
+
+
+def raw_data() -> list[str]:
+    """Raw data kept out of git: a study with a manifest has a summary.py and summary.json (or commits its small
+    result instead); the raw files present hash to the manifest, and a study whose raw files are all present
+    summarizes to its committed summary.json byte for byte."""
+    problems = []
+    for name in archive.studies():
+        folder = ROOT / name
+        problems += archive.verify(folder)
+        present, _ = archive.raw_state(folder)
+        total = len(archive.load_manifest(folder))
+        if present and len(present) < total:
+            problems.append(f"{name}: {len(present)} of {total} raw files present; "
+                            f"python benchmarks/archive.py restore {name}")
+        if (folder / "summary.py").is_file() != (folder / archive.SUMMARY).is_file():
+            problems.append(f"{name}: summary.py and summary.json go together")
+        elif (folder / "summary.py").is_file() and len(present) == total:
+            if archive.summary_text(folder) != (folder / archive.SUMMARY).read_text():
+                problems.append(f"{name}: summary.json is not what summary.py makes of the raw files; "
+                                f"python benchmarks/archive.py summarize {name}")
+    return problems
+
+
+def tree_keeps_raw_data_out() -> list[str]:
+    """No tracked file under benchmarks/ is one .gitignore calls raw (it would be committed raw data), and every
+    benchmarks/ path README.md, docs/ and src/ name is tracked or listed in a manifest."""
+    top = ROOT.parent
+    done = subprocess.run(["git", "-C", str(top), "ls-files", "-ci", "--exclude-standard", "benchmarks"],
+                          capture_output=True, text=True)
+    if done.returncode != 0:
+        return []  # not a git checkout (an unpacked copy): nothing to compare
+    problems = [f"{p}: tracked, but .gitignore calls it raw data" for p in done.stdout.split()]
+    tracked = set(subprocess.run(["git", "-C", str(top), "ls-files", "benchmarks"], capture_output=True,
+                                 text=True).stdout.split())
+    known = tracked | {f"benchmarks/{name}/{f.path}" for name in archive.studies()
+                       for f in archive.load_manifest(ROOT / name)}
+    folders = {str(Path(p).parent) for p in known} | {str(p) for q in known for p in Path(q).parents}
+    texts = [top / "README.md", *sorted((top / "docs").rglob("*.md")), *sorted((top / "src").rglob("*.py"))]
+    for path in texts:
+        for ref in cited_paths(path.read_text()):
+            if ref not in known and ref not in folders and not any(Path(k).match(ref) for k in known):
+                problems.append(f"{path.relative_to(top)}: names {ref}, in no study")
+    return problems
+
+
+def cited_paths(text: str) -> list[str]:
+    """The benchmarks/ paths a text names (a trailing slash, "'s" or punctuation dropped; globs kept, placeholders such
+    as benchmarks/<study> left out)."""
+    words = text.replace("`", " ").replace("(", " ").replace(")", " ").replace(",", " ").split()
+    words = [w.removesuffix("'s").rstrip(".:;'\"/") for w in words if w.startswith("benchmarks/") and "<" not in w]
+    return sorted({w for w in words if len(w) > len("benchmarks/")})
 
 
 def number(value: object) -> bool:
@@ -111,48 +183,24 @@ def number(value: object) -> bool:
     return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
 
 
-def validation_row_problems(row: dict) -> list[str]:
-    """The row schema issue 15 names for the validation JSON: task/order/device strings, case a dict, set fit or
-    held_out, hit rates in [0, 100] pp and DRAM read bytes >= 0."""
-    problems = []
-    for key in ("task", "order", "device"):
-        if not (isinstance(row.get(key), str) and row[key]):
-            problems.append(f"{key} is {row.get(key)!r}, not a non-empty string")
-    if not (isinstance(row.get("case"), dict) and row["case"]):
-        problems.append(f"case is {row.get('case')!r}, not a non-empty object")
-    if row.get("set") not in ("fit", "held_out"):
-        problems.append(f"set is {row.get('set')!r}, not fit / held_out")
-    for key in ("predicted_l2_hit_pct", "measured_l2_hit_pct"):
-        if not (number(row.get(key)) and 0.0 <= row[key] <= 100.0):
-            problems.append(f"{key} is {row.get(key)!r}, not a percentage")
-    for key in ("predicted_dram_read_bytes", "measured_dram_read_bytes"):
-        if not (number(row.get(key)) and row[key] >= 0):
-            problems.append(f"{key} is {row.get(key)!r}, not a byte count")
-    return problems
-
-
 def sim_validation() -> list[str]:
     """The simulator's validation set (issue 15): >= 40 rows per GPU on an H100 and an H200, each with the fields
     the issue names, orders that differ within each case, held-out rows reported apart from the fit rows."""
-    problems = []
-    report = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())
-    problems += [f"row {i}: {p}" for i, r in enumerate(report["rows"]) for p in validation_row_problems(r)][:10]
-    rows = [r for r in report["rows"] if not validation_row_problems(r)]  # the checks below read the schema's fields
+    table = summary("sim_validation")["table"]
+    problems = list(table["row_problems"])
     for gpu in ("H100", "H200"):
-        mine = [r for r in rows if gpu in r["device"]]
-        if len(mine) < 40:
-            problems.append(f"{len(mine)} well-formed rows on the {gpu}, fewer than 40")
-        cases: dict[str, list[float]] = {}
-        for r in mine:
-            cases.setdefault(r["task"] + json.dumps(r["case"], sort_keys=True), []).append(r["measured_l2_hit_pct"])
-        flat = [key for key, hits in cases.items() if max(hits) - min(hits) < 2.0]
+        rows = sum(n for device, n in table["well_formed_rows"].items() if gpu in device)
+        if rows < 40:
+            problems.append(f"{rows} well-formed rows on the {gpu}, fewer than 40")
+        flat = [key for device, cases in table["case_spread_pp"].items() if gpu in device
+                for key, spread in cases.items() if spread < 2.0]
         if flat:
             problems.append(f"{gpu}: cases whose orders all measure within 2 pp: {flat}")
-    if {r["set"] for r in rows} != {"fit", "held_out"}:
+    if set(table["sets"]) != {"fit", "held_out"}:
         problems.append("the sets are not fit / held_out")
-    if not all(r.get("output_correct") for r in report["rows"]):
+    if not table["all_output_correct"]:
         problems.append("a measured kernel's output was wrong")
-    if "held_out" not in report or report["held_out"]["all"]["rows"] < 40:
+    if not table["held_out"] or table["held_out"]["all"]["rows"] < 40:
         problems.append("no held-out summary of at least 40 rows")
     return problems
 
@@ -162,8 +210,9 @@ def sim_speed() -> list[str]:
     CPU >= 100 M/s, the GPU engine's default batch >= 1 G/s with its results equal to the CPU engine's, the search
     >= 200 candidates a minute on either engine, overshooting its budget by at most its longest candidate."""
     problems = []
-    cpu = json.loads((ROOT / "sim_speed" / "sim_speed_cpu.json").read_text())["stages"]
-    host = json.loads((ROOT / "sim_speed" / "sim_speed_gpuhost_h100.json").read_text())
+    runs = summary("sim_speed")["runs"]
+    cpu = runs["sim_speed_cpu.json"]["stages"]
+    host = runs["sim_speed_gpuhost_h100.json"]
     if "H100" not in (host.get("gpu") or ""):
         problems.append(f"the GPU host run names no H100: {host.get('gpu')!r}")
     host = host["stages"]
@@ -182,7 +231,7 @@ def sim_speed() -> list[str]:
     # The search as optimize runs it on the GPU host (--sim-engine auto: the GPU), and with the CPU engine on the same
     # host in the same call.
     for name, engine in (("search_gpu", "gpu"), ("search_cpu", "auto")):
-        run = json.loads((ROOT / "sim_speed" / f"sim_speed_gpuhost_h100_{name}.json").read_text())
+        run = runs[f"sim_speed_gpuhost_h100_{name}.json"]
         search = run["stages"]["search"]
         if "H100" not in (run.get("gpu") or "") or search["engine"] != engine:
             problems.append(f"{name}: engine {search['engine']} on {run.get('gpu')!r}, not {engine} on an H100 host")
@@ -196,7 +245,7 @@ def evaluator_h100() -> list[str]:
     """Issue 11's measured claims: every exploit rejected or given its honest time, none fooled; an isolated
     honest kernel within 2% of the in-process (--trusted) mean of the same run, on every case."""
     problems = []
-    exploits = json.loads((ROOT / "exploits_h100" / "exploits_h100.json").read_text())
+    exploits = summary("exploits_h100")
     bad = [r for r in exploits["rows"] if r["kind"] == "exploit"]
     if len(bad) < 20:
         problems.append(f"only {len(bad)} exploit rows")
@@ -207,7 +256,7 @@ def evaluator_h100() -> list[str]:
             problems.append(f"exploit {r['name']}: rejected without a reason")
     if exploits["summary"]["fooled"] != 0:
         problems.append("an exploit fooled the evaluator")
-    overhead = json.loads((ROOT / "eval_overhead_h100" / "eval_overhead_shared_loop.json").read_text())
+    overhead = summary("eval_overhead_h100")["runs"]["eval_overhead_shared_loop.json"]
     tasks = {c["task"] for c in overhead["cases"]}
     if not {"histogram", "matmul"} <= tasks:
         problems.append(f"overhead study covers {sorted(tasks)}, not histogram and matmul")
@@ -240,19 +289,18 @@ def kdir_prediction() -> list[str]:
     """The simulator's K-direction rows (matmul_kdir_h100/matmul_kdir_sim.json): every measured row of the two
     ncu studies is predicted, and the summary's error is the one its rows give."""
     problems = []
-    folder = ROOT / "matmul_kdir_h100"
-    doc = json.loads((folder / "matmul_kdir_sim.json").read_text())
+    doc = summary("matmul_kdir_h100")
     measured = sum(1 for name in ("matmul_kdir_h100.json", "matmul_kdir_sweep_h100.json")
-                   for row in json.loads((folder / name).read_text())["rows"] if row.get("output_ok"))
-    rows = doc["rows"]
+                   for row in doc["measured"][name]["rows"] if row["output_ok"])
+    rows = doc["prediction"]["rows"]
     if len(rows) != measured or not all(number(r.get("predicted_dram_read_bytes")) and
                                         number(r.get("measured_dram_read_bytes")) for r in rows):
         problems.append(f"matmul_kdir_sim.json: {len(rows)} rows for {measured} measured, or a value missing")
     elif rows:
         err = sum(abs(r["predicted_dram_read_bytes"] / r["measured_dram_read_bytes"] - 1) for r in rows) / len(rows)
-        if abs(err - doc["summary"]["dram_read_mean_abs_rel_error"]) > 1e-9:
-            problems.append(f"matmul_kdir_sim.json: summary error {doc['summary']['dram_read_mean_abs_rel_error']} "
-                            f"but the rows give {err}")
+        said = doc["prediction"]["summary"]["dram_read_mean_abs_rel_error"]
+        if abs(err - said) > 1e-9:
+            problems.append(f"matmul_kdir_sim.json: summary error {said} but the rows give {err}")
     return problems
 
 
@@ -261,21 +309,21 @@ def kalt_optimize() -> list[str]:
     optimize_matmul_sync_h100.json): its best is the fewest measured reads of the GPU run's alternating rows, its
     verdict matches the target, its rows are the GPU run's, and its speedup is one of that run's timings."""
     problems = []
-    folder = ROOT / "matmul_kdir_h100"
-    for summary, measured_name in (("optimize_matmul_kalt_h100.json", "matmul_kalt_opt_h100.json"),
-                                   ("optimize_matmul_sync_h100.json", "matmul_sync_opt_h100.json")):
-        doc = json.loads((folder / summary).read_text())
-        run = json.loads((folder / measured_name).read_text())
-        measured = [r["metrics"]["dram__bytes_read.sum"] for r in run["rows"] if r["wave"] and r["output_ok"]]
+    study = summary("matmul_kdir_h100")
+    for name, measured_name in (("optimize_matmul_kalt_h100.json", "matmul_kalt_opt_h100.json"),
+                                ("optimize_matmul_sync_h100.json", "matmul_sync_opt_h100.json")):
+        doc = study["optimized"][name]
+        run = study["measured"][measured_name]
+        measured = [r["dram_read_bytes"] for r in run["rows"] if r["wave"] and r["output_ok"]]
         if not measured or doc["best_dram_read_bytes"] != min(measured):
-            problems.append(f"{summary}: best_dram_read_bytes {doc['best_dram_read_bytes']} is not the fewest "
+            problems.append(f"{name}: best_dram_read_bytes {doc['best_dram_read_bytes']} is not the fewest "
                             f"measured {measured}")
         if doc["target_met"] != (doc["best_dram_read_bytes"] <= doc["target_dram_read_bytes"]):
-            problems.append(f"{summary}: target_met disagrees with best_dram_read_bytes")
+            problems.append(f"{name}: target_met disagrees with best_dram_read_bytes")
         if doc["measure_command"] != run["command"] or doc["device"] != run["device"]:
-            problems.append(f"{summary}: the summary names another run than {measured_name}")
+            problems.append(f"{name}: the summary names another run than {measured_name}")
         if not any(abs(t["speedup"] - doc["speedup_vs_grouped8"]) < 1e-12 for t in run["timings"]):
-            problems.append(f"{summary}: speedup_vs_grouped8 is none of {measured_name}'s timings")
+            problems.append(f"{name}: speedup_vs_grouped8 is none of {measured_name}'s timings")
     return problems
 
 
@@ -283,35 +331,31 @@ def placement_probe() -> list[str]:
     """The placement probe of the missed pairs (issue 15): one file per GPU, every output right, every pair of every
     case analysed, and none placement-bound, as the sim_validation README says."""
     problems = []
+    probes = summary("sim_validation")["placement_probe"]
     for gpu, device in (("h100", "NVIDIA H100"), ("h200", "NVIDIA H200")):
-        doc = json.loads((ROOT / "sim_validation" / f"placement_probe_{gpu}.json").read_text())
-        if not doc["device"].startswith(device) or doc["failures"]:
-            problems.append(f"{gpu}: device {doc['device']!r}, failures {doc['failures']}")
-        if not doc["rows"] or not all(r["output_correct"] for r in doc["rows"]):
+        probe = probes[gpu]
+        if not probe["device"].startswith(device) or probe["failures"]:
+            problems.append(f"{gpu}: device {probe['device']!r}, {probe['failures']} failure(s)")
+        if not probe["rows"] or not probe["all_output_correct"]:
             problems.append(f"{gpu}: no rows or a wrong output")
-        placements = {r["placement"] for r in doc["rows"]}
-        if len(placements) < 6:
-            problems.append(f"{gpu}: {len(placements)} placements measured, fewer than the registered 6")
-        pairs = {a["case"] + " " + " - ".join(a["orders"]) for a in doc.get("analysis", {}).values()}
-        by_case: dict[str, list[str]] = {}
-        for r in doc["rows"]:
-            by_case.setdefault("{m}x{n}x{k}".format(**r["case"]), []).append(r["order"])
-        for case, orders in ((c, list(dict.fromkeys(o))) for c, o in by_case.items()):
+        if len(probe["placements"]) < 6:
+            problems.append(f"{gpu}: {len(probe['placements'])} placements measured, fewer than the registered 6")
+        pairs = set(probe["analysed_pairs"])
+        for case, orders in probe["orders_by_case"].items():
             missing = [f"{case} {a} - {b}" for i, a in enumerate(orders) for b in orders[i + 1:]
                        if f"{case} {a} - {b}" not in pairs]
             if missing:
                 problems.append(f"{gpu}: pairs not analysed: {missing}")
-        bound = [name for name, a in doc.get("analysis", {}).items() if a["placement_bound"]]
-        if bound:
-            problems.append(f"{gpu}: placement-bound pairs {bound}, where the README says none")
+        if probe["placement_bound"]:
+            problems.append(f"{gpu}: placement-bound pairs {probe['placement_bound']}, where the README says none")
     return problems
 
 
-def right_rows(path: Path, gpu: str, count: int) -> bool:
-    """Whether a run.py rows file holds `count` rows measured on a GPU named `gpu`..., every output right."""
-    measured = json.loads(path.read_text())
-    return measured["device"].startswith(gpu) and not measured["failures"] and len(measured["rows"]) == count \
-        and all(r["output_correct"] for r in measured["rows"])
+def right_rows(rows_file: dict, gpu: str, count: int) -> bool:
+    """Whether a run.py rows file (as the summary gives it) holds `count` rows measured on a GPU named `gpu`...,
+    every output right."""
+    return rows_file["device"].startswith(gpu) and not rows_file["failures"] and rows_file["rows"] == count \
+        and rows_file["output_correct"] == count
 
 
 def follows_rule(test: dict) -> bool:
@@ -323,70 +367,71 @@ def follows_rule(test: dict) -> bool:
 
 
 def page_noise() -> list[str]:
-    """The models' page noise (issue 15, stop 38): the page set measured on an H200 and an H100 with every output
-    right, rules 2 and 3's verdicts (H200 adopts, H100 does not) following their own numbers, and the table predicted
+    """The models' page noise (issue 15): the page set measured on an H200 and an H100 with every output right, the
+    registered rules' verdicts (H200 adopts, H100 does not) following their own numbers, and the table predicted
     with page noise on the H200's rows alone."""
     problems = []
-    folder = ROOT / "sim_validation" / "page"
-    for sub, gpu in (("h200/sim_ncu_rows_nvidia_h200.json", "NVIDIA H200"),
-                     ("h100/sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100")):
-        if not right_rows(folder / sub, gpu, 72):
+    study = summary("sim_validation")
+    for sub, gpu in (("page/h200/sim_ncu_rows_nvidia_h200.json", "NVIDIA H200"),
+                     ("page/h100/sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100")):
+        if not right_rows(study["rows_files"][sub], gpu, 72):
             problems.append(f"page set: not 72 right rows measured on an {gpu}")
-    for name, gpu, adopted in (("page_test.json", "NVIDIA H200", True), ("page_test_h100.json", "NVIDIA H100", False)):
-        test = json.loads((folder / name).read_text())
+    for name, gpu, adopted in (("page/page_test.json", "NVIDIA H200", True),
+                               ("page/page_test_h100.json", "NVIDIA H100", False)):
+        test = study["rule_tests"][name]
         if not follows_rule(test) or test["adopted"] != adopted or len(test["measured_device"]) != 1 \
                 or not test["measured_device"][0].startswith(gpu):
             problems.append(f"{name}: adopted {test['adopted']} does not follow its numbers, or not the README's verdict")
-    table = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())
-    if table.get("fitted_page_noise") != "model":
-        problems.append(f"sim_validation.json: fitted_page_noise {table.get('fitted_page_noise')!r}, not 'model'")
-    for row in table["rows"]:
-        if ("page_noise 0.9" in row["predicted_by"]) != row["device"].startswith("NVIDIA H200"):
-            problems.append(f"sim_validation.json: {row['device']} row predicted with the wrong page noise")
-            break
+    table = study["table"]
+    if table["fitted"].get("fitted_page_noise") != "model":
+        problems.append(f"sim_validation.json: fitted_page_noise {table['fitted'].get('fitted_page_noise')!r}, "
+                        "not 'model'")
+    for device, said in table["page_noise_by_device"].items():
+        if any(("page_noise 0.9" in s) != device.startswith("NVIDIA H200") for s in said):
+            problems.append(f"sim_validation.json: {device} rows predicted with the wrong page noise ({said})")
     return problems
 
 
 def program_pace() -> list[str]:
-    """The program-pace test (issue 15, stop 39): the pace set measured on an H100 (two calls) and an H200 with every
-    output right, rule 4's verdict (not adopted) following its own numbers, and the table without program pace."""
+    """The program-pace test (issue 15): the pace set measured on an H100 (two calls) and an H200 with every output
+    right, the registered rule's verdict (not adopted) following its own numbers, and the table without program pace."""
     problems = []
-    folder = ROOT / "sim_validation" / "pace"
-    for sub, gpu in (("h100/sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100"),
-                     ("h100_b/sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100"),
-                     ("h200/sim_ncu_rows_nvidia_h200.json", "NVIDIA H200")):
-        if not right_rows(folder / sub, gpu, 78):
+    study = summary("sim_validation")
+    for sub, gpu in (("pace/h100/sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100"),
+                     ("pace/h100_b/sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100"),
+                     ("pace/h200/sim_ncu_rows_nvidia_h200.json", "NVIDIA H200")):
+        if not right_rows(study["rows_files"][sub], gpu, 78):
             problems.append(f"pace set: {sub} is not 78 right rows measured on an {gpu}")
-    test = json.loads((folder / "pace_test.json").read_text())
+    test = study["rule_tests"]["pace/pace_test.json"]
     if test["set"] != "pace" or not follows_rule(test) or test["adopted"] \
             or sorted(test["measured_device"]) != ["NVIDIA H100 80GB HBM3", "NVIDIA H200"]:
         problems.append("pace_test.json: adopted does not follow its numbers, or not the README's verdict (not adopted)")
-    table = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())
-    if table.get("fitted_program_cv") != 0.0:
-        problems.append(f"sim_validation.json: fitted_program_cv {table.get('fitted_program_cv')!r}, not 0")
+    program_cv = study["table"]["fitted"].get("fitted_program_cv")
+    if program_cv != 0.0:
+        problems.append(f"sim_validation.json: fitted_program_cv {program_cv!r}, not 0")
     return problems
 
 
 def ncu_replicate() -> list[str]:
-    """Rule 5 (issue 15, stop 40): one fresh ncu run of every table row on an H100 and an H200, every output right;
-    the verdict follows its counts and is the README's (ncu's own means rank the fresh run better than the model);
-    and the table holds the fresh runs."""
+    """The replication rule (issue 15): one fresh ncu run of every table row on an H100 and an H200, every output
+    right; the verdict follows its counts and is the README's (ncu's own means rank the fresh run better than the
+    model); and the table holds the fresh runs."""
     problems = []
-    folder = ROOT / "sim_validation" / "replicate"
+    study = summary("sim_validation")
     for gpu, tag in (("NVIDIA H100", "nvidia_h100_80gb_hbm3"), ("NVIDIA H200", "nvidia_h200")):
         for name, count in (("table", 45), ("fresh", 31), ("page", 24), ("pace", 26)):
-            path = folder / gpu.split()[1].lower() / name / f"sim_ncu_rows_{tag}.json"
-            if not right_rows(path, gpu, count):
-                problems.append(f"{path.relative_to(ROOT)}: not {count} right rows measured on an {gpu}")
-    test = json.loads((folder / "replicate_test.json").read_text())
+            sub = f"replicate/{gpu.split()[1].lower()}/{name}/sim_ncu_rows_{tag}.json"
+            if not right_rows(study["rows_files"][sub], gpu, count):
+                problems.append(f"sim_validation/{sub}: not {count} right rows measured on an {gpu}")
+    test = study["replicate_test"]
     held = test["cases_below_tau_target"]["held_out"]
     follows = (held["n_model"] <= held["n_ncu"]) == test["verdict"].startswith("the model ranks")
     if not follows or test["verdict"] != "ncu ranks orders more reproducibly than the model" or test["left_out"] \
             or held["scored_cases"] != 54:
         problems.append("replicate_test.json: the verdict does not follow its counts, or is not the README's")
-    table = json.loads((ROOT / "sim_validation" / "sim_validation.json").read_text())
-    if "benchmarks/sim_validation/replicate/h200/pace/sim_ncu_rows_nvidia_h200.json" not in table["command"]:
-        problems.append("sim_validation.json: the fresh runs of rule 5 are not in the table")
+    if "benchmarks/sim_validation/replicate/h200/pace/sim_ncu_rows_nvidia_h200.json" \
+            not in study["table"]["command_inputs"]:
+        problems.append("sim_validation.json: the fresh runs of the replication rule are not in the table")
     return problems
 
 
@@ -394,27 +439,11 @@ DEEP_H100 = {"fresh0": 15, "fresh1": 12, "pace3": 36, "pace4": 36, "pace5": 4}
 DEEP_H200 = {"0": 55, "1": 15, "2": 16, "3": 20}
 
 
-def case_name(row: dict) -> str:
-    """A row's case as validate.case_key names it (not imported: these checks read JSON alone, without numba)."""
-    return " ".join([row["task"]] + [f"{k}={v}" for k, v in row["case"].items() if k != "seed"])
-
-
-def table_runs(rows: list[dict], less: dict[str, int] | None = None) -> dict[str, set[int]]:
-    """Runs a row of each table case ("part | device | case", as ncu_reproducibility names it), less the runs
-    `less` counts per "device | case | order"."""
-    runs: dict[str, set[int]] = {}
-    for r in rows:
-        case = case_name(r)
-        n = len(r["measured_dram_read_bytes_runs"]) - (less or {}).get(f"{r['device']} | {case} | {r['order']}", 0)
-        runs.setdefault(f"{r['set']} | {r['device']} | {case}", set()).add(n)
-    return runs
-
-
-def floor_problems(name: str, floor: dict, runs: dict[str, set[int]]) -> list[str]:
+def floor_problems(name: str, floor: dict, runs: dict[str, list[int]]) -> list[str]:
     problems = []
-    if {k: set(v["runs"]) for k, v in floor["today"]["cases"].items()} != runs:
+    if floor["today_case_runs"] != runs:
         problems.append(f"{name}: not drawn on the table it names (cases or runs a row differ)")
-    p_today = floor["today"]["groups"]["held_out"]["perfect_p_all"]
+    p_today = floor["today_groups"]["held_out"]["perfect_p_all"]
     needed = next((d for d in floor["deeper"] if d["held_out_perfect_p_all"] >= floor["p_all_target"]), None)
     if p_today >= floor["p_all_target"]:
         expected = "open"
@@ -422,48 +451,41 @@ def floor_problems(name: str, floor: dict, runs: dict[str, set[int]]) -> list[st
         expected = "measure"
     else:
         expected = "blocked"
-    if not floor["decision"].startswith(expected) or floor["today"]["draws"] != 4000:
+    if not floor["decision"].startswith(expected) or floor["draws"] != 4000:
         problems.append(f"{name}: the decision is not the rule's ({expected}) or not 4000 draws")
     return problems
 
 
 def ncu_floor() -> list[str]:
-    """Rules 6 and 7 (issue 15, stop 41): rule 7's deeper runs are right and in the table (the H200's rebuilt from
-    its call's log, which matches run.py's rows wherever both exist); rule 6's floor was drawn on the table before
-    them (`ncu_floor.json`) and again after (`ncu_floor_deep.json`), each decision as the rule fixed it."""
+    """The floor rules (issue 15): the deeper runs are right and in the table (the H200's rebuilt from its call's log,
+    which matches run.py's rows wherever both exist); the floor was drawn on the table before them
+    (`ncu_floor.json`) and again after (`ncu_floor_deep.json`), each decision as the rule fixed it."""
     problems = []
-    folder = ROOT / "sim_validation"
-    table = json.loads((folder / "sim_validation.json").read_text())
-    deep_runs: dict[str, int] = {}
-    files = [(folder / "deep" / "h100" / k / "sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100", n)
-             for k, n in DEEP_H100.items()]
-    files += [(folder / "deep" / "h200" / k / "sim_ncu_rows_nvidia_h200.json", "NVIDIA H200", n)
-              for k, n in DEEP_H200.items()]
-    for path, gpu, count in files:
-        doc = json.loads(path.read_text())
+    study = summary("sim_validation")
+    files = [(f"deep/h100/{k}/sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "NVIDIA H100", n) for k, n in DEEP_H100.items()]
+    files += [(f"deep/h200/{k}/sim_ncu_rows_nvidia_h200.json", "NVIDIA H200", n) for k, n in DEEP_H200.items()]
+    for sub, gpu, count in files:
+        doc = study["rows_files"][sub]
         if gpu == "NVIDIA H100":  # rows as run.py wrote them, every output checked
-            ok = right_rows(path, gpu, count) and not doc.get("rebuilt_from_log")
+            ok = right_rows(doc, gpu, count) and not doc["rebuilt_from_log"]
         else:  # rebuilt from the log: no output check recorded, the call's failures none
-            ok = doc.get("rebuilt_from_log") is True and doc["device"].startswith(gpu) and not doc["failures"] \
-                and len(doc["rows"]) == count
+            ok = doc["rebuilt_from_log"] and doc["device"].startswith(gpu) and not doc["failures"] \
+                and doc["rows"] == count
         if not ok:
-            problems.append(f"{path.relative_to(ROOT)}: not {count} rows of an {gpu} as rule 7 measured them")
-        if str(path.relative_to(ROOT.parent)) not in table["command"]:
-            problems.append(f"{path.relative_to(ROOT)}: not in sim_validation.json's command")
-        for r in doc["rows"]:
-            key = f"{r['device']} | {case_name(r)} | {r['order']}"
-            deep_runs[key] = deep_runs.get(key, 0) + 1
-    before = json.loads((folder / "ncu_floor.json").read_text())
-    after = json.loads((folder / "ncu_floor_deep.json").read_text())
-    problems += floor_problems("ncu_floor.json", before, table_runs(table["rows"], deep_runs))
-    problems += floor_problems("ncu_floor_deep.json", after, table_runs(table["rows"]))
+            problems.append(f"sim_validation/{sub}: not {count} rows of an {gpu} as the deepening measured them")
+        if f"benchmarks/sim_validation/{sub}" not in study["table"]["command_inputs"]:
+            problems.append(f"sim_validation/{sub}: not in sim_validation.json's command")
+    floors = study["floors"]
+    problems += floor_problems("ncu_floor.json", floors["ncu_floor.json"], study["table_case_runs_before_deep"])
+    problems += floor_problems("ncu_floor_deep.json", floors["ncu_floor_deep.json"], study["table"]["case_runs"])
     return problems
 
 
 CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, sim_speed, evaluator_h100,
                                                optimize_matmul_orders, kdir_prediction, kalt_optimize,
                                                placement_probe, page_noise, program_pace, ncu_replicate, ncu_floor,
-                                               trace_derive, every_study_names_its_device_and_command)
+                                               trace_derive, every_study_names_its_device_and_command, raw_data,
+                                               tree_keeps_raw_data_out)
 
 
 def main() -> int:

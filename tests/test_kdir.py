@@ -1,25 +1,22 @@
 """K-direction transforms of a trace (swizzlelab.trace.kdir) against the interpreter trace of the probe kernel that
-alternates K by wave (benchmarks/matmul_kdir_h100/run.py), and against a plain per-step rebuild.
+alternates K by wave (benchmarks/lab/kdir.py), and against a plain per-step rebuild.
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
-from pathlib import Path
 
 import numpy as np
 import pytest
 import torch
 
 from swizzlelab.errors import UserError
-from swizzlelab.io import load_module
+from benchmarks.lab import kdir as probe
 from swizzlelab.swizzle import apply_swizzle, to_permutation
 from swizzlelab.tasks import load_task
 from swizzlelab.trace import compare_traces, trace_call
 from swizzlelab.trace.kdir import alternate_by_wave, reverse_steps
 
-ROOT = Path(__file__).resolve().parents[1]
-PROBE = ROOT / "benchmarks" / "matmul_kdir_h100" / "run.py"
 
 
 def _rebuilt(trace, flipped: set[int]):
@@ -57,7 +54,6 @@ def test_reverse_steps_equals_a_per_step_rebuild(flipped):
 
 def test_alternate_by_wave_equals_the_probe_kernel_traced():
     """The probe kernel (odd waves walk K backwards) traced under the interpreter, identity order, ragged M."""
-    probe = load_module(PROBE, "kdir_probe", str(PROBE))
     task = load_task("matmul")
     case = {"seed": 3, "m": 40, "n": 64, "k": 80}
     cfg = task.kernel.CPU_CONFIG

@@ -6,15 +6,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests import sim_validation_scripts
+from benchmarks.sim_validation import ncu_reproducibility
 
 ORDERS = ("row_major", "column_major", "grouped:GROUP_M=8")
 
 
 @pytest.fixture(scope="module")
 def nr():
-    with sim_validation_scripts.loaded("ncu_reproducibility") as loaded:
-        yield loaded
+    return ncu_reproducibility
 
 
 def _row(order: str, predicted: tuple[float, float], hits: list[float], reads: list[float],

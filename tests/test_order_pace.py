@@ -8,13 +8,12 @@ import json
 import numpy as np
 import pytest
 
-from tests import sim_validation_scripts
+from benchmarks.sim_validation import order_pace as order_pace_script
 
 
 @pytest.fixture(scope="module")
 def order_pace():
-    with sim_validation_scripts.loaded("order_pace") as loaded:
-        yield loaded
+    return order_pace_script
 
 
 def _launches(tmp_path):

@@ -107,12 +107,7 @@ def test_search_sweeps_wave_nests_and_tunes_their_composition():
 def test_the_reuse_distance_bound_of_docs_orders_holds_for_real_orders(spec):
     # docs/orders.md: with f(d) = min(1, alpha d), any order of a 64 x 64 grid fetches at least
     # 2 (N - D + 1) sqrt(alpha) panels (D = 1/alpha). The benchmark's bound must hold for every order.
-    from pathlib import Path
-
-    from swizzlelab.io import load_module
-
-    path = Path(__file__).resolve().parent.parent / "benchmarks" / "optimize_matmul_h100" / "summarize.py"
-    summarize = load_module(path, "orders_summarize", str(path))
+    from benchmarks.optimize_matmul_h100 import summarize
     panel = summarize.PANEL_BYTES
     means = {f"grouped:GROUP_M={g}": b * 1e9 for g, b in ((8, 1.587), (12, 1.467), (16, 1.562), (24, 2.135))}
     model = summarize.reuse_model(means)

@@ -5,13 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from tests import sim_validation_scripts
+from benchmarks.sim_validation import page_test as page_test_script
 
 
 @pytest.fixture(scope="module")
 def page_test():
-    with sim_validation_scripts.loaded("page_test") as loaded:
-        yield loaded
+    return page_test_script
 
 
 def _s(misses: int, loss: float, mae: float = 2.0, dram: float = 0.05) -> dict:

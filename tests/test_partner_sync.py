@@ -1,22 +1,24 @@
 """benchmarks/sim_validation/partner_sync.py: which partner pairs start together and how much of their gap they close,
-on hand-made stamps, and on the committed launches (both GPUs' row- and column-major of 16384^2x4096)."""
+on hand-made stamps, on a cut of the measured launches (both GPUs' row- and column-major of 16384^2x4096, committed
+under tests/data) and, with the raw data restored (-m raw), on the whole launches."""
 
 from __future__ import annotations
 
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from swizzlelab.io import load_module
-from tests import sim_validation_scripts
+from benchmarks import archive
+from benchmarks.sim_validation import partner_sync
 
-FOLDER = sim_validation_scripts.FOLDER
+FOLDER = Path(partner_sync.__file__).resolve().parent
 
 
 @pytest.fixture(scope="module")
 def sync():
-    return load_module(FOLDER / "partner_sync.py", "partner_sync", "partner_sync.py")
+    return partner_sync
 
 
 def test_pairs_within_reach_and_the_gap_they_close(sync):
@@ -26,7 +28,27 @@ def test_pairs_within_reach_and_the_gap_they_close(sync):
     assert stats == {"share_within": 0.5, "gap_change_steps": -1.0}
 
 
-def test_the_committed_launches_give_the_committed_file(sync, tmp_path):
+CUT = Path(__file__).resolve().parent / "data" / "sim_validation" / "launches_cut"
+
+
+def test_a_cut_of_the_measured_launches_gives_its_figures(sync, tmp_path):
+    # Programs 8192-8959 of two launches per order (tests/data/sim_validation/launches_cut): the figures partner_sync
+    # gave them when the cut was made, and on this cut too the H200's row-major partners start apart more often.
+    out = tmp_path / "sync.json"
+    assert sync.main([str(out), "--launches", str(CUT)]) == 0
+    rows = {(r["device"].split()[1], r["order"]): r for r in json.loads(out.read_text())["rows"]}
+    expected = {("H100", "row_major"): (0.6, -1.2857946446397643), ("H100", "column_major"): (0.6, -1.927996845916512),
+                ("H200", "row_major"): (0.3703125, -1.3525285045378383),
+                ("H200", "column_major"): (0.48671875, -1.3249826159649927)}
+    assert set(rows) == set(expected) and all(r["launches"] == 2 for r in rows.values())
+    for key, (share, gap) in expected.items():
+        assert (rows[key]["share_within"], rows[key]["gap_change_steps"]) == pytest.approx((share, gap), rel=1e-12), key
+    assert rows[("H200", "row_major")]["share_within"] < rows[("H200", "column_major")]["share_within"] - 0.05
+
+
+@pytest.mark.raw
+def test_the_measured_launches_give_the_committed_file(sync, tmp_path):
+    assert archive.complete(FOLDER), "raw data absent: python benchmarks/archive.py restore sim_validation"
     out = tmp_path / "sync.json"
     assert sync.main([str(out)]) == 0
     rows = {(r["device"], r["order"]): r for r in json.loads(out.read_text())["rows"]}

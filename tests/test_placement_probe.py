@@ -3,20 +3,16 @@ differ (ANOVA p < 0.05) and lie on both sides of zero beyond their own noise; an
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import numpy as np
 import pytest
 import torch
 
-from swizzlelab.io import load_module
-
-FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_validation"
+from benchmarks.sim_validation import chip_study, layout_mirror, placement_probe
 
 
 @pytest.fixture(scope="module")
 def probe():
-    return load_module(FOLDER / "placement_probe.py", "placement_probe", "placement_probe.py")
+    return placement_probe
 
 
 def _doc(gap_by_placement: list[float], noise: float, seed: int = 0) -> dict:
@@ -67,7 +63,7 @@ def test_layout_mirror_default_arm_is_the_tasks_trace_and_the_mirror_only_moves_
     from swizzlelab.tasks import load_task
     from swizzlelab.tasks.matmul import kernel
 
-    mirror_mod = load_module(FOLDER / "layout_mirror.py", "layout_mirror", "layout_mirror.py")
+    mirror_mod = layout_mirror
     ref = load_task("matmul").access_model({"m": 512, "n": 256, "k": 256}, config=kernel.GPU_CONFIG)
     default = mirror_mod.mirrored_trace(512, 256, 256, "default")
     mirror = mirror_mod.mirrored_trace(512, 256, 256, "mirror")
@@ -82,9 +78,7 @@ def test_layout_mirror_default_arm_is_the_tasks_trace_and_the_mirror_only_moves_
     assert not np.array_equal(mirror.lines, default.lines)
 
 
-def test_chip_study_binds_a_pair_only_where_two_chips_disagree_beyond_their_noise(monkeypatch):
-    monkeypatch.syspath_prepend(str(FOLDER))  # chip_study takes validate.py's case summary, as a script beside it
-    chip_study = load_module(FOLDER / "chip_study.py", "chip_study", "chip_study.py")
+def test_chip_study_binds_a_pair_only_where_two_chips_disagree_beyond_their_noise():
 
     def rows(gap: float, noise: float, seed: int) -> list[dict]:
         rng = np.random.default_rng(seed)

@@ -7,24 +7,24 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests import sim_validation_scripts
+from benchmarks.lab import chips, timelines
+from benchmarks.sim_validation import replay_launch, schedule_parts
 
 
 @pytest.fixture(scope="module")
 def rl():
-    with sim_validation_scripts.loaded("replay_launch") as loaded:
-        yield loaded
+    return replay_launch
 
 
 def test_stamped_runs_pair_with_their_own_launch_and_a_count_mismatch_is_refused(rl):
     probe = {"rows": [{"case": "c", "order": "a", "launches": ["plain", "stamped", "stamped_r0", "stamped_r1"]},
                       {"case": "c", "order": "b", "launches": ["plain", "stamped_r0"]}]}
     launches = [{"dram__bytes_read.sum": float(i)} for i in range(6)]
-    paired = rl.stamped_counters(probe, launches)
+    paired = timelines.stamped_counters(probe, launches)
     assert paired == {("c", "a", "r0"): {"dram__bytes_read.sum": 2.0}, ("c", "a", "r1"): {"dram__bytes_read.sum": 3.0},
                       ("c", "b", "r0"): {"dram__bytes_read.sum": 5.0}}
     with pytest.raises(SystemExit, match="cannot pair"):
-        rl.stamped_counters(probe, launches[:5])
+        timelines.stamped_counters(probe, launches[:5])
 
 
 def test_stamp_effect_splits_plain_from_stamped_launches_per_order(rl):
@@ -59,17 +59,17 @@ def _chip_arrays(fast_ids, fast_pace, seed=0):
 
 
 def test_chip_layout_reads_whole_small_gpcs_and_their_pace(rl):
-    two = rl.chip_layout(_chip_arrays(list(range(24)), 0.8636), 132, 8)
+    two = chips.chip_layout(_chip_arrays(list(range(24)), 0.8636), 132, 8)
     assert two["found"] and two["fast_sms"] == 24 and two["fast_sm_ids"] == list(range(24))
     assert two["gpc_sms"] == [12, 12, 18, 18, 18, 18, 18, 18]
     # 12-SM GPCs at 0.8636 of 18-SM ones: 1 - b + b 12/16.5 = 0.8636 (1 - b + b 18/16.5) at b ~ 0.39.
     assert two["gpc_bound"] == pytest.approx(0.39, abs=0.02)
-    one = rl.chip_layout(_chip_arrays(list(range(40, 52)), 0.84), 132, 8)
+    one = chips.chip_layout(_chip_arrays(list(range(40, 52)), 0.84), 132, 8)
     assert one["gpc_sms"] == [12, 16, 16, 16, 18, 18, 18, 18]
-    odd = rl.chip_layout(_chip_arrays(list(range(10)), 0.84), 132, 8)
+    odd = chips.chip_layout(_chip_arrays(list(range(10)), 0.84), 132, 8)
     assert not odd["found"] and "whole GPCs" in odd["why"]
     # The fastest SMs within 2% of the rest and no whole GPCs among them: a chip without GPC pace (share 0).
-    flat = rl.chip_layout(_chip_arrays(list(range(10)), 0.99), 132, 8)
+    flat = chips.chip_layout(_chip_arrays(list(range(10)), 0.99), 132, 8)
     assert flat["found"] and flat["gpc_sms"] is None and flat["gpc_bound"] == 0.0
 
 
@@ -99,9 +99,8 @@ def test_schedule_parts_evens_the_models_own_steps_without_moving_its_reads():
     from swizzlelab.sim import footprint_of
     from swizzlelab.tasks import load_task
 
-    with sim_validation_scripts.loaded("schedule_parts") as parts:
-        task = load_task("matmul")
-        trace = task.access_model({"seed": 1, "m": 2048, "n": 2048, "k": 512}, config=task.kernel.GPU_CONFIG)
-        perm = np.arange(256)
-        own, evened = parts.model_even(trace, perm, get_model("h100"), footprint_of(trace), 0.3, 512 // 64)
+    task = load_task("matmul")
+    trace = task.access_model({"seed": 1, "m": 2048, "n": 2048, "k": 512}, config=task.kernel.GPU_CONFIG)
+    perm = np.arange(256)
+    own, evened = schedule_parts.model_even(trace, perm, get_model("h100"), footprint_of(trace), 0.3, 512 // 64)
     assert own > 0 and evened == pytest.approx(own, rel=0.05)

@@ -8,17 +8,18 @@ from pathlib import Path
 
 import pytest
 
-from tests import sim_validation_scripts
+from benchmarks.sim_validation import rows_from_log
 
-DEEP = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_validation" / "deep"
+# Three of the five calls of the H100's deepening (benchmarks/sim_validation/deep/h100, raw data): their log lines and
+# the rows run.py wrote, cut to the figures the rebuild reads.
+CUT = Path(__file__).resolve().parent / "data" / "sim_validation"
 HEADER = json.dumps({"script": "benchmarks/sim_validation/run.py", "command": "python run.py X --repeat 2",
                      "device": "NVIDIA H200"})
 
 
 @pytest.fixture(scope="module")
 def rl():
-    with sim_validation_scripts.loaded("rows_from_log") as loaded:
-        yield loaded
+    return rows_from_log
 
 
 def test_rebuild_reads_orders_with_colons_and_counts_repeats(rl):
@@ -46,10 +47,12 @@ def test_rebuild_refuses_a_log_that_does_not_add_up(rl, tail):
 
 
 def test_rebuild_matches_run_py_rows_of_the_h100_call(rl):
-    # The H100 call of rule 7 brought its rows files back; its log, rebuilt, gives the same figures row for row.
-    docs = rl.rebuild((DEEP / "h100" / "log_deep_h100.txt").read_text())
-    for doc, name in zip(docs, ["pace3", "pace4", "fresh0", "fresh1", "pace5"]):
-        real = json.loads((DEEP / "h100" / name / "sim_ncu_rows_nvidia_h100_80gb_hbm3.json").read_text())["rows"]
+    # The H100 call of the deepening brought its rows files back; its log, rebuilt, gives the same figures row for row.
+    docs = rl.rebuild((CUT / "log_deep_h100_cut.txt").read_text())
+    cut = json.loads((CUT / "rows_deep_h100_cut.json").read_text())["rows"]
+    assert len(docs) == len(cut) == 3
+    for doc, name in zip(docs, ["fresh0", "fresh1", "pace5"]):
+        real = cut[name]
         assert [(r["order"], r["case"], float(r["measured_l2_hit_pct"]), float(r["measured_dram_read_bytes"]))
                 for r in real] == [(r["order"], r["case"], r["measured_l2_hit_pct"], r["measured_dram_read_bytes"])
                                    for r in doc["rows"]]

@@ -28,7 +28,7 @@ def test_screening_never_overshoots_its_budget_by_more_than_one_candidate(worker
     # 2-core CI machine that once took a whole 0.5 s budget, so no candidate started: hence 1 s.
     assert len(cands) * CANDIDATE_S / workers > 3 * budget  # far more work than the budget allows
     started = time.perf_counter()
-    done = proposer._screen_all(cands)
+    done = proposer.screen_all(cands)
     elapsed = time.perf_counter() - started
     assert elapsed <= budget + CANDIDATE_S + 0.25  # slack for a loaded CI machine
     # Threads start a new candidate as soon as one finishes (not per batch): every thread did work.

@@ -5,20 +5,22 @@ from __future__ import annotations
 
 import importlib
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
 
-from swizzlelab.io import load_module
-from tests import sim_validation_scripts
+from benchmarks.lab import validation
+from benchmarks.sim_validation import fresh_test, repeat_spread, sm_pace, validate as validate_cli
+from benchmarks.sim_validation import wave_pace as wave_pace_script
 
-FOLDER = sim_validation_scripts.FOLDER
+FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_validation"
 
 
 @pytest.fixture(scope="module")
 def scripts():
-    with sim_validation_scripts.loaded("validate", "sm_pace") as loaded:
-        yield loaded
+    """The validation table's rules (benchmarks/lab/validation.py) and sm_pace.py."""
+    return validation, sm_pace
 
 
 def _row(task, case, device, sectors, ns, order="row_major"):
@@ -49,8 +51,8 @@ def test_sm_pace_follows_the_tasks_declared_class_with_its_evidence(scripts):
     assert validate.point_label(larger) == "0.2,l0.1,g0.5,s0.25,m0.02,c1.1"
     row = {"device": "NVIDIA H100 80GB HBM3", "task": "matmul", "case": {"m": 64}, "order": "row_major",
            "occupancy": 2}
-    assert "capacity_scale" not in validate._cache_key(row, point)
-    assert validate._cache_key(row, larger) != validate._cache_key(row, point)
+    assert "capacity_scale" not in validate.cache_key(row, point)
+    assert validate.cache_key(row, larger) != validate.cache_key(row, point)
 
 
 def test_sm_excess_is_taken_against_programs_running_at_the_same_time(scripts):
@@ -68,7 +70,7 @@ def test_sm_excess_is_taken_against_programs_running_at_the_same_time(scripts):
 
 
 def test_repeat_spread_ranks_against_each_run_with_the_fixed_tie_rule():
-    spread = load_module(FOLDER / "repeat_spread.py", "repeat_spread", "repeat_spread.py")
+    spread = repeat_spread
     # Predicted order a > b > c. Measured b > a by 2 pp (discordant), c far below (two concordant pairs): 1/3. With
     # a and b 0.5 pp apart that pair is a tie and only the two concordant pairs count.
     assert spread.kendall([3.0, 2.0, 1.0], [80.0, 82.0, 50.0], 1.0) == pytest.approx(1 / 3)
@@ -125,7 +127,7 @@ def test_a_measured_chips_layout_and_share_predict_its_rows_and_chips_do_not_mix
     assert validate.row_gpc_bound(on_chip, 0.5) == 0.55 and validate.row_gpc_bound(row, 0.5) == 0.5
     assert validate.row_gpc_bound(on_chip, 0.0) == 0.0  # a task that is not L2-bound keeps no SM pace on any chip
     point = (0.2, 0.0, 0.0, 0.1, 0.5, 0.25, 0.02, 1.0)
-    assert validate._cache_key(on_chip, point) != validate._cache_key(row, point)
+    assert validate.cache_key(on_chip, point) != validate.cache_key(row, point)
     assert len(validate.merge_runs([on_chip, on_chip | {"measured_dram_read_bytes": 3.0}])) == 1
     with pytest.raises(SystemExit, match="different layouts"):
         validate.merge_runs([on_chip, row])
@@ -141,17 +143,17 @@ def test_contention_points_keep_the_saturating_keys_and_get_their_own(scripts):
     saturating = (*old, 0.0, 0.0, 0.0)
     contention = (*old, 0.02, 8.0, 2.0)
     assert validate.point_label(saturating) == validate.point_label(old) == "0.2,l0.1,g0.5,s0.25,m0.02"
-    assert validate._cache_key(row, saturating) == validate._cache_key(row, old)
+    assert validate.cache_key(row, saturating) == validate.cache_key(row, old)
     assert validate.point_label(contention) == "0.2,l0.1,g0.5,s0.25,m0.02,a0.02,o8.0,j2.0"
-    assert validate._cache_key(row, contention) != validate._cache_key(row, saturating)
+    assert validate.cache_key(row, contention) != validate.cache_key(row, saturating)
     assert validate.contention_of(contention) == (0.02, 8.0, 2.0) and validate.contention_of(saturating) is None
     assert validate.effective(contention, False) == (0.2, 0.0, 0.0, 0.1, 0.0, 0.25, 0.02, 1.0, 0.02, 8.0, 2.0)
     # program_cv (the 13th field) 0 keeps the label and key of the point without it; any other value adds its own.
     paged, own, off = (*contention, 0.0), (*contention, 0.0, 0.02), (*contention, 0.0, 0.0)
     assert validate.point_label(off) == validate.point_label(paged) == validate.point_label(contention)
-    assert validate._cache_key(row, off) == validate._cache_key(row, contention)
+    assert validate.cache_key(row, off) == validate.cache_key(row, contention)
     assert validate.point_label(own) == "0.2,l0.1,g0.5,s0.25,m0.02,a0.02,o8.0,j2.0,q0.02"
-    assert validate._cache_key(row, own) != validate._cache_key(row, contention)
+    assert validate.cache_key(row, own) != validate.cache_key(row, contention)
     assert validate.program_cv_of(own) == 0.02 and validate.program_cv_of((*old, 0.0, 0.0, 0.0, 0.0, 0.02)) == 0.0
 
 
@@ -170,8 +172,7 @@ def test_the_targets_loss_weighs_hit_and_dram_errors_by_their_targets(scripts):
 
 @pytest.fixture(scope="module")
 def wave_pace():
-    with sim_validation_scripts.loaded("wave_pace") as loaded:
-        yield loaded
+    return wave_pace_script
 
 
 def test_wave_pace_reads_each_waves_spread_and_the_fast_sms_share(wave_pace):
@@ -229,7 +230,7 @@ def test_an_assumed_layout_predicts_rows_without_a_measured_chip(scripts, tmp_pa
     for spec, message in (("h100=12,12:0.3", "24 SMs, the h100 has 132"), ("h100=12,x:0.3", "give MODEL=SMS:SHARE"),
                           ("a100=12:0.3", "give MODEL=SMS:SHARE")):
         with pytest.raises(SystemExit, match=message):
-            validate.main([str(tmp_path / "out.json"), str(measured), "--layout", spec])
+            validate_cli.main([str(tmp_path / "out.json"), str(measured), "--layout", spec])
     chip = {"gpc_sms": [12, 12, 18, 18, 18, 18, 18, 18], "gpc_bound": 0.35, "assumed": True}
     row = {"device": "NVIDIA H100 80GB HBM3", "task": "matmul", "case": {"m": 64}, "order": "row_major",
            "occupancy": 2, "chip": chip}
@@ -248,24 +249,21 @@ def test_a_grid_of_model_runs_each_gpu_at_its_own_gpc_share(scripts, tmp_path):
     assert (validate.row_gpc_bound(h100, validate.MODEL_GPC), validate.row_gpc_bound(h200, validate.MODEL_GPC)) \
         == (0.35, 0.05)
     explicit = (0.3, 0.0, 0.0, 0.1, 0.35, 0.3, 0.02, 1.0)
-    assert validate._cache_key(h100, point) == validate._cache_key(h100, explicit)
-    assert validate._cache_key(h200, point) != validate._cache_key(h200, explicit)
+    assert validate.cache_key(h100, point) == validate.cache_key(h100, explicit)
+    assert validate.cache_key(h200, point) != validate.cache_key(h200, explicit)
     chip = h100 | {"chip": {"gpc_sms": [12, 16, 16, 16, 18, 18, 18, 18], "gpc_bound": 0.55}}
     assert validate.row_gpc_bound(chip, validate.MODEL_GPC) == 0.55
-    assert validate._cache_key(chip, point) != validate._cache_key(h100, point)
+    assert validate.cache_key(chip, point) != validate.cache_key(h100, point)
     measured = tmp_path / "rows.json"
     measured.write_text('{"device": "NVIDIA H100 80GB HBM3", "rows": []}')
     for grid in ("modl", "1.0", "-0.5"):
         with pytest.raises(SystemExit, match="--gpc-grid"):
-            validate.main([str(tmp_path / "out.json"), str(measured), "--gpc-grid", grid])
+            validate_cli.main([str(tmp_path / "out.json"), str(measured), "--gpc-grid", grid])
 
 
 def test_the_fresh_tests_rule_and_its_committed_result():
     # Fewer tau misses on the fresh rows wins, then the lower targets loss; the contention model becomes the default
     # only while it stays within the targets on the committed table. The committed result follows its own numbers.
-    with sim_validation_scripts.loaded("fresh_test") as fresh_test:
-        pass
-
     def result(sat_misses, con_misses, sat_loss, con_loss, table_pp=2.0, table_err=0.05):
         table = {"mae_l2_hit_pp": table_pp, "mean_rel_error_dram_read": table_err}
         return {"saturating": {"fresh": {"tau_misses": sat_misses, "targets_loss": sat_loss},
@@ -277,7 +275,8 @@ def test_the_fresh_tests_rule_and_its_committed_result():
     assert fresh_test.decide(result(2, 2, 1.0, 2.0)) == ("saturating", True, "saturating")
     assert fresh_test.decide(result(2, 2, 2.0, 1.0)) == ("contention", True, "contention")
     assert fresh_test.decide(result(4, 2, 1.0, 2.0, table_pp=3.5)) == ("contention", False, "saturating")
-    doc = json.loads((FOLDER / "fresh" / "fresh_test.json").read_text())
+    # fresh/fresh_test.json (raw data) as the study's summary keeps what decide() reads
+    doc = json.loads((FOLDER / "summary.json").read_text())["fresh_test"]
     assert fresh_test.decide(doc) == (doc["winner_on_fresh"], doc["contention_within_targets_on_table"], doc["default"])
     assert doc["default"] == importlib.import_module("swizzlelab.sim.simulate").DEFAULT_PROGRESS
     assert doc["saturating"]["fresh"]["rows"] == doc["contention"]["fresh"]["rows"] == 31

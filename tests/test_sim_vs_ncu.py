@@ -1,5 +1,6 @@
 """Agreement rules of predictions with measurements (swizzlelab.sim.agreement), the occupancy choice
-(swizzlelab.hw.measured_occupancy), and a dry run of benchmarks/sim_vs_ncu/run.py as a command."""
+(swizzlelab.hw.measured_occupancy), and a dry run of benchmarks/sim_vs_ncu/run.py as a command (its
+child, benchmarks/lab/ncu_launch.py, started as the GPU run starts it under ncu)."""
 
 from __future__ import annotations
 
@@ -14,7 +15,7 @@ from swizzlelab.hw import measured_occupancy
 from swizzlelab.sim import agreement as script
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "sim_vs_ncu" / "run.py"
+SCRIPT = "benchmarks.sim_vs_ncu.run"  # run as python -m from the repository root, as its README says
 
 
 def test_kendall_tau_and_ranks():
@@ -52,7 +53,7 @@ def test_occupancy_prefers_ncu_then_compiled_kernel_then_given():
 
 def test_dry_run_writes_a_record(tmp_path):
     done = subprocess.run(
-        [sys.executable, str(SCRIPT), str(tmp_path), "--dry-run", "--only", "transpose"],
+        [sys.executable, "-m", SCRIPT, str(tmp_path), "--dry-run", "--only", "transpose"],
         capture_output=True, text=True, cwd=ROOT, timeout=240,
     )
     assert done.returncode == 0, done.stderr[-2000:]

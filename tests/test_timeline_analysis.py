@@ -7,13 +7,13 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from tests import sim_validation_scripts
+from benchmarks.lab import timelines
+from benchmarks.sim_validation import timeline_analysis
 
 
 @pytest.fixture(scope="module")
 def analysis():
-    with sim_validation_scripts.loaded("timeline_analysis") as loaded:
-        yield loaded
+    return timeline_analysis
 
 
 def test_merged_share_counts_reads_by_scope_and_window(analysis):
@@ -38,7 +38,7 @@ def test_packed_archive_round_trips_and_refuses_long_steps(analysis, tmp_path):
                           "row_major_r1_sm": np.arange(4, dtype=np.int32)}}
     path = tmp_path / "packed.npz"
     analysis.pack(data, str(path))
-    back = analysis.load_timelines(path)
+    back = timelines.load_timelines(path)
     assert set(back["64x64x128"]) == {"row_major_r0_sm", "row_major_r0_start", "row_major_r0_step"}  # first run only
     assert back["64x64x128"]["row_major_r0_step"].dtype == np.int16
     np.testing.assert_array_equal(back["64x64x128"]["row_major_r0_start"], data["64x64x128"]["row_major_r0_start"])
@@ -49,7 +49,7 @@ def test_packed_archive_round_trips_and_refuses_long_steps(analysis, tmp_path):
 
 def test_start_slope_says_whether_late_starters_run_longer(analysis):
     start = np.array([0.0, 1.0, 2.0, 3.0])
-    assert analysis.start_slope(start, 100 + 0.5 * start) == pytest.approx(0.5)
-    assert analysis.start_slope(start, 100 - 0.25 * start) == pytest.approx(-0.25)
-    assert analysis.start_slope(start, np.full(4, 100.0)) == 0.0
-    assert analysis.start_slope(np.zeros(4), start) == 0.0  # all started together: no slope to take
+    assert timelines.start_slope(start, 100 + 0.5 * start) == pytest.approx(0.5)
+    assert timelines.start_slope(start, 100 - 0.25 * start) == pytest.approx(-0.25)
+    assert timelines.start_slope(start, np.full(4, 100.0)) == 0.0
+    assert timelines.start_slope(np.zeros(4), start) == 0.0  # all started together: no slope to take

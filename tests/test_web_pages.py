@@ -2,8 +2,8 @@
 CPU worker running test-mode jobs, and Debian's chromium driven by Playwright.
 
 Ranked and profile runs need a GPU, so the leaderboard's ranked rows are written into the database through the
-models from the committed H100 eval reports (benchmarks/eval_h100), times rescaled per user; everything the
-tests submit goes through the form and a worker. Screenshots of every page land in tmp/artifacts/web/ (or
+models from H100 eval reports (tests/data/eval_h100, cut from benchmarks/eval_h100), times rescaled per user; the
+tests' submissions go through the form and a worker. Screenshots of every page land in tmp/artifacts/web/ (or
 $SWIZZLELAB_TEST_ARTIFACTS).
 """
 
@@ -29,7 +29,7 @@ from swizzlelab.leaderboard.service import store_code
 
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(os.environ.get("SWIZZLELAB_TEST_ARTIFACTS", ROOT / "tmp" / "artifacts" / "web"))
-EVAL_DIR = ROOT / "benchmarks" / "eval_h100"
+EVAL_DIR = ROOT / "tests" / "data" / "eval_h100"  # cut from benchmarks/eval_h100 (README there)
 NCU_REP_BYTES = b"stand-in bytes of an .ncu-rep file (the download test checks the bytes come back unchanged)"
 XSS_MARK = "<script>window.__pwned = 1</script>"
 

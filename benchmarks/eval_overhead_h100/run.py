@@ -30,14 +30,13 @@ from typing import Any
 
 import numpy as np
 
+from swizzlelab.harness.correctness import case_sizes
+from swizzlelab.harness.isolate import TASK_KERNEL_CODE, evaluate_isolated
+from swizzlelab.harness.isolate.runner import secret_seed
+from swizzlelab.io import atomic_write_text
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
-sys.path.insert(0, str(ROOT / "src"))
-
-from swizzlelab.harness.correctness import case_sizes  # noqa: E402
-from swizzlelab.harness.isolate import TASK_KERNEL_CODE, evaluate_isolated  # noqa: E402
-from swizzlelab.harness.isolate.runner import secret_seed  # noqa: E402
-from swizzlelab.io import atomic_write_text  # noqa: E402
 
 SECRET = b"eval-overhead-study"
 # Inputs of the isolated run that B times in-process: the first ones its timed requests use.
@@ -146,10 +145,10 @@ def in_process_requests(task: Any, budget_s: float, checks: bool) -> list[dict[s
     import torch
 
     from swizzlelab.harness.correctness import poison_
-    from swizzlelab.harness.timing import _L2Flusher
+    from swizzlelab.harness.timing import L2Flusher
 
     rng = random.Random(7)
-    flusher = _L2Flusher(torch)
+    flusher = L2Flusher(torch)
     rows = []
     for case in task.cases("benchmarks"):
         case_seed = secret_seed(SECRET, case["seed"], "ranked")

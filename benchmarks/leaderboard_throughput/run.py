@@ -25,19 +25,26 @@ import time
 from pathlib import Path
 
 import httpx
+from sqlalchemy import func, select
+
+from swizzlelab.harness.sysinfo import cpu_name
+from swizzlelab.io import atomic_write_text
+from swizzlelab.leaderboard.db import Job, Run, Submission, open_database
 
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT / "src"))
-sys.path.insert(0, str(ROOT / "tests"))
-
-from leaderboard_support import kernel_source  # noqa: E402
-from sqlalchemy import func, select  # noqa: E402
-
-from swizzlelab.harness.sysinfo import cpu_name  # noqa: E402
-from swizzlelab.io import atomic_write_text  # noqa: E402
-from swizzlelab.leaderboard.db import Job, Run, Submission, open_database  # noqa: E402
-
 ADMIN = "bench-admin-token"
+# The per-channel tl.histogram submission of the service's GPU run (benchmarks/leaderboard_h100): on the CPU it runs
+# under the interpreter with 64-row blocks.
+KERNEL = ROOT / "benchmarks" / "leaderboard_h100" / "kernels" / "channel_histogram.py"
+
+
+def kernel_source(correct: bool = True) -> str:
+    """The submission's code; the wrong one adds 1 to every bin of every program."""
+    code = KERNEL.read_text()
+    wrong = code.replace("counts, sem=", "counts + 1, sem=")
+    if wrong == code:
+        raise SystemExit(f"{KERNEL}: no 'counts, sem=' to make the wrong kernel from")
+    return code if correct else wrong
 
 
 def _free_port() -> int:

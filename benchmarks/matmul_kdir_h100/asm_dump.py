@@ -1,6 +1,7 @@
-"""Registers and assembly of the task kernel and run.py's probe with K alternation and the barrier between waves.
+"""Registers and assembly of the task kernel and the probe (benchmarks/lab/kdir.py) with K alternation and the
+barrier between waves.
 
-    python benchmarks/matmul_kdir_h100/asm_dump.py OUT_DIR   (a CUDA GPU; writes NAME.ttgir/.ptx/.sass there)
+    python -m benchmarks.matmul_kdir_h100.asm_dump OUT_DIR   (a CUDA GPU; writes NAME.ttgir/.ptx/.sass there)
 Prints each kernel's registers, spills and shared memory (asm_regs_h100.txt keeps two runs' output).
 """
 
@@ -12,12 +13,10 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run as probe  # noqa: E402  (benchmarks/matmul_kdir_h100/run.py)
-
-from swizzlelab.swizzle import apply_swizzle  # noqa: E402
-from swizzlelab.tasks import load_task  # noqa: E402
-from swizzlelab.tasks.matmul import kernel as mk  # noqa: E402
+from benchmarks.lab import kdir as probe
+from swizzlelab.swizzle import apply_swizzle
+from swizzlelab.tasks import load_task
+from swizzlelab.tasks.matmul import kernel as mk
 
 
 def main(out: str) -> int:

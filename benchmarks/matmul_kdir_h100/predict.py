@@ -1,7 +1,7 @@
 """The simulator's predictions for every K-direction row measured by run.py (matmul 8192^3 on the H100): the same
 order with odd waves walking K backwards (swizzlelab.trace.kdir), next to ncu's DRAM reads and L2 hit rate.
 
-    python benchmarks/matmul_kdir_h100/predict.py [OUT_JSON]   (default: benchmarks/matmul_kdir_h100/matmul_kdir_sim.json)
+    python -m benchmarks.matmul_kdir_h100.predict [OUT_JSON]   (default: benchmarks/matmul_kdir_h100/matmul_kdir_sim.json)
 Each (order, wave) is simulated once with the H100 model at the task's occupancy and the model's default step
 spread; wave 0 = every program walks K forwards. Takes a few minutes on 2 cores (the trace transform of 135 M
 accesses takes ~14 s and ~9 GB).
@@ -19,13 +19,12 @@ from swizzlelab.runtime import ensure_triton_backend
 
 ensure_triton_backend()
 
-from swizzlelab.hw import get_model  # noqa: E402
+from benchmarks.lab.kdir import h100_setup  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
-from swizzlelab.sim import footprint_of, simulate  # noqa: E402
+from swizzlelab.sim import simulate  # noqa: E402
 from swizzlelab.sim.agreement import kendall_tau  # noqa: E402
 from swizzlelab.sim.simulate import STEP_TIME_CV  # noqa: E402
 from swizzlelab.swizzle import to_permutation  # noqa: E402
-from swizzlelab.tasks import load_task  # noqa: E402
 from swizzlelab.trace.kdir import alternate_by_wave  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
@@ -45,17 +44,6 @@ def measured_rows() -> list[dict[str, Any]]:
                          "measured_dram_read_bytes": row["metrics"]["dram__bytes_read.sum"],
                          "measured_l2_hit_pct": row["metrics"]["lts__t_sector_hit_rate.pct"]})
     return rows
-
-
-def h100_setup(case: dict[str, Any]) -> tuple[Any, ...]:
-    """What every simulation of `case` shares (task kernel's GPU config, H100 model and occupancy): task,
-    model, occupancy, trace, footprint, grid, swizzle args and consts."""
-    task = load_task("matmul")
-    cfg = task.kernel.GPU_CONFIG
-    trace = task.access_model(case, config=cfg)
-    grid = task.tile_grid(case, cfg)
-    args, consts = task.swizzle_args(case, cfg)
-    return task, get_model("h100"), task.kernel.H100_OCCUPANCY, trace, footprint_of(trace), grid, args, consts
 
 
 def main(argv: list[str]) -> int:
@@ -100,7 +88,7 @@ def main(argv: list[str]) -> int:
         "alternation_effects": len(effects),
     }
     doc = {"study": "matmul_kdir_h100 predicted", "script": "benchmarks/matmul_kdir_h100/predict.py",
-           "command": "python benchmarks/matmul_kdir_h100/predict.py", "case": case,
+           "command": "python -m benchmarks.matmul_kdir_h100.predict", "case": case,
            "device": "predictions on this machine's CPU (model H100-SXM)",
            "measured_device": "NVIDIA H100 80GB HBM3",
            "predicted_by": f"predicted (model {model.name}, occupancy {occupancy}, random-walk progress model, step_cv {STEP_TIME_CV})",

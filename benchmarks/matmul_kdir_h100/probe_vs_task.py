@@ -1,7 +1,7 @@
 """Why the task kernel's K alternation gains less than the probe's did (issue 15): the same order timed in the probe
-kernel of run.py and in the task kernel (tasks/matmul/kernel.py), K forwards and alternating, interleaved.
+kernel (benchmarks/lab/kdir.py) and in the task kernel (tasks/matmul/kernel.py), K forwards and alternating, interleaved.
 
-    python benchmarks/matmul_kdir_h100/probe_vs_task.py OUT_JSON [--time-s 3]
+    python -m benchmarks.matmul_kdir_h100.probe_vs_task OUT_JSON [--time-s 3]
 The probe walks K by recomputing addresses from the k-block index in every step, also forwards (REVERSE=0); the
 task kernel forwards advances its pointers (its alternating path recomputes them as the probe does).
 """
@@ -13,15 +13,12 @@ import json
 import sys
 from pathlib import Path
 
-HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
+import torch
 
-import run  # noqa: E402  (this folder's run.py: the probe kernel and its launcher)
-import torch  # noqa: E402
-
-from swizzlelab.harness.timing import compare_interleaved  # noqa: E402
-from swizzlelab.io import atomic_write_text  # noqa: E402
-from swizzlelab.tasks import load_task  # noqa: E402
+from benchmarks.lab import kdir as run
+from swizzlelab.harness.timing import compare_interleaved
+from swizzlelab.io import atomic_write_text
+from swizzlelab.tasks import load_task
 
 PAIRS = (  # (label, (base kernel, order, wave), (variant kernel, order, wave))
     ("forward: probe vs task kernel", ("task", "grouped:GROUP_M=8", 0), ("probe", "grouped:GROUP_M=8", 0)),
@@ -45,7 +42,7 @@ def main(argv: list[str]) -> int:
     data = task.generate_input(run.CASE)
     device = torch.cuda.get_device_name(0)
     doc = {"study": "matmul_kdir probe vs task kernel", "script": "benchmarks/matmul_kdir_h100/probe_vs_task.py",
-           "command": "python benchmarks/matmul_kdir_h100/probe_vs_task.py " + " ".join(argv), "device": device,
+           "command": "python -m benchmarks.matmul_kdir_h100.probe_vs_task " + " ".join(argv), "device": device,
            "case": run.CASE, "label": f"measured ({device}; CUDA events, interleaved, L2 flushed)", "rows": []}
     for label, base, variant in PAIRS:
         a, b = launcher(task, *base), launcher(task, *variant)

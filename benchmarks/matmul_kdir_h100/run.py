@@ -9,7 +9,7 @@ structure with a REVERSE flag (k-blocks in reverse order on odd waves, wave = la
 orders, with ncu (DRAM read bytes, L2 hit rate, duration; caches flushed before the profiled launch), then
 interleaved timings against the forward kernel.
 
-    python benchmarks/matmul_kdir_h100/run.py OUT_DIR [--orders 'grouped:GROUP_M=8;...'] [--waves 264,528]
+    python -m benchmarks.matmul_kdir_h100.run OUT_DIR [--orders 'grouped:GROUP_M=8;...'] [--waves 264,528]
         [--time-top N] [--deadline-s 200]
 """
 
@@ -29,88 +29,12 @@ from swizzlelab.runtime import ensure_triton_backend
 ensure_triton_backend()
 
 import torch  # noqa: E402
-import triton  # noqa: E402
-import triton.language as tl  # noqa: E402
 
+from benchmarks.lab import child_env, module_command  # noqa: E402
+from benchmarks.lab.kdir import BK, BM, BN, CASE, STAGES, WARPS, WAVE, launcher  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
-from swizzlelab.swizzle import apply_swizzle  # noqa: E402
-from swizzlelab.tasks.matmul.kernel import wait_for_previous_wave  # noqa: E402
 
-CASE = {"seed": 12, "m": 8192, "n": 8192, "k": 8192}
-BM, BN, BK, WARPS, STAGES = 128, 128, 64, 8, 3  # the task's GPU_CONFIG
-WAVE = 132 * 2  # H100 SXM: 132 SMs x 2 resident programs of this config
 METRICS = ["dram__bytes_read.sum", "lts__t_sector_hit_rate.pct", "gpu__time_duration.sum"]
-
-
-@triton.jit
-def matmul_kdir_kernel(
-    a_ptr, b_ptr, c_ptr, M, N, K,
-    stride_am, stride_ak, stride_bk, stride_bn, stride_cm, stride_cn,
-    BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr, REVERSE: tl.constexpr, WAVE: tl.constexpr,
-    done_ptr=None, SYNC: tl.constexpr = 0,
-):
-    num_pid_m = tl.cdiv(M, BLOCK_M)  # noqa: F841 - read by swizzle formulas
-    num_pid_n = tl.cdiv(N, BLOCK_N)
-    pid = tl.program_id(0)
-    GROUP_M = 8
-    num_pid_in_group = GROUP_M * num_pid_n
-    group_id = pid // num_pid_in_group
-    first_pid_m = group_id * GROUP_M
-    group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)
-    pid_m = first_pid_m + pid % num_pid_in_group % group_size_m
-    pid_n = pid % num_pid_in_group // group_size_m
-    backwards = ((tl.program_id(0) // WAVE) % 2) * REVERSE == 1
-    n_k = tl.cdiv(K, BLOCK_K)
-    offs_am = (pid_m * BLOCK_M + tl.arange(0, BLOCK_M)) % M
-    offs_bn = (pid_n * BLOCK_N + tl.arange(0, BLOCK_N)) % N
-    offs_k = tl.arange(0, BLOCK_K)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
-    wave = tl.program_id(0) // WAVE
-    if SYNC:
-        # Start only once every program of the previous wave has stored its tile, so a wave's programs walk K in
-        # step rather than drifting apart over the run.
-        wait_for_previous_wave(done_ptr, wave, WAVE)
-    for i in range(0, n_k):
-        kb = tl.where(backwards, n_k - 1 - i, i)
-        k0 = kb * BLOCK_K
-        a = tl.load(a_ptr + offs_am[:, None] * stride_am + (k0 + offs_k[None, :]) * stride_ak,
-                    mask=(k0 + offs_k[None, :]) < K, other=0.0)
-        b = tl.load(b_ptr + (k0 + offs_k[:, None]) * stride_bk + offs_bn[None, :] * stride_bn,
-                    mask=(k0 + offs_k[:, None]) < K, other=0.0)
-        acc = tl.dot(a, b, acc)
-    offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
-    offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    c_ptrs = c_ptr + offs_cm[:, None] * stride_cm + offs_cn[None, :] * stride_cn
-    tl.store(c_ptrs, acc.to(c_ptr.dtype.element_ty), mask=(offs_cm[:, None] < M) & (offs_cn[None, :] < N))
-    if SYNC:
-        tl.atomic_add(done_ptr + wave, 1, sem="release")
-
-
-def launcher(task: Any, order: str, wave: int, task_kernel: bool = False, sync: bool = False) -> Any:
-    """The kernel under `order`; K alternates every `wave` launches (0: every program walks K forwards).
-    `task_kernel` (--task-kernel): the task's own kernel (tasks/matmul/kernel.py, its K switch `k_wave`), which
-    `swizzlelab optimize --k-dir alternate` ranks and times, instead of this file's probe kernel."""
-    if task_kernel:
-        from swizzlelab.tasks.matmul.kernel import GPU_CONFIG, with_k_alternation, with_wave_sync
-
-        formula, cfg = task.parse_order(order), with_k_alternation(GPU_CONFIG, wave)
-        cfg = with_wave_sync(cfg, wave or WAVE) if sync else cfg
-        return lambda data: task.custom_kernel(data, formula, cfg)
-    kernel = apply_swizzle(matmul_kdir_kernel, task.parse_order(order))
-
-    def run(data: dict[str, Any]) -> Any:
-        a, b, out = data["a"], data["b"], data["out"]
-        m, k = a.shape
-        n = b.shape[1]
-        grid = (triton.cdiv(m, BM) * triton.cdiv(n, BN),)
-        # --sync: one counter per wave of the launch, zeroed before it (part of the timed call)
-        done = torch.zeros(-(-grid[0] // (wave or WAVE)), dtype=torch.int32, device=a.device) if sync else None
-        kernel[grid](a, b, out, m, n, k, a.stride(0), a.stride(1), b.stride(0), b.stride(1), out.stride(0),
-                     out.stride(1), BLOCK_M=BM, BLOCK_N=BN, BLOCK_K=BK, REVERSE=1 if wave else 0, WAVE=wave or WAVE,
-                     done_ptr=done, SYNC=1 if sync else 0, num_warps=WARPS, num_stages=STAGES)
-        return out
-
-    return run
 
 
 def child(order: str, wave: int, result: Path, task_kernel: bool, sync: bool = False) -> int:
@@ -159,10 +83,10 @@ def main(argv: list[str]) -> int:
     orders = [o.strip() for o in args.orders.split(";") if o.strip()]
     record: dict[str, Any] = {
         "study": "matmul_kdir_h100", "out_name": args.name, "script": "benchmarks/matmul_kdir_h100/run.py",
-        "command": "python benchmarks/matmul_kdir_h100/run.py " + " ".join(shlex.quote(a) for a in argv),
+        "command": "python -m benchmarks.matmul_kdir_h100.run " + " ".join(shlex.quote(a) for a in argv),
         "device": device, "case": CASE,
         "kernel": ("tasks/matmul/kernel.py (config k_wave" + (", sync_wave" if args.sync else "") + ")")
-        if args.task_kernel else "this file's matmul_kdir_kernel",
+        if args.task_kernel else "benchmarks/lab/kdir.py's matmul_kdir_kernel",
         "config": {"BLOCK_M": BM, "BLOCK_N": BN, "BLOCK_K": BK, "num_warps": WARPS,
                                                     "num_stages": STAGES, "WAVE": WAVE},
         "sync": args.sync, "label": f"measured ({device}, ncu; CUDA events for timings)", "rows": [], "timings": [],
@@ -182,11 +106,11 @@ def main(argv: list[str]) -> int:
             # Outside OUT: only the study's JSON should come back from the GPU machine.
             result = Path(tempfile.mkdtemp(prefix="kdir-")) / "child.json"
             try:
-                child_cmd = [sys.executable, __file__, "--child", order, str(wave), str(result)]
+                child_cmd = module_command("benchmarks.matmul_kdir_h100.run", "--child", order, str(wave), str(result))
                 kernels = run_ncu(child_cmd + (["--task-kernel"] if args.task_kernel else [])
                                   + (["--sync"] if args.sync else []), METRICS,
                                   kernel_regex="matmul_kernel" if args.task_kernel else "matmul_kdir", launch_skip=1,
-                                  launch_count=1, timeout_s=120)
+                                  launch_count=1, timeout_s=120, env=child_env())
                 metrics = kernels[0].values if kernels else {}
                 verdict = json.loads(result.read_text()) if result.exists() else {"ok": False, "message": "no result"}
                 row = {"order": order, "reverse": reverse, "wave": wave, "sync": args.sync, "metrics": {k: metrics.get(k) for k in METRICS},

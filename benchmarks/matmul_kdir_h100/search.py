@@ -1,7 +1,7 @@
 """Which orders gain most from alternating K by wave on matmul 8192^3 (H100 model): every candidate of the
 optimizer's first sweep (wave-sized nests included) screened forwards and with odd waves walking K backwards.
 
-    python benchmarks/matmul_kdir_h100/search.py [OUT_JSON] [--waves 264,528] [--top 8] [--set-fraction 0.25]
+    python -m benchmarks.matmul_kdir_h100.search [OUT_JSON] [--waves 264,528] [--top 8] [--set-fraction 0.25]
 Screening simulates a quarter of the L2 sets (the optimizer's estimate); the best `--top` of each direction are
 then simulated exactly. Predictions only (model H100-SXM): predict.py gives the model's error on the 21 measured
 K-direction rows. Writes benchmarks/matmul_kdir_h100/matmul_kdir_search.json by default.
@@ -19,6 +19,7 @@ from swizzlelab.runtime import ensure_triton_backend
 
 ensure_triton_backend()
 
+from benchmarks.lab.kdir import h100_setup  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.optimize.search import coarse_candidates  # noqa: E402
 from swizzlelab.sim import simulate  # noqa: E402
@@ -27,8 +28,6 @@ from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.trace.kdir import alternate_by_wave  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
-sys.path.insert(0, str(HERE))
-from predict import h100_setup  # noqa: E402  (benchmarks/matmul_kdir_h100/predict.py: the shared set-up)
 CASE = {"seed": 12, "m": 8192, "n": 8192, "k": 8192}
 TARGET_BYTES = 1.1e9  # issue 15's DRAM-read target for this case (ncu)
 
@@ -71,7 +70,7 @@ def main(argv: list[str]) -> int:
             for w in waves}
     overall = min(exact, key=lambda r: r["predicted_dram_read_bytes"])
     doc = {"study": "matmul_kdir_h100 search", "script": "benchmarks/matmul_kdir_h100/search.py",
-           "command": "python benchmarks/matmul_kdir_h100/search.py " + " ".join(argv), "case": CASE,
+           "command": "python -m benchmarks.matmul_kdir_h100.search " + " ".join(argv), "case": CASE,
            "device": "predictions on this machine's CPU (model H100-SXM); nothing measured",
            "predicted_by": f"predicted (model {model.name}, occupancy {occupancy}, random-walk progress model, step_cv {STEP_TIME_CV}; screening "
                            f"on {args.set_fraction:g} of the L2 sets, top {args.top} per wave exact)",

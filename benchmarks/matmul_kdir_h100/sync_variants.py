@@ -1,7 +1,7 @@
 """Why the task kernel with a barrier between waves and K alternation timed 2% slower than Triton's grouped-8 while
 the probe with the same two changes timed 7% faster: every combination, timed against the task kernel's grouped-8.
 
-    python benchmarks/matmul_kdir_h100/sync_variants.py OUT_JSON [--order 'serpentine>column_major@16x4'] [--time-s 3]
+    python -m benchmarks.matmul_kdir_h100.sync_variants OUT_JSON [--order 'serpentine>column_major@16x4'] [--time-s 3]
         [--repeat N]
 Kernels: the task's (tasks/matmul/kernel.py: K_WAVE branch recomputes each k-block's address), run.py's probe (the
 same recomputation in both directions), and `step_kernel` here (one loop for both directions: pointers start at the
@@ -15,7 +15,6 @@ import argparse
 import json
 import shlex
 import sys
-from pathlib import Path
 
 from swizzlelab.runtime import ensure_triton_backend
 
@@ -32,8 +31,7 @@ from swizzlelab.tasks import load_task  # noqa: E402
 from swizzlelab.tasks.matmul.kernel import (GPU_CONFIG, wait_for_previous_wave, with_k_alternation,  # noqa: E402
                                             with_wave_sync)
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import run as probe  # noqa: E402  (benchmarks/matmul_kdir_h100/run.py)
+from benchmarks.lab import kdir as probe  # noqa: E402
 
 WAVE = probe.WAVE
 
@@ -127,7 +125,7 @@ def main(argv: list[str]) -> int:
         ("step", "grouped:GROUP_M=8", False, False, step_launcher),
     ]
     record = {"script": "benchmarks/matmul_kdir_h100/sync_variants.py",
-              "command": "python benchmarks/matmul_kdir_h100/sync_variants.py " + shlex.join(argv),
+              "command": "python -m benchmarks.matmul_kdir_h100.sync_variants " + shlex.join(argv),
               "device": device, "case": probe.CASE, "base": "task kernel, grouped:GROUP_M=8, K forwards, no barrier",
               "label": f"measured ({device}; CUDA events, interleaved, L2 flushed)", "rows": []}
     for rep, (kernel, order, alternate, sync, make) in [(r, v) for r in range(args.repeat) for v in variants]:

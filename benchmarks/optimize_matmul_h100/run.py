@@ -2,7 +2,7 @@
 bytes, L2 hit rate) and the fewest-DRAM orders timed against Triton's grouped-8 order, interleaved, with a 95% CI.
 
 Run on the GPU host (one call; each stage skipped once the deadline is near, the JSON rewritten after each):
-    python benchmarks/optimize_matmul_h100/run.py OUT_DIR --deadline-s 250 --orders 'grouped:GROUP_M=8;...'
+    python -m benchmarks.optimize_matmul_h100.run OUT_DIR --deadline-s 250 --orders 'grouped:GROUP_M=8;...'
 Writes OUT_DIR/optimize_matmul_orders.json (summarised by hand into optimize_matmul_orders_h100.json here).
 """
 
@@ -17,13 +17,11 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from swizzlelab.io import load_module
+from benchmarks.lab.ncu_launch import measure_orders
 from swizzlelab.runtime import ensure_triton_backend
 
 ensure_triton_backend()
 
-HERE = Path(__file__).resolve().parent
-SIM_GPU = HERE.parent / "sim_gpu" / "run.py"  # measure_case: the sim_vs_ncu child under ncu, one kernel per order
 BASE = "grouped:GROUP_M=8"
 CASE = {"seed": 12, "m": 8192, "n": 8192, "k": 8192}
 
@@ -61,7 +59,7 @@ def main(argv: list[str]) -> int:
     record: dict[str, Any] = {
         "task": "matmul", "case": CASE, "device": device, "base": BASE, "orders": orders,
         "script": "benchmarks/optimize_matmul_h100/run.py",
-        "command": " ".join(["python", "benchmarks/optimize_matmul_h100/run.py", *argv]),
+        "command": " ".join(["python", "-m", "benchmarks.optimize_matmul_h100.run", *argv]),
         "ncu_metrics": ["dram__bytes_read.sum", "lts__t_sector_hit_rate.pct"], "rows": [], "timings": [],
         "failures": [],
     }
@@ -70,7 +68,6 @@ def main(argv: list[str]) -> int:
         record["elapsed_s"] = time.time() - start
         (out / "optimize_matmul_orders.json").write_text(json.dumps(record, indent=1, default=str))
 
-    sim_gpu = load_module(SIM_GPU, "sim_gpu_run", str(SIM_GPU))
     workdir = Path(tempfile.mkdtemp(prefix="orders_"))
     # ncu in chunks, so a slow chunk near the deadline loses only itself.
     chunks = [(rep, i, orders[i:i + 6]) for rep in range(args.repeats) for i in range(0, len(orders), 6)]
@@ -82,7 +79,7 @@ def main(argv: list[str]) -> int:
             case = dict(CASE)
             chunk_dir = workdir / f"r{rep}c{i}"
             chunk_dir.mkdir(parents=True, exist_ok=True)
-            rows = sim_gpu.measure_case("matmul", case, chunk, None, chunk_dir)
+            rows = measure_orders("matmul", case, chunk, None, chunk_dir)
         except Exception:  # noqa: BLE001 - keep the other chunks
             record["failures"].append(f"ncu {chunk}: " + traceback.format_exc(limit=3))
             print(record["failures"][-1], flush=True)

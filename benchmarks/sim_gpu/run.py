@@ -4,7 +4,7 @@ orders against grouped-8 (ncu DRAM bytes + interleaved timing with CI), and the 
 Measures only; predictions are made afterwards on any CPU by benchmarks/sim_gpu/validate.py from the JSON.
 (The committed H100 results were taken when the child lived at benchmarks/sim_vs_ncu.py, now sim_vs_ncu/run.py.)
 Run on the GPU host (stages in this order, each skipped once the deadline is near):
-    python benchmarks/sim_gpu/run.py OUT_DIR --deadline-s 330
+    python -m benchmarks.sim_gpu.run OUT_DIR --deadline-s 330
 Writes OUT_DIR/sim_ncu_rows.json, OUT_DIR/sim_speed_gpuhost.json, OUT_DIR/optimize_matmul.json.
 """
 
@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import sys
 import tempfile
@@ -21,16 +20,9 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from swizzlelab.io import load_module
-from swizzlelab.runtime import ensure_triton_backend
-
-ensure_triton_backend()
+from benchmarks.lab.ncu_launch import METRICS, measure_orders
 
 HERE = Path(__file__).resolve().parent
-SIM_VS_NCU = HERE.parent / "sim_vs_ncu" / "run.py"  # its child launches the orders; its metric list
-
-
-sim_vs_ncu = load_module(SIM_VS_NCU, "sim_vs_ncu_run", str(SIM_VS_NCU))
 
 MATMUL_8192 = ["grouped:GROUP_M=8", "row_major", "grouped:GROUP_M=16"]  # + wave candidates from the command line
 CASES: list[tuple[str, dict[str, Any], list[str], str | None]] = [
@@ -52,32 +44,6 @@ CASES: list[tuple[str, dict[str, Any], list[str], str | None]] = [
     ("matmul", {"seed": 15, "m": 16384, "n": 4096, "k": 8192},
      ["row_major", "column_major", "grouped:GROUP_M=8", "grouped:GROUP_M=16"], None),
 ]
-
-
-def measure_case(task_name, case, orders, kernel_regex, workdir: Path) -> list[dict[str, Any]]:
-    from swizzlelab.harness.ncu import run_ncu
-
-    result_path = workdir / f"child_{task_name}_{case['seed']}.json"
-    cmd = [sys.executable, str(SIM_VS_NCU), "--child", task_name, json.dumps(case),
-           json.dumps(orders), str(result_path)]
-    kernels = run_ncu(cmd, list(sim_vs_ncu.METRICS), kernel_regex=kernel_regex, profile_from_start=False,
-                      timeout_s=240, report_path=workdir / f"ncu_{task_name}_{case['seed']}.ncu-rep")
-    verdicts = json.loads(result_path.read_text())["orders"]
-    if len(kernels) != len(orders):
-        raise RuntimeError(f"{task_name}: ncu profiled {len(kernels)} kernels for {len(orders)} orders")
-    rows = []
-    for spec, verdict, km in zip(orders, verdicts, kernels):
-        occupancy, source = sim_vs_ncu.occupancy_of(km, verdict, 1)
-        rows.append({
-            "task": task_name, "case": case, "order": spec, "kernel_name": km.kernel_name,
-            "measured_l2_hit_pct": km.values.get("lts__t_sector_hit_rate.pct"),
-            "measured_dram_read_bytes": km.values.get("dram__bytes_read.sum"),
-            "measured_dram_write_bytes": km.values.get("dram__bytes_write.sum"),
-            "measured_l2_sectors": km.values.get("lts__t_sectors.sum"),
-            "occupancy": occupancy, "occupancy_source": source, "output_correct": verdict["passed"],
-            "resources": verdict.get("resources"),
-        })
-    return rows
 
 
 def time_orders(best: str, base: str = "grouped:GROUP_M=8") -> dict[str, Any]:
@@ -144,7 +110,7 @@ def speed(deadline: float, size: int = 8192) -> dict[str, Any]:
     budget = max(10.0, min(40.0, deadline - time.time() - 5))
     proposer = SearchProposer(grid=grid, n_domains=1, screen=screen, screen_budget_s=budget, workers=cores)
     t0 = time.perf_counter()
-    n = proposer._screen_all(coarse_candidates(grid, 1))
+    n = proposer.screen_all(coarse_candidates(grid, 1))
     elapsed = time.perf_counter() - t0
     ranked = sorted((v for v in proposer.screened.values() if v.prediction), key=lambda v: v.prediction["dram_bytes"])
     top = [{"order": v.candidate.spec, "l2_hit_pct": 100 * v.prediction["l2_hit_rate"],
@@ -181,7 +147,7 @@ def main(argv: list[str]) -> int:
     rows: list[dict[str, Any]] = []
     failures: list[str] = []
     meta = {"device": device, "script": "benchmarks/sim_gpu/run.py",
-            "command": " ".join(["python", "benchmarks/sim_gpu/run.py", *argv]), "metrics": list(sim_vs_ncu.METRICS)}
+            "command": " ".join(["python", "-m", "benchmarks.sim_gpu.run", *argv]), "metrics": list(METRICS)}
 
     def save_rows() -> None:
         (out / "sim_ncu_rows.json").write_text(json.dumps({**meta, "rows": rows, "failures": failures,
@@ -208,7 +174,7 @@ def main(argv: list[str]) -> int:
             continue
         t0 = time.time()
         try:
-            new = measure_case(task_name, case, orders, regex, workdir)
+            new = measure_orders(task_name, case, orders, regex, workdir)
             for r in new:
                 r["device"] = device
             rows += new

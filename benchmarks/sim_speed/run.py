@@ -114,7 +114,7 @@ def screening(scenario, budget_s: float, workers: int, engine: str = "auto") -> 
                               workers=workers, notes=notes.append)
     state.footprint()  # computed once per run, before screening starts (as the loop does for the baseline)
     t0 = time.perf_counter()
-    n = proposer._screen_all(cands)
+    n = proposer.screen_all(cands)
     elapsed = time.perf_counter() - t0
     ranked = sorted((v for v in proposer.screened.values() if v.prediction), key=lambda v: v.prediction.score())
     return {

@@ -1,8 +1,8 @@
 """The chip study of the validation table's missed pairs (issue 15, part 2): is a pair's measured order the same on
 every chip of a GPU kind? Reads placement_probe.py files, one chip (device call) each, and applies the rule
-registered in README ("Chip study") before the calls were made.
+registered before the calls were made (sim_validation README, "Placement probe and chip study").
 
-    python benchmarks/sim_validation/chip_study.py OUT.json FILE [FILE ...] [--table sim_validation.json]
+    python -m benchmarks.sim_validation.chip_study OUT.json FILE [FILE ...] [--table sim_validation.json]
 
 A chip's rows are its placement 0 and 1 launches (the morning probe's; the later calls measured placement 0 only).
 A pair is chip-bound on a metric when two chips' mean differences lie on opposite sides of zero, each beyond twice
@@ -22,12 +22,11 @@ from typing import Any
 
 import numpy as np
 
-from validate import case_summary
-
-from swizzlelab.io import atomic_write_text, load_module
+from benchmarks.lab import placement as probe
+from benchmarks.lab.validation import case_summary
+from swizzlelab.io import atomic_write_text
 
 HERE = Path(__file__).resolve().parent
-probe = load_module(HERE / "placement_probe.py", "placement_probe", str(HERE / "placement_probe.py"))
 CHIP_PLACEMENTS = (0, 1)
 TARGET_TAU = 0.8
 
@@ -112,7 +111,7 @@ def main(argv: list[str]) -> int:
     verdicts = study(chips)
     taus = chip_aware_tau(json.loads(Path(args.table).read_text()), verdicts)
     doc = {"script": "benchmarks/sim_validation/chip_study.py",
-           "command": " ".join(["python", "benchmarks/sim_validation/chip_study.py", *argv]),
+           "command": " ".join(["python", "-m", "benchmarks.sim_validation.chip_study", *argv]),
            "device": "analysis of measured files: " + "; ".join(f"{kind} {label}" for label, kind, _ in chips),
            "rule": __doc__.split("\n\n")[1].replace("\n", " "), "pairs": verdicts, "tau": taus}
     atomic_write_text(args.out, json.dumps(doc, indent=1))

@@ -1,7 +1,7 @@
 """How much drift each streaming row wants: the rows of matmul / flash attention in row-major, column-major or diagonal
 order (fit and held out) predicted at a grid of step_cv, each row's measured DRAM reads and L2 hit set against them.
 
-    python benchmarks/sim_validation/drift_probe.py OUT_JSON MEASURED_JSON... [--cv-grid 0,0.1,0.2,0.3,0.5] [--cache FILE]
+    python -m benchmarks.sim_validation.drift_probe OUT_JSON MEASURED_JSON... [--cv-grid 0,0.1,0.2,0.3,0.5] [--cache FILE]
 """
 
 from __future__ import annotations
@@ -12,8 +12,7 @@ import sys
 import time
 from pathlib import Path
 
-from validate import fit_set, point_label, predict_rows, random_walk_point
-
+from benchmarks.lab.validation import fit_set, point_label, predict_rows, random_walk_point
 from swizzlelab.io import atomic_write_text
 
 
@@ -55,7 +54,7 @@ def main(argv: list[str]) -> int:
         })
     record = {
         "script": "benchmarks/sim_validation/drift_probe.py",
-        "command": " ".join(["python", "benchmarks/sim_validation/drift_probe.py", *argv]),
+        "command": " ".join(["python", "-m", "benchmarks.sim_validation.drift_probe", *argv]),
         "device": " + ".join(str(d) for d in devices), "measured": list(args.measured),
         "kind": "predicted (models h100 / h200 of each row's GPU, 16-way, drift_decay 0) vs measured (ncu rows)",
         "cv_grid": cvs, "rows": out, "elapsed_s": time.time() - started,

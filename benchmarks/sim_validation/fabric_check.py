@@ -1,7 +1,7 @@
 """Per matmul row of the validation table: the share of requested sectors looked up again at a far L2 partition,
 as ncu counts it and as the model predicts it, to locate the grouped-16 miss (issue 15).
 
-    python benchmarks/sim_validation/fabric_check.py benchmarks/sim_validation/fabric_check.json
+    python -m benchmarks.sim_validation.fabric_check benchmarks/sim_validation/fabric_check.json
 Measured: lts__t_sectors_srcunit_ltcfabric.sum of each row's first ncu run (sim_ncu_rows_*.json) over the sectors the
 model says the kernel requests; predicted: the fitted point's lookup_bytes_per_requested - 1 (sim_validation.json).
 """
@@ -12,8 +12,8 @@ import json
 import sys
 from pathlib import Path
 
+from benchmarks.lab.validation import point_label
 from swizzlelab.io import atomic_write_text
-from validate import point_label  # this script's folder is on sys.path
 
 FOLDER = Path(__file__).resolve().parent
 FIRST_RUNS = ("sim_ncu_rows_nvidia_h100_80gb_hbm3.json", "sim_ncu_rows_nvidia_h200.json")
@@ -51,7 +51,7 @@ def main(out_path: str) -> int:
               f"{x['predicted_l2_hit_pct']:.1f}")
     atomic_write_text(out_path, json.dumps({
         "script": "benchmarks/sim_validation/fabric_check.py",
-        "command": "python benchmarks/sim_validation/fabric_check.py " + out_path,
+        "command": "python -m benchmarks.sim_validation.fabric_check " + out_path,
         "device": "NVIDIA H100 80GB HBM3 and NVIDIA H200 (ncu counters of each row's first run); predictions CPU",
         "label": f"measured (ncu lts__t_sectors_srcunit_ltcfabric.sum) against predicted (model of each GPU, point "
                  f"{fitted})", "rows": rows}, indent=1))

@@ -1,7 +1,7 @@
-"""The fresh test of stop 35: applies the rule registered in README ("A fresh test, registered before measuring") to
-validate.py's two runs over the committed table plus the fresh rows (run.py --set fresh), one run per progress model.
+"""The fresh test: applies the rule registered before the fresh set was measured (its text: fresh/fresh_test.json's
+`rule`) to validate.py's two runs over the committed table plus the fresh rows (run.py --set fresh), one per model.
 
-    python benchmarks/sim_validation/fresh_test.py OUT_JSON SATURATING_JSON CONTENTION_JSON
+    python -m benchmarks.sim_validation.fresh_test OUT_JSON SATURATING_JSON CONTENTION_JSON
 On the fresh rows alone: fewer cases below tau 0.8 (hit and DRAM together) wins, then the lower targets loss (hit MAE
 / 3 pp + mean DRAM error / 10%). The contention model becomes the default only if it wins and its held-out figures on
 the committed table stay within the issue's targets.
@@ -15,35 +15,14 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from run import FRESH_CASES
-from validate import TARGETS, case_key, summarize, targets_loss
+from benchmarks.lab.case_sets import FRESH_CASES
+from benchmarks.lab.validation import TARGETS, case_key, score, score_text
 
 from swizzlelab.io import atomic_write_text
 
 
 def fresh_keys() -> set[str]:
     return {case_key({"task": task, "case": case}) for task, case, _, _ in FRESH_CASES}
-
-
-def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Tau misses, MAE, DRAM error and the targets loss of a set of validate.py output rows."""
-    s = summarize(rows)
-    return {"rows": s["rows"], "cases": s["n_cases"], "mae_l2_hit_pp": s["mae_l2_hit_pp"],
-            "mean_rel_error_dram_read": s["mean_rel_error_dram_read"],
-            "cases_below_tau_hit": s["cases_with_tau_hit_below_target"],
-            "cases_below_tau_dram": s["cases_with_tau_dram_read_below_target"],
-            "tau_misses": s["cases_with_tau_hit_below_target"] + s["cases_with_tau_dram_read_below_target"],
-            "targets_loss": targets_loss(s["mae_l2_hit_pp"], s["mean_rel_error_dram_read"]),
-            "per_case": {key: {"tau_hit": c["kendall_tau_hit"]["tau"], "tau_dram": c["kendall_tau_dram_read"]["tau"],
-                               "mae_hit_pp": c["mae_hit_pp"], "dram_err": c["mean_rel_error_dram_read"]}
-                         for key, c in s["cases"].items()}}
-
-
-def score_text(s: dict[str, Any]) -> str:
-    """One score as the scripts print it."""
-    return (f"{s['rows']} rows / {s['cases']} cases: tau misses {s['tau_misses']} (hit {s['cases_below_tau_hit']}, "
-            f"DRAM {s['cases_below_tau_dram']}), MAE {s['mae_l2_hit_pp']:.2f} pp, DRAM err "
-            f"{100 * s['mean_rel_error_dram_read']:.1f}%, targets loss {s['targets_loss']:.3f}")
 
 
 def decide(result: dict[str, Any]) -> tuple[str, bool, str]:
@@ -65,7 +44,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     fresh = fresh_keys()
     result: dict[str, Any] = {"script": "benchmarks/sim_validation/fresh_test.py",
-                              "command": " ".join(["python", "benchmarks/sim_validation/fresh_test.py", *argv]),
+                              "command": " ".join(["python", "-m", "benchmarks.sim_validation.fresh_test", *argv]),
                               "rule": __doc__.split("\n\n")[1].split("\n", 1)[1].replace("\n", " ")}
     for name, path in (("saturating", args.saturating), ("contention", args.contention)):
         doc = json.loads(Path(path).read_text())

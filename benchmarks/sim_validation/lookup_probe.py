@@ -2,7 +2,7 @@
 fabric's), by 1-27% depending on the order. Runs the task kernel's tiles and K loop under ncu with the loads
 through L1 (default), around it (cache_modifier .cg) and without software pipelining (num_stages 1: plain loads).
 
-    python benchmarks/sim_validation/lookup_probe.py OUT_DIR [--size 4096] [--orders row_major,grouped:GROUP_M=8,diagonal]
+    python -m benchmarks.sim_validation.lookup_probe OUT_DIR [--size 4096] [--orders row_major,grouped:GROUP_M=8,diagonal]
 
 GPU only (needs ncu). Writes OUT_DIR/lookup_probe.json: per variant and order, the ncu counters and the requested
 sectors, and OUT_DIR/ncu_metrics.txt: the L1/L2 metric names this ncu offers for the chip.
@@ -14,15 +14,14 @@ import argparse
 import csv
 import io
 import json
-import os
 import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 
-from validate import lookup_deficit
-
+from benchmarks.lab import child_env, module_command
+from benchmarks.lab.validation import lookup_deficit
 from swizzlelab.io import atomic_write_text
 
 METRICS = [
@@ -50,7 +49,7 @@ def child(args) -> int:
     import triton
     import triton.language as tl
 
-    from timeline_probe import order_table
+    from benchmarks.lab.timelines import order_table
 
     @triton.jit
     def probe_matmul(a_ptr, b_ptr, c_ptr, order_ptr, M, N, K, BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr,
@@ -115,9 +114,10 @@ def main(argv: list[str]) -> int:
     metrics = [m for m in METRICS if m.rsplit(".", 1)[0] in offered] if offered else METRICS
     started = time.time()
     cmd = [ncu, "--metrics", ",".join(metrics), "--csv", "--cache-control", "all", "--clock-control", "base",
-           "--kernel-name", "regex:probe_matmul", sys.executable, __file__, str(out), "--size", str(args.size),
-           "--orders", args.orders, "--child"]
-    run = subprocess.run(cmd, capture_output=True, text=True, env={**os.environ, "PYTHONUNBUFFERED": "1"})
+           "--kernel-name", "regex:probe_matmul",
+           *module_command("benchmarks.sim_validation.lookup_probe", str(out), "--size", str(args.size),
+                           "--orders", args.orders, "--child")]
+    run = subprocess.run(cmd, capture_output=True, text=True, env={**child_env(), "PYTHONUNBUFFERED": "1"})
     text = run.stdout[run.stdout.find('"ID"'):] if '"ID"' in run.stdout else ""
     if run.returncode or not text:
         print(run.stdout[-3000:], run.stderr[-3000:])
@@ -147,7 +147,7 @@ def main(argv: list[str]) -> int:
     import torch
 
     record = {"script": "benchmarks/sim_validation/lookup_probe.py",
-              "command": " ".join(["python", "benchmarks/sim_validation/lookup_probe.py", *argv]),
+              "command": " ".join(["python", "-m", "benchmarks.sim_validation.lookup_probe", *argv]),
               "device": torch.cuda.get_device_name(), "kind": "measured (ncu, base clocks, caches flushed)",
               "size": n, "variants": [list(v) for v in VARIANTS], "metrics": metrics, "rows": rows,
               "elapsed_s": time.time() - started}

@@ -1,9 +1,9 @@
 """How reproducibly ncu itself ranks the table's orders, and the model scored on the same yardstick: is Kendall tau
 >= 0.8 per case a bar ncu clears against its own runs? Rule 5 of the simulator study (stop 40).
 
-    python benchmarks/sim_validation/ncu_reproducibility.py split OUT_JSON TABLE_JSON
-    python benchmarks/sim_validation/ncu_reproducibility.py replicate OUT_JSON TABLE_JSON FRESH_ROWS_JSON...
-    python benchmarks/sim_validation/ncu_reproducibility.py floor OUT_JSON TABLE_JSON
+    python -m benchmarks.sim_validation.ncu_reproducibility split OUT_JSON TABLE_JSON
+    python -m benchmarks.sim_validation.ncu_reproducibility replicate OUT_JSON TABLE_JSON FRESH_ROWS_JSON...
+    python -m benchmarks.sim_validation.ncu_reproducibility floor OUT_JSON TABLE_JSON
 A fresh ncu run of every row of the table's four sets (run.py --set table, fresh, page and pace, --repeat 1) on an
 H100 and an H200, in calls started after this rule was committed; every row measured is used, none re-run or dropped.
 Per held-out case, Kendall tau under validate.py's tie rule (the fresh row's own noise) of (a) the model's predictions
@@ -36,8 +36,7 @@ from typing import Any
 
 import numpy as np
 
-from validate import TARGETS, below_target, case_key, case_summary, mean, noise_pp
-
+from benchmarks.lab.validation import TARGETS, below_target, case_key, case_summary, mean, noise_pp
 from swizzlelab.io import atomic_write_text
 
 MAX_SPLIT_RUNS = 8  # a case with more runs is halved over its first 8: C(8, 4) = 70 halvings
@@ -392,7 +391,7 @@ def main(argv: list[str]) -> int:
     if args.mode == "replicate" and not fresh_rows:
         raise SystemExit("replicate needs the fresh runs' rows files")
     result: dict[str, Any] = {"script": "benchmarks/sim_validation/ncu_reproducibility.py",
-                              "command": " ".join(["python", "benchmarks/sim_validation/ncu_reproducibility.py",
+                              "command": " ".join(["python", "-m", "benchmarks.sim_validation.ncu_reproducibility",
                                                    *argv]),
                               "rule": " ".join(__doc__.split("\n\n")[1].split("\n")[2:]),
                               "tau_target": TARGETS["kendall_tau_per_case"],

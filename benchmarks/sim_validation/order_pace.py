@@ -1,7 +1,7 @@
 """Row- against column-major on the H100's stamped launches: how long their programs take and how much they read,
 the asymmetry the model, whose two orders are mirror images on a square matmul, has none of (stop 40).
 
-    python benchmarks/sim_validation/order_pace.py OUT_JSON LAUNCHES_JSON [LAUNCHES_JSON ...] [--table sim_validation.json]
+    python -m benchmarks.sim_validation.order_pace OUT_JSON LAUNCHES_JSON [LAUNCHES_JSON ...] [--table sim_validation.json]
 Per square case (m = n) with both orders stamped: each order's median program duration and launch span (mean over its stamped
 launches), ncu's DRAM reads of those same launches, and the table's mean DRAM reads of the case (the unstamped task
 kernel, every run); then how the duration ratio and the DRAM ratios rank alike over the cases (Spearman).
@@ -18,10 +18,8 @@ from typing import Any
 import numpy as np
 from scipy.stats import spearmanr
 
-from replay_launch import stamped_counters
-from timeline_analysis import stamped_stems
-from validate import case_key
-
+from benchmarks.lab.timelines import stamped_counters, stamped_stems
+from benchmarks.lab.validation import case_key
 from swizzlelab.io import atomic_write_text
 
 ORDERS = ("row_major", "column_major")
@@ -93,7 +91,7 @@ def main(argv: list[str]) -> int:
     pace = [r["column_over_row"]["median_program"] for r in rows]
     result: dict[str, Any] = {
         "script": "benchmarks/sim_validation/order_pace.py",
-        "command": " ".join(["python", "benchmarks/sim_validation/order_pace.py", *argv]),
+        "command": " ".join(["python", "-m", "benchmarks.sim_validation.order_pace", *argv]),
         "device": "measured launches of " + ", ".join(devices) + " (ncu DRAM reads, %globaltimer stamps); analysis",
         "cases": rows}
     for name in ("stamped_dram_reads", "table_dram_reads"):

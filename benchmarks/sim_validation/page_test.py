@@ -2,7 +2,7 @@
 its own fresh set alone (run.py --set page | pace), from validate.py's two runs over the committed table plus those
 rows, one with the term off, one on.
 
-    python benchmarks/sim_validation/page_test.py OUT_JSON OFF_JSON ON_JSON [--device "NVIDIA H200"] [--set page]
+    python -m benchmarks.sim_validation.page_test OUT_JSON OFF_JSON ON_JSON [--device "NVIDIA H200"] [--set page]
 On the set's rows alone (of the GPUs whose name starts with --device; "" for every GPU): fewer cases below tau 0.8
 (hit and DRAM together) wins, then the lower targets loss (hit MAE / 3 pp + mean DRAM error / 10%). The term
 becomes the default only if it wins and its rows of the set stay within 3 pp and 10%.
@@ -16,9 +16,8 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from fresh_test import score, score_text
-from run import CASE_SETS
-from validate import TARGETS, case_key
+from benchmarks.lab.case_sets import CASE_SETS
+from benchmarks.lab.validation import TARGETS, case_key, score, score_text
 
 from swizzlelab.io import atomic_write_text
 
@@ -50,7 +49,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     keys = page_keys(args.set)
     result: dict[str, Any] = {"script": "benchmarks/sim_validation/page_test.py",
-                              "command": " ".join(["python", "benchmarks/sim_validation/page_test.py", *argv]),
+                              "command": " ".join(["python", "-m", "benchmarks.sim_validation.page_test", *argv]),
                               "rule": __doc__.split("\n\n")[1].split("\n", 1)[1].replace("\n", " ")}
     scores = {}
     for arm, path in (("off", args.off), ("on", args.on)):

@@ -1,6 +1,6 @@
 """How closely the two programs that share a streamed panel run, from the stamped launches (launches/*.npz).
 
-    python benchmarks/sim_validation/partner_sync.py OUT.json [--case 16384x16384x4096] [--within 12]
+    python benchmarks/sim_validation/partner_sync.py OUT.json [--case 16384x16384x4096] [--within 12] [--launches DIR]
 
 Row- and column-major of a square output launch the programs that share the streamed panel `n_tiles` apart (one row
 or column of tiles). Per GPU and order, over the 4 stamped launches: the share of such pairs that start within
@@ -40,12 +40,13 @@ def main(argv: list[str]) -> int:
     parser.add_argument("out")
     parser.add_argument("--case", default="16384x16384x4096")
     parser.add_argument("--within", type=float, default=12.0)
+    parser.add_argument("--launches", default=str(HERE / "launches"), help="folder of stamped launches (*.json, *.npz)")
     args = parser.parse_args(argv)
     m, n, k = (int(v) for v in args.case.split("x"))
     if m != n:
         raise SystemExit(f"--case {args.case}: give a square output (m = n), whose orders mirror each other")
     rows = []
-    for path in sorted(glob.glob(str(HERE / "launches" / "*.json"))):
+    for path in sorted(glob.glob(str(Path(args.launches) / "*.json"))):
         meta = json.loads(Path(path).read_text())
         config = meta["probe"]["config"]
         stamps = np.load(path[:-5] + ".npz")
@@ -62,7 +63,7 @@ def main(argv: list[str]) -> int:
                   f"{args.within:g} steps; running together they change their gap by "
                   f"{rows[-1]['gap_change_steps']:+.2f} steps (measured, {len(runs)} launches)")
     if not rows:
-        raise SystemExit(f"no stamped launches of {args.case} in {HERE / 'launches'}")
+        raise SystemExit(f"no stamped launches of {args.case} in {args.launches}")
     atomic_write_text(args.out, json.dumps({
         "script": "benchmarks/sim_validation/partner_sync.py",
         "command": " ".join(["python", "benchmarks/sim_validation/partner_sync.py", *argv]),

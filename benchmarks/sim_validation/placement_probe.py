@@ -1,10 +1,10 @@
 """Does ncu's order of two swizzle orders belong to the orders or to where the operands lie in memory? The
 validation table's missed pairs, measured under several seeded placements of a, b and out (issue 15, part 2).
 
-    python benchmarks/sim_validation/placement_probe.py OUT_DIR [--gpu h100|h200] [--placements 6]
+    python -m benchmarks.sim_validation.placement_probe OUT_DIR [--gpu h100|h200] [--placements 6]
         [--repeat-placements 0,1] [--deadline-s 500]
-    python benchmarks/sim_validation/placement_probe.py OUT_DIR --dry-run      (CPU: tiny case, no ncu)
-    python benchmarks/sim_validation/placement_probe.py --analyse OUT_DIR/placement_probe_<gpu>.json
+    python -m benchmarks.sim_validation.placement_probe OUT_DIR --dry-run      (CPU: tiny case, no ncu)
+    python -m benchmarks.sim_validation.placement_probe --analyse OUT_DIR/placement_probe_<gpu>.json
 
 Placement 0 is the table's own (the task's generate_input, as run.py's child allocates). Placement p > 0, seeded by
 (case seed, p): a pad of 0-510 MiB (2 MiB steps) is allocated first, then a, b and out in a random order, each at a
@@ -31,10 +31,10 @@ from typing import Any
 import numpy as np
 from scipy import stats
 
-from swizzlelab.io import atomic_write_text, load_module
-
-HERE = Path(__file__).resolve().parent
-run_mod = load_module(HERE / "run.py", "sim_validation_run", str(HERE / "run.py"))
+from benchmarks.lab import child_env, module_command
+from benchmarks.lab.ncu_launch import device_info, launch_profiled, warm_and_check
+from benchmarks.lab.placement import METRIC_FIELDS, case_key, launch_differences
+from swizzlelab.io import atomic_write_text
 
 METRICS = ["lts__t_sector_hit_rate.pct", "dram__bytes_read.sum", "lts__t_sectors_lookup_hit.sum",
            "lts__t_sectors_lookup_miss.sum", "gpu__time_duration.sum"]
@@ -109,9 +109,8 @@ def child(case: dict[str, int], orders: list[str], placement: int, result_path: 
     how["data_ptr"] = {n: int(data[n].data_ptr()) for n in ("a", "b", "out")}
     kernel_data = {n: data[n] for n in ("a", "b", "out")}
     formulas = [task.parse_order(spec) for spec in orders]
-    verdicts = [run_mod.sim_vs_ncu.warm_and_check(task, kernel_data, spec, formula)
-                for spec, formula in zip(orders, formulas)]
-    run_mod.sim_vs_ncu.launch_profiled(task, kernel_data, formulas, on_gpu, LAUNCHES)
+    verdicts = [warm_and_check(task, kernel_data, spec, formula) for spec, formula in zip(orders, formulas)]
+    launch_profiled(task, kernel_data, formulas, on_gpu, LAUNCHES)
     how["strides"] = {n: list(kernel_data[n].stride()) for n in ("a", "b")}
     atomic_write_text(result_path, json.dumps({"orders": verdicts, "placement": how}))
     return 0
@@ -123,16 +122,16 @@ def measure(case: dict[str, int], orders: list[str], placement: int, process: in
     """Rows (one per launch) of one process at one placement."""
     tag = f"{case['seed']}_{placement}_{process}_{layout}"
     result = workdir / f"child_{tag}.json"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", json.dumps(case), json.dumps(orders),
-           str(placement), str(result), layout]
+    cmd = module_command("benchmarks.sim_validation.placement_probe", "--child", json.dumps(case), json.dumps(orders),
+                         str(placement), str(result), layout)
     if dry_run:
-        subprocess.run(cmd, check=True, timeout=timeout_s)
+        subprocess.run(cmd, check=True, timeout=timeout_s, env=child_env())
         kernels: list[Any] = [None] * (LAUNCHES * len(orders))
     else:
         from swizzlelab.harness.ncu import run_ncu
 
         kernels = [k for k in run_ncu(cmd, METRICS, kernel_regex=KERNEL, profile_from_start=False,
-                                      timeout_s=timeout_s, report_path=workdir / f"ncu_{tag}.ncu-rep")
+                                      timeout_s=timeout_s, report_path=workdir / f"ncu_{tag}.ncu-rep", env=child_env())
                    if KERNEL in k.kernel_name]
         if len(kernels) != LAUNCHES * len(orders):
             raise RuntimeError(f"ncu profiled {len(kernels)} {KERNEL} launches, expected {LAUNCHES * len(orders)}")
@@ -149,27 +148,6 @@ def measure(case: dict[str, int], orders: list[str], placement: int, process: in
                      "measured_duration_ns": values.get("gpu__time_duration.sum"), "counters": values,
                      "placement_detail": child_out["placement"]})
     return rows
-
-
-def case_key(case: dict[str, int], layout: str = "default") -> str:
-    return f"{case['m']}x{case['n']}x{case['k']}" + ("" if layout == "default" else f" {layout}")
-
-
-METRIC_FIELDS = {"dram": "measured_dram_read_bytes", "hit": "measured_l2_hit_pct"}
-
-
-def launch_differences(rows: list[dict[str, Any]], o1: str, o2: str, metric: str) -> dict[int, list[float]]:
-    """o1's figure minus o2's for every launch pair (same process, same launch index), by placement; DRAM reads as a
-    difference relative to the pair's mean, so cases of any size compare; hit rates in pp."""
-    field = METRIC_FIELDS[metric]
-    by_placement: dict[int, list[float]] = {}
-    for (p, _, _), group in itertools.groupby(sorted(rows, key=lambda r: (r["placement"], r["process"], r["launch"])),
-                                              key=lambda r: (r["placement"], r["process"], r["launch"])):
-        vals = {r["order"]: r[field] for r in group}
-        if o1 in vals and o2 in vals:
-            diff = vals[o1] - vals[o2]
-            by_placement.setdefault(p, []).append(2 * diff / (vals[o1] + vals[o2]) if metric == "dram" else diff)
-    return by_placement
 
 
 def analyse(doc: dict[str, Any]) -> dict[str, Any]:
@@ -236,13 +214,13 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="placement_"))
     meta: dict[str, Any] = {"script": "benchmarks/sim_validation/placement_probe.py",
-                            "command": " ".join(["python", "benchmarks/sim_validation/placement_probe.py", *argv]),
+                            "command": " ".join(["python", "-m", "benchmarks.sim_validation.placement_probe", *argv]),
                             "launches_per_order_per_process": LAUNCHES, "metrics": METRICS}
     if args.dry_run:
         meta["device"] = "cpu (dry run: no measurement)"
         plan = [DRY_CASE]
     else:
-        meta.update(run_mod.device_info())
+        meta.update(device_info())
         gpu = args.gpu or ("h200" if "H200" in meta["device"] else "h100")
         meta["cases_of"] = gpu
         plan = CASES[gpu]

@@ -1,7 +1,7 @@
 """How much a matmul's program durations spread on the GPU and in the progress model, and what a program's own pace
 (simulate's program_cv) does to the model's DRAM reads.
 
-    python benchmarks/sim_validation/program_pace.py OUT.json [--program-cv 0,0.01,0.02] [--gpu h100]
+    python -m benchmarks.sim_validation.program_pace OUT.json [--program-cv 0,0.01,0.02] [--gpu h100]
 
 CPU only. Measured: every stamped launch in launches/*.npz of that GPU: per (case, order), the programs' duration
 spread (sd / median) and what is left of it after each program's 16-step start-time bin's mean is taken out (how
@@ -21,10 +21,8 @@ from pathlib import Path
 
 import numpy as np
 
-from timeline_analysis import stamped_stems
-from timeline_probe import order_table
-from validate import model_name
-
+from benchmarks.lab.timelines import order_table, stamped_stems
+from benchmarks.lab.validation import model_name
 from swizzlelab.hw import get_model
 from swizzlelab.io import atomic_write_text
 from swizzlelab.sim import footprint_of, own_schedule, simulate
@@ -107,7 +105,7 @@ def main(argv: list[str]) -> int:
                   f"{'-' if table is None else f'{table / 1e9:.3f}'} GB, predicted "
                   + ", ".join(f"{cv}: {v / 1e9:.3f}" for cv, v in predicted.items()), flush=True)
     record = {"script": "benchmarks/sim_validation/program_pace.py",
-              "command": "python benchmarks/sim_validation/program_pace.py " + " ".join(argv),
+              "command": "python -m benchmarks.sim_validation.program_pace " + " ".join(argv),
               "device": f"measured: the stamped launches of {args.gpu} in launches/ (ncu, %globaltimer); predicted on "
                         f"the CPU with model {model.name}",
               "kind": "measured duration spread: sd / median of the programs' durations per launch, mean over the "

@@ -1,7 +1,7 @@
 """Replays the H100's measured matmul timelines (timeline_probe.py) through the simulator's cache model in place of
 its progress model, and sets both against ncu: which part of the simulator's error is the cache, which the schedule.
 
-    python benchmarks/sim_validation/replay.py OUT_JSON TIMELINES ROWS_JSON VALIDATION_JSON [--near hash,sm_half,...]
+    python -m benchmarks.sim_validation.replay OUT_JSON TIMELINES ROWS_JSON VALIDATION_JSON [--near hash,sm_half,...]
 
 TIMELINES: timeline_h100_raw.npz (or the probe's folder); ROWS_JSON: the ncu rows of the same GPU; VALIDATION_JSON:
 sim_validation.json, whose default-model predictions of the same rows are copied beside the replays. CPU only.
@@ -17,61 +17,24 @@ from pathlib import Path
 
 import numpy as np
 
-from timeline_analysis import _key, load_timelines
-from timeline_probe import order_table
-from validate import lookup_deficit, model_name, tau_untied
-
+from benchmarks.lab.timelines import NEAR_MAPS, load_timelines, near_of, order_key, order_table, stamped_schedule
+from benchmarks.lab.validation import lookup_deficit, model_name, tau_untied
 from swizzlelab.hw import get_model
 from swizzlelab.io import atomic_write_text
 from swizzlelab.sim import Schedule, footprint_of, kernels, simulate
 from swizzlelab.tasks import load_task
 
-# Which L2 partition is near each program's SM. The model hashes the launch position; the hardware's map from
-# %smid to partition is not documented, so the replay tries the candidates and ncu's far lookups
-# (lts__t_sectors_srcunit_ltcfabric) say which one the H100 has.
-NEAR_MAPS = ("hash", "sm_half", "sm_parity", "tpc_parity")
 # The L2 request coalescer's window (median step lengths of the measured schedule) is fitted here on the square
 # case (8192^3, the validation's fit part) against ncu's lookup deficit, and the other cases are held out.
 LRC_WINDOWS = (0.0, 0.02, 0.05, 0.1, 0.15, 0.2, 0.3)
 FIT_CASES = ("8192x8192x8192",)
 
 
-def near_of(mode: str, sm: np.ndarray, n_partitions: int) -> np.ndarray:
-    """Near partition of each launch position's program under map `mode`."""
-    if mode == "hash":
-        return np.array([kernels._bucket(p, kernels._UNIT_SALT, n_partitions) for p in range(sm.size)], dtype=np.int8)
-    if mode == "sm_half":
-        return (sm * n_partitions // (int(sm.max()) + 1)).astype(np.int8)
-    if mode == "sm_parity":
-        return (sm % n_partitions).astype(np.int8)
-    if mode == "tpc_parity":
-        return ((sm // 2) % n_partitions).astype(np.int8)
-    raise SystemExit(f"unknown near map {mode!r}; one of {', '.join(NEAR_MAPS)}")
-
-
 def measured_schedule(data: dict[str, np.ndarray], order: str, tile_step_ptr: np.ndarray, perm: np.ndarray,
                       near: np.ndarray) -> tuple[Schedule, float]:
     """The steps as the H100 started them (k-step stamps of every program), times in median step lengths."""
-    key = _key(order)
+    key = order_key(order)
     return stamped_schedule(data[f"{key}_r0_start"], data[f"{key}_r0_step"], order, tile_step_ptr, perm, near)
-
-
-def stamped_schedule(start: np.ndarray, lengths: np.ndarray, order: str, tile_step_ptr: np.ndarray, perm: np.ndarray,
-                     near: np.ndarray) -> tuple[Schedule, float]:
-    """The schedule of programs that started at `start` (ns, launch order) and ran k-steps of `lengths` (ns, one row
-    a program), times in median step lengths; and that median in ns."""
-    start = start.astype(np.int64)
-    lengths = lengths.astype(np.int64)
-    t = np.concatenate([start[:, None], start[:, None] + np.cumsum(lengths, axis=1)[:, :-1]], axis=1)
-    n_k = t.shape[1]
-    if not np.all(np.diff(tile_step_ptr)[perm] == n_k):
-        raise SystemExit(f"{order}: the trace's steps per tile differ from the timeline's {n_k} k-steps")
-    steps = tile_step_ptr[perm][:, None] + np.arange(n_k)[None, :]
-    step_ns = float(np.median(lengths))
-    order_idx = np.argsort(t.ravel(), kind="stable")
-    return Schedule(steps=steps.ravel()[order_idx].astype(np.int64),
-                    near=np.broadcast_to(near[:, None], t.shape).ravel()[order_idx].astype(np.int8),
-                    start=(t.ravel()[order_idx] - t.min()) / step_ns), step_ns
 
 
 def coalesced_sectors(trace, schedule: Schedule, model, window: float, step_tile: np.ndarray, n_lines: int) -> int:
@@ -175,10 +138,10 @@ def main(argv: list[str]) -> int:
         footprint = footprint_of(trace)
         for row in rows:
             order = row["order"]
-            if f"{_key(order)}_r0_start" not in data:
+            if f"{order_key(order)}_r0_start" not in data:
                 continue
             perm = order_table(order, m, n, k)
-            sm = data[f"{_key(order)}_r0_sm"]
+            sm = data[f"{order_key(order)}_r0_sm"]
             requested = None
             replays = {}
             for i, mode in enumerate(args.near.split(",")):
@@ -223,7 +186,7 @@ def main(argv: list[str]) -> int:
     summary = summarize(out_rows, args.near.split(",")[0])
     record = {
         "script": "benchmarks/sim_validation/replay.py",
-        "command": "python " + " ".join(["benchmarks/sim_validation/replay.py", *argv]),
+        "command": "python -m " + " ".join(["benchmarks.sim_validation.replay", *argv]),
         "kind": f"predicted (model {model.name}) from schedules measured on {device} (%globaltimer per k-step), "
                 f"against ncu measurements on {device}",
         "device": device,

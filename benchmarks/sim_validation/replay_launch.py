@@ -1,9 +1,9 @@
 """Pairs every stamped run of timeline_probe.py with ncu's counters of that same launch and replays its schedule through
 the simulator's cache model: the cache model's error on one run, free of the progress model and of run-to-run noise.
 
-    python benchmarks/sim_validation/replay_launch.py measure OUT_DIR [--cases 16384x4096x8192] [--orders ...] [--repeats 4]
-    python benchmarks/sim_validation/replay_launch.py replay OUT_JSON LAUNCHES_JSON [LAUNCHES_JSON ...]
-    python benchmarks/sim_validation/replay_launch.py stamps OUT_JSON LAUNCHES_JSON [LAUNCHES_JSON ...]
+    python -m benchmarks.sim_validation.replay_launch measure OUT_DIR [--cases 16384x4096x8192] [--orders ...] [--repeats 4]
+    python -m benchmarks.sim_validation.replay_launch replay OUT_JSON LAUNCHES_JSON [LAUNCHES_JSON ...]
+    python -m benchmarks.sim_validation.replay_launch stamps OUT_JSON LAUNCHES_JSON [LAUNCHES_JSON ...]
 
 `measure` (GPU) runs timeline_probe.py under ncu (ncu's default clock control, as run.py measures the table) and
 writes OUT_DIR/launches_<gpu>_<cases>.json (the counters of every launch, the probe's record) and the .npz beside it
@@ -26,12 +26,11 @@ from pathlib import Path
 
 import numpy as np
 
-from chip import chip_layout, on_chip
-from replay import near_of, stamped_schedule
-from timeline_analysis import _key, load_timelines
-from timeline_probe import order_table
-from validate import model_name
-
+from benchmarks.lab import child_env, module_command
+from benchmarks.lab.chips import chip_layout, on_chip
+from benchmarks.lab.timelines import (
+    even_schedule, labelled_launches, load_timelines, order_key, order_table, stamped_counters)
+from benchmarks.lab.validation import model_name
 from swizzlelab.harness.ncu import run_ncu
 from swizzlelab.hw import SET_MAPS, get_model
 from swizzlelab.io import atomic_write_text
@@ -78,36 +77,16 @@ def pack(folder: Path, launches: list[dict], command: str) -> Path:
 def measure(args: argparse.Namespace) -> int:
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
-    cmd = [sys.executable, str(HERE / "timeline_probe.py"), str(out), "--cases", args.cases, "--orders", args.orders,
-           "--repeats", str(args.repeats)]
+    cmd = module_command("benchmarks.sim_validation.timeline_probe", str(out), "--cases", args.cases,
+                         "--orders", args.orders, "--repeats", str(args.repeats))
     started = time.time()
-    kernels = run_ncu(cmd, list(METRICS), kernel_regex="stamped_matmul", timeout_s=540)
+    kernels = run_ncu(cmd, list(METRICS), kernel_regex="stamped_matmul", timeout_s=540, env=child_env())
     launches = [{"launch_index": k.launch_index, **{m: k.values.get(m) for m in METRICS}} for k in kernels]
-    path = pack(out, launches, "python benchmarks/sim_validation/replay_launch.py " + " ".join(args.argv))
+    path = pack(out, launches, "python -m benchmarks.sim_validation.replay_launch " + " ".join(args.argv))
     for full in out.glob("timeline_*.npz"):
         full.unlink()  # every k-step's stamp: 10-20 MB a case, and the replay needs the starts and durations only
     print(f"{len(kernels)} launches profiled in {time.time() - started:.0f} s -> {path}")
     return 0
-
-
-def labelled_launches(probe: dict, launches: list[dict]) -> list[tuple[tuple[str, str, str], dict]]:
-    """((case, order, the probe's label of the launch), ncu counters) of every launch, in launch order."""
-    labels = [(row["case"], row["order"], label) for row in probe["rows"] for label in row["launches"]]
-    if len(labels) != len(launches):
-        raise SystemExit(f"the probe made {len(labels)} launches and ncu profiled {len(launches)}: cannot pair them")
-    return list(zip(labels, launches))
-
-
-def stamped_counters(probe: dict, launches: list[dict]) -> dict[tuple[str, str, str], dict]:
-    """{(case, order, 'r0'): ncu counters of that stamped launch}, through the probe's list of launches."""
-    return {(case, order, label.removeprefix("stamped_")): counters
-            for (case, order, label), counters in labelled_launches(probe, launches) if label.startswith("stamped_r")}
-
-
-def even_schedule(sm, start, duration, n_k, order, tile_step_ptr, perm, n_partitions):
-    """A stamped run's schedule with each program's n_k steps evenly spaced over its measured duration."""
-    lengths = np.repeat((duration.astype(np.float64) / n_k)[:, None], n_k, axis=1)
-    return stamped_schedule(start, lengths, order, tile_step_ptr, perm, near_of("hash", sm.astype(np.int64), n_partitions))
 
 
 def replay(args: argparse.Namespace) -> int:
@@ -155,7 +134,7 @@ def replay(args: argparse.Namespace) -> int:
                 chip = (simulate(trace, perm, chip_model, occupancy=2, footprint=footprint, **chip_fitted)
                         if chip_model is not None else None)
                 for run in sorted(r for c, o, r in counters if (c, o) == (case_name, order)):
-                    stem = f"{case_name}__{_key(order)}_{run}"
+                    stem = f"{case_name}__{order_key(order)}_{run}"
                     schedule, step_ns = even_schedule(arrays[f"{stem}_sm"], arrays[f"{stem}_start"],
                                                       arrays[f"{stem}_duration"], k // task.kernel.GPU_CONFIG.block_k,
                                                       order, tile_step_ptr, perm, model.l2_partitions)
@@ -180,7 +159,7 @@ def replay(args: argparse.Namespace) -> int:
     devices = list(dict.fromkeys(r["device"] for r in rows))
     out = {
         "script": "benchmarks/sim_validation/replay_launch.py",
-        "command": "python benchmarks/sim_validation/replay_launch.py " + " ".join(args.argv),
+        "command": "python -m benchmarks.sim_validation.replay_launch " + " ".join(args.argv),
         "device": f"measured on {' and '.join(devices)} (ncu, %globaltimer); replayed and predicted on the CPU",
         "kind": "measured: ncu, one row per stamped launch; replayed: the model of that GPU (H100-SXM, H200-SXM) on "
                 "that launch's measured schedule; model: the same model on its own (saturating) schedule; chip_model: "
@@ -269,7 +248,7 @@ def stamps(args: argparse.Namespace) -> int:
               f"stamped {row['stamped_dram_read_bytes'] / 1e9:.3f} (sd {row['stamped_sd'] / 1e9:.3f}, "
               f"{row['stamped_launches']}): {row['stamped_over_plain']:.3f}")
     out = {"script": "benchmarks/sim_validation/replay_launch.py",
-           "command": "python benchmarks/sim_validation/replay_launch.py " + " ".join(args.argv),
+           "command": "python -m benchmarks.sim_validation.replay_launch " + " ".join(args.argv),
            "device": "measured on " + " and ".join(dict.fromkeys(row["device"] for row in rows)) + " (ncu)",
            "kind": "measured: ncu DRAM reads of each launch of timeline_probe.py's kernel, plain (no stamps; the "
                    "first plain launch of an order included) and stamped, in the same process",

@@ -1,9 +1,9 @@
 """GPU-host half of the simulator's validation set (issue 15, part 2): ncu rows of every task, orders that differ.
 
 Measures only (predictions come afterwards, on any CPU, from benchmarks/sim_validation/validate.py). One call per GPU:
-    python benchmarks/sim_validation/run.py OUT_DIR --deadline-s 230
+    python -m benchmarks.sim_validation.run OUT_DIR --deadline-s 230
 CPU check of everything but ncu (tiny test cases under the Triton interpreter):
-    python benchmarks/sim_validation/run.py /tmp/simval_dry --dry-run
+    python -m benchmarks.sim_validation.run /tmp/simval_dry --dry-run
 Writes OUT_DIR/sim_ncu_rows_<gpu>.json after every case (a timeout still leaves the rows measured so far).
 """
 
@@ -20,14 +20,10 @@ import traceback
 from pathlib import Path
 from typing import Any
 
-from swizzlelab.io import atomic_write_text, load_module
-from swizzlelab.runtime import ensure_triton_backend
-
-ensure_triton_backend()
-
-HERE = Path(__file__).resolve().parent
-SIM_VS_NCU = HERE.parent / "sim_vs_ncu" / "run.py"  # its child launches the orders in one profiler range
-sim_vs_ncu = load_module(SIM_VS_NCU, "sim_vs_ncu_run", str(SIM_VS_NCU))
+from benchmarks.lab import child_env
+from benchmarks.lab.case_sets import CASE_SETS, CASES
+from benchmarks.lab.ncu_launch import METRICS, child_command, device_info, occupancy_of
+from swizzlelab.io import atomic_write_text
 
 # Counters beside ncu's hit rate: the raw lookups behind it (hit / miss, fabric, by operation), so a figure above
 # 100% (flash attention row-major read 105.8% on the H100) can be traced to the counters it is made of.
@@ -43,71 +39,6 @@ EXTRA_METRICS = (
     "lts__t_sector_op_write_hit_rate.pct",
     "dram__sectors_read.sum",
 )
-
-# (task, case, orders, name of the profiled kernel). Orders are chosen so that they differ in predicted L2 hit.
-# Square matmul cases come first: they are the fit set.
-CASES: list[tuple[str, dict[str, Any], list[str], str]] = [
-    ("matmul", {"seed": 11, "m": 4096, "n": 4096, "k": 4096},
-     ["row_major", "column_major", "grouped:GROUP_M=8", "hilbert:SIDE=8", "diagonal"], "matmul_kernel"),
-    ("matmul", {"seed": 12, "m": 8192, "n": 8192, "k": 8192},
-     ["grouped:GROUP_M=8", "row_major", "grouped:GROUP_M=16", "column_major", "hilbert:SIDE=32"], "matmul_kernel"),
-    # Tiles 64 x 8 fp16: each reads 16 bytes (half a sector) of 64 rows of x, so neighbours along n share sectors.
-    ("transpose", {"seed": 13, "m": 1048576, "n": 64, "dtype": "float16", "tile_n": 8},
-     ["row_major", "column_major", "grouped:GROUP_M=8", "grouped:GROUP_M=4096", "diagonal"], "transpose_kernel"),
-    # Short contexts and 4 waves of programs: the query heads of one KV group run together under some orders only.
-    ("lean_attention", {"seed": 0, "batch": 16, "heads": 64, "kv_heads": 8, "head_dim": 128, "min_ctx": 512,
-                        "max_ctx": 2048, "n_programs": 1056},
-     ["identity1d", "stride:STRIDE=2", "stride:STRIDE=8", "stride:STRIDE=64", "stride:STRIDE=132"],
-     "lean_attention_kernel"),
-    ("histogram", {"seed": 11, "rows": 1048576, "channels": 512},
-     ["row_major", "column_major", "grouped:GROUP_M=8", "diagonal"], "histogram_kernel"),
-    ("spmv", {"seed": 11, "rows": 1048576, "cols": 33554432, "avg_nnz": 32, "communities": 64},
-     ["identity1d", "stride:STRIDE=64", "stride:STRIDE=2", "stride:STRIDE=16", "stride:STRIDE=4096"], "spmv_kernel"),
-    ("flash_attention", {"seed": 0, "batch": 1, "heads": 16, "seq": 8192, "head_dim": 128},
-     ["row_major", "column_major", "grouped:GROUP_M=8", "diagonal", "hilbert:SIDE=8"], "flash_attention_kernel"),
-    ("matmul", {"seed": 14, "m": 4096, "n": 16384, "k": 4096},
-     ["row_major", "column_major", "grouped:GROUP_M=8", "grouped:GROUP_M=16"], "matmul_kernel"),
-    ("matmul", {"seed": 15, "m": 16384, "n": 4096, "k": 8192},
-     ["row_major", "column_major", "grouped:GROUP_M=8", "grouped:GROUP_M=16"], "matmul_kernel"),
-    ("matmul", {"seed": 16, "m": 16384, "n": 16384, "k": 4096},
-     ["row_major", "grouped:GROUP_M=8", "column_major"], "matmul_kernel"),
-]
-
-# A fresh test set (stop 35), chosen and committed before any of it was measured: shapes none of the tables above
-# holds, none square (so validate.py never fits on them), orders of the table above. It decides between the
-# saturating and the contention progress model by the rule in README ("A fresh test, registered before measuring").
-FRESH_ORDERS = ["row_major", "column_major", "grouped:GROUP_M=8", "grouped:GROUP_M=16"]
-FRESH_CASES: list[tuple[str, dict[str, Any], list[str], str]] = [
-    ("matmul", {"seed": 21, "m": 4096, "n": 4096, "k": 8192}, [*FRESH_ORDERS, "hilbert:SIDE=8"], "matmul_kernel"),
-    ("matmul", {"seed": 22, "m": 6144, "n": 6144, "k": 4096}, FRESH_ORDERS, "matmul_kernel"),
-    ("matmul", {"seed": 23, "m": 8192, "n": 16384, "k": 4096}, FRESH_ORDERS, "matmul_kernel"),
-    ("matmul", {"seed": 24, "m": 12288, "n": 12288, "k": 4096}, FRESH_ORDERS, "matmul_kernel"),
-    ("matmul", {"seed": 25, "m": 16384, "n": 8192, "k": 4096}, FRESH_ORDERS, "matmul_kernel"),
-    ("matmul", {"seed": 26, "m": 8192, "n": 8192, "k": 16384}, [*FRESH_ORDERS, "hilbert:SIDE=32"], "matmul_kernel"),
-    ("flash_attention", {"seed": 1, "batch": 2, "heads": 16, "seq": 8192, "head_dim": 128},
-     ["row_major", "column_major", "grouped:GROUP_M=8", "diagonal", "hilbert:SIDE=8"], "flash_attention_kernel"),
-]
-# The page-noise test set (stop 38), committed before any of it was measured: square and rectangular matmul shapes no
-# set above holds, where streaming orders read several times what fits in L2. README ("Page noise") has its rule.
-PAGE_CASES: list[tuple[str, dict[str, Any], list[str], str]] = [
-    ("matmul", {"seed": 31, "m": 8192, "n": 8192, "k": 4096}, FRESH_ORDERS, "matmul_kernel"),
-    ("matmul", {"seed": 32, "m": 10240, "n": 10240, "k": 4096}, FRESH_ORDERS, "matmul_kernel"),
-    ("matmul", {"seed": 33, "m": 14336, "n": 14336, "k": 4096}, FRESH_ORDERS, "matmul_kernel"),
-    ("matmul", {"seed": 34, "m": 12288, "n": 8192, "k": 4096}, FRESH_ORDERS, "matmul_kernel"),
-    ("matmul", {"seed": 35, "m": 8192, "n": 12288, "k": 4096}, FRESH_ORDERS, "matmul_kernel"),
-    ("matmul", {"seed": 36, "m": 10240, "n": 10240, "k": 8192}, FRESH_ORDERS, "matmul_kernel"),
-]
-# The program-pace test set (stop 39), committed before any of it was measured: matmul shapes no set above holds, from
-# the cliff of 4096^2x8192 (5120^2x8192) to the large squares. README ("A program's own pace") has its rule.
-PACE_CASES: list[tuple[str, dict[str, Any], list[str], str]] = [
-    ("matmul", {"seed": 41, "m": 5120, "n": 5120, "k": 8192}, [*FRESH_ORDERS, "hilbert:SIDE=8"], "matmul_kernel"),
-    ("matmul", {"seed": 42, "m": 6144, "n": 6144, "k": 8192}, [*FRESH_ORDERS, "hilbert:SIDE=8"], "matmul_kernel"),
-    ("matmul", {"seed": 43, "m": 7168, "n": 7168, "k": 4096}, FRESH_ORDERS, "matmul_kernel"),
-    ("matmul", {"seed": 44, "m": 9216, "n": 9216, "k": 4096}, FRESH_ORDERS, "matmul_kernel"),
-    ("matmul", {"seed": 45, "m": 11264, "n": 11264, "k": 4096}, FRESH_ORDERS, "matmul_kernel"),
-    ("matmul", {"seed": 46, "m": 8192, "n": 6144, "k": 8192}, FRESH_ORDERS, "matmul_kernel"),
-]
-CASE_SETS = {"table": CASES, "fresh": FRESH_CASES, "page": PAGE_CASES, "pace": PACE_CASES}
 
 
 def dry_cases() -> list[tuple[str, dict[str, Any], list[str], str]]:
@@ -140,41 +71,13 @@ def known_metrics(metrics: list[str]) -> tuple[list[str], list[str]]:
     return keep, [m for m in metrics if m not in keep]
 
 
-def device_info() -> dict[str, Any]:
-    import torch
-
-    props = torch.cuda.get_device_properties(0)
-    info: dict[str, Any] = {"device": torch.cuda.get_device_name(0), "sm_count": props.multi_processor_count,
-                            "l2_cache_bytes": getattr(props, "L2_cache_size", None),
-                            "total_memory_bytes": props.total_memory, "torch": torch.__version__}
-    try:
-        smi = subprocess.run(["nvidia-smi", "--query-gpu=name,ecc.mode.current,memory.total,clocks.max.memory,"
-                              "driver_version", "--format=csv,noheader"], capture_output=True, text=True, timeout=30)
-        info["nvidia_smi"] = smi.stdout.strip()
-        # Which chip: two chips of one kind can rank a pair of orders differently (placement probe, README).
-        ids = subprocess.run(["nvidia-smi", "--query-gpu=uuid,serial", "--format=csv,noheader"], capture_output=True,
-                             text=True, timeout=30)
-        info["gpu_uuid_serial"] = ids.stdout.strip()
-    except Exception as err:  # noqa: BLE001
-        info["nvidia_smi"] = f"unavailable: {err}"
-    try:
-        from swizzlelab.harness.ncu import find_ncu
-
-        info["ncu_version"] = subprocess.run([find_ncu(), "--version"], capture_output=True, text=True,
-                                             timeout=30).stdout.strip().splitlines()[-1]
-    except Exception as err:  # noqa: BLE001
-        info["ncu_version"] = f"unavailable: {err}"
-    return info
-
-
 def measure_case(task_name: str, case: dict[str, Any], orders: list[str], kernel_name: str, metrics: list[str],
                  workdir: Path, timeout_s: float, dry_run: bool, repeat: int = 0) -> list[dict[str, Any]]:
     tag = f"{task_name}_{case['seed']}_{repeat}"
     result_path = workdir / f"child_{tag}.json"
-    cmd = [sys.executable, str(SIM_VS_NCU), "--child", task_name, json.dumps(case), json.dumps(orders),
-           str(result_path)]
+    cmd = child_command(task_name, case, orders, str(result_path))  # launches the orders in one profiler range
     if dry_run:
-        subprocess.run(cmd, check=True, timeout=timeout_s)
+        subprocess.run(cmd, check=True, timeout=timeout_s, env=child_env())
         kernels: list[Any] = [None] * len(orders)
     else:
         from swizzlelab.errors import UserError
@@ -183,11 +86,11 @@ def measure_case(task_name: str, case: dict[str, Any], orders: list[str], kernel
         report = workdir / f"ncu_{tag}.ncu-rep"
         try:
             kernels = run_ncu(cmd, metrics, kernel_regex=kernel_name, profile_from_start=False, timeout_s=timeout_s,
-                              report_path=report)
+                              report_path=report, env=child_env())
         except UserError as err:
             print(f"{tag}: ncu failed with all metrics ({err}); retrying with the base list", flush=True)
-            kernels = run_ncu(cmd, list(sim_vs_ncu.METRICS), kernel_regex=kernel_name, profile_from_start=False,
-                              timeout_s=timeout_s, report_path=report)
+            kernels = run_ncu(cmd, list(METRICS), kernel_regex=kernel_name, profile_from_start=False,
+                              timeout_s=timeout_s, report_path=report, env=child_env())
         # The name filter again: a torch fill kernel launched beside the task's kernel must not shift the match.
         named = [k for k in kernels if kernel_name in k.kernel_name]
         if len(named) != len(orders):
@@ -197,7 +100,7 @@ def measure_case(task_name: str, case: dict[str, Any], orders: list[str], kernel
     verdicts = json.loads(result_path.read_text())["orders"]
     rows = []
     for spec, verdict, km in zip(orders, verdicts, kernels):
-        occupancy, source = sim_vs_ncu.occupancy_of(km, verdict, 1)
+        occupancy, source = occupancy_of(km, verdict, 1)
         values = dict(km.values) if km is not None else {}
         rows.append({
             "task": task_name, "case": case, "order": spec,
@@ -231,14 +134,14 @@ def main(argv: list[str]) -> int:
     out.mkdir(parents=True, exist_ok=True)
     workdir = Path(tempfile.mkdtemp(prefix="simval_"))
     meta: dict[str, Any] = {"script": "benchmarks/sim_validation/run.py",
-                            "command": " ".join(["python", "benchmarks/sim_validation/run.py", *argv])}
+                            "command": " ".join(["python", "-m", "benchmarks.sim_validation.run", *argv])}
     if args.dry_run:
         meta.update(device="cpu (dry run: no measurement)")
-        metrics = list(sim_vs_ncu.METRICS) + list(EXTRA_METRICS)
+        metrics = list(METRICS) + list(EXTRA_METRICS)
         plan = dry_cases()
     else:
         meta.update(device_info())
-        metrics, unknown = known_metrics(list(sim_vs_ncu.METRICS) + list(EXTRA_METRICS))
+        metrics, unknown = known_metrics(list(METRICS) + list(EXTRA_METRICS))
         meta["metrics_not_on_this_ncu"] = unknown
         plan = CASE_SETS[args.set]
     if args.cases:

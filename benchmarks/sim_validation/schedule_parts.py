@@ -1,7 +1,7 @@
 """Which part of a measured schedule carries its DRAM reads: the start times, the durations or the dispatch order, and
 whether the model's own schedule errs in its steps' spacing.
 
-    python benchmarks/sim_validation/schedule_parts.py OUT.json LAUNCHES_STEM CASE ORDERS [--runs r0,r1]
+    python -m benchmarks.sim_validation.schedule_parts OUT.json LAUNCHES_STEM CASE ORDERS [--runs r0,r1]
 
 CPU only. Measured side (stamped launches, replay_launch.py): each launch replayed through the cache model as
 measured, with every program's duration set to the launch's median, with the measured start times handed out in
@@ -20,12 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
-from replay import near_of, stamped_schedule
-from replay_launch import even_schedule, stamped_counters
-from timeline_analysis import _key
-from timeline_probe import order_table
-from validate import model_name
-
+from benchmarks.lab.timelines import even_schedule, near_of, order_key, order_table, stamped_counters, stamped_schedule
+from benchmarks.lab.validation import model_name
 from swizzlelab.hw import get_model
 from swizzlelab.io import atomic_write_text
 from swizzlelab.sim import footprint_of, own_schedule, simulate
@@ -70,7 +66,7 @@ def main(argv: list[str]) -> int:
     for order in args.orders.split(","):
         perm = order_table(order, m, n, k)
         for run in args.runs.split(","):
-            stem = f"{args.case}__{_key(order)}_{run}"
+            stem = f"{args.case}__{order_key(order)}_{run}"
             sm = stamps[f"{stem}_sm"]
             start = stamps[f"{stem}_start"].astype(np.int64)
             duration = stamps[f"{stem}_duration"].astype(np.int64)
@@ -94,7 +90,7 @@ def main(argv: list[str]) -> int:
                          "model_evened_steps_gb": evened})
             print(json.dumps(rows[-1]), flush=True)
     out = {"script": "benchmarks/sim_validation/schedule_parts.py",
-           "command": "python benchmarks/sim_validation/schedule_parts.py " + " ".join(argv),
+           "command": "python -m benchmarks.sim_validation.schedule_parts " + " ".join(argv),
            "device": f"measured on {record['device']} (ncu, %globaltimer: {Path(args.launches).name}); replayed and "
                      f"predicted on the CPU with model {model.name}",
            "kind": "DRAM read GB: measured (ncu, that launch); replayed through the cache model as measured, with "

@@ -1,7 +1,7 @@
 """What sets a program's pace on the H100, from the measured matmul timelines: each SM's own pace (the same SMs fast in
 every run), how much of it shows by case, and the saturating progress model's waves set beside the measured ones.
 
-    python benchmarks/sim_validation/sm_pace.py OUT_JSON TIMELINES [--gpc-bound B --dram-saturation S --miss-gain G]
+    python -m benchmarks.sim_validation.sm_pace OUT_JSON TIMELINES [--gpc-bound B --dram-saturation S --miss-gain G]
 
 TIMELINES: timeline_h100_raw.npz. CPU only. The model's schedules are the simulator's own (simulate's saturating
 progress model on model H100-SXM); measured figures come from %globaltimer / %smid stamps of every program.
@@ -10,7 +10,6 @@ progress model on model H100-SXM); measured figures come from %globaltimer / %sm
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import sys
 import time
@@ -19,16 +18,13 @@ from pathlib import Path
 
 import numpy as np
 
-from timeline_analysis import STEADY_FROM, WAVE, _key, load_timelines, start_slope
-from timeline_probe import order_table
-
+from benchmarks.lab.timelines import STEADY_FROM, WAVE, load_timelines, order_key, order_table, start_slope
 from swizzlelab.hw import get_model
 from swizzlelab.io import atomic_write_text
 from swizzlelab.sim import simulate
+from swizzlelab.sim.simulate import DRAM_SATURATION, SATURATION_MISS_GAIN, STEP_TIME_SEED, saturating_schedule
 from swizzlelab.tasks import load_task
 
-# The module, not the function swizzlelab.sim exports under the same name: its constants and schedule builder.
-_sim = importlib.import_module("swizzlelab.sim.simulate")
 TIME_BIN_STEPS = 4  # a step's common pace: the mean step time of every program running in the same 4-step bin
 SMALL_GPC = np.r_[34:40, 78:84]  # the 12 SMs that ran fastest on this H100 (the smallest GPC of TIMELINE_GPCS)
 # This H100's GPC layout (one small GPC; the H100-SXM model since stop 35 holds the majority chips' two): the model's
@@ -69,10 +65,10 @@ def model_starts(case: str, order: str, kw: dict) -> tuple[np.ndarray, np.ndarra
     model = replace(get_model("h100"), gpc_sms=TIMELINE_GPCS)
     res = simulate(trace, perm, model, occupancy=2, lrc_window=0.0, **kw)
     tile_step_ptr = np.asarray(trace.tile_step_ptr)
-    sched = _sim._saturating_schedule(
+    sched = saturating_schedule(
         model, perm, np.asarray(trace.lines), np.asarray(trace.is_write), np.asarray(trace.step_ptr), tile_step_ptr,
         2 * model.units_per_domain, model.l2_partitions, res.capacity_lines_per_partition // res.assoc, res.assoc,
-        res.step_cv, _sim.STEP_TIME_SEED, res.gpc_bound, kw["dram_saturation"], kw["miss_gain"], 1)
+        res.step_cv, STEP_TIME_SEED, res.gpc_bound, kw["dram_saturation"], kw["miss_gain"], 1)
     when = np.empty(tile_step_ptr[-1])
     when[sched.steps] = sched.start
     return when[tile_step_ptr[perm]], when[tile_step_ptr[perm + 1] - 1], res.dram_read_bytes / 1e9
@@ -87,8 +83,8 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--miss-gain", type=float, default=None)
     args = parser.parse_args(argv)
     kw = {"gpc_bound": args.gpc_bound if args.gpc_bound is not None else TIMELINE_GPC_BOUND,
-          "dram_saturation": args.dram_saturation if args.dram_saturation is not None else _sim.DRAM_SATURATION,
-          "miss_gain": args.miss_gain if args.miss_gain is not None else _sim.SATURATION_MISS_GAIN}
+          "dram_saturation": args.dram_saturation if args.dram_saturation is not None else DRAM_SATURATION,
+          "miss_gain": args.miss_gain if args.miss_gain is not None else SATURATION_MISS_GAIN}
     if kw["gpc_bound"] <= 0:
         raise SystemExit("give --gpc-bound > 0 (the saturating progress model is off by default)")
     started = time.time()
@@ -96,7 +92,7 @@ def main(argv: list[str]) -> int:
     runs, maps = [], {}
     for case, data in timelines.items():
         for order in ("row_major", "column_major", "grouped:GROUP_M=8"):
-            key = _key(order)
+            key = order_key(order)
             if f"{key}_r0_sm" not in data:
                 continue
             sm = data[f"{key}_r0_sm"].astype(np.int64)
@@ -138,7 +134,7 @@ def main(argv: list[str]) -> int:
     off = corr[~np.eye(len(keys), dtype=bool)]
     record = {
         "script": "benchmarks/sim_validation/sm_pace.py",
-        "command": "python " + " ".join(["benchmarks/sim_validation/sm_pace.py", *argv]),
+        "command": "python -m " + " ".join(["benchmarks.sim_validation.sm_pace", *argv]),
         "device": "NVIDIA H100 80GB HBM3",
         "kind": "measured (NVIDIA H100 80GB HBM3 timelines: %globaltimer per k-step, %smid per program) and "
                 "predicted (model H100-SXM, saturating progress model)",

@@ -1,7 +1,7 @@
 """What the matmul timelines of timeline_probe.py say about the simulator's progress model and ncu's L2 lookups:
 per-wave program durations and start spreads, sharer lags, and how many reads two programs of one TPC issue together.
 
-    python benchmarks/sim_validation/timeline_analysis.py OUT_JSON TIMELINES ROWS_JSON [--probe-json FILE] [--pack FILE]
+    python -m benchmarks.sim_validation.timeline_analysis OUT_JSON TIMELINES ROWS_JSON [--probe-json FILE] [--pack FILE]
 
 TIMELINES is timeline_probe.py's output folder (timeline_<case>.npz) or the packed archive `--pack` writes from
 one (first run of each order, step lengths as int16 ns: timeline_h100_raw.npz); ROWS_JSON is the ncu rows of the
@@ -18,26 +18,14 @@ from pathlib import Path
 
 import numpy as np
 
-from timeline_probe import order_table
-from validate import lookup_deficit
-
+from benchmarks.lab.timelines import STEADY_FROM, WAVE, load_timelines, order_key, order_table, start_slope
+from benchmarks.lab.validation import lookup_deficit
 from swizzlelab.io import atomic_write_text
 from swizzlelab.sim import kernels
 from swizzlelab.tasks import load_task
 
-WAVE = 264  # programs resident at once on the H100 for this kernel (132 SMs x occupancy 2, ncu)
 WINDOWS_NS = (1000, 3000)
 SCOPES = ("SM", "TPC", "GPU")  # an SM, its TPC (SMs 2j and 2j+1), any SM
-STEADY_FROM = 2 * WAVE  # launches from the third wave on: past the launch's first, all-at-once wave
-
-
-def _key(order: str) -> str:
-    return order.replace(":", "_").replace("=", "")
-
-
-def stamped_stems(files, case: str, order: str) -> list[str]:
-    """The '<case>__<order key>_rN' stems of every stamped run of (case, order) in a launches archive's `files`."""
-    return sorted({name.rsplit("_", 1)[0] for name in files if name.startswith(f"{case}__{_key(order)}_r")})
 
 
 def requested_sectors(m: int, n: int, k: int) -> int:
@@ -63,18 +51,6 @@ def merged_share(t: np.ndarray, sm: np.ndarray, rows: np.ndarray, cols: np.ndarr
     return float((again & (when[1:] - when[:-1] <= window)).sum() / slab.size)
 
 
-def load_timelines(source: Path) -> dict[str, dict[str, np.ndarray]]:
-    """{case: {'<order key>_r0_sm' | _start | _step: array}} from a probe folder or a packed archive."""
-    if source.is_dir():
-        return {path.stem.removeprefix("timeline_"): dict(np.load(path)) for path in sorted(source.glob("timeline_*.npz"))}
-    packed = np.load(source)
-    out: dict[str, dict[str, np.ndarray]] = {}
-    for name in packed.files:
-        case, _, key = name.partition("__")
-        out.setdefault(case, {})[key] = packed[name]
-    return out
-
-
 def pack(timelines: dict[str, dict[str, np.ndarray]], path: str) -> None:
     """The first run of every order, step lengths as int16 ns (a step over 32.767 us would be refused)."""
     arrays = {}
@@ -90,17 +66,11 @@ def pack(timelines: dict[str, dict[str, np.ndarray]], path: str) -> None:
     np.savez_compressed(path, **arrays)
 
 
-def start_slope(start: np.ndarray, duration: np.ndarray) -> float:
-    """Least-squares slope of the programs' durations on their start times (both in steps)."""
-    x = start - start.mean()
-    return round(float((x * (duration - duration.mean())).sum() / max(float((x * x).sum()), 1e-9)), 3)
-
-
 def analyse(case: str, data: dict[str, np.ndarray], order: str, rows_by_key: dict, n_requested: int) -> dict:
     m, n, k = (int(v) for v in case.split("x"))
-    sm = data[f"{_key(order)}_r0_sm"].astype(np.int64)
-    start = data[f"{_key(order)}_r0_start"].astype(np.int64)
-    steps = data[f"{_key(order)}_r0_step"].astype(np.int64)
+    sm = data[f"{order_key(order)}_r0_sm"].astype(np.int64)
+    start = data[f"{order_key(order)}_r0_start"].astype(np.int64)
+    steps = data[f"{order_key(order)}_r0_step"].astype(np.int64)
     n_prog, n_k = steps.shape
     t = np.concatenate([start[:, None], start[:, None] + np.cumsum(steps, axis=1)[:, :-1]], axis=1)
     step_ns = float(np.median(steps))
@@ -178,7 +148,7 @@ def main(argv: list[str]) -> int:
     probe = json.loads(Path(args.probe_json).read_text()) if args.probe_json else {}
     record = {
         "script": "benchmarks/sim_validation/timeline_analysis.py",
-        "command": " ".join(["python", "benchmarks/sim_validation/timeline_analysis.py", *argv]),
+        "command": " ".join(["python", "-m", "benchmarks.sim_validation.timeline_analysis", *argv]),
         "kind": f"measured ({probe.get('device', 'GPU of the timelines')}, %globaltimer and %smid per program and "
                 "k-step) and counted from those timelines; ncu rows from " + str(measured.get("device")),
         "device": probe.get("device") or measured.get("device"), "probe": probe, "wave": WAVE,

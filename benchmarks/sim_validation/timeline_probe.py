@@ -1,7 +1,7 @@
 """When each program of the matmul task kernel runs on the GPU: per-program SM and a global-timer stamp at every
 k-step, for the streaming orders whose sharing the progress model gets wrong (README, "drift_probe").
 
-    python benchmarks/sim_validation/timeline_probe.py OUT_DIR [--cases 8192x8192x8192,16384x16384x4096] [--orders row_major,column_major]
+    python -m benchmarks.sim_validation.timeline_probe OUT_DIR [--cases 8192x8192x8192,16384x16384x4096] [--orders row_major,column_major]
 
 GPU only (inline PTX: %globaltimer, %smid). Same tiles, warps, stages and K loop as tasks/matmul/kernel.py's
 GPU_CONFIG; the tile order comes from a table (the permutation swizzlelab's family gives), so one compiled kernel
@@ -28,10 +28,9 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
+from benchmarks.lab.timelines import order_table  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
-from swizzlelab.swizzle import to_permutation  # noqa: E402
-from swizzlelab.swizzle.families import parse_order  # noqa: E402
-from swizzlelab.tasks.matmul.kernel import GPU_CONFIG, swizzle_args, tile_grid  # noqa: E402
+from swizzlelab.tasks.matmul.kernel import GPU_CONFIG  # noqa: E402
 
 
 @triton.jit
@@ -74,14 +73,6 @@ def stamped_matmul(a_ptr, b_ptr, c_ptr, order_ptr, t_ptr, sm_ptr, M, N, K,
     offs_cm = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
     offs_cn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
     tl.store(c_ptr + offs_cm[:, None] * N + offs_cn[None, :], acc.to(tl.float16))
-
-
-def order_table(order: str, m: int, n: int, k: int) -> np.ndarray:
-    """Tile (row-major index) of each launch position for order spec `order` ('grouped:GROUP_M=8' style), as the
-    validation's traces take it."""
-    args, consts = swizzle_args(m=m, n=n, k=k, config=GPU_CONFIG)
-    perm = to_permutation(parse_order(order), tile_grid(m=m, n=n, config=GPU_CONFIG), args, consts)
-    return np.asarray(perm.perm, dtype=np.int32)
 
 
 def main(argv: list[str]) -> int:
@@ -150,7 +141,7 @@ def main(argv: list[str]) -> int:
                   f"stamped {np.median(stamped):.3f} ms", flush=True)
         np.savez_compressed(out / f"timeline_{case}.npz", **arrays)
     record = {"script": "benchmarks/sim_validation/timeline_probe.py",
-              "command": " ".join(["python", "benchmarks/sim_validation/timeline_probe.py", *argv]),
+              "command": " ".join(["python", "-m", "benchmarks.sim_validation.timeline_probe", *argv]),
               "device": torch.cuda.get_device_name(), "sm_count": torch.cuda.get_device_properties(0).multi_processor_count,
               "config": vars(cfg) if hasattr(cfg, "__dict__") else str(cfg), "kind": "measured",
               "rows": rows, "elapsed_s": time.time() - started}

@@ -1,11 +1,11 @@
 """How a matmul's waves come apart on the GPU and in the progress models: per wave, the start spread of its programs and
 how much faster the chip's fast SMs run, from the stamped launches replay_launch.py measured, beside each model's own.
 
-    python benchmarks/sim_validation/wave_pace.py OUT_JSON LAUNCHES_JSON [LAUNCHES_JSON ...]
+    python -m benchmarks.sim_validation.wave_pace OUT_JSON LAUNCHES_JSON [LAUNCHES_JSON ...]
 
 CPU only. Measured: %globaltimer / %smid stamps of every program of the first stamped launch of each (case, order), and
 ncu's DRAM reads of every stamped launch (their mean); predicted: the saturating and the contention progress models of
-that GPU (H100-SXM, H200-SXM) with the chip's own GPC layout and share (chip.py), at the points the chip table fitted
+that GPU (H100-SXM, H200-SXM) with the chip's own GPC layout and share (benchmarks/lab/chips.py), at the points the chip table fitted
 (sim_validation_chip.json, sim_validation_contention_chip.json).
 """
 
@@ -19,12 +19,9 @@ from pathlib import Path
 
 import numpy as np
 
-from chip import chip_layout, on_chip
-from replay_launch import stamped_counters
-from timeline_analysis import _key
-from timeline_probe import order_table
-from validate import model_name
-
+from benchmarks.lab.chips import chip_layout, on_chip
+from benchmarks.lab.timelines import order_key, order_table, stamped_counters
+from benchmarks.lab.validation import model_name
 from swizzlelab.hw import get_model
 from swizzlelab.io import atomic_write_text
 from swizzlelab.sim import footprint_of, own_schedule, simulate
@@ -124,7 +121,7 @@ def main(argv: list[str]) -> int:
             footprint = footprint_of(trace)
             n_k = k // task.kernel.GPU_CONFIG.block_k
             for order in [r["order"] for r in record["probe"]["rows"] if r["case"] == case]:
-                stem = f"{case}__{_key(order)}_r0"
+                stem = f"{case}__{order_key(order)}_r0"
                 start = arrays[f"{stem}_start"].astype(np.float64)
                 duration = arrays[f"{stem}_duration"].astype(np.float64)
                 step_ns = float(np.median(duration)) / n_k
@@ -150,7 +147,7 @@ def main(argv: list[str]) -> int:
                                                             - 1) for r in mine])), 4) for name in MODELS}
     out = {
         "script": "benchmarks/sim_validation/wave_pace.py",
-        "command": "python benchmarks/sim_validation/wave_pace.py " + " ".join(argv),
+        "command": "python -m benchmarks.sim_validation.wave_pace " + " ".join(argv),
         "device": "measured on " + " and ".join(dict.fromkeys(r["device"] for r in rows))
                   + " (ncu, %globaltimer, %smid; stop 32's launches); predicted on the CPU",
         "kind": "measured: per wave of 264 launch positions, the start spread (p90 - p10, median step lengths) and the "

@@ -5,9 +5,10 @@ cudaProfilerStart/Stop range, `ncu` profiles those launches (cold L2: ncu's defa
 kernels are matched to orders by launch order, and the simulator predicts the same launches.
 
 GPU run (the lead, on the H100; ~4-6 minutes):
-    python benchmarks/sim_vs_ncu/run.py benchmarks/ --device-tag h100
+    python -m benchmarks.sim_vs_ncu.run OUT_DIR --device-tag h100
 CPU check of everything but ncu (tiny sizes under the Triton interpreter, ~20 s):
-    python benchmarks/sim_vs_ncu/run.py /tmp/simcheck --dry-run
+    python -m benchmarks.sim_vs_ncu.run /tmp/simcheck --dry-run
+The child is benchmarks/lab/ncu_launch.py, which benchmarks/sim_validation and benchmarks/sim_gpu launch too.
 """
 
 from __future__ import annotations
@@ -28,7 +29,8 @@ from swizzlelab.runtime import ensure_triton_backend
 
 ensure_triton_backend()
 
-from swizzlelab.hw import measured_occupancy  # noqa: E402
+from benchmarks.lab import child_env  # noqa: E402
+from benchmarks.lab.ncu_launch import CORE_METRICS, METRICS, child_command, occupancy_of  # noqa: E402
 from swizzlelab.sim.agreement import RANK_TOL_PP, summarize  # noqa: E402
 
 ORDERS = ("row_major", "column_major", "grouped:GROUP_M=8", "hilbert:SIDE=8", "diagonal")
@@ -42,94 +44,14 @@ DRY_CASES: tuple[tuple[str, dict[str, Any]], ...] = (
     ("matmul", {"seed": 1, "m": 64, "n": 48, "k": 32}),
     ("transpose", {"seed": 1, "m": 64, "n": 48, "dtype": "float32"}),
 )
-CORE_METRICS = ("lts__t_sector_hit_rate.pct", "dram__bytes_read.sum", "dram__bytes_write.sum")
-METRICS = (
-    "lts__t_sector_hit_rate.pct",
-    "dram__bytes_read.sum",
-    "dram__bytes_write.sum",
-    "lts__t_sectors.sum",
-    "launch__occupancy_limit_registers",
-    "launch__occupancy_limit_shared_mem",
-    "launch__occupancy_limit_warps",
-    "launch__occupancy_limit_blocks",
-    "launch__registers_per_thread",
-)
 
 
-# ---- child: launch every order once, in sequence, inside one profiler range --------------------------------
-def compiled_resources(jit_fn: Any) -> dict[str, int] | None:
-    """(registers/thread, shared bytes, warps) of the first compiled variant of a Triton jit function."""
-    for cache in getattr(jit_fn, "device_caches", {}).values():
-        kernels = cache[0] if isinstance(cache, tuple) else cache
-        for compiled in getattr(kernels, "values", lambda: [])():
-            try:
-                compiled._init_handles()
-                return {
-                    "n_regs": int(compiled.n_regs),
-                    "n_spills": int(compiled.n_spills),
-                    "shared_bytes": int(compiled.metadata.shared),
-                    "num_warps": int(compiled.metadata.num_warps),
-                }
-            except Exception:  # older/newer Triton layouts: report nothing rather than guess
-                return None
-    return None
-
-
-def warm_and_check(task: Any, data: dict[str, Any], spec: str, formula: Any) -> dict[str, Any]:
-    """Compile and run the order once more (poisoned output each time), outside the profiled range, and check the
-    output: {"order", "passed", "message"}."""
-    from swizzlelab.harness.correctness import poison_
-
-    for _ in range(2):
-        poison_(data.get("out"))
-        output = task.custom_kernel(data, formula)
-    verdict = task.check(data, output)
-    return {"order": spec, "passed": bool(getattr(verdict, "ok", verdict)),
-            "message": str(getattr(verdict, "message", ""))}
-
-
-def run_child(task_name: str, case: dict[str, Any], orders: list[str], result_path: str) -> int:
-    from swizzlelab.io import atomic_write_text
-    from swizzlelab.runtime import device
-    from swizzlelab.tasks import load_task
-
-    on_gpu = device() == "cuda"
-    task = load_task(task_name)
-    data = task.generate_input(case)
-    formulas = [task.parse_order(spec) for spec in orders]
-    per_order = [{**warm_and_check(task, data, spec, formula),
-                  "resources": compiled_resources(task.kernel.kernel_for(formula)) if on_gpu else None}
-                 for spec, formula in zip(orders, formulas)]
-    launch_profiled(task, data, formulas, on_gpu)
-    atomic_write_text(result_path, json.dumps({"orders": per_order}))
-    return 0
-
-
-def launch_profiled(task: Any, data: dict[str, Any], formulas: list[Any], on_gpu: bool, launches: int = 1) -> None:
-    """Launch every order `launches` times in turn between cudaProfilerStart and Stop (what ncu profiles with
-    --profile-from-start off), synchronising after each launch so that no two overlap."""
-    import torch
-
-    if on_gpu:
-        torch.cuda.synchronize()
-        torch.cuda.profiler.start()
-    for _ in range(launches):
-        for formula in formulas:
-            task.custom_kernel(data, formula)
-            if on_gpu:
-                torch.cuda.synchronize()
-    if on_gpu:
-        torch.cuda.profiler.stop()
-
-
-# ---- parent --------------------------------------------------------------------------------------------------
 def measure(task_name: str, case: dict[str, Any], orders: list[str], workdir: Path, dry_run: bool) -> tuple[list[dict], list[Any]]:
     """(child verdicts per order, ncu KernelMetrics per order or Nones) for one case."""
     result_path = workdir / f"child_{task_name}_{case['seed']}.json"
-    cmd = [sys.executable, str(Path(__file__).resolve()), "--child", task_name, json.dumps(case),
-           json.dumps(orders), str(result_path)]
+    cmd = child_command(task_name, case, orders, str(result_path))
     if dry_run:
-        subprocess.run(cmd, check=True)
+        subprocess.run(cmd, check=True, env=child_env())
         kernels: list[Any] = [None] * len(orders)
     else:
         from swizzlelab.harness.ncu import run_ncu
@@ -138,10 +60,12 @@ def measure(task_name: str, case: dict[str, Any], orders: list[str], workdir: Pa
 
         report = workdir / f"ncu_{task_name}_{case['seed']}.ncu-rep"
         try:
-            kernels = run_ncu(cmd, list(METRICS), profile_from_start=False, timeout_s=420, report_path=report)
+            kernels = run_ncu(cmd, list(METRICS), profile_from_start=False, timeout_s=420, report_path=report,
+                              env=child_env())
         except UserError as err:  # e.g. a metric this ncu does not know: retry with the three that matter
             print(f"ncu with all metrics failed ({err}); retrying with {', '.join(CORE_METRICS)}", file=sys.stderr)
-            kernels = run_ncu(cmd, list(CORE_METRICS), profile_from_start=False, timeout_s=420, report_path=report)
+            kernels = run_ncu(cmd, list(CORE_METRICS), profile_from_start=False, timeout_s=420, report_path=report,
+                              env=child_env())
         if len(kernels) != len(orders):
             names = ", ".join(k.kernel_name for k in kernels[:8])
             raise SystemExit(f"ncu profiled {len(kernels)} kernels for {len(orders)} orders ({names}); cannot match")
@@ -149,17 +73,7 @@ def measure(task_name: str, case: dict[str, Any], orders: list[str], workdir: Pa
     return verdicts, kernels
 
 
-def occupancy_of(kernel_metrics: Any, verdict: dict, fallback: int) -> tuple[int, str]:
-    """Resident programs per SM: ncu's launch limits, else the compiled kernel's resources, else `fallback`."""
-    limits = ([kernel_metrics.values.get(m) for m in METRICS if m.startswith("launch__occupancy_limit")]
-              if kernel_metrics is not None else [])
-    return measured_occupancy(limits, verdict.get("resources"), fallback)
-
-
 def main(argv: list[str]) -> int:
-    if argv[:1] == ["--child"]:
-        task_name, case_json, orders_json, result_path = argv[1:5]
-        return run_child(task_name, json.loads(case_json), json.loads(orders_json), result_path)
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out_dir", help="directory for sim_vs_ncu_<tag>.json and the ncu reports")
     parser.add_argument("--dry-run", action="store_true", help="no ncu: tiny sizes, checks the CPU parts")
@@ -257,7 +171,7 @@ def main(argv: list[str]) -> int:
                   if r["measured_l2_hit_pct"] is not None]
     record = {
         "script": "benchmarks/sim_vs_ncu/run.py",
-        "command": " ".join([Path(sys.executable).name, "benchmarks/sim_vs_ncu/run.py", *argv]),
+        "command": " ".join([Path(sys.executable).name, "-m", "benchmarks.sim_vs_ncu.run", *argv]),
         "device": device_name,
         "model": model.name,
         "model_source": model.source,

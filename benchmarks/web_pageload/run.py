@@ -80,6 +80,8 @@ def _rescale(report: dict, factor: float) -> dict:
 
 def fill(db_url: str, n_runs: int, seed: int = 7) -> dict:
     """Fill a fresh database with about n_runs runs; returns counts and the ids the pages are timed on."""
+    if not (EVAL_DIR / "histogram-ranked.json").is_file():  # raw data, out of git (benchmarks/README.md)
+        raise SystemExit(f"{EVAL_DIR} holds no eval reports: python benchmarks/archive.py restore eval_h100")
     rng = random.Random(seed)
     settings = Settings(db_url=db_url)
     db = open_database(db_url)

@@ -93,7 +93,7 @@ def main(predicted: str | None = None) -> int:
 
     from swizzlelab.harness import compare_interleaved
     from swizzlelab.harness.ncu import NAMED_METRIC_IDS, run_ncu
-    from swizzlelab.optimize.measure import _kernel_metrics
+    from swizzlelab.optimize.measure import kernel_metrics
     from swizzlelab.swizzle import parse_formula
 
     device = torch.cuda.get_device_name(0)
@@ -116,7 +116,7 @@ def main(predicted: str | None = None) -> int:
                *(str(measured[k]) for k in ("m", "n", "k"))]
         try:
             kernels = run_ncu(cmd, list(NAMED_METRIC_IDS), profile_from_start=False, timeout_s=120)
-            ncu[label] = _kernel_metrics(kernels, "matmul_kernel")
+            ncu[label] = kernel_metrics(kernels, "matmul_kernel")
         except Exception as err:  # recorded, not fatal: the timing still stands
             ncu[label] = {"error": str(err).splitlines()[0]}
     result = {

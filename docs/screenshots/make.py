@@ -149,6 +149,9 @@ def h100_rows(data: dict) -> list[dict]:
 
 
 def eval_h100_rows() -> list[dict]:
+    if not (EVAL_H100 / "histogram-ranked.json").is_file():  # raw data, out of git (benchmarks/README.md)
+        raise SystemExit("benchmarks/eval_h100/histogram-ranked.json is not here: "
+                         "python benchmarks/archive.py restore eval_h100")
     report = json.loads((EVAL_H100 / "histogram-ranked.json").read_text())
     text = (EVAL_H100 / "histogram-ranked.txt").read_text() if (EVAL_H100 / "histogram-ranked.txt").exists() else ""
     # When the measurement was committed (a file's mtime would only say when it was checked out).

@@ -55,7 +55,7 @@ class TrustedClock(_Clock):
         l2_bytes = int(getattr(props, "L2_cache_size", 0) or 0) or (128 << 20)
         self.flush_buffer = torch.empty(2 * l2_bytes // 4, dtype=torch.int32, device="cuda")
         self.counter = 0
-        self.gate, self.gate_kind, self.spin = _make_gate(torch, int(props.multi_processor_count))
+        self.gate, self.gate_kind, self.spin = make_gate(torch, int(props.multi_processor_count))
         self._reset_l2 = _persisting_l2_reset()
 
     def event(self) -> Any:
@@ -134,7 +134,7 @@ def _persisting_l2_reset() -> Callable[[], None] | None:
     return None
 
 
-def _make_gate(torch: Any, n_sms: int) -> tuple[Callable[[], None], str, Callable[[], None]]:
+def make_gate(torch: Any, n_sms: int) -> tuple[Callable[[], None], str, Callable[[], None]]:
     """A kernel that occupies every block slot of every SM for GATE_NS, or torch's one-thread sleep when
     Triton cannot build it; and a SPIN_NS busy call of the same kernel (the calibration's stand-in kernel)."""
     try:

@@ -312,7 +312,7 @@ def require_cuda() -> Any:
     return torch
 
 
-class _L2Flusher:
+class L2Flusher:
     """Writes a buffer of twice the L2 size so no line of the previous repetition is left in L2."""
 
     def __init__(self, torch: Any) -> None:
@@ -342,7 +342,7 @@ class _Runner:
     """Times `fn(data)` with CUDA events, one event pair per repetition, flush + poison before each."""
 
     def __init__(
-        self, torch: Any, fn: Callable[[Any], Any], data: Any, flusher: _L2Flusher, poison: bool,
+        self, torch: Any, fn: Callable[[Any], Any], data: Any, flusher: L2Flusher, poison: bool,
         hide_launch_overhead: bool = True,
     ):
         self.torch, self.fn, self.data, self.flusher, self.poison = torch, fn, data, flusher, poison
@@ -415,7 +415,7 @@ def time_fn(
     the SM clock and power while timed are kept in `Timing.gpu_clock`.
     """
     torch = require_cuda()
-    runner = _Runner(torch, fn, data, _L2Flusher(torch), poison, hide_launch_overhead)
+    runner = _Runner(torch, fn, data, L2Flusher(torch), poison, hide_launch_overhead)
     _warm_up(runner, warmup_s)
     with (sampler_for(torch) if sample_clock else ClockSampler(None)) as clock:
         wait_for_first_sample(clock)
@@ -447,7 +447,7 @@ def compare_interleaved(
     """Time A and B interleaved (A B A B ..., L2 flushed before each) and return speedup mean_a/mean_b with a
     95% CI (delta method on the paired samples); `is_improvement` only when the CI lies above 1.0."""
     torch = require_cuda()
-    flusher = _L2Flusher(torch)
+    flusher = L2Flusher(torch)
     runner_a = _Runner(torch, fn_a, data_a, flusher, poison, hide_launch_overhead)
     runner_b = _Runner(torch, fn_b, data_b if data_b is not None else data_a, flusher, poison, hide_launch_overhead)
     _warm_up(runner_a, warmup_s / 2)

@@ -61,7 +61,7 @@ class HardwareModel:
     gpc_sms: tuple[int, ...] = ()
     # The share of a step's time its GPC's bandwidth sets while an L2-bound kernel leaves DRAM idle (an SM's pace is
     # 1 - gpc_bound + gpc_bound x its GPC's SMs / their mean; the saturating progress model). Read from a chip's
-    # launches (benchmarks/sim_validation/chip.py), not fitted. 0 = no SM pace.
+    # launches (benchmarks/lab/chips.py), not fitted. 0 = no SM pace.
     gpc_bound: float = 0.0
     # The spread of the time of a step whose read misses share DRAM pages with other reads of its step (the contention
     # progress model's page_noise; sim.simulate, beside DRAM_PAGE_BYTES, says why). 0 = none.
@@ -137,7 +137,7 @@ H100_SXM = HardwareModel(
     # its bytes from DRAM when no neighbour reuses them, and spmv's random gathers read ~1.7x the missed sectors.
     dram_fetch_bytes=64,
     # GH100 has 8 GPCs of up to 9 TPCs (18 SMs); an H100 SXM keeps 66 TPCs and which ones are fused off differs by
-    # chip. %smid timelines of every program (benchmarks/sim_validation/chip.py, README "The chip sets the
+    # chip. %smid timelines of every program (benchmarks/lab/chips.py, sim_validation README "The chip sets the
     # schedule") found on three of the four H100s measured 24 SMs that run 12-14% faster in L2-bound runs
     # (grouped-8 orders) and at the others' pace in DRAM-bound ones: two GPCs of 6 TPCs, so 12, 12, 18 x 6, with a
     # GPC share of 0.34-0.39 (0.35 here). The fourth (timeline_h100.json) had one small GPC (12, 16 x 3, 18 x 4)
@@ -163,9 +163,9 @@ H200_SXM = _variant(
         "NVIDIA H200 datasheet (2024): GH100 with 132 SMs, 141 GB HBM3e at 4.8 TB/s; L2 60 MiB as the device "
         "reports it (torch L2_cache_size 62,914,560 on an H200 SXM, benchmarks/sim_validation)"
     ),
-    # Two H200s measured (chip.py): 12, 16 x 3, 18 x 4 with share 0.04 and 12, 12, 18 x 6 with 0.08; a third showed
-    # no faster SMs. The H200's SMs keep nearly one pace (its L2 paths are not the bound), so the layout matters
-    # little; 0.05 is the measured chips' middle.
+    # Two H200s measured (benchmarks/lab/chips.py): 12, 16 x 3, 18 x 4 with share 0.04 and 12, 12, 18 x 6 with
+    # 0.08; a third showed no faster SMs. The H200's SMs keep nearly one pace (its L2 paths are not the bound), so the
+    # layout matters little; 0.05 is the measured chips' middle.
     gpc_sms=(12, 16, 16, 16, 18, 18, 18, 18),
     gpc_bound=0.05,
     # Fitted on the validation table's fit rows (square matmul; benchmarks/sim_validation, README "Page noise") and

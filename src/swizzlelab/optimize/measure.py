@@ -66,7 +66,7 @@ class MeasureCache:
         atomic_write_text(self.path, json.dumps({"version": 2, "entries": self.entries}, indent=1, default=str))
 
 
-def _kernel_metrics(kernels: list[Any], kernel_name: str) -> NcuFigures:
+def kernel_metrics(kernels: list[Any], kernel_name: str) -> NcuFigures:
     """L2 hit rate of the longest profiled launch of the optimized kernel, DRAM bytes summed over its launches."""
     mine = [k for k in kernels if kernel_name in k.kernel_name] or list(kernels)
     if not mine:
@@ -119,7 +119,7 @@ class GpuMeasurer:
             kernels = harness.profile(self.scenario.task, self.scenario.case, formula, self.ncu_dir)
         except UserError as err:
             return NcuFigures(error=str(err))
-        return _kernel_metrics(kernels, self.scenario.kernel.name)
+        return kernel_metrics(kernels, self.scenario.kernel.name)
 
     def measure_baseline(self) -> Measurement:
         task, case = self.scenario.task, self.scenario.case

@@ -293,7 +293,7 @@ class SearchProposer:
         perm_id, prediction, wave, problem = self.screen(text)
         return Screened(cand, text, perm_id, prediction, wave, problem)
 
-    def _screen_all(self, cands: list[Candidate]) -> int:
+    def screen_all(self, cands: list[Candidate]) -> int:
         """Screen the candidates not seen yet, up to `workers` at once, until the screening time is spent.
 
         The budget is checked before each candidate starts (not per batch): once it is spent nothing new
@@ -374,7 +374,7 @@ class SearchProposer:
         if not self._coarse_done:
             cands = coarse_candidates(self.grid, self.n_domains, self.periods() if len(self.grid) == 1 else (),
                                       resident=self.resident)
-            self._screen_all(cands)
+            self.screen_all(cands)
             self._coarse_done = True
             self._coarse_distinct = self.n_distinct()
             self.notes(
@@ -429,7 +429,7 @@ class SearchProposer:
         best_spec = next((s for s in self.screened.values() if s.permutation_id == best.permutation_id), None)
         if best_spec is not None:
             anchors.insert(0, best_spec.candidate)
-        self._screen_all([n for a in anchors for n in neighbours(a, self.grid, self.n_domains)])
+        self.screen_all([n for a in anchors for n in neighbours(a, self.grid, self.n_domains)])
 
     def _proposal(self, pick: Screened, mode: str, ranked: list[Screened], best: Attempt) -> Proposal:
         pred = pick.prediction

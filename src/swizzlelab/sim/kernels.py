@@ -76,6 +76,12 @@ def _bucket(line: np.int64, salt: np.uint64, n: np.int64) -> np.int64:
     return np.int64(((x >> np.uint64(32)) * np.uint64(n)) >> np.uint64(32))
 
 
+def near_partition(position: int, n_partitions: int) -> int:
+    """The L2 partition the engines put near the program at launch position `position` (the hash each program's slot
+    takes when it loads one): for a measured schedule replayed under the model's own map."""
+    return int(_bucket(np.int64(position), _UNIT_SALT, np.int64(n_partitions))) if n_partitions > 1 else 0
+
+
 @njit(cache=True, inline="always")
 def _block_permutation(x: np.int64, limit: np.int64, key: np.uint64) -> np.int64:
     """A pseudo-random permutation of 0..limit-1 chosen by `key`: a 4-round Feistel network on the smallest even

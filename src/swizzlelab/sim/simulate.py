@@ -976,7 +976,7 @@ def sampled_page_share(lines, step_ptr, sample_ptr, n_sets, n_partitions, n_work
     return found
 
 
-def _saturating_schedule(model, programs, lines, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
+def saturating_schedule(model, programs, lines, writes, step_ptr, tile_step_ptr, n_slots, n_partitions, n_sets,
                          ways, cv, seed, gpc_bound, dram_saturation, miss_gain, n_workers, contention=None) -> Schedule:
     """The saturating progress model's schedule of a one-domain model (kernels.schedule_saturating); with
     `contention` = (age_priority, hot_load, start_jitter, page_noise, program_cv) its contention terms too."""
@@ -1016,7 +1016,7 @@ def own_schedule(trace: Any, perm: Any, model: HardwareModel, result: SimResult,
     contention = ((result.age_priority, result.hot_load, result.start_jitter, result.page_noise, result.program_cv)
                   if result.progress == "contention" else None)
     n_sets = result.capacity_lines_per_partition // result.assoc
-    return _saturating_schedule(model, _as_perm(perm, tile_step_ptr.size - 1), lines, writes, step_ptr,
+    return saturating_schedule(model, _as_perm(perm, tile_step_ptr.size - 1), lines, writes, step_ptr,
                                 tile_step_ptr, result.n_slots_per_domain, result.n_partitions, n_sets, result.assoc,
                                 result.step_cv, seed, result.gpc_bound, result.dram_saturation, result.miss_gain,
                                 workers, contention)
@@ -1244,7 +1244,7 @@ def simulate(
         raise UserError(f"the simulator handles at most {walk.MAX_PARTITIONS} L2 partitions, got {n_partitions}")
     given = schedule
     if saturating:
-        given = _saturating_schedule(model, work[0][1], lines, writes, step_ptr, tile_step_ptr, n_slots, n_partitions,
+        given = saturating_schedule(model, work[0][1], lines, writes, step_ptr, tile_step_ptr, n_slots, n_partitions,
                                      n_sets, capacity // n_sets, float(cv), seed, float(gpc), float(saturation),
                                      float(gain), n_workers,
                                      (float(age), float(hot), float(jitter), float(paging), float(own_pace))

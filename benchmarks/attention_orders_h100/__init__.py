@@ -1,0 +1,1 @@
+"""Study: Attention tasks' block orders on an H100 (README.md here)."""

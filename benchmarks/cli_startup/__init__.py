@@ -1,0 +1,1 @@
+"""Study: Start-up time of the swizzlelab command (CPU) (README.md here)."""

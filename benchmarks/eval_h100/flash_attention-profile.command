@@ -1,1 +1,0 @@
-python3 -m swizzlelab.cli eval flash_attention --mode profile --out /tmp/eval --budget-s 2 

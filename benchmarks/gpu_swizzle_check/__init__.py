@@ -1,0 +1,1 @@
+"""Study: The swizzle language compiled for a GPU (README.md here)."""

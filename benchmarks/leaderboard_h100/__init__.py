@@ -1,0 +1,1 @@
+"""Study: The leaderboard service on an H100 (README.md here)."""

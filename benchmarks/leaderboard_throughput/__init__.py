@@ -1,0 +1,1 @@
+"""Study: Leaderboard service throughput (CPU) (README.md here)."""

@@ -1,0 +1,1 @@
+"""Study: swizzlelab optimize on an H100: four tasks (README.md here)."""

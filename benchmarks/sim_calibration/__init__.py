@@ -1,0 +1,1 @@
+"""Study: Simulator calibration against the first ncu measurements (CPU) (README.md here)."""

@@ -1,0 +1,1 @@
+"""Study: Simulator vs Nsight Compute: the first check (H100) (README.md here)."""

@@ -1,0 +1,1 @@
+"""Study: Swizzle formulas on a million programs (CPU) (README.md here)."""

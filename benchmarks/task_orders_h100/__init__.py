@@ -1,0 +1,1 @@
+"""Study: Transpose, matmul, histogram and spmv block orders on an H100 (README.md here)."""

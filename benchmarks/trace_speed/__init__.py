@@ -1,0 +1,1 @@
+"""Study: Trace building speed (CPU) (README.md here)."""

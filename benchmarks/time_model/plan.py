@@ -69,7 +69,11 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--target", default="h100")
     parser.add_argument("--only", default="", help="comma-separated task names")
     args = parser.parse_args(argv)
-    done = json.loads(args.out.read_text()) if args.out.is_file() else {"target": args.target, "cases": []}
+    cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
+                if line.startswith("model name")), "unknown CPU") if Path("/proc/cpuinfo").is_file() else "unknown CPU"
+    done = json.loads(args.out.read_text()) if args.out.is_file() else {
+        "script": "benchmarks/time_model/plan.py", "command": "python benchmarks/time_model/plan.py " + " ".join(argv),
+        "device": f"{cpu} (CPU: every figure here is predicted by the simulator)", "target": args.target, "cases": []}
     have = {(c["task"], c["bench"], tuple(c["sizes"])) for c in done["cases"]}
     for task, index, sizes in CASES:
         if (args.only and task not in args.only.split(",")) or (task, index, tuple(sizes)) in have:

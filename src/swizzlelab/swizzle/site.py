@@ -133,7 +133,7 @@ def _targets(stmt: ast.stmt) -> list[str]:
     return [n.id for t in nodes for n in ast.walk(t) if isinstance(n, ast.Name)]
 
 
-def _plain(stmt: ast.stmt) -> ast.stmt:
+def plain_assignment(stmt: ast.stmt) -> ast.stmt:
     """An in-kernel constant `NAME: tl.constexpr = VALUE` as the assignment `NAME = VALUE`; other statements as
     they are."""
     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
@@ -144,7 +144,7 @@ def _plain(stmt: ast.stmt) -> ast.stmt:
 def _formula_statements(stmt: ast.stmt) -> list[Statement] | None:
     """The statement as formula statements, or None when it is not in the formula language."""
     try:
-        return parse_statements(ast.unparse(_plain(stmt)))
+        return parse_statements(ast.unparse(plain_assignment(stmt)))
     except (FormulaError, SyntaxError):
         return None
 
@@ -453,7 +453,7 @@ def _with_inputs(site: Site, lines: list[str], func: ast.FunctionDef, kernel: _K
             continue
         needed[id(stmt)] = stmt
         pending += [n for n in _names_read(stmt) if before.get(n) is not None]
-    definitions = tuple(ast.unparse(_plain(s)) for s in sorted(needed.values(), key=lambda s: s.lineno))
+    definitions = tuple(ast.unparse(plain_assignment(s)) for s in sorted(needed.values(), key=lambda s: s.lineno))
     # Lines inside the site that do not depend on the launch index (e.g. `num_pid_m = tl.cdiv(M, BLOCK_M)`).
     seeds = {site.index_name} if site.index_name else set()
     derived = set(seeds)
@@ -463,7 +463,7 @@ def _with_inputs(site: Site, lines: list[str], func: ast.FunctionDef, kernel: _K
         if _is_program_id(getattr(stmt, "value", None)) or reads & derived:
             derived |= set(_targets(stmt))
         elif _targets(stmt) and _formula_statements(stmt) is not None:
-            kept.append(ast.unparse(_plain(stmt)))
+            kept.append(ast.unparse(plain_assignment(stmt)))
     return replace(site, inputs=tuple(inputs), definitions=definitions, kept=tuple(kept))
 
 

@@ -20,7 +20,7 @@ from swizzlelab.userkernel.config import LAUNCH_OPTIONS, Choice, choose, parse_c
 from swizzlelab.userkernel.inline import Inlined, fold_constexpr_ifs, inline_helpers
 from swizzlelab.userkernel.launch import (Inputs, Launcher, Wrapper, build_arguments, parse_scalar, parse_tensor_spec,
                                           resolve_wrapper)
-from swizzlelab.userkernel.marked import MarkedKernel, Twin, mark
+from swizzlelab.userkernel.marked import MarkedKernel, Twin, mark, target_names
 from swizzlelab.userkernel.load import FoundKernel, KernelFile, TuneConfig, load_kernel_file
 from swizzlelab.userkernel.shim import ShimInfo, device_shim, gpu_present
 from swizzlelab.userkernel.tiles import OwnOrder, SiteSpan
@@ -177,16 +177,6 @@ def site_of(kernel: FoundKernel, analysed: Analysed | None = None) -> SiteSpan:
     return SiteSpan(found.start, found.stop, tuple(found.outputs), loop_var, how)
 
 
-def _assigned_names(tree: ast.Module) -> list[str]:
-    names: list[str] = []
-    for node in tree.body:
-        if isinstance(node, ast.Assign):
-            names += [t.id for t in node.targets if isinstance(t, ast.Name)]
-        elif isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name) and node.value is not None:
-            names.append(node.target.id)
-    return names
-
-
 def site_from_lines(kernel: FoundKernel, spec: str, analysed: Analysed | None = None) -> SiteSpan:
     """`--site A-B`: file lines A..B (inclusive) of the kernel as its swizzle site."""
     match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+))?\s*", spec)
@@ -204,7 +194,7 @@ def site_from_lines(kernel: FoundKernel, spec: str, analysed: Analysed | None = 
         tree = ast.parse(textwrap.dedent(block))
     except SyntaxError:
         raise UserError(f"--site {spec}: file lines {lo}-{hi} are not whole statements on their own") from None
-    assigned = _assigned_names(tree)
+    assigned = [name for stmt in tree.body for name in target_names(stmt)]
     if {"pid_m", "pid_n"} <= set(assigned):
         outputs: tuple[str, ...] = ("pid_m", "pid_n")
     else:

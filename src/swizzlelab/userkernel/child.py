@@ -3,8 +3,9 @@ under the interpreter when kernels here are compiled (a GPU), the compile for it
 interpreted (no GPU). Triton decides interpreted or compiled when it is imported (its own @jit library, e.g.
 tl.cdiv, included), so one process cannot do both.
 
-The child rebuilds the kernel from the same request (file, kernel, config, launcher, seeded inputs) and pickles
-its answer back; an error in it comes back as the one-line UserError it raised.
+The child (swizzlelab.userkernel.child_main) rebuilds the kernel from the same request (file, kernel, config,
+launcher, seeded inputs) and pickles its answer back; an error in it comes back as the one-line UserError it
+raised.
 """
 
 from __future__ import annotations
@@ -57,7 +58,7 @@ def run_in_child(request: Request, op: str, interpret: bool, timeout_s: float = 
         ask, answer = Path(folder) / "request.pkl", Path(folder) / "answer.pkl"
         ask.write_bytes(pickle.dumps((request, op)))
         try:
-            done = subprocess.run([sys.executable, "-m", "swizzlelab.userkernel.child", str(ask), str(answer)],
+            done = subprocess.run([sys.executable, "-m", "swizzlelab.userkernel.child_main", str(ask), str(answer)],
                                   env=env, capture_output=True, text=True, timeout=timeout_s, check=False)
         except subprocess.TimeoutExpired:
             raise UserError(f"the {'interpreted' if interpret else 'compiled'} copy of {request.spec} did not "
@@ -70,51 +71,3 @@ def run_in_child(request: Request, op: str, interpret: bool, timeout_s: float = 
     if not ok:
         raise UserError(value)
     return value
-
-
-def _open(request: Request, interpret: bool) -> Any:
-    from swizzlelab.hw import get_model
-    from swizzlelab.userkernel import open_user_kernel
-
-    inputs = request.inputs
-    if request.task_path and inputs is not None:
-        from swizzlelab.tasks import load_task
-
-        inputs = replace(inputs, task=load_task(request.task_path))
-    return open_user_kernel(request.spec, get_model(request.target), config=request.config,
-                            autotune_index=request.autotune_index, launch=request.launch, inputs=inputs,
-                            site=request.site, interpret=interpret)
-
-
-def _answer(request: Request, op: str) -> Any:
-    if op == "trace":
-        return _open(request, interpret=True).trace()
-    if op == "resources":
-        from swizzlelab.userkernel.resources import from_compiled
-
-        user_kernel = _open(request, interpret=False)
-        found = from_compiled(user_kernel.launcher.warmup(), "compiled for sm_90 here, without a GPU")
-        if found is None:
-            raise UserError("ptxas/cuobjdump gave no register count")
-        return found
-    raise UserError(f"unknown child step {op!r}")
-
-
-def main(argv: list[str]) -> int:
-    ask, answer = Path(argv[0]), Path(argv[1])
-    request, op = pickle.loads(ask.read_bytes())
-    if os.environ.get("TRITON_INTERPRET") != "1":
-        import triton  # noqa: F401 - imported before swizzlelab selects a backend: its @jit library compiles
-
-    try:
-        result: tuple[bool, Any] = (True, _answer(request, op))
-    except UserError as err:
-        result = (False, str(err))
-    except Exception as err:  # noqa: BLE001 - reported to the parent as one line
-        result = (False, f"{type(err).__name__}: {(str(err).splitlines() or [''])[0][:300]}")
-    answer.write_bytes(pickle.dumps(result))
-    return 0
-
-
-if __name__ == "__main__":
-    sys.exit(main(sys.argv[1:]))

@@ -199,7 +199,6 @@ def _interpret(on: bool) -> Iterator[None]:
 def _no_import_time_work() -> Iterator[None]:
     """Kernel launches and perf_report benchmarks raise _ImportTimeWork while a statement of the file runs at
     import (do_bench itself is left alone: a file may bind it by name, and what it times launches kernels)."""
-    import triton
     import triton.testing as testing
     from triton.runtime.interpreter import InterpretedFunction
     from triton.runtime.jit import JITFunction
@@ -219,7 +218,6 @@ def _no_import_time_work() -> Iterator[None]:
     try:
         for owner, name, value in patches:
             setattr(owner, name, value)
-        _ = triton  # triton imported first: testing's import needs it
         yield
     finally:
         for owner, name, value in saved:

@@ -219,7 +219,8 @@ def _loop_stop(func: ast.FunctionDef, loop_var: str) -> str:
     raise KernelSiteError(f"no `for {loop_var} in range(...)` loop holds the swizzle site")
 
 
-def _target_names(stmt: ast.stmt) -> list[str]:
+def target_names(stmt: ast.stmt) -> list[str]:
+    """Names a plain assignment or an in-kernel constant (`NAME: tl.constexpr = VALUE`) binds."""
     if isinstance(stmt, ast.Assign):
         return [t.id for t in stmt.targets if isinstance(t, ast.Name)]
     if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
@@ -255,8 +256,8 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any], twins: tuple[T
     for stmt in tree.body:
         if isinstance(stmt, ast.Expr):
             continue  # tl.assume / tl.static_assert hints: they assign nothing a formula needs
-        targets = _target_names(stmt)
-        kept_targets = {t for s in kept for t in _target_names(s)}
+        targets = target_names(stmt)
+        kept_targets = {t for s in kept for t in target_names(s)}
         text = ast.unparse(stmt)
         launch_free = "program_id" not in text and "num_programs" not in text and not (_reads(stmt) & tainted)
         if len(targets) == 1 and targets[0] not in outputs and launch_free and not (_reads(stmt) & kept_targets):
@@ -274,7 +275,7 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any], twins: tuple[T
     body_eval += [indent + ast.unparse(ast.fix_missing_locations(to_pid.visit(builtins.visit(s)))) for s in kept]
     body_eval = [_PID_LINE.sub(rf"\g<1>pid = tl.program_id(0)", line) for line in body_eval]
     body_kernel = [re.sub(r"\btl\.program_id\(0\)", LAUNCH, line) for line in body_eval]
-    defined = _assigned_before(func, site.start + 1) | {a for s in hoisted for a in _target_names(s)}
+    defined = _assigned_before(func, site.start + 1) | {a for s in hoisted for a in target_names(s)}
     preamble: list[str] = []
     if rank == 2:
         preamble += [f"{N_AXIS0} = tl.num_programs(0)",
@@ -304,7 +305,7 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any], twins: tuple[T
     import triton
 
     fn = _compile_function(kernel_text, f"{name}", fn_globals)
-    hoisted_names = tuple(t for s in hoisted for t in _target_names(s))
+    hoisted_names = tuple(t for s in hoisted for t in target_names(s))
     shifted = tuple(Twin(t.start - def_index, t.stop - def_index, t.index, t.targets, t.indent) for t in twins)
     marked = MarkedKernel(eval_text, eval_site, kernel_text, triton.jit(fn), hoisted_names, rank, renamed,
                           tuple(pre + preamble), tuple(after), shifted, (site.start - def_index, site.stop - def_index),

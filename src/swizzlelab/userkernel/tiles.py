@@ -12,6 +12,7 @@ import numpy as np
 
 from swizzlelab.errors import KernelSiteError, UserError
 from swizzlelab.swizzle import evaluate, parse_formula
+from swizzlelab.swizzle.site import plain_assignment
 
 LOOP_NAMES = ("swz_loop_lo", "swz_loop_hi", "swz_loop_step")
 N0, N1 = "swz_launch_n0", "swz_launch_n1"  # programs along axes 0 and 1 of a 2-D launch
@@ -36,17 +37,11 @@ class _Linear(ast.NodeTransformer):
         return ast.copy_location(ast.parse(text, mode="eval").body, node)
 
 
-class _PlainAssign(ast.NodeTransformer):
-    """`NAME: tl.constexpr = VALUE` (an in-kernel constant) as `NAME = VALUE`: the formula language's form."""
-
-    def visit_AnnAssign(self, node: ast.AnnAssign) -> ast.AST:
-        if isinstance(node.target, ast.Name) and node.value is not None:
-            return ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
-        return node
-
-
 def _plain_text(text: str) -> str:
-    return ast.unparse(ast.fix_missing_locations(_PlainAssign().visit(ast.parse(text)))) + "\n"
+    """In-kernel constants (`NAME: tl.constexpr = VALUE`) as the formula language's `NAME = VALUE`."""
+    tree = ast.parse(text)
+    tree.body = [plain_assignment(stmt) for stmt in tree.body]
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
 
 
 def _linear_launch(text: str) -> str:
@@ -98,13 +93,11 @@ def _assignments_before(func: ast.FunctionDef, line: int) -> dict[str, list[ast.
     in-kernel constant `NAME: tl.constexpr = VALUE` counts as `NAME = VALUE`."""
     out: dict[str, list[ast.Assign]] = {}
     for node in ast.walk(func):
-        if isinstance(node, ast.AnnAssign) and node.lineno < line and isinstance(node.target, ast.Name) \
-                and node.value is not None:
-            plain = ast.copy_location(ast.Assign(targets=[node.target], value=node.value), node)
-            out.setdefault(node.target.id, []).append(plain)
-        elif isinstance(node, ast.Assign) and node.lineno < line and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name):
-            out.setdefault(node.targets[0].id, []).append(node)
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.lineno >= line:
+            continue
+        plain = plain_assignment(node)
+        if isinstance(plain, ast.Assign) and len(plain.targets) == 1 and isinstance(plain.targets[0], ast.Name):
+            out.setdefault(plain.targets[0].id, []).append(plain)
     for nodes in out.values():
         nodes.sort(key=lambda n: n.lineno)
     return out

@@ -299,7 +299,13 @@ def open_user_kernel(
     else:
         kernel = pick_kernel(kfile, None, site, lambda k: known_values(k, config, autotune_index))[0]
     choice = choose(kernel, dict(config or {}), autotune_index)
-    wrapper = resolve_wrapper(kfile, launch, kernel)
+    try:
+        wrapper = resolve_wrapper(kfile, launch, kernel)
+    except UserError:
+        # a kernel without any site is the more basic problem: say that one (the site is read again below,
+        # with the constexprs the launch passes)
+        pick_kernel(kfile, kernel_name or None, site, lambda k: known_values(k, config, autotune_index))
+        raise
     given = inputs or Inputs()
     with kfile.folder_on_path():
         # on a GPU machine inputs live on the GPU, also for the interpreted copy (the interpreter copies them)

@@ -111,7 +111,7 @@ def test_tutorial_matmul_optimized_with_predictions_from_its_trace(tmp_path):
     from swizzlelab.sim import simulate
 
     uk = _tutorial()
-    problem = scenario_from_user_kernel(uk, "h100", gpu_name="")
+    problem = scenario_from_user_kernel(uk, "h100", occupancy=1, gpu_name="")
     result = run(problem, Options(out_dir=tmp_path, budget=3, screen_s=20, workers=1), measurer=None)
     baseline = result.state.baseline
     assert baseline.status == "evaluated" and "num_pid_in_group" in baseline.formula
@@ -138,7 +138,7 @@ def test_row_sum_site_found_and_optimized(tmp_path):
     traced = uk.trace()
     assert traced.order.grid == (16,)  # BLOCK_ROWS=4 from the signature's default
     assert np.array_equal(traced.order.perm, np.arange(16))
-    problem = scenario_from_user_kernel(uk, "h100", gpu_name="")
+    problem = scenario_from_user_kernel(uk, "h100", occupancy=1, gpu_name="")
     result = run(problem, Options(out_dir=tmp_path, budget=2, screen_s=10, workers=1), measurer=None)
     # no reuse between programs: every order reads each byte of x once
     reads = {a.prediction.dram_read_bytes for a in result.state.attempts if a.prediction}
@@ -181,7 +181,7 @@ def test_cli_optimize_wild_file_prints_site_and_config(tmp_path):
 
     result = CliRunner().invoke(app, [
         "optimize", "--kernel", str(WILD / "row_sum.py"), "--tensor", "x=float32[R,C]", "--size", "R=32",
-        "--size", "C=256", "--budget", "1", "--screen-s", "5", "--out", str(tmp_path / "o"),
+        "--size", "C=256", "--budget", "1", "--screen-s", "5", "--occupancy", "1", "--out", str(tmp_path / "o"),
     ])
     assert result.exit_code == 0, result.output
     assert "swizzle site: line 16 (found automatically)" in result.output
@@ -227,7 +227,7 @@ def test_attention_2d_launch_site_traced_and_optimized(tmp_path):
     assert list(traced.order.perm[:5]) == [0, 4, 8, 12, 1]
     assert [t.name for t in traced.trace.tensors] == ["Q", "K", "V", "Out"]
     # each program reads all of its head's K and V: 512 rows x 128 bytes each, plus its Q block
-    scenario = scenario_from_user_kernel(uk, "h100", gpu_name="")
+    scenario = scenario_from_user_kernel(uk, "h100", occupancy=1, gpu_name="")
     own = scenario.check(scenario.default_order())
     assert own.proof.is_bijection and np.array_equal(own.perm, traced.order.perm)
     # an order spliced into the kernel copy computes the same output as the kernel's own
@@ -253,7 +253,7 @@ def test_persistent_matmul_optimized_inside_its_tile_loop(tmp_path):
     assert torch.equal(small.launcher(None), small.launcher(family("column_major")))
     uk = open_user_kernel(str(WILD / "persistent_matmul.py"), H100,
                           inputs=Inputs(sizes={"m": 2048, "n": 1280, "k": 64}, task=load_task("matmul")))
-    scenario = scenario_from_user_kernel(uk, "h100", gpu_name="")
+    scenario = scenario_from_user_kernel(uk, "h100", occupancy=1, gpu_name="")
     own = scenario.check(scenario.default_order())
     assert np.array_equal(own.perm, uk.trace().order.perm)
     result = run(scenario, Options(out_dir=tmp_path, budget=2, screen_s=20, workers=1), measurer=None)
@@ -297,7 +297,7 @@ def test_every_rejection_logged_and_zero_ranked_names_the_reason(tmp_path):
     path.write_text(NO_GRID_NAMES)
     uk = open_user_kernel(str(path), H100, site="9-11",
                           inputs=Inputs(tensors=(parse_tensor_spec("x=float32[M,N]"),), sizes={"M": 64, "N": 64}))
-    scenario = scenario_from_user_kernel(uk, "h100", gpu_name="")
+    scenario = scenario_from_user_kernel(uk, "h100", occupancy=1, gpu_name="")
     assert scenario.grid == (4, 4)
     with pytest.raises(UserError, match=r"0 of \d+ candidate orders could be ranked; the most common reason .*num_pid_"):
         run(scenario, Options(out_dir=tmp_path / "o", budget=2, screen_s=10, workers=1), measurer=None)
@@ -337,7 +337,7 @@ def test_harness_correctness_of_orders_on_a_user_kernel():
     from swizzlelab.swizzle import family, parse_formula
 
     uk = _tutorial(m=96, n=64, k=64)
-    scenario = scenario_from_user_kernel(uk, "h100", gpu_name="")
+    scenario = scenario_from_user_kernel(uk, "h100", occupancy=1, gpu_name="")
     task = scenario.task
     good = check_correctness(task, lambda data: task.custom_kernel(data, family("column_major")), scenario.case,
                              recheck=False)

@@ -28,7 +28,7 @@ def test_simulate_user_kernel_json_predictions_from_its_trace():
     from swizzlelab.tasks import load_task
     from swizzlelab.userkernel import Inputs, open_user_kernel
 
-    result = _invoke(["simulate", *TUTORIAL, "--order", "grouped:GROUP_M=2", "--json"])
+    result = _invoke(["simulate", *TUTORIAL, "--order", "grouped:GROUP_M=2", "--json", "--occupancy", "1"])
     assert result.exit_code == 0, result.output
     record = json.loads(result.stdout[result.stdout.index("{"):])
     assert record["task"] == "tutorial_matmul:matmul_kernel" and record["grid"] == [3, 2]
@@ -44,7 +44,7 @@ def test_simulate_user_kernel_json_predictions_from_its_trace():
 
 
 def test_analyze_and_check_user_kernel():
-    result = _invoke(["analyze", *ROW_SUM])
+    result = _invoke(["analyze", *ROW_SUM, "--occupancy", "1"])
     assert result.exit_code == 0, result.output
     assert "row_sum:row_sum_kernel" in result.output and "predicted (model H100-SXM" in result.output
     checked = _invoke(["check", "stride:STRIDE=4", *ROW_SUM])

@@ -19,7 +19,7 @@ import numpy as np
 
 from swizzlelab.errors import FormulaError, KernelSiteError, UserError
 from swizzlelab.fmt import fmt_bytes, grid_text
-from swizzlelab.hw import HardwareModel, Target, resolve_target
+from swizzlelab.hw import HardwareModel, Target, nvidia_blocks_per_sm, resolve_target
 from swizzlelab.io import load_module, module_name_for
 from swizzlelab.runtime import available_memory_bytes, ensure_triton_backend
 from swizzlelab.swizzle import Formula, Permutation, compose, family, find_site, parse_formula, to_permutation
@@ -573,6 +573,18 @@ def load_scenario(
 # ---------------------------------------------------------------------------------------------- user kernels
 
 
+def user_kernel_occupancy(user_kernel: Any, target: Target) -> Occupancy:
+    """Programs per SM of a user kernel: from its compiled code's registers, shared memory and warps (compiled
+    by the GPU here, else for the NVIDIA target without one); 1, said to be assumed, when neither can be had."""
+    from swizzlelab.userkernel.resources import kernel_resources
+
+    resources, why = kernel_resources(user_kernel, target.local_gpu, target.model)
+    if resources is None:
+        return Occupancy(1, f"assumed: {why}; set --occupancy")
+    programs = nvidia_blocks_per_sm(resources.n_regs, resources.shared_bytes, resources.num_warps)
+    return Occupancy(programs, f"the compiled kernel's resources: {resources.text()}")
+
+
 def scenario_from_user_kernel(
     user_kernel: Any, target: str | Target = "auto", occupancy: int | None = None, gpu_name: str | None = None
 ) -> Scenario:
@@ -584,7 +596,7 @@ def scenario_from_user_kernel(
     order = traced.order
     resolved = target if isinstance(target, Target) else resolve_target(target, gpu_name)
     if occupancy is None:
-        occ = Occupancy(1, "no measured occupancy for a user kernel; set --occupancy")
+        occ = user_kernel_occupancy(user_kernel, resolved)
     else:
         if occupancy < 1:
             raise UserError(f"--occupancy {occupancy}: give at least 1 resident program per SM/CU")

@@ -82,6 +82,7 @@ def register(app: typer.Typer) -> None:
         tensor: list[str] = uk_cli.tensor_opt(),
         arg: list[str] = uk_cli.arg_opt(),
         site: Optional[str] = uk_cli.site_opt(),
+        inputs: Optional[str] = uk_cli.inputs_opt(),
         size: list[str] = typer.Option([], "--size", help="with --kernel: sizes NAME=N of the wrapper's inputs"),
         trusted: bool = typer.Option(
             False, "--trusted",
@@ -95,6 +96,7 @@ def register(app: typer.Typer) -> None:
             scenario = uk_cli.user_scenario(
                 out_console, kernel, target="auto", occupancy=None, task=task, config=config,
                 autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size, site=site,
+                inputs=inputs, simulates=False,
             )
             if not uk_cli.eval_user_kernel(scenario, order, split_outputs(outputs), mode, budget_s, console()):
                 raise typer.Exit(code=1)

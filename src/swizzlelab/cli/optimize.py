@@ -26,7 +26,7 @@ def register(app: typer.Typer) -> None:
 
     @app.command("optimize")
     def optimize_cmd(
-        task: str = typer.Argument("matmul", help="task name (see `swizzlelab tasks`) or a task folder"),
+        task: str | None = typer.Argument(None, help="task name (see `swizzlelab tasks`) or a task folder (default matmul); with --kernel, the task whose generate_input makes the wrapper's inputs"),
         kernel: str | None = typer.Option(None, "--kernel", help="your kernel file: a @triton.jit function with a swizzle site"),
         target: str = typer.Option("auto", "--target", help=f"{targets_help()} | auto (the local GPU, else h100)"),
         budget: int = typer.Option(20, "--budget", help="iterations after the baseline"),
@@ -49,6 +49,7 @@ def register(app: typer.Typer) -> None:
         tensor: list[str] = typer.Option([], "--tensor", help=uk_cli.TENSOR_HELP),
         arg: list[str] = typer.Option([], "--arg", help=uk_cli.ARG_HELP),
         site: str | None = typer.Option(None, "--site", help=uk_cli.SITE_HELP),
+        inputs: str | None = typer.Option(None, "--inputs", help=uk_cli.INPUTS_HELP),
         k_dir: str = k_dir_opt(),
         wave_sync: bool = wave_sync_opt(),
     ) -> None:
@@ -58,10 +59,10 @@ def register(app: typer.Typer) -> None:
             scenario = uk_cli.user_scenario(
                 out_console, kernel, target=target, occupancy=occupancy, task=task, config=config,
                 autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size, site=site,
-                k_dir=k_dir, wave_sync=wave_sync,
+                k_dir=k_dir, wave_sync=wave_sync, inputs=inputs,
             )
         else:
-            scenario = load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,
+            scenario = load_scenario(task or "matmul", sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,
                                      outputs=split_outputs(outputs), k_dir=k_dir, wave_sync=wave_sync)
         out_console.print(scenario.target.note, highlight=False)
         out_console.print(scenario.header(), highlight=False)

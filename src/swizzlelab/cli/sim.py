@@ -42,11 +42,12 @@ def register(app: typer.Typer) -> None:
         tensor: list[str] = uk_cli.tensor_opt(),
         arg: list[str] = uk_cli.arg_opt(),
         site: Optional[str] = uk_cli.site_opt(),
+        inputs: Optional[str] = uk_cli.inputs_opt(),
     ) -> None:
         """Memory analysis of a task: footprints, reuse, which programs share data, best reachable hit rate."""
         err = console(stderr=True)
         scenario = _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site,
-                             outputs)
+                             outputs, inputs=inputs)
         perm = scenario.permutation(order) if order else None
         with err.status(f"tracing {scenario.label()} ..."):
             trace = scenario.trace
@@ -96,11 +97,12 @@ def register(app: typer.Typer) -> None:
         tensor: list[str] = uk_cli.tensor_opt(),
         arg: list[str] = uk_cli.arg_opt(),
         site: Optional[str] = uk_cli.site_opt(),
+        inputs: Optional[str] = uk_cli.inputs_opt(),
     ) -> None:
         """Predict L2 hit rate and DRAM traffic of a task under one or more launch orders."""
         err = console(stderr=True)
         scenario = _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site,
-                             outputs, k_dir, wave_sync)
+                             outputs, k_dir, wave_sync, inputs)
         specs = list(order) or [None]
         perms = [(spec or KERNEL_ORDER, scenario.permutation(spec)) for spec in specs]
         with err.status(f"tracing {scenario.label()} ..."):
@@ -143,12 +145,12 @@ def register(app: typer.Typer) -> None:
 
 
 def _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site, outputs,
-              k_dir="forward", wave_sync=False):
+              k_dir="forward", wave_sync=False, inputs=None):
     """The task's scenario, or with --kernel a kernel file as people write it (traced through its wrapper)."""
     if uk_cli.is_wild_file(kernel):
         return uk_cli.user_scenario(console(stderr=True), kernel, target=target, occupancy=occupancy, task=task,
                                     config=config, autotune_config=autotune_config, launch=launch, tensor=tensor,
-                                    arg=arg, size=size, site=site, k_dir=k_dir, wave_sync=wave_sync)
+                                    arg=arg, size=size, site=site, k_dir=k_dir, wave_sync=wave_sync, inputs=inputs)
     if task is None:
         raise UserError("name a task (see `swizzlelab tasks`) or give --kernel FILE")
     return load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,

@@ -108,6 +108,7 @@ def register(app: typer.Typer) -> None:
         launch: Optional[str] = uk_cli.launch_opt(),
         tensor: list[str] = uk_cli.tensor_opt(),
         site: Optional[str] = uk_cli.site_opt(),
+        inputs: Optional[str] = uk_cli.inputs_opt(),
         size: list[str] = typer.Option([], "--size", help="with --kernel: sizes of the wrapper's inputs NAME=N"),
         task: Optional[str] = typer.Option(None, "--task", help="with --kernel: the task whose generate_input makes the wrapper's inputs"),
     ) -> None:
@@ -121,7 +122,7 @@ def register(app: typer.Typer) -> None:
             scenario = uk_cli.user_scenario(
                 Console(stderr=True), kernel, target=target or "h100", occupancy=None, task=task, config=config,
                 autotune_config=autotune_config, launch=launch, tensor=tensor, arg=[a for a in (arg or []) if "=" in a],
-                size=size, site=site,
+                size=size, site=site, inputs=inputs, simulates=False,
             )
             grid = "x".join(map(str, scenario.grid))
             tile_grid, args, consts = scenario.grid, dict(scenario.args), dict(scenario.consts)

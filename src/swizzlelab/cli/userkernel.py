@@ -1,5 +1,5 @@
 """CLI options shared by the commands that accept a kernel file as people write it (--kernel FILE[:KERNEL]):
-turn --config/--autotune-config/--launch/--tensor/--arg/--size into a swizzlelab.userkernel.UserKernel.
+turn --config/--autotune-config/--launch/--tensor/--arg/--inputs/--size into a swizzlelab.userkernel.UserKernel.
 """
 
 from __future__ import annotations
@@ -14,7 +14,8 @@ from swizzlelab.errors import UserError
 CONFIG_HELP = "constexprs/launch options forced on the kernel, e.g. BLOCK_SIZE_M=128,GROUP_SIZE_M=8,num_warps=8 (default: the first autotune config, else the launch's own)"
 AUTOTUNE_HELP = "which @triton.autotune config to start from (0-based; printed)"
 LAUNCH_HELP = "the wrapper that launches the kernel: FUNCTION of the kernel file, FILE.py:FUNCTION or module:function (default: the file's one function that launches it)"
-TENSOR_HELP = "an input of the wrapper: NAME=DTYPE[DIM,...], dims numbers or --size names, e.g. a=float16[M,K]"
+TENSOR_HELP = "an input of the wrapper: NAME=DTYPE[DIM,...], dims numbers or --size names, e.g. a=float16[M,K]; a list of tensors as NAME=[DTYPE[DIM,...],...]"
+INPUTS_HELP = "FILE.py:FUNCTION returning the wrapper's arguments as a dict (for inputs with structure, e.g. MoE routing); its parameters are filled from --size, seed and device"
 SITE_HELP = "file lines of the remap block to take as the swizzle site, A-B (default: found automatically)"
 ARG_HELP = "a scalar input of the wrapper: NAME=VALUE, e.g. sm_scale=0.125"
 
@@ -44,33 +45,37 @@ def parse_sizes(items: list[str]) -> dict[str, int]:
 def open_from_options(
     kernel: str, target_model: Any, *, task: str | None, config: list[str], autotune_config: int,
     launch: str | None, tensor: list[str], arg: list[str], size: list[str], seed: int = 0, site: str | None = None,
+    inputs: str | None = None,
 ) -> Any:
-    """The UserKernel the options describe; inputs from --tensor/--arg (sizes from --size), else the task's
-    generate_input on its first benchmark case with --size overrides."""
+    """The UserKernel the options describe. The wrapper's inputs: the task's generate_input on its first benchmark
+    case (--size overrides the case's sizes) and/or an --inputs function, overlaid by --tensor and --arg."""
     from swizzlelab.userkernel import Inputs, open_user_kernel, parse_config_option, parse_scalar, parse_tensor_spec
 
     overrides = parse_config_option(config)
-    if tensor or arg:
-        inputs = Inputs(tuple(parse_tensor_spec(t) for t in tensor), dict(parse_scalar(a) for a in arg),
-                        parse_sizes(size), seed)
-    elif task:
+    sizes = parse_sizes(size)
+    loaded = None
+    if task:
         from swizzlelab.scenario import apply_sizes, pick_case
         from swizzlelab.tasks import load_task
 
         loaded = load_task(task)
-        case = apply_sizes(size, pick_case(loaded, None))
-        inputs = Inputs(sizes={k: v for k, v in case.items() if k != "seed"}, seed=int(case.get("seed", seed)),
-                        task=loaded)
-    else:
-        inputs = Inputs(sizes=parse_sizes(size), seed=seed)
+        case = pick_case(loaded, None)
+        # sizes the task's case has set its case; the others (tensor dims) are the tensors' own
+        case = apply_sizes([item for item in size if item.partition("=")[0].strip() in case], case)
+        seed = int(case.get("seed", seed))
+        sizes = {**{k: v for k, v in case.items() if k != "seed"}, **sizes}
+    given = Inputs(tuple(parse_tensor_spec(t) for t in tensor), dict(parse_scalar(a) for a in arg), sizes, seed,
+                   loaded, inputs)
     return open_user_kernel(kernel, target_model, config=overrides, autotune_index=autotune_config,
-                            launch=launch, inputs=inputs, site=site)
+                            launch=launch, inputs=given, site=site)
 
 
 def user_scenario(out_console: Any, kernel: str, *, target: str, occupancy: int | None, task: str | None,
                   config: list[str], autotune_config: int, launch: str | None, tensor: list[str], arg: list[str],
-                  size: list[str], site: str | None, k_dir: str = "forward", wave_sync: bool = False) -> Any:
-    """Open the kernel file, say what was chosen (site lines, config, launcher), trace it: its Scenario."""
+                  size: list[str], site: str | None, k_dir: str = "forward", wave_sync: bool = False,
+                  inputs: str | None = None, simulates: bool = True) -> Any:
+    """Open the kernel file, say what was chosen (site lines, config, launcher), trace it: its Scenario.
+    `simulates`: False for commands that predict nothing (eval, check), which need no occupancy."""
     from swizzlelab.hw import resolve_target
 
     if k_dir != "forward":
@@ -81,13 +86,16 @@ def user_scenario(out_console: Any, kernel: str, *, target: str, occupancy: int 
 
     resolved = resolve_target(target)
     user_kernel = open_from_options(
-        kernel, resolved.model, task=None if (tensor or arg) else task, config=config,
-        autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size, site=site,
+        kernel, resolved.model, task=task, config=config, autotune_config=autotune_config, launch=launch,
+        tensor=tensor, arg=arg, size=size, site=site, inputs=inputs,
     )
     for line in user_kernel.describe():
         out_console.print(line, highlight=False)
-    scenario = scenario_from_user_kernel(user_kernel, resolved, occupancy)
+    out_console.print(f"trace method: {user_kernel.trace_method}", highlight=False)
+    scenario = scenario_from_user_kernel(user_kernel, resolved, occupancy if simulates else occupancy or 1)
     out_console.print(user_kernel.trace().describe(), highlight=False)
+    if simulates:
+        out_console.print(scenario.occupancy.text(), highlight=False)
     return scenario
 
 
@@ -121,6 +129,10 @@ def arg_opt() -> Any:
 
 def site_opt() -> Any:
     return typer.Option(None, "--site", help=SITE_HELP)
+
+
+def inputs_opt() -> Any:
+    return typer.Option(None, "--inputs", help=INPUTS_HELP)
 
 
 def eval_user_kernel(scenario: Any, order: str | None, outputs: tuple[str, ...] | None, mode: str,

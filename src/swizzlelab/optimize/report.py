@@ -91,8 +91,12 @@ def write_all(state: RunState) -> dict[str, Path]:
 
 
 def best_kernel_source(scenario: Any, formula_text: str, header: str) -> str:
-    """The kernel's module source with `formula_text` at its swizzle site (validated by the splicer)."""
+    """The kernel's module source with `formula_text` at its swizzle site (validated by the splicer). A kernel
+    file as people write it comes back as written, with only its site (and the site's twins) replaced."""
     formula = scenario.formula(formula_text)
+    user_kernel = getattr(scenario.task, "user_kernel", None)
+    if user_kernel is not None:
+        return header + user_kernel.file_source(formula)
     fn = getattr(scenario.kernel.jit_fn, "fn", scenario.kernel.jit_fn)
     fn_lines, first_line = inspect.getsourcelines(fn)
     source = "".join(fn_lines)

@@ -133,10 +133,18 @@ def _targets(stmt: ast.stmt) -> list[str]:
     return [n.id for t in nodes for n in ast.walk(t) if isinstance(n, ast.Name)]
 
 
+def plain_assignment(stmt: ast.stmt) -> ast.stmt:
+    """An in-kernel constant `NAME: tl.constexpr = VALUE` as the assignment `NAME = VALUE`; other statements as
+    they are."""
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+        return ast.copy_location(ast.Assign(targets=[stmt.target], value=stmt.value), stmt)
+    return stmt
+
+
 def _formula_statements(stmt: ast.stmt) -> list[Statement] | None:
     """The statement as formula statements, or None when it is not in the formula language."""
     try:
-        return parse_statements(ast.unparse(stmt))
+        return parse_statements(ast.unparse(plain_assignment(stmt)))
     except (FormulaError, SyntaxError):
         return None
 
@@ -202,10 +210,21 @@ def _is_offset(stmt: ast.stmt, derived: set[str], kernel: _Kernel) -> bool:
 
 
 def _reads_after(body: list[ast.stmt], index: int, extra: list[ast.stmt]) -> set[str]:
-    """Names read by body[index + 1:] and by `extra` (code after the enclosing block)."""
+    """Names body[index + 1:] and `extra` (code after the enclosing block) read before they assign them again:
+    a later statement that recomputes a name from scratch (a second inlined remap) does not keep it live."""
     names: set[str] = set()
+    written: set[str] = set()
     for stmt in body[index + 1 :] + extra:
-        names |= _names_read(stmt)
+        if isinstance(stmt, (ast.Assign, ast.AnnAssign, ast.AugAssign)) and all(
+            isinstance(t, ast.Name) for t in (stmt.targets if isinstance(stmt, ast.Assign) else [stmt.target])
+        ):
+            names |= _names_read(stmt.value) - written if stmt.value is not None else set()
+            if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name) and stmt.target.id not in written:
+                names.add(stmt.target.id)
+            written |= set(_targets(stmt))
+            continue
+        # compound statements: any read inside counts (their branches may run in any order)
+        names |= _names_read(stmt) - written
         if isinstance(stmt, ast.AugAssign) and isinstance(stmt.target, ast.Name):
             names.add(stmt.target.id)
     return names
@@ -273,10 +292,10 @@ def _range_call(loop: ast.For) -> ast.Call | None:
     return None
 
 
-def _helper_call_error(stmt: ast.stmt, kernel_name: str, index_name: str) -> KernelSiteError:
+def _helper_call_error(stmt: ast.stmt, kernel_name: str, index_name: str, line_offset: int) -> KernelSiteError:
     callee = ast.unparse(stmt.value.func)  # type: ignore[attr-defined]
     return KernelSiteError(
-        f"kernel {kernel_name!r}: line {stmt.lineno} computes the tile ids from {index_name} with a call of "
+        f"kernel {kernel_name!r}: line {line_offset + stmt.lineno} computes the tile ids from {index_name} with a call of "
         f"{callee}(...): inline the helper's body there, or wrap the lines to replace in "
         "'# swizzle: begin' / '# swizzle: end'"
     )
@@ -319,7 +338,8 @@ def _marker_site(lines: list[str], func: ast.FunctionDef, kernel: _Kernel, kerne
     return _with_inputs(site, lines, func, kernel, block_tree.body)
 
 
-def _automatic_site(lines: list[str], func: ast.FunctionDef, kernel: _Kernel, kernel_name: str) -> Site:
+def _automatic_site(lines: list[str], func: ast.FunctionDef, kernel: _Kernel, kernel_name: str,
+                    line_offset: int = 0) -> Site:
     body = func.body
     pid_statements = [
         i for i, stmt in enumerate(body)
@@ -341,7 +361,7 @@ def _automatic_site(lines: list[str], func: ast.FunctionDef, kernel: _Kernel, ke
                for j in range(first, i + 1)):
             min_last = i
     run = _remap_run(body, first, seeds, kernel, [], min_last)
-    loop_site = _loop_site(lines, body, first, seeds, kernel, kernel_name)
+    loop_site = _loop_site(lines, body, first, seeds, kernel, kernel_name, line_offset)
     if loop_site is not None:
         return loop_site
     if run is None:
@@ -351,7 +371,8 @@ def _automatic_site(lines: list[str], func: ast.FunctionDef, kernel: _Kernel, ke
 
 
 def _loop_site(
-    lines: list[str], body: list[ast.stmt], first: int, seeds: set[str], kernel: _Kernel, kernel_name: str
+    lines: list[str], body: list[ast.stmt], first: int, seeds: set[str], kernel: _Kernel, kernel_name: str,
+    line_offset: int = 0,
 ) -> Site | None:
     """A persistent kernel: `for tile_id in range(start_pid, num_tiles, NUM_SMS)` with the remap of tile_id
     to tile ids inside the loop. None when the kernel has no such loop (or no remap inside it)."""
@@ -372,7 +393,7 @@ def _loop_site(
             inner = stmt.body[start]
             if isinstance(getattr(inner, "value", None), ast.Call) and _formula_statements(inner) is None:
                 if not _is_offset(inner, {index}, kernel):
-                    raise _helper_call_error(inner, kernel_name, index)
+                    raise _helper_call_error(inner, kernel_name, index, line_offset)
             run = _remap_run(stmt.body, start, {index}, kernel, [], start)
             if run is None:
                 return None
@@ -432,7 +453,7 @@ def _with_inputs(site: Site, lines: list[str], func: ast.FunctionDef, kernel: _K
             continue
         needed[id(stmt)] = stmt
         pending += [n for n in _names_read(stmt) if before.get(n) is not None]
-    definitions = tuple(ast.unparse(s) for s in sorted(needed.values(), key=lambda s: s.lineno))
+    definitions = tuple(ast.unparse(plain_assignment(s)) for s in sorted(needed.values(), key=lambda s: s.lineno))
     # Lines inside the site that do not depend on the launch index (e.g. `num_pid_m = tl.cdiv(M, BLOCK_M)`).
     seeds = {site.index_name} if site.index_name else set()
     derived = set(seeds)
@@ -442,18 +463,19 @@ def _with_inputs(site: Site, lines: list[str], func: ast.FunctionDef, kernel: _K
         if _is_program_id(getattr(stmt, "value", None)) or reads & derived:
             derived |= set(_targets(stmt))
         elif _targets(stmt) and _formula_statements(stmt) is not None:
-            kept.append(ast.unparse(stmt))
+            kept.append(ast.unparse(plain_assignment(stmt)))
     return replace(site, inputs=tuple(inputs), definitions=definitions, kept=tuple(kept))
 
 
-def find_site(source: str, kernel_name: str = "kernel") -> Site:
+def find_site(source: str, kernel_name: str = "kernel", line_offset: int = 0) -> Site:
     """Locate the swizzle site in a kernel's source (one function, dedented, decorators allowed).
 
     Markers win. Otherwise: the block from the first `NAME = tl.program_id(...)` line (any spelling, `axis=`
     included) through consecutive formula lines, ending at the last line after which the names the kernel reads
     later are one or two tile ids, and before the first line that makes offsets of them (a tile id times a
     block size, pointer or stride arithmetic). In a persistent kernel (`for tile_id in range(start_pid, ...)`)
-    the site is the remap of the loop variable inside the loop. KernelSiteError when there is none."""
+    the site is the remap of the loop variable inside the loop. KernelSiteError when there is none; the lines it
+    names are file lines when `line_offset` (the file line before the source's first) is given."""
     lines = source.splitlines()
     try:
         tree = ast.parse(source)
@@ -464,7 +486,7 @@ def find_site(source: str, kernel_name: str = "kernel") -> Site:
     marked = _marker_site(lines, func, kernel, kernel_name)
     if marked is not None:
         return marked
-    return _automatic_site(lines, func, kernel, kernel_name)
+    return _automatic_site(lines, func, kernel, kernel_name, line_offset)
 
 
 def kernel_site(kernel: Any) -> Site:
@@ -476,5 +498,5 @@ def kernel_site(kernel: Any) -> Site:
         raw_lines, first_line = inspect.getsourcelines(fn)
     except (OSError, TypeError) as err:
         raise KernelSiteError(f"cannot read the source of kernel {getattr(fn, '__name__', fn)!r}: {err}") from None
-    site = find_site(textwrap.dedent("".join(raw_lines)), fn.__name__)
+    site = find_site(textwrap.dedent("".join(raw_lines)), fn.__name__, line_offset=first_line - 1)
     return replace(site, file=inspect.getsourcefile(fn), line_offset=first_line - 1)

@@ -1,5 +1,6 @@
 """Kernels as people write them: import a kernel file on any machine, unwrap autotune, choose its config,
-launch it through the user's own wrapper, find its swizzle site and trace it to predict its L2 behaviour.
+launch it through the user's own wrapper, find its swizzle site, trace it (always under the interpreter) to
+predict its L2 behaviour, and write the file back with an order at its site.
 """
 
 from __future__ import annotations
@@ -13,13 +14,15 @@ from typing import Any
 from swizzlelab.errors import KernelSiteError, UserError
 from swizzlelab.hw import HardwareModel
 from swizzlelab.runtime import device
-from swizzlelab.swizzle import apply_swizzle
 from swizzlelab.swizzle.emit import find_site
-from swizzlelab.userkernel.config import Choice, choose, parse_config_option
-from swizzlelab.userkernel.launch import Inputs, Launcher, build_arguments, parse_scalar, parse_tensor_spec, resolve_wrapper
-from swizzlelab.userkernel.marked import MarkedKernel, mark
+from swizzlelab.userkernel.child import Request, request_for, run_in_child
+from swizzlelab.userkernel.config import LAUNCH_OPTIONS, Choice, choose, parse_config_option
+from swizzlelab.userkernel.inline import Inlined, fold_constexpr_ifs, inline_helpers
+from swizzlelab.userkernel.launch import (Inputs, Launcher, Wrapper, build_arguments, parse_scalar, parse_tensor_spec,
+                                          resolve_wrapper)
+from swizzlelab.userkernel.marked import MarkedKernel, Twin, mark, target_names
 from swizzlelab.userkernel.load import FoundKernel, KernelFile, TuneConfig, load_kernel_file
-from swizzlelab.userkernel.shim import ShimInfo, device_shim
+from swizzlelab.userkernel.shim import ShimInfo, device_shim, gpu_present
 from swizzlelab.userkernel.tiles import OwnOrder, SiteSpan
 from swizzlelab.userkernel.trace import UserTrace, trace_user_kernel
 
@@ -34,6 +37,8 @@ class UserKernel:
     choice: Choice
     launcher: Launcher
     marked: MarkedKernel
+    analysed: str = ""  # the kernel's source as the site was read in (ifs folded, the site's helper inlined)
+    request: Request | None = None  # what rebuilds it in a child process (the other Triton mode)
     _trace: UserTrace | None = None
 
     @property
@@ -42,29 +47,68 @@ class UserKernel:
 
     def site_lines(self) -> str:
         """'lines A-B' of the file that were taken as the swizzle site."""
-        first = self.kernel.jit_fn.fn.__code__.co_firstlineno
-        # co_firstlineno is the first decorator's line; the dedented source starts there as well
-        return self.site.lines_label(first)
+        # first_line is the first decorator's line; the dedented source starts there as well
+        return self.site.lines_label(self.kernel.first_line)
 
     def site_text(self) -> str:
         lines = self.kernel.source.splitlines()[self.site.start:self.site.stop]
         return "\n".join(lines)
 
+    @property
+    def trace_method(self) -> str:
+        """One line: how the trace is recorded here."""
+        if self.kernel.interpreted:
+            return "traced in this process under the Triton interpreter"
+        return "traced in a child process under the Triton interpreter (kernels here run compiled on the GPU)"
+
     def trace(self) -> UserTrace:
+        """The kernel's trace, always recorded under the interpreter: here when this process interprets its
+        kernels, else by a child process importing the file interpreted (the compiled copy is what is measured)."""
         if self._trace is None:
-            self._trace = trace_user_kernel(self.launcher, self.site)
+            if self.kernel.interpreted:
+                self._trace = trace_user_kernel(self.launcher, self.site, source=self.analysed or None)
+            else:
+                if self.request is None:
+                    raise UserError(f"{self.name}: compiled here and opened without a request a child can rebuild")
+                self._trace = run_in_child(self.request, "trace", interpret=True)
         return self._trace
+
+    def file_source(self, formula: Any) -> str:
+        """The user's file with `formula` at the kernel's site (and at each twin of it), every other line as
+        written; UserError when the result would not parse."""
+        module_lines = self.kfile.module_source.splitlines()
+        first = self.kernel.first_line - 1
+        raw = module_lines[first:first + len(self.kernel.source.splitlines())]
+        indent = raw[0][: len(raw[0]) - len(raw[0].lstrip())] if raw else ""
+        own = [line[len(indent):] if line.startswith(indent) else line for line in raw]
+        def_index = next(i for i, line in enumerate(own) if line.lstrip().startswith("def "))
+        function = own[def_index:]
+        new = own[:def_index] + self.marked.function_lines(function, formula, _still_read(function, self.marked))
+        text_lines = module_lines[:first] + [indent + line if line.strip() else line for line in new] \
+            + module_lines[first + len(raw):]
+        text = "\n".join(text_lines) + "\n"
+        try:
+            ast.parse(text)
+        except SyntaxError as err:
+            raise UserError(f"{self.kfile.path.name}: the order does not splice into {self.site_lines()} of the file "
+                            f"as written ({err.msg} at line {err.lineno}); the site cuts through a block") from None
+        return text
 
     def describe(self) -> list[str]:
         """What was chosen, one line each, for the user to read before any figure."""
         lines = []
         if self.kfile.shim is not None:
             lines.append(self.kfile.shim.describe())
+        lines += [f"import: {note}" for note in self.kfile.notes]
         wrapped = f" (unwrapped from {' > '.join(self.kernel.wrappers)})" if self.kernel.wrappers else ""
         lines.append(f"kernel {self.kernel.name}{wrapped} in {self.kfile.path}")
         loop = f", inside the loop over {self.site.loop_var}" if self.site.loop_var else ""
         how = f" ({self.site.how})" if self.site.how else ""
         lines.append(f"swizzle site: {self.site_lines()}{how}{loop}, yielding {', '.join(self.site.outputs)}")
+        first = self.kernel.first_line
+        for twin in self.marked.twins:
+            lines.append(f"  the same remap runs again at line {first + self.site.start - self.marked.span[0] + twin.start}"
+                         f" (over {twin.index}): orders are spliced there too")
         if self.marked.hoisted:
             lines.append(f"  (its lines defining {', '.join(self.marked.hoisted)} do not depend on the program id: "
                          "swizzlelab's copy computes them before the site, the file is untouched)")
@@ -73,9 +117,59 @@ class UserKernel:
         return lines
 
 
-def site_of(kernel: FoundKernel) -> SiteSpan:
-    """The kernel's swizzle site (swizzle.emit's finder) as a SiteSpan."""
-    found = find_site(kernel.source, kernel.name)
+def _still_read(function: list[str], marked: MarkedKernel) -> list[str]:
+    """Lines of the file's own site that assign names its kernel still reads after the site (e.g. split-K's
+    `pid_z = tl.program_id(1)`, which the site read but a constexpr `if` left unused in this run), from values
+    known before the site: kept ahead of the order in the file a user takes home."""
+    start, stop = marked.span
+    try:
+        func = next(n for n in ast.parse("\n".join(function)).body if isinstance(n, ast.FunctionDef))
+    except (SyntaxError, StopIteration):
+        return []
+    inside = [n for n in func.body if isinstance(n, (ast.Assign, ast.AnnAssign)) and start < n.lineno <= stop]
+    assigned_inside = {t.id for n in ast.walk(func) if isinstance(n, ast.Assign) and start < n.lineno <= stop
+                       for t in n.targets if isinstance(t, ast.Name)}
+    read_after = {n.id for n in ast.walk(func) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)
+                  and n.lineno > stop}
+    provided = {t for line in marked.head + marked.after for t in re.findall(r"^\s*(\w+)\s*=", line)} | {"pid_m", "pid_n", "pid"}
+    kept = []
+    for node in inside:
+        names = [t.id for t in (node.targets if isinstance(node, ast.Assign) else [node.target]) if isinstance(t, ast.Name)]
+        reads = {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} if node.value is not None else set()
+        if any(n in read_after and n not in provided for n in names) and not (reads & assigned_inside):
+            kept.append(marked.indent + ast.unparse(node))
+    return kept
+
+
+@dataclass(frozen=True)
+class Analysed:
+    """A kernel's source as the site finder reads it: constexpr `if`s folded with the values known for this run,
+    index helpers inlined; line for line the file's."""
+
+    source: str
+    inlined: Inlined
+    folded: str  # with the `if`s folded only (helper calls as written)
+
+
+def analyse(kernel: FoundKernel, values: dict[str, Any]) -> Analysed:
+    folded = fold_constexpr_ifs(kernel.source, values)
+    inlined = inline_helpers(folded, kernel.jit_fn.fn.__globals__, kernel.jit_fn.fn.__module__)
+    return Analysed(inlined.source, inlined, folded)
+
+
+def known_values(kernel: FoundKernel, config: dict[str, Any] | None, autotune_index: int) -> dict[str, Any]:
+    """Constexpr values known before any launch: the signature's defaults, the autotune config, --config."""
+    values = {k: v for k, v in kernel.defaults.items() if k in kernel.constexprs}
+    if kernel.autotune_configs and 0 <= autotune_index < len(kernel.autotune_configs):
+        values.update(kernel.autotune_configs[autotune_index].kwargs)
+    values.update({k: v for k, v in (config or {}).items() if k not in LAUNCH_OPTIONS})
+    return values
+
+
+def site_of(kernel: FoundKernel, analysed: Analysed | None = None) -> SiteSpan:
+    """The kernel's swizzle site (swizzle.emit's finder, on the analysed source) as a SiteSpan."""
+    source = analysed.source if analysed is not None else kernel.source
+    found = find_site(source, kernel.name, line_offset=kernel.first_line - 1)
     # swizzle.site.Site names a persistent loop's variable `index_name` with kind "loop"
     kind = getattr(found, "kind", "")
     loop_var = getattr(found, "index_name", None) if kind == "loop" else None
@@ -83,28 +177,29 @@ def site_of(kernel: FoundKernel) -> SiteSpan:
     return SiteSpan(found.start, found.stop, tuple(found.outputs), loop_var, how)
 
 
-def site_from_lines(kernel: FoundKernel, spec: str) -> SiteSpan:
+def site_from_lines(kernel: FoundKernel, spec: str, analysed: Analysed | None = None) -> SiteSpan:
     """`--site A-B`: file lines A..B (inclusive) of the kernel as its swizzle site."""
     match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+))?\s*", spec)
     if not match:
         raise UserError(f"--site {spec!r}: write the file lines of the remap block as A-B, e.g. --site 58-66")
-    first_line = kernel.jit_fn.fn.__code__.co_firstlineno
+    source = analysed.source if analysed is not None else kernel.source
+    first_line = kernel.first_line
     lo, hi = int(match[1]), int(match[2] or match[1])
-    n_lines = len(kernel.source.splitlines())
+    n_lines = len(source.splitlines())
     if not first_line < lo <= hi < first_line + n_lines:
         raise UserError(f"--site {spec}: kernel {kernel.name} spans file lines {first_line}-{first_line + n_lines - 1}")
     start, stop = lo - first_line, hi - first_line + 1
-    block = "\n".join(kernel.source.splitlines()[start:stop])
+    block = "\n".join(source.splitlines()[start:stop])
     try:
         tree = ast.parse(textwrap.dedent(block))
     except SyntaxError:
         raise UserError(f"--site {spec}: file lines {lo}-{hi} are not whole statements on their own") from None
-    assigned = [t.id for n in tree.body if isinstance(n, ast.Assign) for t in n.targets if isinstance(t, ast.Name)]
+    assigned = [name for stmt in tree.body for name in target_names(stmt)]
     if {"pid_m", "pid_n"} <= set(assigned):
         outputs: tuple[str, ...] = ("pid_m", "pid_n")
     else:
         # the names the block assigns that the kernel reads after it: what it hands on as tile coordinates
-        after = "\n".join(kernel.source.splitlines()[stop:])
+        after = "\n".join(source.splitlines()[stop:])
         used = [n for n in dict.fromkeys(assigned) if re.search(rf"\b{re.escape(n)}\b", after)]
         outputs = ("pid",) if "pid" in used and len(used) != 2 else tuple(used)
         if len(outputs) not in (1, 2):
@@ -114,33 +209,41 @@ def site_from_lines(kernel: FoundKernel, spec: str) -> SiteSpan:
             )
     reads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     loop_var = None
-    for node in ast.walk(ast.parse(kernel.source)):
+    for node in ast.walk(ast.parse(source)):
         if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and node.target.id in reads \
                 and node.lineno <= start and (node.end_lineno or 0) >= stop:
             loop_var = node.target.id
     return SiteSpan(start, stop, outputs, loop_var, "given with --site")
 
 
-def pick_kernel(kfile: KernelFile, name: str | None, site: str | None = None) -> tuple[FoundKernel, SiteSpan]:
-    """The kernel named `name`, else the file's one kernel with a swizzle site; `site` (--site A-B) overrides."""
+def pick_kernel(kfile: KernelFile, name: str | None, site: str | None = None,
+                values: Any = None) -> tuple[FoundKernel, SiteSpan, Analysed]:
+    """The kernel named `name`, else the file's one kernel with a swizzle site; `site` (--site A-B) overrides.
+    `values(kernel)` gives the constexpr values known for it (to fold `if`s on them)."""
+    def analysed_of(kernel: FoundKernel) -> Analysed:
+        return analyse(kernel, values(kernel) if values else {})
+
     if site:
         candidates = [kfile.kernels[name]] if name and name in kfile.kernels else list(kfile.kernels.values())
         for kernel in candidates:
-            first = kernel.jit_fn.fn.__code__.co_firstlineno
+            first = kernel.first_line
             lo = int(site.split("-")[0]) if site.split("-")[0].strip().isdigit() else -1
             if first < lo < first + len(kernel.source.splitlines()):
-                return kernel, site_from_lines(kernel, site)
+                analysed = analysed_of(kernel)
+                return kernel, site_from_lines(kernel, site, analysed), analysed
         raise UserError(f"--site {site}: those lines lie in no kernel of {kfile.path.name}")
     if name:
         kernel = kfile.kernels.get(name)
         if kernel is None:
             raise UserError(f"{kfile.path.name}: no @triton.jit kernel {name!r} (kernels: {', '.join(kfile.kernels)})")
-        return kernel, site_of(kernel)
-    with_site: list[tuple[FoundKernel, SiteSpan]] = []
+        analysed = analysed_of(kernel)
+        return kernel, site_of(kernel, analysed), analysed
+    with_site: list[tuple[FoundKernel, SiteSpan, Analysed]] = []
     reasons: list[str] = []
     for kernel in kfile.kernels.values():
         try:
-            with_site.append((kernel, site_of(kernel)))
+            analysed = analysed_of(kernel)
+            with_site.append((kernel, site_of(kernel, analysed), analysed))
         except KernelSiteError as err:
             reasons.append(str(err))
     if len(with_site) == 1:
@@ -148,9 +251,28 @@ def pick_kernel(kfile: KernelFile, name: str | None, site: str | None = None) ->
     if not with_site:
         raise KernelSiteError(f"{kfile.path.name}: no @triton.jit function with a swizzle site: give its lines with --site A-B ({'; '.join(reasons)[:400]})")
     raise KernelSiteError(
-        f"{kfile.path.name}: kernels {', '.join(k.name for k, _ in with_site)} all have a swizzle site: name one "
+        f"{kfile.path.name}: kernels {', '.join(k.name for k, _, _ in with_site)} all have a swizzle site: name one "
         f"with --kernel {kfile.path.name}:KERNEL"
     )
+
+
+def _marking(analysed: Analysed, site: SiteSpan) -> tuple[str, tuple[Twin, ...]]:
+    """The source the marked copies are made from (helper calls as written, but the site's own, inlined) and the
+    other calls of the helper the site inlines, after it: its twins."""
+    folded = analysed.folded.splitlines()
+    inlined = analysed.source.splitlines()
+    lines = folded[:site.start] + inlined[site.start:site.stop] + folded[site.stop:]
+    calls = analysed.inlined.calls
+    own = [c for c in calls if site.start <= c.start < site.stop]
+    twins: list[Twin] = []
+    if own:
+        helper = own[0]
+        # the argument carrying the launch index: the one reading the loop variable (or the first)
+        position = next((i for i, a in enumerate(helper.args) if site.loop_var and re.search(rf"\b{site.loop_var}\b", a)), 0)
+        for call in calls:
+            if call.helper == helper.helper and call.start >= site.stop:
+                twins.append(Twin(call.start, call.stop, call.args[position], call.targets, call.indent))
+    return "\n".join(lines) + "\n", tuple(twins)
 
 
 def open_user_kernel(
@@ -162,25 +284,49 @@ def open_user_kernel(
     launch: str | None = None,
     inputs: Inputs | None = None,
     site: str | None = None,
+    interpret: bool | None = None,
 ) -> UserKernel:
-    """`spec` is FILE or FILE:KERNEL. Imports the file, picks the kernel, its site, config and launcher."""
+    """`spec` is FILE or FILE:KERNEL. Imports the file, picks the kernel, its site, config and launcher.
+    `interpret`: import the file's kernels interpreted/compiled (default: as kernels run on this machine)."""
     path, sep, kernel_name = spec.rpartition(":")
     if not sep or not path.endswith(".py"):
         path, kernel_name = spec, ""
-    kfile = load_kernel_file(path, model)
-    kernel, found = pick_kernel(kfile, kernel_name or None, site)
-    marked = mark(kernel.source, found, kernel.jit_fn.fn.__globals__)
+    kfile = load_kernel_file(path, model, interpret=interpret)
+    if kernel_name or len(kfile.kernels) == 1:
+        kernel = kfile.kernels.get(kernel_name) if kernel_name else next(iter(kfile.kernels.values()))
+        if kernel is None:
+            raise UserError(f"{kfile.path.name}: no @triton.jit kernel {kernel_name!r} (kernels: {', '.join(kfile.kernels)})")
+    else:
+        kernel = pick_kernel(kfile, None, site, lambda k: known_values(k, config, autotune_index))[0]
     choice = choose(kernel, dict(config or {}), autotune_index)
-    wrapper = resolve_wrapper(kfile, launch, kernel)
-    arguments = build_arguments(wrapper, inputs or Inputs(), device())
+    try:
+        wrapper = resolve_wrapper(kfile, launch, kernel)
+    except UserError:
+        # a kernel without any site is the more basic problem: say that one (the site is read again below,
+        # with the constexprs the launch passes)
+        pick_kernel(kfile, kernel_name or None, site, lambda k: known_values(k, config, autotune_index))
+        raise
+    given = inputs or Inputs()
+    with kfile.folder_on_path():
+        # on a GPU machine inputs live on the GPU, also for the interpreted copy (the interpreter copies them)
+        arguments = build_arguments(wrapper, given, "cuda" if gpu_present() else device(), kfile.path.parent)
+    holder: list[MarkedKernel] = []
     launcher = Launcher(kfile, kernel, wrapper, arguments, choice, model,
-                        splice=lambda _jit_fn, formula: apply_swizzle(marked.jit_fn, marked.kernel_formula(formula)),
-                        seed=(inputs or Inputs()).seed)
-    return UserKernel(kfile, kernel, found, choice, launcher, marked)
+                        splice=lambda _jit_fn, formula: holder[0].spliced(formula), seed=given.seed, launch_spec=launch)
+    # the constexprs as the wrapper launches them (it may pass NUM_XCDS=8 itself): `if`s on them fold
+    launched = {k: v for k, v in launcher.probe().items() if k in kernel.constexprs}
+    values = {**known_values(kernel, config, autotune_index), **launched}
+    kernel, found, analysed = pick_kernel(kfile, kernel.name, site, lambda k: values)
+    marking_source, twins = _marking(analysed, found)
+    holder.append(mark(marking_source, found, kernel.jit_fn.fn.__globals__, twins))
+    request = request_for(str(kfile.path) + (f":{kernel_name}" if kernel_name else ""), model, config, autotune_index,
+                          launch, site, given)
+    return UserKernel(kfile, kernel, found, choice, launcher, holder[0], marking_source, request)
 
 
 __all__ = [
     "Choice", "FoundKernel", "Inputs", "KernelFile", "Launcher", "OwnOrder", "ShimInfo", "SiteSpan", "TuneConfig",
-    "UserKernel", "UserTrace", "choose", "device_shim", "load_kernel_file", "open_user_kernel", "parse_config_option",
+    "UserKernel", "UserTrace", "Wrapper", "choose", "device_shim", "load_kernel_file", "open_user_kernel",
+    "parse_config_option",
     "build_arguments", "parse_scalar", "parse_tensor_spec", "pick_kernel", "resolve_wrapper", "site_of", "trace_user_kernel",
 ]

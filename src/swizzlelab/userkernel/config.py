@@ -4,6 +4,7 @@
 
 from __future__ import annotations
 
+import ast
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -20,6 +21,8 @@ class Choice:
     values: dict[str, Any]
     source: str  # one line: "autotune config 1 of 5", "--config", "the launch's own arguments"
     extra: dict[str, Any] = field(default_factory=dict)  # config kwargs that are not kernel parameters
+    config_index: int | None = None  # the autotune config started from
+    pre_hook: Any = field(default=None, compare=False)  # that config's pre_hook, run before every launch
 
     def label(self) -> str:
         shown = ",".join(f"{k}={v}" for k, v in self.values.items())
@@ -45,14 +48,16 @@ def parse_config_option(texts: list[str] | tuple[str, ...] | str | None) -> dict
 
 
 def _value(raw: str) -> Any:
+    """A number, True/False/None, a Python literal (e.g. a dict of launch options), else the text itself."""
     for cast in (int, float):
         try:
             return cast(raw)
         except ValueError:
             pass
-    if raw in ("True", "False"):
-        return raw == "True"
-    return raw.strip("'\"")
+    try:
+        return ast.literal_eval(raw)
+    except (ValueError, SyntaxError):
+        return raw.strip("'\"")
 
 
 def choose(kernel: FoundKernel, overrides: dict[str, Any], autotune_index: int = 0) -> Choice:
@@ -85,7 +90,9 @@ def choose(kernel: FoundKernel, overrides: dict[str, Any], autotune_index: int =
     else:
         source = "--config" if overrides else "the launch's own arguments and the signature's defaults"
     values.update(overrides)
-    return Choice(values, source, extra)
+    if not kernel.autotune_configs:
+        return Choice(values, source, extra)
+    return Choice(values, source, extra, autotune_index, kernel.autotune_configs[autotune_index].pre_hook)
 
 
 def apply(choice: Choice, kernel: FoundKernel, kwargs: dict[str, Any], interpreting: bool) -> dict[str, Any]:

@@ -1,5 +1,6 @@
-"""Run a user kernel through the user's own wrapper function (e.g. `matmul(a, b)`): inputs from
-`--tensor`/`--arg`/`--size` or a task's generate_input, the chosen config forced, an order spliced in.
+"""Run a user kernel through the user's own wrapper (e.g. `matmul(a, b)`, `attention = _attention.apply`): inputs
+from `--tensor`/`--arg`/`--size`, a task's generate_input or an `--inputs` function, the chosen config, its
+pre_hook and the file's heuristics applied, an order spliced in.
 """
 
 from __future__ import annotations
@@ -9,6 +10,7 @@ import importlib
 import importlib.util
 import inspect
 import re
+import sys
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -16,21 +18,28 @@ from typing import Any
 from swizzlelab.errors import UserError
 from swizzlelab.hw import HardwareModel
 from swizzlelab.userkernel import config as config_mod
-from swizzlelab.userkernel.load import FoundKernel, KernelFile
-from swizzlelab.userkernel.shim import device_shim, interpreting
+from swizzlelab.userkernel.load import FoundKernel, KernelFile, folder_on_path, launch_source
+from swizzlelab.userkernel.shim import device_shim
 
-TENSOR_SPEC = re.compile(r"^(?P<name>\w+)=(?P<dtype>\w+)\[(?P<dims>[^\]]*)\]$")
+TENSOR_SPEC = re.compile(r"^(?P<name>\w+)=(?P<body>.+)$")
+ONE_TENSOR = re.compile(r"(?P<dtype>\w+)\[(?P<dims>[^\]]*)\]")
 DTYPES = ("float16", "bfloat16", "float32", "float64", "int8", "int16", "int32", "int64", "uint8",
           "float8_e4m3fn", "float8_e5m2")
 
 
 @dataclass(frozen=True)
 class TensorSpec:
-    """`--tensor a=float16[M,K]`: a seeded random input tensor of that dtype and shape."""
+    """`--tensor a=float16[M,K]`: a seeded random input tensor of that dtype and shape; `--tensor
+    group_a=[float16[M,K],float16[64,K]]`: a list of them (grouped GEMMs take lists)."""
 
     name: str
     dtype: str
     dims: tuple[str, ...]  # ints or size names
+    items: tuple[TensorSpec, ...] = ()  # set for a list: its tensors, in order
+
+    @property
+    def is_list(self) -> bool:
+        return bool(self.items)
 
     def shape(self, sizes: dict[str, int]) -> tuple[int, ...]:
         out = []
@@ -46,17 +55,33 @@ class TensorSpec:
         return tuple(out)
 
 
-def parse_tensor_spec(text: str) -> TensorSpec:
-    match = TENSOR_SPEC.match(text.replace(" ", ""))
+def _one_tensor(name: str, text: str, whole: str) -> TensorSpec:
+    match = ONE_TENSOR.fullmatch(text)
     if not match:
-        raise UserError(f"--tensor {text!r}: write NAME=DTYPE[DIM,...], e.g. --tensor a=float16[M,K]")
+        raise UserError(f"--tensor {whole!r}: write NAME=DTYPE[DIM,...] or NAME=[DTYPE[DIM,...],...], e.g. "
+                        "--tensor a=float16[M,K]")
     dtype = match["dtype"]
     if dtype not in DTYPES:
-        raise UserError(f"--tensor {text!r}: dtype {dtype!r} is unknown; use one of {', '.join(DTYPES)}")
+        raise UserError(f"--tensor {whole!r}: dtype {dtype!r} is unknown; use one of {', '.join(DTYPES)}")
     dims = tuple(d for d in match["dims"].split(",") if d)
     if not dims:
-        raise UserError(f"--tensor {text!r}: give at least one dimension")
-    return TensorSpec(match["name"], dtype, dims)
+        raise UserError(f"--tensor {whole!r}: give at least one dimension")
+    return TensorSpec(name, dtype, dims)
+
+
+def parse_tensor_spec(text: str) -> TensorSpec:
+    compact = text.replace(" ", "")
+    match = TENSOR_SPEC.match(compact)
+    if not match:
+        raise UserError(f"--tensor {text!r}: write NAME=DTYPE[DIM,...], e.g. --tensor a=float16[M,K]")
+    name, body = match["name"], match["body"]
+    if body.startswith("[") and body.endswith("]"):
+        parts = [m.group(0) for m in ONE_TENSOR.finditer(body[1:-1])]
+        if not parts or ",".join(parts) != body[1:-1]:
+            raise UserError(f"--tensor {text!r}: a list is [DTYPE[DIM,...],DTYPE[DIM,...],...]")
+        items = tuple(_one_tensor(f"{name}[{i}]", part, text) for i, part in enumerate(parts))
+        return TensorSpec(name, items[0].dtype, (), items)
+    return _one_tensor(name, body, text)
 
 
 def parse_scalar(text: str) -> tuple[str, Any]:
@@ -68,18 +93,83 @@ def parse_scalar(text: str) -> tuple[str, Any]:
 
 @dataclass(frozen=True)
 class Inputs:
-    """How to build the wrapper's arguments: tensor specs and scalars, or a task's generate_input."""
+    """How to build the wrapper's arguments: a task's generate_input and/or an `--inputs` function, overlaid by
+    tensor specs and scalars."""
 
     tensors: tuple[TensorSpec, ...] = ()
     scalars: dict[str, Any] = field(default_factory=dict)
     sizes: dict[str, int] = field(default_factory=dict)
     seed: int = 0
     task: Any = None  # a swizzlelab Task: generate_input({seed, **sizes}) gives the data dict
+    builder: str | None = None  # `--inputs FILE.py:FUNCTION`: FUNCTION(**sizes, seed) -> the wrapper's kwargs
 
 
-def resolve_wrapper(kfile: KernelFile, spec: str | None, kernel: FoundKernel) -> Callable[..., Any]:
-    """`--launch FUNCTION` (a function of the kernel file), `--launch FILE.py:FUNCTION` or `module:function`;
-    without it, the file's single function that launches the kernel."""
+class Wrapper:
+    """The user's launcher, called with keyword arguments: a function, or an autograd Function's `apply`
+    (called positionally in `forward`'s order, ctx left out)."""
+
+    def __init__(self, name: str, fn: Callable[..., Any]) -> None:
+        self.__name__ = name
+        self.fn = fn
+        owner = getattr(fn, "__self__", None)
+        self.positional = inspect.isclass(owner) and hasattr(owner, "forward") and getattr(fn, "__name__", "") == "apply"
+        if self.positional:
+            forward = inspect.signature(owner.forward)
+            self.signature = forward.replace(parameters=list(forward.parameters.values())[1:])
+        else:
+            self.signature = inspect.signature(fn)
+        self.source = launch_source(fn)
+
+    @property
+    def globals(self) -> dict[str, Any]:
+        fn = self.fn
+        owner = getattr(fn, "__self__", None)
+        if self.positional:
+            fn = owner.forward
+        return getattr(fn, "__globals__", {})
+
+    def __call__(self, **kwargs: Any) -> Any:
+        if not self.positional:
+            return self.fn(**kwargs)
+        args = []
+        for name, param in self.signature.parameters.items():
+            if name in kwargs:
+                args.append(kwargs[name])
+            elif param.default is not inspect.Parameter.empty:
+                args.append(param.default)
+            else:
+                raise UserError(f"{self.__name__}{self.signature} needs {name}")
+        return self.fn(*args)
+
+
+def _import_launch_file(module_part: str, kfile: KernelFile) -> Any:
+    """A launcher in another file: imported with the kernel file's folder on sys.path and the kernel file's
+    module name bound to swizzlelab's copy of it, so `from KERNELFILE import kernel` finds the copy that runs."""
+    stem = kfile.path.stem
+    saved = sys.modules.get(stem)
+    sys.modules[stem] = kfile.module
+    try:
+        with kfile.folder_on_path():
+            if module_part.endswith(".py"):
+                name = f"swizzlelab_launch_{abs(hash((module_part, kfile.module.__name__)))}"
+                mod_spec = importlib.util.spec_from_file_location(name, module_part)
+                if mod_spec is None or mod_spec.loader is None:
+                    raise ImportError(module_part)
+                module = importlib.util.module_from_spec(mod_spec)
+                mod_spec.loader.exec_module(module)
+                return module
+            return importlib.import_module(module_part)
+    finally:
+        if saved is None:
+            sys.modules.pop(stem, None)
+        else:
+            sys.modules[stem] = saved
+
+
+def resolve_wrapper(kfile: KernelFile, spec: str | None, kernel: FoundKernel) -> Wrapper:
+    """`--launch NAME` (a function of the kernel file, or a module-level name such as `attention =
+    _attention.apply`), `--launch FILE.py:FUNCTION` or `module:function`; without it, the file's single
+    function that launches the kernel."""
     if spec:
         module_part, sep, func_name = spec.rpartition(":")
         if not sep:
@@ -89,25 +179,19 @@ def resolve_wrapper(kfile: KernelFile, spec: str | None, kernel: FoundKernel) ->
             if fn is None:
                 names = ", ".join(kfile.functions) or "none"
                 raise UserError(f"--launch {spec}: {kfile.path.name} has no function {func_name!r} (functions: {names})")
-            return fn
+            return Wrapper(func_name, fn)
         try:
-            if module_part.endswith(".py"):
-                mod_spec = importlib.util.spec_from_file_location(f"swizzlelab_launch_{abs(hash(module_part))}", module_part)
-                if mod_spec is None or mod_spec.loader is None:
-                    raise ImportError(module_part)
-                module = importlib.util.module_from_spec(mod_spec)
-                mod_spec.loader.exec_module(module)
-            else:
-                module = importlib.import_module(module_part)
+            module = _import_launch_file(module_part, kfile)
         except Exception as err:  # noqa: BLE001 - the user's module
             raise UserError(f"--launch {spec}: cannot import {module_part}: {type(err).__name__}: {err}") from None
         fn = getattr(module, func_name, None)
         if not callable(fn):
             raise UserError(f"--launch {spec}: {module_part} has no function {func_name!r}")
-        return fn
-    callers = [fn for fn in kfile.functions.values() if re.search(rf"\b{re.escape(kernel.name)}\s*\[", inspect.getsource(fn))]
+        return Wrapper(func_name, fn)
+    pattern = re.compile(rf"\b{re.escape(kernel.name)}\s*\[")
+    callers = [Wrapper(name, fn) for name, fn in kfile.functions.items() if pattern.search(launch_source(fn))]
     if len(callers) != 1:
-        found = ", ".join(f.__name__ for f in callers) or "none"
+        found = ", ".join(w.__name__ for w in callers) or "none"
         raise UserError(
             f"{kfile.path.name}: cannot tell which function launches {kernel.name} (found: {found}); "
             f"name it with --launch FUNCTION"
@@ -115,27 +199,72 @@ def resolve_wrapper(kfile: KernelFile, spec: str | None, kernel: FoundKernel) ->
     return callers[0]
 
 
-def build_arguments(wrapper: Callable[..., Any], inputs: Inputs, device: str) -> dict[str, Any]:
-    """Keyword arguments for the wrapper: every parameter without a default must be given."""
+def _inputs_function(spec: str, folder: Any) -> Callable[..., Any]:
+    module_part, sep, func_name = spec.rpartition(":")
+    if not sep or not module_part.endswith(".py"):
+        raise UserError(f"--inputs {spec!r}: write FILE.py:FUNCTION (a function returning the launcher's arguments)")
+    try:
+        with folder_on_path(folder):
+            mod_spec = importlib.util.spec_from_file_location(f"swizzlelab_inputs_{abs(hash(spec))}", module_part)
+            if mod_spec is None or mod_spec.loader is None:
+                raise ImportError(module_part)
+            module = importlib.util.module_from_spec(mod_spec)
+            mod_spec.loader.exec_module(module)
+    except Exception as err:  # noqa: BLE001 - the user's module
+        raise UserError(f"--inputs {spec}: cannot import {module_part}: {type(err).__name__}: {err}") from None
+    fn = getattr(module, func_name, None)
+    if not callable(fn):
+        raise UserError(f"--inputs {spec}: {module_part} has no function {func_name!r}")
+    return fn
+
+
+def _from_builder(spec: str, inputs: Inputs, device: str, folder: Any) -> dict[str, Any]:
+    fn = _inputs_function(spec, folder)
+    params = inspect.signature(fn).parameters
+    given = {**inputs.sizes, "seed": inputs.seed, "device": device}
+    missing = [n for n, p in params.items() if p.default is inspect.Parameter.empty and n not in given
+               and p.kind not in (inspect.Parameter.VAR_POSITIONAL, inspect.Parameter.VAR_KEYWORD)]
+    if missing:
+        raise UserError(f"--inputs {spec}: {fn.__name__} needs {', '.join(missing)}: give each with --size NAME=N")
+    takes_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
+    values = fn(**{k: v for k, v in given.items() if k in params or takes_any})
+    if not isinstance(values, dict):
+        raise UserError(f"--inputs {spec}: {fn.__name__} returned {type(values).__name__}, not a dict of the "
+                        "launcher's arguments")
+    return values
+
+
+def _random_tensor(spec: TensorSpec, sizes: dict[str, int], generator: Any, device: str) -> Any:
+    import torch
+
+    if spec.is_list:
+        return [_random_tensor(item, sizes, generator, device) for item in spec.items]
+    shape = spec.shape(sizes)
+    dtype = getattr(torch, spec.dtype)
+    if dtype.is_floating_point:
+        tensor = torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype)
+    else:
+        tensor = torch.randint(-8, 8, shape, generator=generator, dtype=torch.int64).to(dtype)
+    return tensor.to(device)
+
+
+def build_arguments(wrapper: Wrapper, inputs: Inputs, device: str, folder: Any = None) -> dict[str, Any]:
+    """Keyword arguments for the wrapper: a task's data and an --inputs function's, overlaid by --tensor and
+    --arg; every parameter without a default must be given."""
     import torch
 
     values: dict[str, Any] = {}
     if inputs.task is not None:
         data = inputs.task.generate_input({"seed": inputs.seed, **inputs.sizes})
         values.update({k: v for k, v in data.items() if k != "out"})
+    if inputs.builder:
+        values.update(_from_builder(inputs.builder, inputs, device, folder))
     generator = torch.Generator(device="cpu").manual_seed(inputs.seed)
     _refuse_too_large(inputs)
     for spec in inputs.tensors:
-        shape = spec.shape(inputs.sizes)
-        dtype = getattr(torch, spec.dtype)
-        if dtype.is_floating_point:
-            tensor = torch.randn(shape, generator=generator, dtype=torch.float32).to(dtype)
-        else:
-            tensor = torch.randint(-8, 8, shape, generator=generator, dtype=torch.int64).to(dtype)
-        values[spec.name] = tensor.to(device)
+        values[spec.name] = _random_tensor(spec, inputs.sizes, generator, device)
     values.update(inputs.scalars)
-    signature = inspect.signature(wrapper)
-    params = signature.parameters
+    params = wrapper.signature.parameters
     accepts_any = any(p.kind is inspect.Parameter.VAR_KEYWORD for p in params.values())
     kwargs = {k: v for k, v in values.items() if k in params or accepts_any}
     missing = [
@@ -145,8 +274,10 @@ def build_arguments(wrapper: Callable[..., Any], inputs: Inputs, device: str) ->
     ]
     if missing:
         raise UserError(
-            f"{wrapper.__name__}{signature} needs {', '.join(missing)}: give each tensor with --tensor "
-            f"NAME=DTYPE[DIM,...] (sizes with --size) and each scalar with --arg NAME=VALUE, or --task TASK"
+            f"{wrapper.__name__}{wrapper.signature} needs {', '.join(missing)}: give each tensor with --tensor "
+            f"NAME=DTYPE[DIM,...] (a list as NAME=[DTYPE[DIM,...],...]; sizes with --size), each scalar with --arg "
+            f"NAME=VALUE, or all of them from a function with --inputs FILE.py:FUNCTION; a task (the TASK "
+            f"argument, --task on check) supplies the ones it names"
         )
     return kwargs
 
@@ -159,10 +290,11 @@ def _refuse_too_large(inputs: Inputs) -> None:
 
     need = 0
     for spec in inputs.tensors:
-        n = 1
-        for dim in spec.shape(inputs.sizes):
-            n *= dim
-        need += n * torch.empty(0, dtype=getattr(torch, spec.dtype)).element_size()
+        for item in spec.items or (spec,):
+            n = 1
+            for dim in item.shape(inputs.sizes):
+                n *= dim
+            need += n * torch.empty(0, dtype=getattr(torch, item.dtype)).element_size()
     available = available_memory_bytes()
     if 2 * need > available:
         raise UserError(
@@ -172,14 +304,20 @@ def _refuse_too_large(inputs: Inputs) -> None:
 
 
 class _ForcedLaunch:
-    """Stands in for the kernel in the wrapper's module while it runs: `kernel[grid](...)` launches the
-    chosen jit function with the chosen config forced in."""
+    """Stands in for the kernel in the launcher's namespaces while it runs: `kernel[grid](...)` launches the
+    chosen jit function with the chosen config forced in, the file's heuristics computed and the config's
+    pre_hook run, as the autotuner and heuristics wrappers it bypasses would."""
 
-    def __init__(self, jit_fn: Any, kernel: FoundKernel, choice: config_mod.Choice) -> None:
+    def __init__(self, jit_fn: Any, kernel: FoundKernel, choice: config_mod.Choice, probe: bool = False,
+                 warmup: bool = False) -> None:
         self.jit_fn = jit_fn
         self.kernel = kernel
         self.choice = choice
+        self.probe = probe  # record the launches' arguments only, run nothing
+        self.warmup = warmup  # compile the launches (JITFunction.warmup), run nothing
+        self.compiled: list[Any] = []
         self.calls: list[dict[str, Any]] = []  # each launch's arguments by name, choice applied
+        self.interpreted = type(jit_fn).__name__ == "InterpretedFunction"
 
     def _kwargs(self, args: tuple, kwargs: dict[str, Any]) -> dict[str, Any]:
         if len(args) > len(self.kernel.params):
@@ -190,12 +328,29 @@ class _ForcedLaunch:
         if twice:
             raise UserError(f"{self.kernel.name} got {', '.join(twice)} both by position and by keyword")
         named.update(kwargs)
-        return config_mod.apply(self.choice, self.kernel, named, interpreting())
+        named = config_mod.apply(self.choice, self.kernel, named, self.interpreted)
+        for values in self.kernel.heuristics:
+            for key, heuristic in values.items():
+                if key not in self.choice.values:  # a --config value of a heuristic's name wins
+                    named[key] = heuristic({**self.kernel.defaults, **named})
+        return named
+
+    def _pre_hooks(self, named: dict[str, Any]) -> None:
+        hooks = [self.kernel.autotune_pre_hook, self.choice.pre_hook]
+        full = {**self.kernel.defaults, **named, **self.choice.extra}
+        for hook in filter(None, hooks):
+            hook(full)
 
     def __getitem__(self, grid: Any) -> Callable[..., Any]:
         def launch(*args: Any, **kwargs: Any) -> Any:
             named = self._kwargs(args, kwargs)
             self.calls.append({**self.kernel.defaults, **named})
+            if self.probe:
+                return None
+            self._pre_hooks(named)
+            if self.warmup:
+                self.compiled.append(self.jit_fn.warmup(grid=grid, **named))
+                return None
             return self.jit_fn[grid](**named)
 
         return launch
@@ -210,38 +365,75 @@ class Launcher:
 
     kfile: KernelFile
     kernel: FoundKernel
-    wrapper: Callable[..., Any]
+    wrapper: Wrapper
     arguments: dict[str, Any]
     choice: config_mod.Choice
     model: HardwareModel
     splice: Callable[[Any, Any], Any] = lambda jit_fn, formula: jit_fn  # (jit_fn, formula) -> jit fn
     seed: int = 0
+    launch_spec: str | None = None  # --launch as given (the interpreted copy resolves it again)
 
     @contextlib.contextmanager
-    def forced(self, formula: Any = None) -> Iterator[_ForcedLaunch]:
-        """While active, the module's kernel name launches `formula`'s variant with the chosen config."""
-        namespace = self.kfile.module.__dict__
+    def forced(self, formula: Any = None, probe: bool = False, warmup: bool = False) -> Iterator[_ForcedLaunch]:
+        """While active, the kernel's name launches `formula`'s variant with the chosen config, in the kernel
+        file's module and in the launcher's (when it lives in another file and imported the kernel); with
+        `probe`, launches are recorded and not run."""
         jit_fn = self.splice(self.kernel.jit_fn, formula) if formula is not None else self.kernel.jit_fn
-        proxy = _ForcedLaunch(jit_fn, self.kernel, self.choice)
-        saved = namespace[self.kernel.name]
-        namespace[self.kernel.name] = proxy
+        proxy = _ForcedLaunch(jit_fn, self.kernel, self.choice, probe, warmup)
+        namespaces = [self.kfile.module.__dict__]
+        if self.wrapper.globals is not self.kfile.module.__dict__:
+            namespaces.append(self.wrapper.globals)
+        replaced = [(ns, key) for ns in namespaces for key, value in list(ns.items()) if value is self.kernel.attr]
+        for ns, key in replaced:
+            ns[key] = proxy
         try:
-            with device_shim(self.model):
+            # what the file prints while it runs goes to stderr: stdout stays the command's own (e.g. --json)
+            with device_shim(self.model), self.kfile.folder_on_path(), contextlib.redirect_stdout(sys.stderr):
                 yield proxy
         finally:
-            namespace[self.kernel.name] = saved
+            for ns, key in replaced:
+                ns[key] = self.kernel.attr
 
     def __call__(self, formula: Any = None, arguments: dict[str, Any] | None = None) -> Any:
         with self.forced(formula):
             return self.wrapper(**(arguments if arguments is not None else self.arguments))
 
+    def probe(self) -> dict[str, Any]:
+        """The arguments of the wrapper's first launch of the kernel (config, heuristics and defaults applied),
+        found by running the wrapper with the launch itself skipped; {} when it launches nothing or fails so."""
+        try:
+            with self.forced(probe=True) as proxy:
+                self.wrapper(**self.arguments)
+        except Exception:  # noqa: BLE001 - the wrapper may need the kernel's output; what it launched is enough
+            pass
+        return dict(proxy.calls[0]) if proxy.calls else {}
+
     def for_data(self, formula: Any = None) -> Callable[[dict[str, Any]], Any]:
         """fn(data) for the harness's timing: data is the wrapper's keyword arguments."""
         return lambda data: self(formula, data)
 
+    def warmup(self) -> Any:
+        """Compile the kernel as the wrapper launches it (nothing runs); its first CompiledKernel."""
+        compiled: list[Any] = []
+        try:
+            with self.forced(warmup=True) as proxy:
+                compiled = proxy.compiled
+                self.wrapper(**self.arguments)
+        except Exception:  # noqa: BLE001 - the wrapper may need the kernel's output; the compile is what counts
+            if not compiled:
+                raise
+        if not compiled:
+            raise UserError(f"{self.wrapper.__name__} launched no {self.kernel.name}: nothing to compile")
+        return compiled[0]
+
     def describe(self) -> str:
-        shown = ", ".join(
-            f"{k}={'x'.join(map(str, v.shape)) + ' ' + str(v.dtype).replace('torch.', '') if hasattr(v, 'shape') else v}"
-            for k, v in self.arguments.items()
-        )
+        shown = ", ".join(f"{k}={_shown(v)}" for k, v in self.arguments.items())
         return f"launcher: {self.wrapper.__name__}({shown}) from {self.kfile.path.name}"
+
+
+def _shown(value: Any) -> str:
+    if isinstance(value, (list, tuple)) and value and all(hasattr(v, "shape") for v in value):
+        return "[" + ", ".join(_shown(v) for v in value) + "]"
+    if hasattr(value, "shape"):
+        return "x".join(map(str, value.shape)) + " " + str(value.dtype).replace("torch.", "")
+    return str(value)

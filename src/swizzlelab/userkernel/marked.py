@@ -15,7 +15,7 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from swizzlelab.errors import KernelSiteError
@@ -26,8 +26,22 @@ N_AXIS0 = "swz_n0"  # programs along axis 0 of a 2-D launch
 
 
 @dataclass(frozen=True)
+class Twin:
+    """Another place the site's remap runs (a second call of the helper the site inlines, e.g. tutorial 09's
+    epilogue `pid_m, pid_n = _compute_pid(tile_id_c, ...)`): lines [start, stop) of the source, the launch
+    index it passes and the names it assigns. An order must be spliced there as well."""
+
+    start: int
+    stop: int
+    index: str
+    targets: tuple[str, ...]
+    indent: str
+
+
+@dataclass(frozen=True)
 class MarkedKernel:
-    """The evaluation copy (its site), the kernel copy's jit function, and what was rewritten."""
+    """The evaluation copy (its site), the kernel copy's jit function, what was rewritten, and the pieces the
+    kernel copy is made of, so an order can be spliced into it or into the user's own function."""
 
     source: str  # evaluation copy, decorators dropped
     site: SiteSpan  # the site in `source` (and in kernel_source: same lines)
@@ -36,6 +50,13 @@ class MarkedKernel:
     hoisted: tuple[str, ...]  # names computed before the site
     launch_rank: int  # 1, or 2 for a 2-D launch grid
     renamed: dict[str, str]  # the kernel's own output names -> pid_m/pid_n
+    head: tuple[str, ...] = ()  # hoisted lines and the preamble, before the site's block
+    after: tuple[str, ...] = ()  # the renames back to the kernel's own names, after it
+    twins: tuple[Twin, ...] = ()
+    span: tuple[int, int] = (0, 0)  # the site's lines [start, stop) in the analysed source
+    indent: str = "    "
+    fn_globals: dict[str, Any] = field(default_factory=dict, repr=False)
+    _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def kernel_formula(self, formula: Any) -> Any:
         """`formula` (over tl.program_id(0)) rewritten for the kernel copy (over swz_launch)."""
@@ -44,6 +65,69 @@ class MarkedKernel:
         tree = ast.parse(formula.normalized_source())
         tree = _LaunchIndex().visit(tree)
         return parse_formula(ast.unparse(ast.fix_missing_locations(tree)) + "\n", formula.outputs)
+
+    def body_lines(self, formula: Any) -> list[str]:
+        """The formula as the kernel copy's site block runs it (at the site's indentation), checked by the
+        swizzle splicer against the names the kernel defines and reads. The splicer keeps ahead of it the block's
+        lines it cannot tell apart from launch-free ones (the block reads `swz_launch`, not the program id):
+        the kernel's own remap, dropped here unless the kernel reads what they assign and the formula does not."""
+        from swizzlelab.swizzle.emit import _names_read_after, find_site, splice_source
+
+        name = re.match(r"^def\s+(\w+)", self.kernel_source).group(1)  # type: ignore[union-attr]
+        kernel_formula = self.kernel_formula(formula)
+        spliced = splice_source(self.kernel_source, kernel_formula, name, name).splitlines()
+        begin = next(i for i, line in enumerate(spliced) if line.strip() == "# swizzle: begin")
+        end = next(i for i, line in enumerate(spliced) if line.strip() == "# swizzle: end")
+        body = spliced[begin + 1:end]
+        site = find_site(self.kernel_source, name)
+        read_after = _names_read_after(self.kernel_source, site)
+        needed = []
+        for line in site.kept:
+            target = line.split("=", 1)[0].strip()
+            needed.append(target in read_after and target not in kernel_formula.assigned_names)
+        kept = len(site.kept) if body[:len(site.kept)] == [self.indent + k for k in site.kept] else 0
+        return [line for i, line in enumerate(body) if i >= kept or needed[i]]
+
+    def function_lines(self, lines: list[str], formula: Any, keep: list[str] | None = None) -> list[str]:
+        """`lines` (the analysed function's, or the file's own text of it line for line) with the formula at
+        the site and at each twin; every other line as given; `keep`: lines to run before the site's block."""
+        body = self.body_lines(formula)
+        start, stop = self.span
+        out = lines[:start] + list(keep or []) + list(self.head) + [self.indent + "# swizzle: begin"] + body \
+            + [self.indent + "# swizzle: end"] + list(self.after)
+        position = stop
+        canonical = ("pid_m", "pid_n") if len(self.site.outputs) == 2 else ("pid",)
+        for twin in self.twins:
+            out += lines[position:twin.start]
+            out.append(f"{twin.indent}{LAUNCH} = {twin.index}")
+            out += [twin.indent + line[len(self.indent):] if line.startswith(self.indent) else twin.indent + line.lstrip()
+                    for line in body]
+            out += [f"{twin.indent}{target} = {name}" for target, name in zip(twin.targets, canonical) if target != name]
+            position = twin.stop
+        return out + lines[position:]
+
+    def spliced(self, formula: Any) -> Any:
+        """A jit function of the kernel copy with `formula` at the site and its twins (cached per formula)."""
+        import hashlib
+
+        import triton
+
+        from swizzlelab.swizzle.emit import _compile_function
+
+        key = formula.normalized_source()
+        if key not in self._cache:
+            lines = self.kernel_source.splitlines()
+            name = re.match(r"^def\s+(\w+)", lines[0]).group(1)  # type: ignore[union-attr]
+            new_name = f"{name}__swz_{hashlib.sha256(key.encode()).hexdigest()[:10]}"
+            out = self.function_lines(self.template_lines, formula)
+            out[0] = re.sub(r"^def\s+\w+", f"def {new_name}", out[0])
+            self._cache[key] = triton.jit(_compile_function("\n".join(out) + "\n", new_name, self.fn_globals))
+        return self._cache[key]
+
+    @property
+    def template_lines(self) -> list[str]:
+        """The analysed function's lines from its `def` on, numbered as `span` and the twins count them."""
+        return self._cache["__template__"]
 
 
 class _Builtins(ast.NodeTransformer):
@@ -135,8 +219,18 @@ def _loop_stop(func: ast.FunctionDef, loop_var: str) -> str:
     raise KernelSiteError(f"no `for {loop_var} in range(...)` loop holds the swizzle site")
 
 
-def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any]) -> MarkedKernel:
-    """Build both copies of `source` (a dedented kernel function) around `site`."""
+def target_names(stmt: ast.stmt) -> list[str]:
+    """Names a plain assignment or an in-kernel constant (`NAME: tl.constexpr = VALUE`) binds."""
+    if isinstance(stmt, ast.Assign):
+        return [t.id for t in stmt.targets if isinstance(t, ast.Name)]
+    if isinstance(stmt, ast.AnnAssign) and isinstance(stmt.target, ast.Name) and stmt.value is not None:
+        return [stmt.target.id]
+    return []
+
+
+def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any], twins: tuple[Twin, ...] = ()) -> MarkedKernel:
+    """Build both copies of `source` (a dedented kernel function, maybe analysed: helpers inlined, constexpr
+    `if`s folded) around `site`; `twins` are further places its remap runs."""
     from swizzlelab.swizzle.emit import _compile_function
 
     lines = source.splitlines()
@@ -154,19 +248,24 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any]) -> MarkedKerne
         renamed = {outputs[0]: "pid_m", outputs[1]: "pid_n"}
     elif len(outputs) == 1 and outputs != ("pid",):
         renamed = {outputs[0]: "pid"}
-    # Hoist what does not depend on the launch index (and reads nothing the kept lines assign).
+    # Hoist what does not depend on the launch index (and reads nothing the kept lines assign): plain
+    # assignments and in-kernel constants (`NUM_XCDS: tl.constexpr = 8`); hints (tl.assume) are dropped.
     tainted: set[str] = {site.loop_var} if site.loop_var else set()
     hoisted: list[ast.stmt] = []
     kept: list[ast.stmt] = []
     for stmt in tree.body:
-        targets = [t.id for t in getattr(stmt, "targets", []) if isinstance(t, ast.Name)]
-        kept_targets = {t.id for s in kept for t in getattr(s, "targets", []) if isinstance(t, ast.Name)}
+        if isinstance(stmt, ast.Expr):
+            continue  # tl.assume / tl.static_assert hints: they assign nothing a formula needs
+        targets = target_names(stmt)
+        kept_targets = {t for s in kept for t in target_names(s)}
         text = ast.unparse(stmt)
         launch_free = "program_id" not in text and "num_programs" not in text and not (_reads(stmt) & tainted)
-        if isinstance(stmt, ast.Assign) and len(targets) == 1 and targets[0] not in outputs and launch_free \
-                and not (_reads(stmt) & kept_targets):
+        if len(targets) == 1 and targets[0] not in outputs and launch_free and not (_reads(stmt) & kept_targets):
             hoisted.append(stmt)
             continue
+        if isinstance(stmt, ast.AnnAssign):
+            raise KernelSiteError(f"the swizzle site's `{text}` depends on the launch index: only plain "
+                                  "assignments can be remapped")
         kept.append(stmt)
         tainted.update(targets)
     builtins = _Builtins()
@@ -176,7 +275,7 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any]) -> MarkedKerne
     body_eval += [indent + ast.unparse(ast.fix_missing_locations(to_pid.visit(builtins.visit(s)))) for s in kept]
     body_eval = [_PID_LINE.sub(rf"\g<1>pid = tl.program_id(0)", line) for line in body_eval]
     body_kernel = [re.sub(r"\btl\.program_id\(0\)", LAUNCH, line) for line in body_eval]
-    defined = _assigned_before(func, site.start + 1) | {a.id for s in hoisted for a in getattr(s, "targets", [])}
+    defined = _assigned_before(func, site.start + 1) | {a for s in hoisted for a in target_names(s)}
     preamble: list[str] = []
     if rank == 2:
         preamble += [f"{N_AXIS0} = tl.num_programs(0)",
@@ -206,8 +305,13 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any]) -> MarkedKerne
     import triton
 
     fn = _compile_function(kernel_text, f"{name}", fn_globals)
-    hoisted_names = tuple(t.id for s in hoisted for t in getattr(s, "targets", []) if isinstance(t, ast.Name))
-    return MarkedKernel(eval_text, eval_site, kernel_text, triton.jit(fn), hoisted_names, rank, renamed)
+    hoisted_names = tuple(t for s in hoisted for t in target_names(s))
+    shifted = tuple(Twin(t.start - def_index, t.stop - def_index, t.index, t.targets, t.indent) for t in twins)
+    marked = MarkedKernel(eval_text, eval_site, kernel_text, triton.jit(fn), hoisted_names, rank, renamed,
+                          tuple(pre + preamble), tuple(after), shifted, (site.start - def_index, site.stop - def_index),
+                          indent, fn_globals)
+    marked._cache["__template__"] = lines[def_index:]
+    return marked
 
 
 _PID_LINE = re.compile(r"^(\s*)pid = tl\.program_id\(axis=0\)\s*$")

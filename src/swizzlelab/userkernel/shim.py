@@ -109,14 +109,22 @@ def _device_properties(model: HardwareModel) -> Any:
 
 
 def interpreting() -> bool:
+    """Whether kernels built now run under the interpreter (what @triton.jit reads when it runs)."""
     return os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def gpu_present() -> bool:
+    """Whether a CUDA GPU answers device queries here (then no shim is needed, interpreted or not)."""
+    from swizzlelab.runtime import cuda_available
+
+    return cuda_available()
 
 
 @contextlib.contextmanager
 def device_shim(model: HardwareModel) -> Iterator[ShimInfo | None]:
-    """Within this block, under the interpreter only, Triton's active driver and torch.cuda's device queries
-    describe `model`; both are restored after. Yields None (and changes nothing) when kernels run on a GPU."""
-    if not interpreting():
+    """Within this block, when no GPU is present, Triton's active driver and torch.cuda's device queries
+    describe `model`; both are restored after. Yields None (and changes nothing) where a GPU answers them."""
+    if gpu_present():
         yield None
         return
     import torch

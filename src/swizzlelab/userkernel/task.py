@@ -19,13 +19,19 @@ class CheckResult:
 
 @dataclass
 class UserTask:
-    """Stands in for a swizzlelab task when the kernel is the user's own file."""
+    """Stands in for a swizzlelab task when the kernel is the user's own file.
+
+    Outputs are what the wrapper returns and the tensor arguments it writes in place (a `matmul(a, b, c)` that
+    fills `c` returns None): those are found once by a run on copies of the inputs, and every input
+    generate_input hands out is a fresh copy with them poisoned (NaN, or the dtype's minimum), so an order
+    that leaves part of an output unwritten shows, and no run sees another's result."""
 
     user_kernel: Any  # swizzlelab.userkernel.UserKernel
     rank: int
     has_access_model: bool = False
     access: Any = None
     _reference: Any = field(default=None, repr=False)
+    _written: tuple[str, ...] | None = field(default=None, repr=False)
 
     @property
     def name(self) -> str:
@@ -40,33 +46,57 @@ class UserTask:
 
         return parse_order(spec, self.rank)
 
+    @property
+    def written(self) -> tuple[str, ...]:
+        """The wrapper's tensor arguments (list members as NAME[i]) the kernel's own order writes."""
+        if self._written is None:
+            pristine = self.user_kernel.launcher.arguments
+            data = _copied(pristine)
+            self.user_kernel.launcher(None, data)
+            self._written = tuple(key for key, tensor in _tensors(data) if not _same_bytes(tensor, _lookup(pristine, key)))
+        return self._written
+
     def generate_input(self, case: dict[str, Any] | None = None) -> dict[str, Any]:
-        """The wrapper's keyword arguments (the same seeded tensors every time)."""
-        return dict(self.user_kernel.launcher.arguments)
+        """The wrapper's keyword arguments: the same seeded inputs every time, fresh copies, written ones
+        poisoned."""
+        data = _copied(self.user_kernel.launcher.arguments)
+        for key in self.written:
+            _poison(_lookup(data, key))
+        return data
 
     def custom_kernel(self, data: dict[str, Any], order: Any = None) -> Any:
         _poison_allocator(self._reference)
         return self.user_kernel.launcher(order, data)
 
+    def outputs(self, data: dict[str, Any], returned: Any) -> tuple[Any, ...]:
+        """What a run produced: the tensors it returned, then the arguments it wrote in place."""
+        outs = returned if isinstance(returned, (tuple, list)) else (returned,)
+        return tuple(o for o in outs if o is not None) + tuple(_lookup(data, key) for key in self.written)
+
     def ref_kernel(self, data: dict[str, Any]) -> Any:
+        """The kernel's own order's outputs, from its own fresh inputs (cached)."""
         if self._reference is None:
-            self._reference = self.user_kernel.launcher(None, data)
+            own = self.generate_input()
+            self._reference = self.outputs(own, self.user_kernel.launcher(None, own))
         return self._reference
 
     def check(self, data: dict[str, Any], output: Any) -> CheckResult:
-        """Equal to the kernel's own order, element for element."""
+        """Equal to the kernel's own order, element for element (NaN where NaN)."""
         import torch
 
-        reference = self.ref_kernel(data)
-        outs = output if isinstance(output, (tuple, list)) else (output,)
-        refs = reference if isinstance(reference, (tuple, list)) else (reference,)
+        refs = self.ref_kernel(data)
+        outs = self.outputs(data, output)
+        if not any(isinstance(r, torch.Tensor) for r in refs):
+            return CheckResult(False, "the kernel's own order produced no tensor (returned none, wrote none): "
+                                      "nothing to compare")
         if len(outs) != len(refs):
-            return CheckResult(False, f"returned {len(outs)} outputs, the kernel's own order {len(refs)}")
+            return CheckResult(False, f"produced {len(outs)} outputs, the kernel's own order {len(refs)}")
         for i, (out, ref) in enumerate(zip(outs, refs)):
-            if not isinstance(out, torch.Tensor):
+            if not isinstance(ref, torch.Tensor):
                 continue
-            if out.shape != ref.shape:
-                return CheckResult(False, f"output {i} has shape {tuple(out.shape)}, expected {tuple(ref.shape)}")
+            if not isinstance(out, torch.Tensor) or out.shape != ref.shape:
+                shape = tuple(out.shape) if isinstance(out, torch.Tensor) else type(out).__name__
+                return CheckResult(False, f"output {i} is {shape}, expected {tuple(ref.shape)}")
             same = torch.eq(out, ref) | (torch.isnan(out) & torch.isnan(ref)) if out.is_floating_point() else torch.eq(out, ref)
             if not bool(same.all()):
                 bad = int((~same).sum())
@@ -74,8 +104,57 @@ class UserTask:
         return CheckResult(True, "identical to the kernel's own order")
 
 
+def _tensors(data: dict[str, Any]) -> list[tuple[str, Any]]:
+    import torch
+
+    out = []
+    for name, value in data.items():
+        if isinstance(value, torch.Tensor):
+            out.append((name, value))
+        elif isinstance(value, (list, tuple)):
+            out += [(f"{name}[{i}]", v) for i, v in enumerate(value) if isinstance(v, torch.Tensor)]
+    return out
+
+
+def _lookup(data: dict[str, Any], key: str) -> Any:
+    name, _, index = key.partition("[")
+    return data[name][int(index.rstrip("]"))] if index else data[name]
+
+
+def _copied(data: dict[str, Any]) -> dict[str, Any]:
+    import torch
+
+    def copy(value: Any) -> Any:
+        if isinstance(value, torch.Tensor):
+            return value.clone()
+        if isinstance(value, (list, tuple)) and any(isinstance(v, torch.Tensor) for v in value):
+            return type(value)(copy(v) for v in value)
+        return value
+
+    return {name: copy(value) for name, value in data.items()}
+
+
+def _same_bytes(a: Any, b: Any) -> bool:
+    """Bit for bit (garbage NaNs of a torch.empty output compare as what they are)."""
+    import torch
+
+    def raw(t: Any) -> Any:
+        return t.detach().reshape(-1).contiguous().view(torch.uint8) if t.numel() else t.reshape(-1)
+
+    return a.shape == b.shape and bool(torch.equal(raw(a), raw(b)))
+
+
+def _poison(tensor: Any) -> None:
+    import torch
+
+    if tensor.is_floating_point():
+        tensor.fill_(float("nan"))
+    elif tensor.dtype != torch.bool:
+        tensor.fill_(torch.iinfo(tensor.dtype).min)
+
+
 def _poison_allocator(reference: Any) -> None:
-    """Hand the caching allocator a NaN-filled block of the output's size, so a wrapper's torch.empty output
+    """Hand the caching allocator a NaN-filled block of each output's size, so a wrapper's torch.empty output
     that the kernel fails to write holds NaN instead of a previous run's correct result."""
     import torch
 

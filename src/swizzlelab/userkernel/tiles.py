@@ -12,8 +12,40 @@ import numpy as np
 
 from swizzlelab.errors import KernelSiteError, UserError
 from swizzlelab.swizzle import evaluate, parse_formula
+from swizzlelab.swizzle.site import plain_assignment
 
 LOOP_NAMES = ("swz_loop_lo", "swz_loop_hi", "swz_loop_step")
+N0, N1 = "swz_launch_n0", "swz_launch_n1"  # programs along axes 0 and 1 of a 2-D launch
+
+
+class _Linear(ast.NodeTransformer):
+    """tl.program_id(0/1) and tl.num_programs(0/1) of a 2-D launch over one launch index (axis 0 fastest)."""
+
+    def visit_Call(self, node: ast.Call) -> ast.AST:
+        self.generic_visit(node)
+        func = node.func
+        if not (isinstance(func, ast.Attribute) and func.attr in ("program_id", "num_programs")):
+            return node
+        args = list(node.args) + [k.value for k in node.keywords if k.arg == "axis"]
+        if len(args) != 1 or not isinstance(args[0], ast.Constant) or args[0].value not in (0, 1):
+            return node
+        axis = args[0].value
+        if func.attr == "num_programs":
+            text = N0 if axis == 0 else N1
+        else:
+            text = f"(tl.program_id(0) % {N0})" if axis == 0 else f"(tl.program_id(0) // {N0})"
+        return ast.copy_location(ast.parse(text, mode="eval").body, node)
+
+
+def _plain_text(text: str) -> str:
+    """In-kernel constants (`NAME: tl.constexpr = VALUE`) as the formula language's `NAME = VALUE`."""
+    tree = ast.parse(text)
+    tree.body = [plain_assignment(stmt) for stmt in tree.body]
+    return ast.unparse(ast.fix_missing_locations(tree)) + "\n"
+
+
+def _linear_launch(text: str) -> str:
+    return ast.unparse(ast.fix_missing_locations(_Linear().visit(ast.parse(text)))) + "\n"
 
 
 @dataclass(frozen=True)
@@ -57,12 +89,15 @@ def _function(source: str) -> ast.FunctionDef:
 
 
 def _assignments_before(func: ast.FunctionDef, line: int) -> dict[str, list[ast.Assign]]:
-    """Plain-name assignments in the kernel body before 1-based `line`, any nesting, in source order."""
+    """Plain-name assignments in the kernel body before 1-based `line`, any nesting, in source order; an
+    in-kernel constant `NAME: tl.constexpr = VALUE` counts as `NAME = VALUE`."""
     out: dict[str, list[ast.Assign]] = {}
     for node in ast.walk(func):
-        if isinstance(node, ast.Assign) and node.lineno < line and len(node.targets) == 1 \
-                and isinstance(node.targets[0], ast.Name):
-            out.setdefault(node.targets[0].id, []).append(node)
+        if not isinstance(node, (ast.Assign, ast.AnnAssign)) or node.lineno >= line:
+            continue
+        plain = plain_assignment(node)
+        if isinstance(plain, ast.Assign) and len(plain.targets) == 1 and isinstance(plain.targets[0], ast.Name):
+            out.setdefault(plain.targets[0].id, []).append(plain)
     for nodes in out.values():
         nodes.sort(key=lambda n: n.lineno)
     return out
@@ -108,7 +143,8 @@ def _with_prelude(func: ast.FunctionDef, body: str, before_line: int, known: set
         if not added:
             raise KernelSiteError(
                 f"the swizzle site reads {', '.join(missing)}, which is neither a kernel argument nor assigned before "
-                "the site: say its value with --config NAME=VALUE"
+                "the site: if it is a constexpr parameter, give its value with --config NAME=VALUE, else take lines "
+                "that assign it with --site A-B"
             )
     raise KernelSiteError("the names the swizzle site needs are defined in a cycle")
 
@@ -118,7 +154,7 @@ def own_order(source: str, site: SiteSpan, launch_grid: tuple[int, int, int], ar
     """Evaluate the site for every program of `launch_grid` (or every persistent-loop index)."""
     func = _function(source)
     lines = source.splitlines()
-    site_text = textwrap.dedent("\n".join(lines[site.start:site.stop])).strip() + "\n"
+    site_text = _plain_text(textwrap.dedent("\n".join(lines[site.start:site.stop])).strip() + "\n")
     known = set(args) | set(consts)
     launch = tuple(g for g in launch_grid)
     while len(launch) > 1 and launch[-1] == 1:
@@ -145,8 +181,14 @@ def own_order(source: str, site: SiteSpan, launch_grid: tuple[int, int, int], ar
         n_programs = n_virtual
     text = _with_prelude(func, site_text, site.start + 1, known, site.outputs)
     formula = parse_formula(text, site.outputs)
-    guess = launch if formula.launch_rank > 1 else (n_programs,)
-    values = evaluate(formula, guess, args, consts)
+    if formula.launch_rank > 1:
+        # a 2-D launch (axis 0 fastest, as dispatched) read through one launch index: the launch grid need not
+        # be the tile grid (split-K's `pid_z = tl.program_id(1)` on a (tiles, 1) launch)
+        full = tuple(launch_grid) + (1,) * 3
+        text = _linear_launch(text)
+        args = {**args, N0: int(full[0]), N1: int(full[1])}
+        formula = parse_formula(text, site.outputs)
+    values = evaluate(formula, (n_programs,), args, consts)
     if len(site.outputs) == 1:
         tiles = values[site.outputs[0]]
         grid: tuple[int, ...] = (n_programs,)
@@ -161,7 +203,7 @@ def own_order(source: str, site: SiteSpan, launch_grid: tuple[int, int, int], ar
             "values the wrapper's grid follows)"
         )
     everything = parse_formula(text, formula.assigned_names)
-    all_values = evaluate(everything, guess, args, consts)
+    all_values = evaluate(everything, (n_programs,), args, consts)
     defined = {
         name: int(v[0]) for name, v in all_values.items()
         if name not in site.outputs and name != site.loop_var and v.size and np.all(v == v[0])

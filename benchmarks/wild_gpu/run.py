@@ -1,0 +1,155 @@
+"""Published kernel files optimized on a GPU exactly as a user types it: `swizzlelab optimize ... --kernel FILE
+--target auto` with no environment variable set (kernels compile and run on the GPU; the trace is recorded
+under the interpreter by swizzlelab itself), at their real sizes.
+
+For each of Triton's tutorial 03 matmul, tutorial 09 persistent matmul (8192^3 fp16) and tutorial 06 attention
+forward (Z=4, H=32, N_CTX=4096, D=64 fp16), unedited under tests/wild/: the command, its exit code, wall
+seconds, the `trace method:` line it printed, whether the predictions told orders apart, and the best order's
+measured speedup with its 95% CI from the run's report.json. Every command runs in its own process group under
+a timeout (killed with its children past it), so the script cannot hang.
+
+Usage: python benchmarks/wild_gpu/run.py OUT_DIR [--timeout-s 1500] [--only t03|t09|t06 ...] [--budget 4] [--small]
+Writes OUT_DIR/wild_gpu_<device>.json, and per kernel OUT_DIR/<name>/ (the optimizer's files and cli.log).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[2]
+WILD = Path("tests") / "wild"  # relative to ROOT, where the commands run: as a user in the checkout types them
+MATMUL_SIZES = ["--size", "m=8192", "--size", "n=8192", "--size", "k=8192"]
+ATTENTION = ["--tensor", "q=float16[Z,H,S,D]", "--tensor", "k=float16[Z,H,S,D]", "--tensor", "v=float16[Z,H,S,D]",
+             "--arg", "causal=False", "--arg", "sm_scale=0.5",
+             "--size", "Z=4", "--size", "H=32", "--size", "S=4096", "--size", "D=64"]
+# name -> (what it is, the arguments after `swizzlelab optimize`)
+RUNS = {
+    "t03": ("Triton tutorial 03 matmul, 8192^3 fp16",
+            ["matmul", "--kernel", str(WILD / "triton_03_matmul.py"), *MATMUL_SIZES]),
+    "t09": ("Triton tutorial 09 persistent matmul (_compute_pid twice), 8192^3 fp16",
+            ["matmul", "--kernel", f"{WILD / 'triton_09_persistent_matmul.py'}:matmul_kernel_persistent",
+             "--launch", "matmul_persistent", *MATMUL_SIZES]),
+    "t06": ("Triton tutorial 06 attention forward, Z=4 H=32 N_CTX=4096 D=64 fp16",
+            ["--kernel", f"{WILD / 'triton_06_fused_attention.py'}:_attn_fwd", *ATTENTION]),
+}
+
+
+# --small: the same commands at sizes a CPU interprets in seconds (a smoke test of this script, tests/)
+SMALL = {
+    "t03": ["--size", "m=96", "--size", "n=64", "--size", "k=64", "--config", "BLOCK_SIZE_M=32,BLOCK_SIZE_N=32,BLOCK_SIZE_K=32"],
+    "t09": ["--size", "m=128", "--size", "n=96", "--size", "k=64", "--config", "BLOCK_SIZE_M=32,BLOCK_SIZE_N=32,BLOCK_SIZE_K=32"],
+    "t06": ["--size", "Z=1", "--size", "H=2", "--size", "S=128", "--size", "D=64", "--config", "BLOCK_M=64,BLOCK_N=32"],
+}
+
+
+def small(name: str, rest: list[str]) -> list[str]:
+    """`rest` with its --size options replaced by SMALL's."""
+    kept = [a for i, a in enumerate(rest) if a != "--size" and (i == 0 or rest[i - 1] != "--size")]
+    return kept + SMALL[name]
+
+
+def swizzlelab_command() -> list[str]:
+    """The console script a user runs; `python -m swizzlelab.cli` where it is not on PATH (same program)."""
+    found = shutil.which("swizzlelab")
+    return [found] if found else [sys.executable, "-m", "swizzlelab.cli"]
+
+
+def run_command(argv: list[str], log: Path, timeout_s: float) -> tuple[int, float, str]:
+    """(exit code, wall seconds, output) of argv in its own process group; past `timeout_s` the whole group is
+    killed and the code is 124."""
+    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # the user sets nothing
+    started = time.perf_counter()
+    with open(log, "w") as out:
+        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                                   start_new_session=True)
+        try:
+            code = process.wait(timeout=timeout_s)
+        except subprocess.TimeoutExpired:
+            os.killpg(process.pid, signal.SIGKILL)
+            process.wait()
+            code = 124
+    return code, time.perf_counter() - started, log.read_text(errors="replace")
+
+
+def summary(out_dir: Path) -> dict:
+    """What the optimizer's report.json says: predictions that told orders apart, the best order, its
+    measured speedup and 95% CI against the kernel's own order."""
+    path = out_dir / "report.json"
+    if not path.is_file():
+        return {"report": None}
+    report = json.loads(path.read_text())
+    iterations = [r for r in report["iterations"] if r.get("status") == "evaluated" and r.get("prediction")]
+    dram = {r["prediction"]["dram_bytes"] for r in iterations}
+    best = next((r for r in report["iterations"] if r["iteration"] == report["best"]["iteration"]), {})
+    comparison = (best.get("measurement") or {}).get("comparison")
+    return {
+        "report": str(path.relative_to(out_dir.parent)),
+        "device": report.get("device"),
+        "occupancy": report.get("occupancy"), "occupancy_source": report.get("occupancy_source"),
+        "evaluated_orders": len(iterations),
+        "prediction_separates_orders": len(dram) > 1,
+        "best_order": {"label": best.get("label"), "formula": best.get("formula"),
+                       "predicted": best.get("prediction")},
+        "best_speedup": None if comparison is None else {
+            "value": comparison["speedup"], "ci95": comparison["ci95"], "n_pairs": comparison.get("n_pairs"),
+            "kind": f"measured ({report.get('device')})"},
+        "summary": report["best"].get("summary"),
+    }
+
+
+def device_name() -> str:
+    try:
+        import torch
+
+        return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "no-gpu"
+    except Exception:  # noqa: BLE001 - recorded as unknown, the runs say the rest
+        return "unknown"
+
+
+def main(argv: list[str]) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("out", type=Path)
+    parser.add_argument("--timeout-s", type=float, default=1500.0, help="per command, then its process group is killed")
+    parser.add_argument("--only", action="append", choices=sorted(RUNS), help="run only these (repeatable)")
+    parser.add_argument("--budget", type=int, default=4)
+    parser.add_argument("--small", action="store_true", help="CPU-sized inputs (a smoke test of this script)")
+    args = parser.parse_args(argv)
+    args.out.mkdir(parents=True, exist_ok=True)
+    device = device_name()
+    rows = {}
+    for name in args.only or list(RUNS):
+        what, rest = RUNS[name]
+        if args.small:
+            what, rest = what + " (--small: CPU-sized)", small(name, rest)
+        folder = args.out / name
+        folder.mkdir(exist_ok=True)
+        typed = ["swizzlelab", "optimize", *rest, "--target", "auto", "--budget", str(args.budget),
+                 "--out", str(folder)]
+        code, wall, output = run_command(swizzlelab_command() + typed[1:], folder / "cli.log", args.timeout_s)
+        method = re.search(r"^trace method: (.*)$", output, re.MULTILINE)
+        error = re.search(r"^error: (.*)$", output, re.MULTILINE)
+        rows[name] = {"what": what, "command": " ".join(typed), "rc": code, "timed_out": code == 124,
+                      "wall_s": round(wall, 1), "trace_method": method.group(1) if method else None,
+                      "error": error.group(1) if error else None, **summary(folder)}
+        print(json.dumps({name: {k: rows[name][k] for k in ("rc", "wall_s", "trace_method")}}), flush=True)
+    slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
+    result = {"study": "wild_gpu: published kernel files optimized on a GPU as typed (no environment variable)",
+              "device": device, "script": "python benchmarks/wild_gpu/run.py " + " ".join(argv),
+              "kind": f"measured ({device}) where a row says so; predictions are the simulator's", "runs": rows}
+    path = args.out / f"wild_gpu_{slug}.json"
+    path.write_text(json.dumps(result, indent=1, default=float))
+    print(path)
+    return 0 if all(r["rc"] == 0 for r in rows.values()) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

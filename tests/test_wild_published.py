@@ -1,0 +1,153 @@
+"""Published kernel files (tests/wild/, each unedited below its source header) through `optimize --kernel`,
+`simulate --kernel` and `eval --kernel --order` on the CPU at small sizes; every best_kernel.py an optimize run
+writes is imported and run, and its output compared with the original file's."""
+
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+import pytest
+import torch
+from typer.testing import CliRunner
+
+from swizzlelab.cli.main import app
+from swizzlelab.errors import UserError
+from swizzlelab.hw import get_model
+from swizzlelab.runtime import ensure_triton_backend
+
+ensure_triton_backend()
+
+WILD = Path(__file__).parent / "wild"
+
+
+def _sizes(**sizes: int) -> list[str]:
+    return [arg for name, value in sizes.items() for arg in ("--size", f"{name}={value}")]
+
+
+def _tensors(*specs: str) -> list[str]:
+    return [arg for spec in specs for arg in ("--tensor", spec)]
+
+
+# name -> (the options that open it as a user would type them, an order other than its own, target[, task])
+PUBLISHED = {
+    "matmul": ([f"{WILD / 'triton_03_matmul.py'}", *_sizes(m=96, n=64, k=64),
+                "--config", "BLOCK_SIZE_M=32,BLOCK_SIZE_N=32,BLOCK_SIZE_K=32"], "column_major", "h100", "matmul"),
+    "vector_add": ([f"{WILD / 'triton_01_vector_add.py'}", *_tensors("x=float32[N]", "y=float32[N]"), *_sizes(N=4000)],
+                   "stride:STRIDE=2", "h100"),
+    "attention": ([f"{WILD / 'triton_06_fused_attention.py'}:_attn_fwd",
+                   *_tensors("q=float16[Z,H,S,D]", "k=float16[Z,H,S,D]", "v=float16[Z,H,S,D]"),
+                   "--arg", "causal=False", "--arg", "sm_scale=0.5", *_sizes(Z=1, H=2, S=128, D=64),
+                   "--config", "BLOCK_M=64,BLOCK_N=32"], "grouped:GROUP_M=2", "h100"),
+    "persistent": ([f"{WILD / 'triton_09_persistent_matmul.py'}:matmul_kernel_persistent", "--launch",
+                    "matmul_persistent", *_tensors("a=float16[M,K]", "b=float16[K,N]"), *_sizes(M=128, N=96, K=64),
+                    "--config", "BLOCK_SIZE_M=32,BLOCK_SIZE_N=32,BLOCK_SIZE_K=32"], "column_major", "h100"),
+    "xcd": ([f"{WILD / 'rocm_xcd_matmul_kernel.py'}", "--launch", f"{WILD / 'rocm_xcd_launch.py'}:matmul",
+             *_tensors("a=float16[M,K]", "b=float16[K,N]"), *_sizes(M=128, N=256, K=64)], "column_major", "mi300x"),
+    "heuristics": ([f"{WILD / 'rocm_gemm.py'}", *_tensors("a=float16[M,K]", "b=float16[K,N]", "c=float16[M,N]"),
+                    "--arg", "a_scale=None", "--arg", "b_scale=None", *_sizes(M=96, N=64, K=64),
+                    "--config", "BLOCK_SIZE_M=32,BLOCK_SIZE_N=32,BLOCK_SIZE_K=32"], "column_major", "h100"),
+    "moe": ([f"{WILD / 'applied_ai_fused_moe.py'}", "--launch", "invoke_fused_moe_kernel", "--inputs",
+             f"{WILD / 'moe_inputs.py'}:moe_inputs", *_sizes(M=24, E=4, N=64, K=32, top_k=2, block_m=16)],
+            "column_major", "h100"),
+    # the files written for swizzlelab in the shape of published ones
+    "tutorial_shape": ([f"{WILD / 'tutorial_matmul.py'}", *_tensors("a=float16[M,K]", "b=float16[K,N]"),
+                        *_sizes(M=96, N=64, K=64), "--config", "BLOCK_SIZE_M=32,BLOCK_SIZE_N=32,BLOCK_SIZE_K=32"],
+                       "column_major", "h100"),
+    "attention_shape": ([f"{WILD / 'attention_fwd.py'}", *_tensors("q=float16[Z,H,N,D]", "k=float16[Z,H,N,D]",
+                                                                      "v=float16[Z,H,N,D]"),
+                         "--arg", "sm_scale=0.125", *_sizes(Z=1, H=2, N=256, D=64)], "grouped:GROUP_M=2", "h100"),
+}
+
+
+def _invoke(args: list[str]):
+    result = CliRunner().invoke(app, args)
+    if isinstance(result.exception, UserError):
+        raise result.exception
+    assert result.exit_code == 0, result.output
+    return result
+
+
+def _open(options: list[str], target: str, kernel: str | None = None, task: str | None = None):
+    """The user kernel the CLI options describe (as the CLI opens it), optionally another file's."""
+    from swizzlelab.cli.userkernel import open_from_options
+
+    spec, rest = options[0], options[1:]
+    pairs = list(zip(rest[::2], rest[1::2]))
+    take = lambda flag: [v for f, v in pairs if f == flag]  # noqa: E731
+    launch = take("--launch")
+    inputs = take("--inputs")
+    return open_from_options(
+        kernel or spec, get_model(target), task=task, config=take("--config"), autotune_config=0,
+        launch=launch[0] if launch else None, tensor=take("--tensor"), arg=take("--arg"), size=take("--size"),
+        inputs=inputs[0] if inputs else None,
+    )
+
+
+def _outputs(user_kernel) -> tuple:
+    """What the kernel's own order produces on the seeded inputs (returned and written in place)."""
+    from swizzlelab.userkernel.task import UserTask
+
+    task = UserTask(user_kernel, rank=1)
+    data = task.generate_input()
+    return task.outputs(data, task.custom_kernel(data))
+
+
+def _assert_same(first: tuple, second: tuple) -> None:
+    assert len(first) == len(second) and first
+    for a, b in zip(first, second):
+        assert a.shape == b.shape
+        same = (a == b) | (torch.isnan(a) & torch.isnan(b)) if a.is_floating_point() else a == b
+        assert bool(same.all()), f"{int((~same).sum())} elements differ"
+
+
+def _best_kernel_runs(options: list[str], target: str, best: Path, task: str | None = None) -> None:
+    """best_kernel.py imported and run through the same launcher and inputs: the original file's output. It
+    is saved under the original's name first, as a user replacing their file does (a launcher in another file
+    imports it by that name)."""
+    spec = options[0]
+    file, sep, name = spec.rpartition(":")
+    file, name = (file, name) if sep and file.endswith(".py") else (spec, "")
+    home = best.parent / "home"
+    home.mkdir(exist_ok=True)
+    taken = home / Path(file).name
+    taken.write_text(best.read_text())
+    original = _open(options, target, task=task)
+    rewritten = _open(options, target, kernel=f"{taken}:{name}" if name else str(taken), task=task)
+    assert rewritten.kfile.module_source != original.kfile.module_source
+    _assert_same(_outputs(original), _outputs(rewritten))
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_published_kernel_through_optimize_simulate_eval(name: str, tmp_path: Path) -> None:
+    options, order, target, *task = PUBLISHED[name]
+    kernel = [*task, "--kernel", *options]
+    started = time.monotonic()
+    optimized = _invoke(["optimize", *kernel, "--target", target, "--budget", "2", "--screen-s", "5",
+                         "--workers", "1", "--occupancy", "1", "--out", str(tmp_path / "o")])
+    assert "trace method: traced in this process under the Triton interpreter" in optimized.output
+    best = tmp_path / "o" / "best_kernel.py"
+    assert best.is_file() and "# Generated by `swizzlelab optimize`" in best.read_text()
+    _best_kernel_runs(options, target, best, *task)
+    simulated = _invoke(["simulate", *kernel, "--target", target, "--occupancy", "1", "--order", order, "--json"])
+    record = json.loads(simulated.stdout[simulated.stdout.index("{"):])
+    assert record["orders"][0]["order"] == order and record["kind"].startswith("predicted (model")
+    evaluated = _invoke(["eval", *kernel, "--order", order])
+    assert "passed: identical to the kernel's own order" in evaluated.output
+    assert time.monotonic() - started < 120
+
+
+@pytest.mark.parametrize("name", sorted(PUBLISHED))
+def test_published_kernel_file_with_another_order_runs(name: str, tmp_path: Path) -> None:
+    """The file a user takes home, with an order other than the kernel's own at its site: it imports, runs,
+    and computes what the original does."""
+    from swizzlelab.scenario import scenario_from_user_kernel
+
+    options, order, target, *task = PUBLISHED[name]
+    user_kernel = _open(options, target, task=task[0] if task else None)
+    scenario = scenario_from_user_kernel(user_kernel, target, occupancy=1)
+    formula = scenario.parse_order(order)
+    path = tmp_path / Path(user_kernel.kfile.path).name
+    path.write_text(user_kernel.file_source(formula))
+    _best_kernel_runs(options, target, path, *task)

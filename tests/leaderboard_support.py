@@ -208,3 +208,14 @@ def start_service(db_url: str, workdir: Path, *extra: str) -> Service:
         time.sleep(0.3)
     service.stop()
     raise AssertionError("serve did not answer /api/health within 90 s")
+
+
+def wait_for(predicate, timeout: float, what: str, every: float = 0.2):
+    """The predicate's first truthy value, polled every `every` s; AssertionError naming `what` after `timeout`."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = predicate()
+        if value:
+            return value
+        time.sleep(every)
+    raise AssertionError(f"timed out waiting for {what}")

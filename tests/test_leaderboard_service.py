@@ -8,7 +8,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import httpx
 import pytest
@@ -21,6 +20,7 @@ from leaderboard_support import (  # noqa: F401 - fixtures
     kernel_source,
     postgres_server,
     start_service,
+    wait_for,
 )
 from swizzlelab.leaderboard.db import Job, Run, Submission, User, open_database
 
@@ -41,16 +41,6 @@ def _finish(proc: subprocess.Popen[str], code: int) -> subprocess.CompletedProce
     out, err = proc.communicate(timeout=240)
     assert proc.returncode == code, f"exit {proc.returncode} (wanted {code}): {out[-2000:]} {err[-2000:]}"
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err)
-
-
-def _wait_for(predicate, timeout: float, what: str):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        value = predicate()
-        if value:
-            return value
-        time.sleep(0.2)
-    raise AssertionError(f"timed out waiting for {what}")
 
 
 def test_end_to_end(service_env, tmp_path):
@@ -81,7 +71,7 @@ def _end_to_end(svc, db, tmp_path):
         with db.read() as session:
             return session.scalar(select(Job.id).where(Job.claimed_by == "worker-a", Job.status == "running"))
 
-    job_id = _wait_for(claimed_by_a, 90, "worker A to claim the job")
+    job_id = wait_for(claimed_by_a, 90, "worker A to claim the job")
     os.kill(worker_a.pid, signal.SIGKILL)
     worker_a.wait(timeout=10)
     svc.start_worker("worker-b", "--heartbeat-interval", "0.5", "--heartbeat-timeout", "4")

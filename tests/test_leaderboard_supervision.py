@@ -13,7 +13,7 @@ import time
 
 from sqlalchemy import select
 
-from leaderboard_support import ADMIN_TOKEN, kernel_source, start_service
+from leaderboard_support import ADMIN_TOKEN, kernel_source, start_service, wait_for
 from swizzlelab.leaderboard.db import open_database
 from swizzlelab.leaderboard.db.models import Job, Run, Submission
 
@@ -40,16 +40,6 @@ def _worker_pids(serve_pid: int) -> list[int]:
     return pids
 
 
-def _wait_for(what, timeout_s: float, label: str):
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        value = what()
-        if value:
-            return value
-        time.sleep(0.3)
-    raise AssertionError(f"timed out waiting for {label}")
-
-
 def test_serve_restarts_killed_workers_and_judges_a_job_that_kills_them_twice(tmp_path):
     db_url = f"sqlite:///{tmp_path / 'lb.db'}"
     svc = start_service(db_url, tmp_path, "--workers", "1", "--heartbeat-timeout", "6")
@@ -70,21 +60,21 @@ def test_serve_restarts_killed_workers_and_judges_a_job_that_kills_them_twice(tm
 
             killed = []
             for attempt in (1, 2):
-                job = _wait_for(running_attempt(attempt), 120, f"attempt {attempt} to run")
+                job = wait_for(running_attempt(attempt), 120, f"attempt {attempt} to run")
                 time.sleep(3)  # the evaluation is under way: its isolated child has started
-                pids = _wait_for(lambda: _worker_pids(svc.process.pid), 30, "a worker process")
+                pids = wait_for(lambda: _worker_pids(svc.process.pid), 30, "a worker process")
                 assert len(pids) == 1 and job.claimed_by.startswith("serve")
                 os.kill(pids[0], signal.SIGKILL)
                 killed.append(pids[0])
             # The job is judged, never run a third time; serve has a live worker again and it works.
-            verdict = _wait_for(lambda: api.get(f"/api/submissions/{slow}").json().get("status") == "done", 120,
+            verdict = wait_for(lambda: api.get(f"/api/submissions/{slow}").json().get("status") == "done", 120,
                                 "the verdict on the job that killed its worker twice")
             assert verdict
             view = api.get(f"/api/submissions/{slow}").json()
             assert view["passed"] is False and "killed its evaluator" in view["runs"][0]["reason"]
             honest = api.post("/api/submissions", json={"task": "histogram", "mode": "test",
                                                         "code": kernel_source(correct=True)}).json()["id"]
-            _wait_for(lambda: api.get(f"/api/submissions/{honest}").json().get("status") == "done", 180,
+            wait_for(lambda: api.get(f"/api/submissions/{honest}").json().get("status") == "done", 180,
                       "an honest submission after the kills")
             assert api.get(f"/api/submissions/{honest}").json()["passed"] is True
         with db.read() as session:

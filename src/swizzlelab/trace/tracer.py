@@ -433,6 +433,7 @@ def _require_interpreter(kernel: Any) -> None:
 
 
 def run_guarded(launch: Callable[[], Any], what: str) -> None:
+    """Run a launch under the interpreter, turning the interpreter's own errors into a one-line UserError."""
     from triton.runtime.interpreter import InterpreterError
 
     try:

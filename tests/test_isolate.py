@@ -17,7 +17,7 @@ import pytest
 
 from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.clocks import GATE_NS, GATE_NS_PER_CALL
-from swizzlelab.harness.isolate import Limits, evaluate_isolated, secret_seed
+from swizzlelab.harness.isolate import Limits, evaluate_isolated, secret_seed, time_library_ahead
 from swizzlelab.harness.isolate.limits import seccomp_program
 from swizzlelab.harness.isolate.runner import Calibration, _Tail, clock_verdict, private_root_works, residual_ci_ok
 from swizzlelab.runtime import cuda_available
@@ -201,6 +201,45 @@ def test_timed_flow_scores_an_honest_kernel():
     case = result.report["ranked"]["cases"][0]
     assert case["baseline"]["n"] >= 10 and case["baseline"]["mean_ms"] > 0
     assert "same isolated loop" in result.report_text and "speedup vs baseline" in result.report_text
+
+
+def test_secret_phase_in_the_same_child_and_library_rows_kept(tmp_path):
+    """A ranked run with a secret phase: the same child times the benchmark again on the secret's inputs, its
+    output never reaches the public run's tails; a second run of the same evaluating process reuses the library
+    rows it timed."""
+    from swizzlelab.harness.correctness import case_sizes
+    from swizzlelab.tasks import load_task
+
+    secret = (123456789).to_bytes(8, "big")
+    path = SOLUTIONS / "honest" / "prints_input_digest.py"
+    first = run(path, "ranked", SMALL_TASK, budget_s=0.2, cpu_timing=True, secret_phase=secret,
+                kept_caches=tmp_path / "kept")
+    assert first.passed, first.reason
+    hidden = first.secret_run
+    assert hidden is not None and hidden.passed, hidden and hidden.reason
+    assert hidden.score_ms is not None and hidden.score_ms > 0 and hidden.isolation["secret_phase"]
+    task = load_task(SMALL_TASK)
+    case = task.cases("benchmarks")[0]
+    seed = secret_seed(secret, case["seed"], "ranked")
+    assert [v["seed"] for v in hidden.verdicts if v["kind"] == "benchmark"] == [seed]
+    assert [v["kind"] for v in first.verdicts].count("benchmark") == 1  # the public run's own verdicts only
+    a = task.generate_input({"seed": seed, **case_sizes(case)})["a"]
+    digest = f"digest {float(a.double().sum()):.12e}"
+    assert digest in hidden.stdout_tail and digest not in first.stdout_tail
+    assert "digest" in first.stdout_tail  # the public part's own prints are its author's
+    assert first.isolation["library_rows"] == "timed in this run"
+    second = run(path, "ranked", SMALL_TASK, budget_s=0.2, cpu_timing=True, kept_caches=tmp_path / "kept")
+    assert second.passed and second.secret_run is None
+    assert "kept by this evaluating process" in second.isolation["library_rows"]
+    row = second.report["ranked"]["cases"][0]
+    assert row["baseline"] == first.report["ranked"]["cases"][0]["baseline"]
+    # An idle worker's timing ahead: nothing to do while the rows are kept; a fresh process times them.
+    assert time_library_ahead(SMALL_TASK, "ranked", limits=CPU_LIMITS, budget_s=0.2, kept_caches=tmp_path / "kept",
+                              cpu_timing=True) == 0
+    assert time_library_ahead(SMALL_TASK, "ranked", limits=CPU_LIMITS, budget_s=0.2, kept_caches=tmp_path / "new",
+                              cpu_timing=True) == 1
+    third = run(path, "ranked", SMALL_TASK, budget_s=0.2, cpu_timing=True, kept_caches=tmp_path / "new")
+    assert third.passed and "kept by this evaluating process" in third.isolation["library_rows"]
 
 
 @pytest.mark.parametrize("name", ["work_after_end_mark", pytest.param("patched_child_clock", marks=pytest.mark.slow),

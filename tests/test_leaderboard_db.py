@@ -202,15 +202,21 @@ def test_jobs_given_up_after_max_service_failures(fresh):
         assert "service failure" in sub.error
 
 
-def _finish_ranked(db, settings, uid: int, public: float, secret: float | None, secret_passed: bool = True) -> int:
+def _finish_ranked(db, settings, uid: int, public: float, secret: float | None, secret_passed: bool = True,
+                   pair: bool = False) -> int:
+    """Public and secret jobs claimed apart (a secret job re-claimed alone), or as one paired claim."""
     sub_id = _submit(db, settings, uid, "ranked", code=f"# {uid} {public} {secret}\n")
     caps = WorkerCaps("g", "H100")
-    for _ in range(2):
-        spec = queue.claim(db, caps, settings)
-        assert spec is not None and spec.submission_id == sub_id
+    for _ in range(1 if pair else 2):
+        spec = queue.claim(db, caps, settings, pair=pair)
+        assert spec is not None and spec.submission_id == sub_id and (spec.paired is not None) == pair
         outcome = _outcome(secret_passed, secret) if spec.secret else _outcome(True, public)
+        if pair:
+            assert spec.paired.secret and spec.paired.secret_seed is not None and spec.paired.job_id != spec.job_id
+            outcome.paired = _outcome(secret_passed, secret)
         assert (spec.secret_seed is not None) == spec.secret
         assert queue.complete(db, spec, outcome, "g", settings)
+    assert queue.claim(db, caps, settings) is None
     return sub_id
 
 
@@ -220,8 +226,8 @@ def test_secret_runs_flag_and_ranking(fresh):
     _finish_ranked(db, settings, alice, 2.0, 2.05)
     best_alice = _finish_ranked(db, settings, alice, 1.5, 1.52)
     _finish_ranked(db, settings, bob, 1.5, 1.49)  # same score as alice's best, submitted later
-    cheat = _finish_ranked(db, settings, carol, 0.5, 1.6)  # fast on public inputs only
-    broken = _finish_ranked(db, settings, dave, 0.4, None, secret_passed=False)
+    cheat = _finish_ranked(db, settings, carol, 0.5, 1.6, pair=True)  # fast on public inputs only
+    broken = _finish_ranked(db, settings, dave, 0.4, None, secret_passed=False, pair=True)
     with db.read() as session:
         assert session.get(Submission, cheat).flagged and "apart" in session.get(Submission, cheat).flag_reason
         assert session.get(Submission, broken).flagged and "failed" in session.get(Submission, broken).flag_reason
@@ -230,6 +236,42 @@ def test_secret_runs_flag_and_ranking(fresh):
         assert session.scalar(select(func.count(Run.id))) == 10
     assert [(r.rank, r.user, r.score_ms) for r in rows] == [(1, "alice", 1.5), (2, "bob", 1.5)]
     assert rows[0].submission_id == best_alice
+
+
+def test_a_paired_claim_dies_whole_and_is_re_claimed_whole(fresh):
+    db, settings = fresh
+    uid = _user(db, "alice")
+    sub_id = _submit(db, settings, uid, "ranked")
+    first = queue.claim(db, WorkerCaps("a", "H100"), settings)
+    assert first is not None and first.paired is not None and queue.heartbeat(db, first)
+    assert queue.claim(db, WorkerCaps("b", "H100"), settings) is None  # both held
+    assert sorted(queue.worker_lost(db, "a")) == [first.job_id, first.paired.job_id]
+    second = queue.claim(db, WorkerCaps("b", "H100"), settings)
+    assert second is not None and second.paired is not None and second.attempt == second.paired.attempt == 2
+    assert not queue.heartbeat(db, first)
+    outcome = _outcome(True, 1.0)
+    outcome.paired = _outcome(True, 1.01)
+    assert not queue.complete(db, first, outcome, "a", settings)  # the dead claim writes nothing
+    assert queue.complete(db, second, outcome, "b", settings)
+    with db.read() as session:
+        runs = session.scalars(select(Run).where(Run.submission_id == sub_id)).all()
+        sub = session.get(Submission, sub_id)
+        assert sorted((r.secret, r.worker, r.score_ms) for r in runs) == [(False, "b", 1.0), (True, "b", 1.01)]
+        assert sub.status == "done" and sub.passed and not sub.flagged
+
+
+def test_a_secret_job_held_by_a_live_worker_is_not_paired(fresh):
+    db, settings = fresh
+    uid = _user(db, "alice")
+    _submit(db, settings, uid, "ranked")
+    alone = queue.claim(db, WorkerCaps("a", "H100"), settings, pair=False)
+    assert alone is not None and not alone.secret and alone.paired is None
+    secret = queue.claim(db, WorkerCaps("b", "H100"), settings)
+    assert secret is not None and secret.secret and secret.paired is None
+    with db.write() as session:  # worker a falls silent; b's claim on the secret job is alive
+        session.execute(update(Job).where(Job.id == alone.job_id).values(heartbeat_at=utcnow() - dt.timedelta(seconds=5)))
+    again = queue.claim(db, WorkerCaps("c", "H100"), settings)
+    assert again is not None and again.job_id == alone.job_id and again.paired is None
 
 
 def test_profile_files_size_limited_and_stored(fresh, tmp_path):
@@ -280,11 +322,12 @@ def test_cancel_only_while_every_job_is_queued(fresh):
         assert {j.status for j in session.get(Submission, first).jobs} == {JobStatus.CANCELLED}
     spec = queue.claim(db, WorkerCaps("h100", "H100"), settings)  # cancelled jobs are never claimed
     assert spec is not None and spec.submission_id == second and not spec.secret
+    assert spec.paired is not None and spec.paired.secret  # the secret job comes with it
     with db.write() as session, pytest.raises(Conflict, match="running already"):
         service.cancel_submission(session, session.get(Submission, second))
-    with db.read() as session:  # the refused cancel changed nothing, not even the still queued secret job
+    with db.read() as session:  # the refused cancel changed nothing
         sub = session.get(Submission, second)
-        assert sub.status == "running" and [j.status for j in sub.jobs] == [JobStatus.RUNNING, JobStatus.QUEUED]
+        assert sub.status == "running" and [j.status for j in sub.jobs] == [JobStatus.RUNNING, JobStatus.RUNNING]
     with db.write() as session, pytest.raises(Conflict, match="cancelled already"):
         service.cancel_submission(session, session.get(Submission, first))
 

@@ -36,3 +36,45 @@ def test_screening_never_overshoots_its_budget_by_more_than_one_candidate(worker
     assert len(proposer.screened) == done and any("screening time" in n for n in notes)
     # Candidates are stored in sweep order (a prefix of the candidates), whatever finished first.
     assert list(proposer.screened) == [c.spec for c in cands][:done]
+
+
+def _prediction(dram: int):
+    from swizzlelab.optimize.records import Prediction
+
+    return Prediction(model="test", occupancy=1, l2_hit_rate=0.5, line_hit_rate=0.5, dram_read_bytes=dram,
+                      dram_write_bytes=0, compulsory_bytes=1, requested_bytes=2 * dram, best_hit_rate=0.9)
+
+
+def _baseline():
+    from swizzlelab.optimize.records import Attempt
+
+    return Attempt(iteration=0, status="evaluated", proposer="baseline", label="base", formula="", hypothesis="",
+                   reasoning="", summary="", why_better="", permutation_id="base")
+
+
+@pytest.mark.parametrize("gain", [True, False])
+def test_measuring_runs_propose_after_a_slice_and_rank_the_rest_between_measurements(gain):
+    """With slice_s, the first proposal comes after one slice of the sweep while an order predicted to gain is
+    ranked; with nothing predicted to gain, it keeps screening slices and stops only on the whole sweep."""
+    screened: list[str] = []
+
+    def screen(text: str):
+        time.sleep(0.02)
+        screened.append(text)
+        return f"id{len(screened)}", _prediction(1000 - len(screened)), None, ""
+
+    notes: list[str] = []
+    proposer = SearchProposer(grid=(16, 16), n_domains=1, screen=screen, screen_budget_s=60, slice_s=0.15,
+                              notes=notes.append)
+    proposer.stop_rule = (lambda ranked: None) if gain else (lambda ranked: "nothing to gain")
+    cands = coarse_candidates((16, 16), 1)
+    base = _baseline()
+    first = proposer.propose([base], base)
+    if gain:
+        assert first is not None and 0 < len(screened) < len(cands) // 2
+        assert any("more are ranked between measurements" in n for n in notes)
+        before = len(screened)
+        assert proposer.propose([base], base) is not None and len(screened) > before  # the next slice
+    else:
+        assert first is None and proposer.stop_reason == "nothing to gain"
+        assert len({t for t in screened}) >= len({c.spec for c in cands}) - 1  # the whole sweep, then the stop

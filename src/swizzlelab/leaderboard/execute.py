@@ -66,11 +66,19 @@ def execute(spec: JobSpec, max_profile_bytes: int, budget_s: float = 3.0, limits
     # Profile mode writes .ncu-rep files here; they are read into the Outcome before the folder goes.
     with tempfile.TemporaryDirectory(prefix=f"swizzlelab-job-{os.getpid()}-") as out_dir:
         # The secret run exists to confirm the public run's score; the library rows (timed in children of their
-        # own) are shown from the public run only.
+        # own) are shown from the public run only. A paired secret job runs as the same child's secret phase.
+        secret_phase = spec.paired.secret_bytes() if spec.paired is not None else None
         run = evaluate_isolated(spec.task, spec.code, spec.mode, filename=spec.filename, secret=spec.secret_bytes(),
                                 out_dir=Path(out_dir), budget_s=budget_s, limits=limits, with_baseline=not spec.secret,
-                                command=f"leaderboard job {spec.job_id} ({spec.mode})", kept_caches=kept_caches())
-        return outcome_from_run(run, started, max_profile_bytes)
+                                command=f"leaderboard job {spec.job_id} ({spec.mode})", kept_caches=kept_caches(),
+                                secret_phase=secret_phase)
+        outcome = outcome_from_run(run, started, max_profile_bytes)
+        if spec.paired is not None:
+            secret = run.secret_run
+            if secret is None:  # the evaluator always returns one when asked; a missing one is the service's bug
+                raise RuntimeError(f"job {spec.job_id}: the paired secret job {spec.paired.job_id} got no run")
+            outcome.paired = outcome_from_run(secret, started, max_profile_bytes)
+        return outcome
 
 
 def kept_caches() -> Path:

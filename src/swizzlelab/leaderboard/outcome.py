@@ -25,9 +25,16 @@ class JobSpec:
     filename: str
     gpu_type: str
     attempt: int
+    # A ranked public job claimed together with its submission's secret job: one child runs both parts (one
+    # start, one calibration, one compile; both timed on the same GPU), and both jobs are completed from it.
+    paired: JobSpec | None = None
 
     def secret_bytes(self) -> bytes | None:
         return None if not self.secret or self.secret_seed is None else self.secret_seed.to_bytes(8, "big")
+
+    def specs(self) -> list[JobSpec]:
+        """The jobs this claim holds: itself, then its paired secret job if any."""
+        return [self] if self.paired is None else [self, self.paired]
 
 
 @dataclass
@@ -50,3 +57,4 @@ class Outcome:
     profile: list[Any] | None = None
     profile_files: list[tuple[str, bytes]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    paired: Outcome | None = None  # the paired secret job's, when the spec had one

@@ -19,6 +19,7 @@ from swizzlelab.leaderboard.db import Database
 from swizzlelab.leaderboard.db.models import (
     Job,
     JobStatus,
+    Leaderboard,
     ProfileFile,
     Run,
     Submission,
@@ -54,8 +55,9 @@ def _eligible(caps: WorkerCaps):  # type: ignore[no-untyped-def]
     return or_(Job.mode == "test", Job.gpu_type.in_(types))
 
 
-def claim(db: Database, caps: WorkerCaps, settings: Settings) -> JobSpec | None:
-    """Atomically take the oldest queued job this worker can run, or one whose holder stopped heartbeating."""
+def claim(db: Database, caps: WorkerCaps, settings: Settings, pair: bool = True) -> JobSpec | None:
+    """Atomically take the oldest queued job this worker can run, or one whose holder stopped heartbeating. With
+    `pair`, a ranked public job comes with its submission's secret job when that one is free (JobSpec.paired)."""
     while True:
         with db.write() as session:
             now = utcnow()
@@ -80,18 +82,60 @@ def claim(db: Database, caps: WorkerCaps, settings: Settings) -> JobSpec | None:
                 _give_up(session, job, f"evaluation failed {job.attempts} times: {job.error or 'no result'}; this "
                                        "is a service failure, not a verdict on the code")
                 continue  # the transaction commits the give-up; look for the next job
-            job.status = JobStatus.RUNNING
-            job.claimed_by = caps.worker_id
-            job.claim_token = secrets.token_hex(16)
-            job.claimed_at = job.heartbeat_at = now
-            job.attempts += 1
+            _take(job, caps, now)
             sub = job.submission
             if sub.status == SubmissionStatus.QUEUED:
                 sub.status = SubmissionStatus.RUNNING
-            board = sub.leaderboard
-            return JobSpec(job_id=job.id, claim_token=job.claim_token, submission_id=sub.id, task=board.task,
-                           mode=job.mode, secret=job.secret, secret_seed=board.secret_seed if job.secret else None,
-                           code=sub.code.code, filename=sub.filename, gpu_type=job.gpu_type, attempt=job.attempts)
+            paired = None
+            if pair and job.mode == "ranked" and not job.secret:
+                sibling = _free_secret_sibling(session, job, expired, settings)
+                if sibling is not None:
+                    _take(sibling, caps, now)
+                    paired = _spec(sibling)
+            return _spec(job, paired)
+
+
+def _take(job: Job, caps: WorkerCaps, now: dt.datetime) -> None:
+    job.status = JobStatus.RUNNING
+    job.claimed_by = caps.worker_id
+    job.claim_token = secrets.token_hex(16)
+    job.claimed_at = job.heartbeat_at = now
+    job.attempts += 1
+
+
+def _spec(job: Job, paired: JobSpec | None = None) -> JobSpec:
+    sub = job.submission
+    board = sub.leaderboard
+    return JobSpec(job_id=job.id, claim_token=job.claim_token, submission_id=sub.id, task=board.task,
+                   mode=job.mode, secret=job.secret, secret_seed=board.secret_seed if job.secret else None,
+                   code=sub.code.code, filename=sub.filename, gpu_type=job.gpu_type, attempt=job.attempts,
+                   paired=paired)
+
+
+def _free_secret_sibling(session: Session, job: Job, expired: dt.datetime, settings: Settings) -> Job | None:
+    """The submission's secret job, if no live worker holds it and it may run again (else it waits for a claim
+    of its own, which judges it as before)."""
+    sibling = session.scalar(
+        select(Job)
+        .where(Job.submission_id == job.submission_id, Job.secret.is_(True), Job.mode == job.mode,
+               or_(Job.status == JobStatus.QUEUED, and_(Job.status == JobStatus.RUNNING, Job.heartbeat_at < expired)))
+        .limit(1)
+        .with_for_update(skip_locked=True)
+    )
+    if sibling is None or sibling.attempts >= settings.max_attempts:
+        return None
+    if sibling.status == JobStatus.RUNNING and sibling.attempts >= KILLS_FOR_VERDICT:
+        return None
+    return sibling
+
+
+def gpu_tasks(db: Database, caps: WorkerCaps) -> list[str]:
+    """The tasks of the leaderboards on this worker's GPU types (what its ranked jobs will be)."""
+    types = caps.types()
+    if not types:
+        return []
+    with db.read() as session:
+        return sorted(set(session.scalars(select(Leaderboard.task).where(Leaderboard.gpu_type.in_(types))).all()))
 
 
 def worker_lost(db: Database, worker_id: str) -> list[int]:
@@ -106,18 +150,33 @@ def worker_lost(db: Database, worker_id: str) -> list[int]:
 
 
 def heartbeat(db: Database, spec: JobSpec) -> bool:
-    """Refresh the claim; False when the job is no longer this claim's (another worker re-claimed it)."""
+    """Refresh the claim (and its paired job's); False when the job is no longer this claim's (another worker
+    re-claimed it)."""
     with db.write() as session:
-        result = session.execute(
-            update(Job)
-            .where(Job.id == spec.job_id, Job.claim_token == spec.claim_token, Job.status == JobStatus.RUNNING)
-            .values(heartbeat_at=utcnow())
-        )
-        return result.rowcount == 1
+        held = 0
+        for one in spec.specs():
+            result = session.execute(
+                update(Job)
+                .where(Job.id == one.job_id, Job.claim_token == one.claim_token, Job.status == JobStatus.RUNNING)
+                .values(heartbeat_at=utcnow())
+            )
+            held += result.rowcount
+        return held == len(spec.specs())
 
 
 def complete(db: Database, spec: JobSpec, outcome: Outcome, worker_id: str, settings: Settings) -> bool:
-    """Write the run and close the job, in one transaction; False (and nothing written) if the claim was lost."""
+    """Write the run and close the job (and its paired job with outcome.paired), each in one transaction; False
+    when the first claim was lost (then nothing was written)."""
+    recorded = _complete_one(db, spec, outcome, worker_id, settings)
+    if recorded and spec.paired is not None:
+        if outcome.paired is None:
+            release(db, spec.paired, "the paired evaluation returned no secret run", settings)
+        else:
+            _complete_one(db, spec.paired, outcome.paired, worker_id, settings)
+    return recorded
+
+
+def _complete_one(db: Database, spec: JobSpec, outcome: Outcome, worker_id: str, settings: Settings) -> bool:
     with db.write() as session:
         closed = session.execute(
             update(Job)
@@ -141,8 +200,10 @@ def complete(db: Database, spec: JobSpec, outcome: Outcome, worker_id: str, sett
 
 
 def release(db: Database, spec: JobSpec, error: str, settings: Settings) -> None:
-    """The service failed to evaluate (not the submission's fault): put the job back, or give up after
-    max_attempts."""
+    """The service failed to evaluate (not the submission's fault): put the job (and its paired one) back, or give
+    up after max_attempts."""
+    if spec.paired is not None:
+        release(db, spec.paired, error, settings)
     with db.write() as session:
         job = session.get(Job, spec.job_id)
         if job is None or job.claim_token != spec.claim_token or job.status != JobStatus.RUNNING:

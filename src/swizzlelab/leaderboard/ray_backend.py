@@ -100,7 +100,7 @@ class RayDispatcher:
                 spec = queue.claim(self.db, caps, self.settings)
                 if spec is None:
                     break
-                handled += 1
+                handled += len(spec.specs())  # a paired claim holds two jobs
                 ref = remote.options(**task_options(spec)).remote(spec, self.settings.max_profile_bytes,
                                                                   self.settings.eval_budget_s)
                 inflight[ref] = spec
@@ -121,7 +121,7 @@ class RayDispatcher:
                     queue.release(self.db, spec, describe_failure(err), self.settings)
                     continue
                 ok = queue.complete(self.db, spec, outcome, f"{self.worker_id}@{outcome.host}", self.settings)
-                recorded += int(ok)
+                recorded += len(spec.specs()) if ok else 0
                 self._say(f"job {spec.job_id}: {'passed' if outcome.passed else 'failed'}"
                           f"{'' if ok else ' (not recorded: claim lost)'}")
         return recorded

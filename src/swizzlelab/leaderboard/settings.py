@@ -68,6 +68,8 @@ class Settings:
     poll_interval_s: float = 0.5
     # Timing budget per benchmark case of a benchmark/ranked run (the evaluator stops earlier at 0.1% sem).
     eval_budget_s: float = 3.0
+    # An idle GPU worker times the library rows of its leaderboards' tasks ahead of their submissions.
+    library_ahead: bool = True
     # The isolated child's wall limits: its import + first call (JIT builds), and everything after.
     compile_s: float = 120.0
     run_s: float = 180.0

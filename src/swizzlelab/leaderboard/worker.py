@@ -9,12 +9,13 @@ import os
 import socket
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 
-from swizzlelab.harness.isolate import Limits
+from swizzlelab.harness.isolate import Limits, time_library_ahead
 from swizzlelab.leaderboard import presence, queue
 from swizzlelab.leaderboard.db import Database
-from swizzlelab.leaderboard.execute import describe_failure, execute
+from swizzlelab.leaderboard.execute import describe_failure, execute, kept_caches
 from swizzlelab.leaderboard.outcome import JobSpec
 from swizzlelab.leaderboard.queue import WorkerCaps
 from swizzlelab.leaderboard.settings import Settings
@@ -49,6 +50,10 @@ def default_worker_id(gpu: str | None) -> str:
     return f"{socket.gethostname()}:{os.getpid()}:{gpu or 'cpu'}"
 
 
+# An idle worker looks again this often for library rows to time ahead (kept rows expire after 30 minutes).
+LIBRARY_AHEAD_EVERY_S = 600.0
+
+
 @dataclass
 class Worker:
     """Runs jobs one at a time until `stop` is set (or, with max_jobs, after that many)."""
@@ -58,6 +63,9 @@ class Worker:
     caps: WorkerCaps
     stop: threading.Event = field(default_factory=threading.Event)
     log: bool = True
+    # Tasks whose library rows this idle GPU worker still has to time ahead, and when that list was last made.
+    _ahead: list[str] = field(default_factory=list)
+    _ahead_at: float | None = None
 
     def _say(self, text: str) -> None:
         if self.log:
@@ -75,7 +83,8 @@ class Worker:
     def run_one(self, spec: JobSpec) -> bool:
         """Evaluate a claimed job and record it; True if this worker's run was the one recorded."""
         self._say(f"job {spec.job_id} (submission {spec.submission_id}, {spec.task} {spec.mode}"
-                  f"{' secret' if spec.secret else ''}, attempt {spec.attempt})")
+                  f"{' secret' if spec.secret else ''}"
+                  f"{f' + secret job {spec.paired.job_id} in the same child' if spec.paired else ''}, attempt {spec.attempt})")
         done = threading.Event()
         beat = threading.Thread(target=self._heartbeat_until, args=(spec, done), daemon=True)
         beat.start()
@@ -96,6 +105,29 @@ class Worker:
                   f"{'' if recorded else ' (not recorded: another worker holds the job now)'}")
         return recorded
 
+    def _time_ahead(self) -> bool:
+        """While idle, a GPU worker times one task's library rows (the task's own implementations, shown beside
+        each ranked result) unless it keeps them already, so a submission does not wait ~15 s for them. One task
+        per idle poll: a job that arrives meanwhile waits for one library child at most. True if it worked."""
+        if not self.settings.library_ahead or self.caps.gpu_type is None:
+            return False
+        now = time.monotonic()
+        if not self._ahead and (self._ahead_at is None or now - self._ahead_at > LIBRARY_AHEAD_EVERY_S):
+            self._ahead, self._ahead_at = queue.gpu_tasks(self.db, self.caps), now
+        while self._ahead:
+            task = self._ahead.pop(0)
+            try:
+                timed = time_library_ahead(task, "ranked", limits=Limits(compile_s=self.settings.compile_s,
+                                                                         run_s=self.settings.run_s),
+                                           budget_s=self.settings.eval_budget_s, kept_caches=kept_caches())
+            except Exception as err:  # a library that cannot be timed here: its rows are timed with the job
+                self._say(f"library rows of {task} not timed ahead: {describe_failure(err)}")
+                continue
+            if timed:
+                self._say(f"timed {timed} library row(s) of {task} ahead of its submissions")
+                return True
+        return False
+
     def run(self, max_jobs: int | None = None) -> int:
         """Poll and run jobs, listed in the workers table meanwhile; returns how many runs it recorded."""
         with presence.announced(self.db, self.caps, self.settings):
@@ -114,9 +146,10 @@ class Worker:
                 self._say(f"claim failed: {describe_failure(err)}")
                 spec = None
             if spec is None:
-                self.stop.wait(self.settings.poll_interval_s)
+                if not self._time_ahead():
+                    self.stop.wait(self.settings.poll_interval_s)
                 continue
-            handled += 1
-            recorded += int(self.run_one(spec))
+            handled += len(spec.specs())  # a paired claim holds two jobs
+            recorded += len(spec.specs()) if self.run_one(spec) else 0
         return recorded
 

@@ -60,6 +60,7 @@ def report_dict(state: RunState) -> dict[str, Any]:
         "proposer": state.options.proposer,
         "budget": state.options.budget,
         "notes": list(state.notes),
+        "timeline_s": [{"what": what, "s": round(seconds, 3)} for what, seconds in state.timeline],
         "status_counts": counts,
         "baseline": state.baseline.to_dict(),
         "best": {"iteration": best.iteration, "permutation_id": best.permutation_id, "label": best.label,

@@ -274,6 +274,12 @@ class SearchProposer:
     # Given the untried orders, best first: a one-line reason to stop proposing (nothing to gain), or None.
     stop_rule: Callable[[list[Screened]], str | None] = lambda ranked: None
     stop_reason: str = ""
+    # Seconds of screening before each proposal while the first sweep is unfinished (0: the whole sweep before
+    # the first proposal). Where a GPU measures, the first candidate is measured after this slice and the sweep
+    # goes on between measurements, each measurement teaching the ranking of the rest.
+    slice_s: float = 0.0
+    _pending: list[Candidate] = field(default_factory=list)
+    _slices_noted: bool = False
 
     def _texts(self, batch: list[Candidate]) -> list[tuple[Candidate, str, str]]:
         """(candidate, formula text, problem) for each; built on the calling thread (parsing is not
@@ -293,8 +299,9 @@ class SearchProposer:
         perm_id, prediction, wave, problem = self.screen(text)
         return Screened(cand, text, perm_id, prediction, wave, problem)
 
-    def screen_all(self, cands: list[Candidate]) -> int:
-        """Screen the candidates not seen yet, up to `workers` at once, until the screening time is spent.
+    def screen_all(self, cands: list[Candidate], slice_s: float = 0.0) -> int:
+        """Screen the candidates not seen yet, up to `workers` at once, until the screening time is spent (or,
+        with `slice_s`, this call's slice of it: the rest stay unscreened for a later call).
 
         The budget is checked before each candidate starts (not per batch): once it is spent nothing new
         starts, so screening ends at most one candidate's time after the budget."""
@@ -313,6 +320,8 @@ class SearchProposer:
                 while not out_of_time and next_index < len(todo) and len(running) < width:
                     if self._spent_s + (time.perf_counter() - started) > self.screen_budget_s:
                         out_of_time = True
+                        break
+                    if slice_s and time.perf_counter() - started > slice_s:
                         break
                     running[pool.submit(self._evaluate, items[next_index])] = next_index
                     next_index += 1
@@ -333,8 +342,14 @@ class SearchProposer:
                 f"search: screening time ({self.screen_budget_s:.0f} s) spent after {len(self.screened)} "
                 "candidates; raise --screen-s to rank more"
             )
+            self._pending = []
         self._spent_s += time.perf_counter() - started
         return len(results)
+
+    def _sweep(self, cands: list[Candidate]) -> None:
+        """Screen the first sweep, all of it or the next slice of what is left of it."""
+        self.screen_all(cands, self.slice_s)
+        self._pending = [c for c in cands if c.spec not in self.screened] if self._spent_s < self.screen_budget_s else []
 
     def _ranked(self, seen: set[str]) -> list[Screened]:
         by_id: dict[str, Screened] = {}
@@ -374,12 +389,14 @@ class SearchProposer:
         if not self._coarse_done:
             cands = coarse_candidates(self.grid, self.n_domains, self.periods() if len(self.grid) == 1 else (),
                                       resident=self.resident)
-            self.screen_all(cands)
+            self._sweep(cands)
             self._coarse_done = True
             self._coarse_distinct = self.n_distinct()
+            rest = (f"; {len(self._pending)} more are ranked between measurements ({self.slice_s:.0f} s before each)"
+                    if self._pending else "")
             self.notes(
                 f"search: first sweep ranked {self._coarse_distinct} distinct orders ({len(self.screened)} "
-                f"candidates) with the simulator in {self._spent_s:.1f} s"
+                f"candidates) with the simulator in {self._spent_s:.1f} s{rest}"
             )
             summary = self.rejection_summary()
             if summary:
@@ -398,11 +415,25 @@ class SearchProposer:
                 if attempt.proposer == "search" and i > 0:
                     self._refine({a.permutation_id for a in history[:i] if a.permutation_id},
                                  self.best_of(history[:i]))
+        elif self._pending:
+            self._sweep(self._pending)
+        # While the first sweep is unfinished, a slice is screened before each proposal; more slices as long as
+        # nothing ranked so far is predicted to gain (measuring such an order would spend minutes on noise).
+        while self._pending:
+            so_far = self._ranked(seen)
+            if so_far and self.stop_rule(so_far) is None:
+                break
+            self._sweep(self._pending)
+        if self._slices_noted is False and not self._pending and self.slice_s:
+            self._slices_noted = True
+            self.notes(f"search: first sweep done: {self.n_distinct()} distinct orders ranked in "
+                       f"{self._spent_s:.1f} s of screening")
         self._refine(seen, best)
         ranked = self._ranked(seen)
         if not ranked:
             return None
-        reason = self.stop_rule(ranked)
+        # Nothing is called hopeless while orders of the first sweep are still unranked.
+        reason = self.stop_rule(ranked) if not self._pending else None
         if reason:
             self.stop_reason = reason
             return None

@@ -94,6 +94,8 @@ class RunState:
     # measurements taught it (optimize.learn).
     time_model: TimeModel | None = None
     correction: Correction | None = None
+    # Where the run's wall time went, in order: (what, seconds); the log and report.json show it.
+    timeline: list[tuple[str, float]] = field(default_factory=list)
     _analysis: Analysis | None = None
     _footprint: Any = None
 

@@ -3,6 +3,12 @@ fresh inputs, judges the output bytes itself and cross-checks the child's clock 
 """
 
 from swizzlelab.harness.isolate.limits import Limits
-from swizzlelab.harness.isolate.runner import TASK_KERNEL_CODE, IsolatedRun, evaluate_isolated, secret_seed
+from swizzlelab.harness.isolate.runner import (
+    TASK_KERNEL_CODE,
+    IsolatedRun,
+    evaluate_isolated,
+    secret_seed,
+    time_library_ahead,
+)
 
-__all__ = ["TASK_KERNEL_CODE", "IsolatedRun", "Limits", "evaluate_isolated", "secret_seed"]
+__all__ = ["TASK_KERNEL_CODE", "IsolatedRun", "Limits", "evaluate_isolated", "secret_seed", "time_library_ahead"]

@@ -8,14 +8,22 @@ kept folders themselves, and a submission's cache only ever seeds runs of the sa
 from __future__ import annotations
 
 import hashlib
+import json
 import os
 import shutil
 import time
 from pathlib import Path
+from typing import Any
+
+from swizzlelab.io import atomic_write_text
 
 TRUSTED = "triton-trusted"  # the gate kernel, launcher stubs: compiled before the submission is imported
 SUBMISSION = "triton"  # what the submission compiles
 KEEP_CODES = 8  # submission caches kept (newest first)
+# Library rows (the task's own implementations, timed like a submission) are kept this long by one evaluating
+# process: they are trusted code on the same GPU, and timing them again per submission cost ~17 s of a ranked run
+# on an H100 (two more children). Older rows are timed again, so a drifting clock or driver shows up within it.
+LIBRARY_KEEP_S = 1800.0
 
 
 def rehome(seed: Path, copy: Path) -> None:
@@ -87,3 +95,28 @@ class KeptCaches:
         for old in kept[KEEP_CODES:]:
             shutil.rmtree(old, ignore_errors=True)
         os.utime(target, (time.time(), time.time()))
+
+    def _library_file(self, key: str) -> Path | None:
+        return self.root / "library" / f"{key}.json" if self.root is not None else None
+
+    def library(self, key: str) -> tuple[list[Any], float] | None:
+        """The kept library rows under `key` and their age in seconds, if kept less than LIBRARY_KEEP_S ago."""
+        path = self._library_file(key)
+        if path is None or not path.is_file():
+            return None
+        try:
+            kept = json.loads(path.read_text())
+            age = time.time() - float(kept["timed_at"])
+            rows = kept["rows"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not isinstance(rows, list) or not 0 <= age < LIBRARY_KEEP_S:
+            return None
+        return rows, age
+
+    def keep_library(self, key: str, rows: list[Any]) -> None:
+        path = self._library_file(key)
+        if path is None:
+            return
+        path.parent.mkdir(parents=True, exist_ok=True)
+        atomic_write_text(path, json.dumps({"timed_at": time.time(), "rows": rows}))

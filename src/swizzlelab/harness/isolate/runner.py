@@ -158,6 +158,7 @@ class IsolatedRun:
     duration_s: float
     verdicts: list[dict[str, Any]]
     isolation: dict[str, Any] = field(default_factory=dict)
+    secret_run: IsolatedRun | None = None  # the secret phase of a ranked run, when one was asked for
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -166,6 +167,7 @@ class IsolatedRun:
             "stderr_tail": self.stderr_tail, "system": self.system,
             "profile_files": [str(p) for p in self.profile_files], "duration_s": self.duration_s,
             "verdicts": self.verdicts, "isolation": self.isolation,
+            "secret_run": self.secret_run.to_dict() if self.secret_run is not None else None,
         }
 
 
@@ -555,6 +557,7 @@ class _Evaluation:
         self._flush_buffer: Any = None
         self._probe_buffer: Any = None
         self.prepared: dict[int, Prepared] = {}
+        self.calibrations: dict[int, Calibration] = {}
         self.next_id = 0
         self.phases: dict[str, float] = {}
         self.on_started: Callable[[], None] = lambda: None  # after the child's trusted start, before the submission
@@ -599,17 +602,13 @@ class _Evaluation:
                 seed = self.bench_seed(case, bench_salt)
                 data0 = self.task.generate_input({"seed": seed, **case_sizes(case)})
                 pool = [self.bind(data0)]
-                total = 0
-                if self.on_gpu:
-                    import torch
-
-                    total = int(torch.cuda.get_device_properties(0).total_memory)
-                want = pool_size(pool[0].nbytes(), self.on_gpu, total)
+                want = pool_size(pool[0].nbytes(), self.on_gpu, self._gpu_total())
                 # A few sets are enough to fit the empty requests' line; the full pool is bound when the case is
                 # timed, so memory holds one case's pool at a time.
                 while len(pool) < min(want, CALIBRATION_POOL):
                     pool.append(self.bind(data0))
                 calibration = self._calibrate(pool, case, seed)
+                self.calibrations[index] = calibration
                 for extra in pool[1:]:
                     self.unbind(extra)
                 self.prepared[index] = Prepared(seed, data0, pool[:1], calibration, want)
@@ -836,6 +835,39 @@ class _Evaluation:
             self.verdicts.append(verdict)
         return row
 
+    def time_cases(self) -> tuple[list[BenchRow], str | None]:
+        """Every benchmark case timed in turn; stops at the first that fails (its reason returned)."""
+        rows: list[BenchRow] = []
+        for index, case in enumerate(self.task.cases("benchmarks")):
+            mark = time.perf_counter()
+            if index not in self.prepared:  # the secret phase: the same case, the leaderboard's inputs
+                seed = self.bench_seed(case, "ranked")
+                data0 = self.task.generate_input({"seed": seed, **case_sizes(case)})
+                slots = self.bind(data0)
+                want = pool_size(slots.nbytes(), self.on_gpu, self._gpu_total())
+                self.prepared[index] = Prepared(seed, data0, [slots], self.calibrations[index], want)
+            row = self.time_case(case, index)
+            self.phase(f"benchmark {index} (first call, warm-up, timed requests, checks)", mark)
+            rows.append(row)
+            self.note(self.task.case_label(case))
+            if row.error or not row.check.passed:
+                return rows, self.verdicts[-1].get("reason") or row.error
+        return rows, None
+
+    def _gpu_total(self) -> int:
+        if not self.on_gpu:
+            return 0
+        import torch
+
+        return int(torch.cuda.get_device_properties(0).total_memory)
+
+    def switch_to_secret(self, secret: bytes) -> None:
+        """From here on, inputs come from the leaderboard's secret (the secret phase of a ranked run, in the same
+        child after the public benchmarks). The clocks' calibration of each case was made before the submission
+        was imported, through buffers of the same sizes, and stays valid."""
+        self.secret, self.secret_given = secret, True
+        self.phases = {}
+
     def _load_group(self, group: list[SlotSet], seeds: list[int], sizes: dict[str, Any]) -> list[dict[str, Any]]:
         inputs = []
         for slots, rep_seed in zip(group, seeds):
@@ -1059,24 +1091,81 @@ BASELINE_CODE = (
 )
 
 
-def _time_library_rows(task: str | Path, loaded: Any, report: Any, mode: str, *, secret: bytes | None,
-                       limits: Limits, budget_s: float, triton_cache_seed: Path | None, cpu_timing: bool,
-                       kept_caches: Path | None = None) -> None:
-    """The task's library rows for each timed case: each library implementation in a child of its own through
-    the same loop (same secret, so the same inputs when one is given), compared unpaired with the submission."""
-    rows = report.ranked if mode == "ranked" else report.benchmarks
+def _library_key(task: Any, name: str, mode: str, secret: bytes | None, budget_s: float) -> str:
+    """What a kept library row depends on: the task's files, the row, the mode, the inputs' secret, the budget,
+    the GPU and this evaluator's code."""
+    digest = hashlib.sha256()
+    folder = Path(task.path).resolve()
+    for path in sorted(folder.glob("*.py")) + sorted(folder.glob("*.yml")):
+        digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    digest.update(Path(__file__).read_bytes())
+    info = system_info()
+    digest.update(json.dumps([str(folder), name, mode, secret.hex() if secret else "", float(budget_s), info.gpu,
+                              getattr(swizzlelab, "__version__", "")]).encode())
+    return digest.hexdigest()[:32]
+
+
+def library_names(loaded: Any, mode: str) -> list[tuple[str, str]]:
+    """The task's library rows shown in `mode`: (name, description)."""
     names = [("baseline", "")] if getattr(loaded, "baseline", None) is not None else []
     if mode == "ranked":
         names += [(name, description) for name, (description, _) in loaded.extra_baselines().items()]
+    return names
+
+
+def _library_cases(task: str | Path, loaded: Any, name: str, mode: str, *, secret: bytes | None, limits: Limits,
+                   budget_s: float, triton_cache_seed: Path | None, cpu_timing: bool,
+                   kept_caches: Path | None) -> tuple[list[Any], str, float | None]:
+    """One library row's timed cases (candidate dicts), why a case has none, and the age of kept rows (None:
+    timed now). Rows are kept by an evaluating process for caches.LIBRARY_KEEP_S."""
+    kept = KeptCaches(kept_caches)
+    budget = min(budget_s, LIBRARY_BUDGET_S)
+    key = _library_key(loaded, name, mode, secret, budget)
+    found = kept.library(key)
+    if found is not None:
+        return found[0], "not timed when it was kept", found[1]
+    run = evaluate_isolated(task, BASELINE_CODE.format(name=name), mode, filename=f"library_{name}.py",
+                            secret=secret, limits=limits, budget_s=budget, with_baseline=False,
+                            triton_cache_seed=triton_cache_seed, tests=False, cpu_timing=cpu_timing,
+                            kept_caches=kept_caches)
+    cases = [row.get("candidate") for row in timed_rows(run.report, mode)]
+    if run.passed and cases and all(c and c.get("samples_ms") for c in cases):
+        kept.keep_library(key, cases)
+    return cases, run.reason or "no figure for this case", None
+
+
+def time_library_ahead(task: str | Path, mode: str, *, limits: Limits, budget_s: float, kept_caches: Path,
+                       cpu_timing: bool = False) -> int:
+    """Time the library rows of `task` a later run in `mode` (public inputs) would show, unless kept already: an
+    idle worker does this so a submission does not wait for them. Returns how many rows were timed now."""
+    from swizzlelab.tasks import load_task
+
+    loaded = load_task(task)
+    timed = 0
+    for name, _ in library_names(loaded, mode):
+        _, _, age = _library_cases(task, loaded, name, mode, secret=None, limits=limits, budget_s=budget_s,
+                                   triton_cache_seed=None, cpu_timing=cpu_timing, kept_caches=kept_caches)
+        timed += age is None
+    return timed
+
+
+def _time_library_rows(task: str | Path, loaded: Any, report: Any, mode: str, *, secret: bytes | None,
+                       limits: Limits, budget_s: float, triton_cache_seed: Path | None, cpu_timing: bool,
+                       kept_caches: Path | None = None) -> str:
+    """The task's library rows for each timed case: each library implementation in a child of its own through
+    the same loop (same secret, so the same inputs when one is given), compared unpaired with the submission.
+    Returns where the rows came from, for the report."""
+    rows = report.ranked if mode == "ranked" else report.benchmarks
+    names = library_names(loaded, mode)
+    ages: list[float] = []
     for name, description in names:
-        run = evaluate_isolated(task, BASELINE_CODE.format(name=name), mode, filename=f"library_{name}.py",
-                                secret=secret, limits=limits, budget_s=min(budget_s, LIBRARY_BUDGET_S), with_baseline=False,
-                                triton_cache_seed=triton_cache_seed, tests=False, cpu_timing=cpu_timing,
-                                kept_caches=kept_caches)
-        lib_rows = run.report.get("ranked" if mode == "ranked" else "benchmarks", {})
-        lib_cases = lib_rows.get("cases", []) if isinstance(lib_rows, dict) else []
+        lib_cases, run_reason, age = _library_cases(task, loaded, name, mode, secret=secret, limits=limits,
+                                                    budget_s=budget_s, triton_cache_seed=triton_cache_seed,
+                                                    cpu_timing=cpu_timing, kept_caches=kept_caches)
+        if age is not None:
+            ages.append(age)
         for index, row in enumerate(rows):
-            cand = ((lib_cases[index] or {}).get("candidate") if index < len(lib_cases) else None) or None
+            cand = (lib_cases[index] if index < len(lib_cases) else None) or None
             timing = comparison = None
             error = ""
             if cand and cand.get("samples_ms"):
@@ -1084,13 +1173,26 @@ def _time_library_rows(task: str | Path, loaded: Any, report: Any, mode: str, *,
                 if row.candidate is not None:
                     comparison = compare_unpaired(timing, row.candidate, UNPAIRED_METHOD)
             else:
-                error = _one_line(f"{name} not timed: {run.reason or 'no figure for this case'}")
+                error = _one_line(f"{name} not timed: {run_reason}")
             if name == "baseline":
                 row.baseline, row.comparison = timing, comparison
                 row.baseline_error = error
             else:
                 row.extra_baselines.append(ExtraBaseline(name=name, description=description, timing=timing,
                                                          comparison=comparison, error=error))
+    if not ages:
+        return "timed in this run"
+    return (f"{len(ages)} of {len(names)} kept by this evaluating process from runs {min(ages):.0f}-{max(ages):.0f} s "
+            f"earlier on the same GPU (trusted code; timed again after {caches.LIBRARY_KEEP_S:.0f} s)")
+
+
+def timed_rows(report: dict[str, Any] | None, mode: str) -> list[dict[str, Any]]:
+    """The timed case rows of an isolated run's report dict, one per benchmark case (ranked mode keeps them under
+    ranked.cases, benchmark mode as the benchmarks list)."""
+    rows = (report or {}).get("ranked" if mode == "ranked" else "benchmarks")
+    if isinstance(rows, dict):
+        rows = rows.get("cases")
+    return [row if isinstance(row, dict) else {} for row in rows or []]
 
 
 def _not_dumpable() -> None:
@@ -1124,13 +1226,15 @@ def evaluate_isolated(
     source: str | None = None,
     tests: bool = True,
     kept_caches: Path | None = None,
+    secret_phase: bytes | None = None,
 ) -> IsolatedRun:
     """Evaluate submission `code` on `task` in `mode` inside a sandboxed child process.
 
     Never raises for a bad submission (that is a failed IsolatedRun with a one-line reason); raises UserError
     for bad arguments (unknown task or mode, a bad file name, a mode that needs a GPU on a CPU machine).
+    With `secret_phase` (ranked only), the same child then times every benchmark case on inputs from that secret,
+    returned as the run's `secret_run`.
     """
-    from swizzlelab.harness.report import HEADLINES, render_text, report_dict
     from swizzlelab.tasks import load_task
 
     if mode not in MODES:
@@ -1203,6 +1307,8 @@ def evaluate_isolated(
                           submission=None if own else name)
     report = EvalReport(task=loaded.name, mode=mode, candidate=candidate, system=info, command=command,
                         budget_s=budget_s)
+    if secret_phase is not None and mode != "ranked":
+        raise UserError("a secret phase belongs to a ranked run")
     ev = _Evaluation(loaded, mode, limits, secret, budget_s, progress, with_baseline, workdir, drop_to)
     ev.formula, ev.order_spec, ev.own_kernel = formula, order, own
     ev.cpu_timing = cpu_timing and not info.is_gpu
@@ -1211,6 +1317,7 @@ def evaluate_isolated(
     ev.on_started = lambda: kept.keep_trusted(workdir / caches.TRUSTED)
     reason: str | None = None
     profile_files: list[Path] = []
+    secret_part: _SecretPart | None = None
     try:
         try:
             ev.start(submission, "ranked" if mode == "ranked" else None)
@@ -1222,16 +1329,7 @@ def evaluate_isolated(
                     failed = next(v for v in ev.verdicts if not v["passed"])
                     reason = failed["reason"]
             if reason is None and mode in ("benchmark", "ranked"):
-                rows = []
-                for index, case in enumerate(loaded.cases("benchmarks")):
-                    mark = time.perf_counter()
-                    row = ev.time_case(case, index)
-                    ev.phase(f"benchmark {index} (first call, warm-up, timed requests, checks)", mark)
-                    rows.append(row)
-                    ev.note(loaded.case_label(case))
-                    if row.error or not row.check.passed:
-                        reason = ev.verdicts[-1].get("reason") or row.error
-                        break
+                rows, reason = ev.time_cases()
                 if mode == "ranked":
                     report.ranked = rows
                 else:
@@ -1244,16 +1342,68 @@ def evaluate_isolated(
                     reason = f"profile: {bad[0].check_message}"
         except ChildFailed as failure:
             reason = failure.reason
+        if secret_phase is not None:
+            secret_part = _secret_phase(ev, secret_phase, reason)
     finally:
         for prep in ev.prepared.values():
             for slots in prep.pool:
                 slots.close()
         ev.child.close()
+    library = ""
     if reason is None and with_baseline and (ev.on_gpu or ev.cpu_timing) and mode in ("benchmark", "ranked"):
         mark = time.perf_counter()
-        _time_library_rows(task, loaded, report, mode, secret=secret, limits=limits, budget_s=budget_s,
-                           triton_cache_seed=triton_cache_seed, cpu_timing=ev.cpu_timing, kept_caches=kept_caches)
+        library = _time_library_rows(task, loaded, report, mode, secret=secret, limits=limits, budget_s=budget_s,
+                                     triton_cache_seed=triton_cache_seed, cpu_timing=ev.cpu_timing,
+                                     kept_caches=kept_caches)
         ev.phase("library rows (each in a child of its own)", mark)
+    run = _finished(report, reason, ev, limits, secret, started, profile_files, library,
+                    secret_part.tails if secret_part is not None else None)
+    if secret_part is not None:
+        run.secret_run = _secret_run(secret_part, report, ev, limits, secret_phase)
+    if ev.first_call_done:
+        kept.keep_code(code, workdir / caches.SUBMISSION)
+    shutil.rmtree(workdir, ignore_errors=True)
+    return run
+
+
+@dataclass
+class _SecretPart:
+    """The secret phase of a ranked run: its rows, reason, phases, verdicts and the public part's output."""
+
+    rows: list[BenchRow]
+    reason: str | None
+    phases: dict[str, float]
+    verdicts: list[dict[str, Any]]
+    tails: tuple[str, str]  # the child's stdout and stderr before any secret input existed (the public run's)
+    started: float
+    duration_s: float
+
+
+def _secret_phase(ev: _Evaluation, secret: bytes, public_reason: str | None) -> _SecretPart:
+    """Time every benchmark case again on the leaderboard's secret inputs, in the child that ran the public part
+    (no second start, calibration or compile). Not run when the public part failed."""
+    tails = (ev.child.stdout.text(), ev.child.stderr.text())
+    started = time.perf_counter()
+    public_phases, public_verdicts = ev.phases, len(ev.verdicts)
+    if public_reason is not None:
+        return _SecretPart([], f"not run: the public run failed ({public_reason})", {}, [], tails, started, 0.0)
+    ev.switch_to_secret(secret)
+    try:
+        rows, reason = ev.time_cases()
+    except ChildFailed as failure:
+        rows, reason = [], failure.reason
+    phases, ev.phases = ev.phases, public_phases
+    verdicts, ev.verdicts = ev.verdicts[public_verdicts:], ev.verdicts[:public_verdicts]
+    return _SecretPart(rows, reason, phases, verdicts, tails, started, time.perf_counter() - started)
+
+
+def _finished(report: EvalReport, reason: str | None, ev: _Evaluation, limits: Limits, secret: bytes | None,
+              started: float, profile_files: list[Path], library: str,
+              tails: tuple[str, str] | None) -> IsolatedRun:
+    """The IsolatedRun of a finished evaluation: verdict, score, text and the isolation record."""
+    from swizzlelab.harness.report import HEADLINES, render_text, report_dict
+
+    mode = report.mode
     if reason is None and mode == "ranked":
         means = [row.candidate.mean_ms for row in report.ranked if row.candidate is not None]
         if means and len(means) == len(report.ranked):
@@ -1276,28 +1426,46 @@ def evaluate_isolated(
     isolation = {"sandbox": ev.sandbox, "transport": ev.kind, "transport_note": ev.transport_note,
                  "clock": ev.clock_info, "limits": limits.to_dict(), "phases_s": ev.phases,
                  "secret": "given" if secret is not None else "random per run"}
+    if library:
+        isolation["library_rows"] = library
     text = text.rstrip("\n") + "\n" + _isolation_lines(isolation) + "\n"
     as_dict = report_dict(report)
     as_dict["isolated"] = True
     as_dict["isolation"] = isolation
     as_dict["success"] = passed
     as_dict["reason"] = reason
-    if ev.first_call_done:
-        kept.keep_code(code, workdir / caches.SUBMISSION)
-    shutil.rmtree(workdir, ignore_errors=True)
+    stdout, stderr = tails if tails is not None else (ev.child.stdout.text(), ev.child.stderr.text())
     return IsolatedRun(
         mode=mode, passed=passed, score_ms=score, reason=reason, report_text=text, report=as_dict,
-        stdout_tail=ev.child.stdout.text(), stderr_tail=ev.child.stderr.text(),
-        system=ev.child_system or info.to_dict(), profile_files=profile_files,
-        duration_s=time.perf_counter() - started, verdicts=ev.verdicts, isolation=isolation,
+        stdout_tail=stdout, stderr_tail=stderr, system=ev.child_system or report.system.to_dict(),
+        profile_files=profile_files, duration_s=time.perf_counter() - started, verdicts=ev.verdicts, isolation=isolation,
     )
+
+
+def _secret_run(part: _SecretPart, public: EvalReport, ev: _Evaluation, limits: Limits, secret: bytes) -> IsolatedRun:
+    """The secret phase as a run of its own (the leaderboard stores it as the submission's secret run): the
+    public part's tests, the secret rows; the whole child's output (a secret run's output is never shown to its
+    author)."""
+    report = EvalReport(task=public.task, mode="ranked", candidate=public.candidate, system=public.system,
+                        command=public.command, budget_s=public.budget_s)
+    report.tests = public.tests
+    report.ranked = part.rows
+    ev.phases = part.phases
+    ev.verdicts = part.verdicts
+    run = _finished(report, part.reason, ev, limits, secret, part.started, [], "", None)
+    run.duration_s = part.duration_s
+    run.isolation["secret_phase"] = "in the public run's child, after its benchmarks"
+    return run
 
 
 def _isolation_lines(isolation: dict[str, Any]) -> str:
     applied = "; ".join(isolation["sandbox"].get("applied", [])) or "none"
     skipped = "; ".join(isolation["sandbox"].get("skipped", [])) or "none"
     return (f"Isolation: sandboxed child (python -I, private dir, scrubbed env), outputs judged by the parent "
-            f"from {isolation['transport']} shared buffers\n  applied: {applied}\n  not applied: {skipped}")
+            f"from {isolation['transport']} shared buffers\n  applied: {applied}\n  not applied: {skipped}"
+            + (f"\n  library rows: {isolation['library_rows']}" if isolation.get("library_rows") else "")
+            + (f"\n  secret phase: {isolation['secret_phase']}" if isolation.get("secret_phase") else ""))
 
 
-__all__ = ["TASK_KERNEL_CODE", "ChildFailed", "clock_verdict", "IsolatedRun", "evaluate_isolated", "secret_seed"]
+__all__ = ["TASK_KERNEL_CODE", "ChildFailed", "clock_verdict", "IsolatedRun", "evaluate_isolated", "secret_seed",
+           "time_library_ahead"]

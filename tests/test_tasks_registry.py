@@ -152,3 +152,19 @@ def test_tasks_command_lists_and_describes():
     assert "256x256" in shown.output  # the GPU tile grid of the 16384^2 benchmark
     missing = runner.invoke(app, ["tasks", "no_such_task"])
     assert missing.exit_code != 0 and isinstance(missing.exception, UserError)
+
+
+@pytest.mark.parametrize("name", builtin_names())
+def test_every_seed_of_a_case_gives_inputs_of_the_same_sizes(name):
+    """The isolated evaluator binds a case's buffers once and loads a fresh seed into them for every timed call:
+    a task whose array sizes follow the seed (spmv's nnz did) cannot be ranked."""
+    import torch
+
+    from swizzlelab.harness.correctness import case_sizes
+
+    task = load_task(name)
+    for case in task.cases("tests"):
+        shapes = [{k: tuple(v.shape) for k, v in task.generate_input({"seed": seed, **case_sizes(case)}).items()
+                   if isinstance(v, torch.Tensor) and not v.is_sparse_csr}
+                  for seed in (int(case["seed"]), int(case["seed"]) + 101, 7919)]
+        assert shapes[0] == shapes[1] == shapes[2], (name, case)

@@ -52,6 +52,8 @@ def default_worker_id(gpu: str | None) -> str:
 
 # An idle worker looks again this often for library rows to time ahead (kept rows expire after 30 minutes).
 LIBRARY_AHEAD_EVERY_S = 600.0
+# ... once it has had no job for this long (a job arriving meanwhile waits for one library child, ~5-15 s).
+IDLE_BEFORE_AHEAD_S = 30.0
 
 
 @dataclass
@@ -66,6 +68,7 @@ class Worker:
     # Tasks whose library rows this idle GPU worker still has to time ahead, and when that list was last made.
     _ahead: list[str] = field(default_factory=list)
     _ahead_at: float | None = None
+    _last_job_end: float = field(default_factory=time.monotonic)
 
     def _say(self, text: str) -> None:
         if self.log:
@@ -112,6 +115,8 @@ class Worker:
         if not self.settings.library_ahead or self.caps.gpu_type is None:
             return False
         now = time.monotonic()
+        if now - self._last_job_end < IDLE_BEFORE_AHEAD_S:  # a user's next submission often follows the last
+            return False
         if not self._ahead and (self._ahead_at is None or now - self._ahead_at > LIBRARY_AHEAD_EVERY_S):
             self._ahead, self._ahead_at = queue.gpu_tasks(self.db, self.caps), now
         while self._ahead:
@@ -151,5 +156,6 @@ class Worker:
                 continue
             handled += len(spec.specs())  # a paired claim holds two jobs
             recorded += len(spec.specs()) if self.run_one(spec) else 0
+            self._last_job_end = time.monotonic()
         return recorded
 

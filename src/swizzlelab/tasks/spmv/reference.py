@@ -19,10 +19,29 @@ ROW_LENGTH_SIGMA = 1.0
 
 
 def _row_lengths(gen: torch.Generator, rows: int, avg_nnz: float, max_len: int, dev: str) -> torch.Tensor:
+    """Lognormal row lengths whose sum is exactly round(rows * avg_nnz) (within what max_len allows), whatever
+    the seed: every input of a case has the same array sizes, so an evaluator's buffers fit every seed and each
+    timed call does the same amount of work."""
     # exp(N(mu, s)) has mean exp(mu + s^2 / 2): choose mu so the mean row length is avg_nnz.
     mu = math.log(avg_nnz) - ROW_LENGTH_SIGMA**2 / 2
     draw = torch.exp(mu + ROW_LENGTH_SIGMA * torch.randn(rows, generator=gen, device=dev))
-    return draw.round_().clamp_(0, max_len).to(torch.int64)
+    lengths = draw.round_().clamp_(0, max_len).to(torch.int64)
+    target = min(int(round(rows * avg_nnz)), rows * max_len)
+    for _ in range(64):  # each pass moves min(|excess|, eligible rows) by one; a few passes at most in practice
+        excess = int(lengths.sum()) - target
+        if excess == 0:
+            break
+        step = -1 if excess > 0 else 1
+        # Rows that stay non-empty and under max_len: the empty rows the draw made stay empty (kernels must write
+        # them), so the adjustment only moves lengths of rows that have entries.
+        eligible = torch.nonzero(lengths > 1 if step < 0 else (lengths > 0) & (lengths < max_len)).flatten()
+        if eligible.numel() == 0:
+            eligible = torch.nonzero(lengths > 0 if step < 0 else lengths < max_len).flatten()
+        if eligible.numel() == 0:
+            break
+        pick = eligible[torch.randperm(eligible.numel(), generator=gen, device=dev)[: min(abs(excess), eligible.numel())]]
+        lengths[pick] += step
+    return lengths
 
 
 def generate_input(seed: int, rows: int, cols: int, avg_nnz: float, communities: int) -> dict[str, Any]:

@@ -118,8 +118,6 @@ def _measure(
         return dataclasses.replace(hit, cached=True)
     if state.engine == "gpu":
         release_device()  # the kernel's timing and ncu get the whole GPU's memory
-    if not baseline:
-        _profile_baseline_once(state, measurer, cache)
     try:
         result = measurer.measure_baseline() if baseline else measurer.measure(checked.formula)
     except UserError as err:
@@ -128,20 +126,29 @@ def _measure(
     return result
 
 
-def _profile_baseline_once(state: RunState, measurer: Measurer, cache: MeasureCache) -> None:
-    """The kernel's own order under ncu, once, when the first candidate is about to be measured (its figures sit
-    beside every candidate's); a run that stops before measuring any never pays for it."""
-    base = state.attempts[0] if state.attempts else None
-    profile = getattr(measurer, "profile_baseline", None)
-    if base is None or base.measurement is None or base.measurement.ncu is not None or profile is None:
-        return
-    figures = profile()
-    if figures is None:
-        return
-    base.measurement = dataclasses.replace(base.measurement, ncu=figures)
-    key = cache_key(state.scenario.kernel_key(), base.permutation_id + "|baseline", state.scenario.model.name,
-                    state.scenario.sizes)
-    cache.put(key, base.measurement)
+def profile_at_end(state: RunState, measurer: Measurer | None, cache: MeasureCache) -> str:
+    """ncu's figures of the kernel's own order and of the best measured order, after the search: they validate
+    the predicted traffic beside the measured speedups, and no measurement waits for them. Returns a note."""
+    profile = getattr(measurer, "profile", None)
+    if profile is None or not state.options.use_ncu or len(state.attempts) < 2:
+        return ""
+    best = state.best_measured()
+    targets = [state.attempts[0]] + ([best] if best is not None and best.iteration != 0 else [])
+    done = []
+    for attempt in targets:
+        if attempt.measurement is None or attempt.measurement.ncu is not None:
+            continue
+        formula = None if attempt.iteration == 0 else state.scenario.formula(attempt.formula)
+        figures = profile(formula)
+        if figures is None:
+            continue
+        attempt.measurement = dataclasses.replace(attempt.measurement, ncu=figures)
+        key = cache_key(state.scenario.kernel_key(), attempt.permutation_id + ("|baseline" if attempt.iteration == 0
+                                                                               else ""),
+                        state.scenario.model.name, state.scenario.sizes)
+        cache.put(key, attempt.measurement)
+        done.append("the kernel's own order" if attempt.iteration == 0 else f"iteration {attempt.iteration}")
+    return f"ncu profiled {' and '.join(done)} after the search" if done else ""
 
 
 def evaluate(
@@ -320,6 +327,11 @@ def run(
             break
         record(evaluate(state, iteration, proposal, active, cache))
         mark = _mark(state, f"iteration {iteration}: simulated" + (", measured" if active is not None else ""), mark)
+    profiled = profile_at_end(state, active, cache)
+    if profiled:
+        on_note(profiled)
+        state.notes.append(profiled)
+        _mark(state, "ncu profiles", mark)
     state.notes.append("time: " + "; ".join(f"{what} {seconds:.1f} s" for what, seconds in state.timeline))
     files = report.write_all(state)
     return RunResult(state, files)

@@ -26,7 +26,7 @@ class Measurer(Protocol):
 
     def measure(self, formula: Any) -> Measurement: ...
 
-    def profile_baseline(self) -> NcuFigures | None: ...
+    def profile(self, formula: Any) -> NcuFigures | None: ...
 
 
 def cache_key(kernel_hash: str, permutation_id: str, target: str, sizes: dict[str, Any]) -> str:
@@ -125,14 +125,16 @@ class GpuMeasurer:
         task, case = self.scenario.task, self.scenario.case
         data = task.generate_input(case)
         timing = harness.time_fn(self._launcher(None), data, self.budget_s, check=lambda out: task.check(data, out))
-        # ncu waits for the first candidate (profile_baseline): a run the time model stops never needs it.
+        # ncu runs after the search (loop.profile_at_end): a run the time model stops never needs it, and no
+        # measured speedup waits for it.
         return Measurement(
             device=self.device,
             timing=BaselineTiming(mean_ms=timing.mean_ms, sem_ms=timing.sem_ms, n=timing.n, device=self.device),
         )
 
-    def profile_baseline(self) -> NcuFigures | None:
-        return self._ncu(None)
+    def profile(self, formula: Any) -> NcuFigures | None:
+        """ncu's figures of the kernel with `formula` (None: its own order), or None when ncu is off."""
+        return self._ncu(formula)
 
     def measure(self, formula: Any) -> Measurement:
         task, case = self.scenario.task, self.scenario.case
@@ -150,4 +152,4 @@ class GpuMeasurer:
             check_b=lambda out: task.check(data, out),
         )
         return Measurement(device=self.device, passed=True, check_message=result.message,
-                           comparison=Speedup.of(comparison), ncu=self._ncu(formula))
+                           comparison=Speedup.of(comparison))

@@ -100,6 +100,9 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
     parser.add_argument("--only", default="")
+    parser.add_argument("--repeat", type=int, default=1,
+                        help="run each command this many times: the first on a fresh machine pays numba's JIT and "
+                             "matplotlib's font cache (once per installation), the later ones show a user's usual run")
     args = parser.parse_args()
     bin_dir = Path(tempfile.mkdtemp(prefix="swizzlelab-bin-"))
     # The console script as `pip install -e .` makes it: `swizzlelab` runs this checkout's CLI.
@@ -112,11 +115,14 @@ def main() -> None:
     for name, (command, timeout_s) in COMMANDS.items():
         if args.only and name not in args.only.split(","):
             continue
-        runs.append(run_one(name, command, timeout_s, env))
-        r = runs[-1]
-        print(f"{name}: rc {r['rc']} {r['wall_s']:.0f} s, measured {r['measured']} (gains {r['gains_outside_noise']}, "
-              f"regressions {r['regressions_outside_noise']}), first measured at {r['first_candidate_measured_s']}, "
-              f"stop: {r['stop_reason']}", flush=True)
+        for rep in range(args.repeat):
+            runs.append(run_one(name, command, timeout_s, env))
+            r = runs[-1]
+            r["caches"] = ("cold: first run on this machine (numba JIT, matplotlib font cache)" if rep == 0
+                           else "warm: caches of the run before")
+            print(f"{name} ({r['caches'][:4]}): rc {r['rc']} {r['wall_s']:.0f} s, measured {r['measured']} (gains "
+                  f"{r['gains_outside_noise']}, regressions {r['regressions_outside_noise']}), first measured at "
+                  f"{r['first_candidate_measured_s']}, stop: {r['stop_reason']}", flush=True)
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps({"script": "benchmarks/optimize_gpu/run.py", "runs": runs}, indent=1,
                                        default=str) + "\n")

@@ -14,10 +14,6 @@ import time
 from pathlib import Path
 from typing import Any
 
-import matplotlib
-
-matplotlib.use("Agg")  # reports are files: never open a window
-import matplotlib.pyplot as plt  # noqa: E402
 import numpy as np  # noqa: E402
 
 from swizzlelab.fmt import fmt_bytes, grid_text, pct  # noqa: E402
@@ -154,14 +150,26 @@ def write_best_kernel(state: RunState) -> Path | None:
 # ---------------------------------------------------------------------------------------------- HTML
 
 
+def _pyplot() -> Any:
+    """matplotlib's pyplot, imported when the first plot is drawn: on a fresh installation its import builds a
+    font cache (measured 15-45 s on a GPU host), which must not delay the optimizer's first measurement."""
+    import matplotlib
+
+    matplotlib.use("Agg")  # reports are files: never open a window
+    import matplotlib.pyplot as plt
+
+    return plt
+
+
 def _png(fig: Any) -> str:
     buffer = io.BytesIO()
     fig.savefig(buffer, format="png", dpi=90, bbox_inches="tight")
-    plt.close(fig)
+    _pyplot().close(fig)
     return "data:image/png;base64," + base64.b64encode(buffer.getvalue()).decode()
 
 
 def _plots(state: RunState) -> list[tuple[str, str]]:
+    plt = _pyplot()
     model = state.scenario.model.name
     evaluated = [a for a in state.attempts if a.status == EVALUATED and a.prediction is not None]
     its = [a.iteration for a in evaluated]
@@ -234,7 +242,7 @@ def _placement_png(state: RunState) -> str:
         first = launch % model.n_units  # in-order dispatch: the first wave fills units in launch order
         first_title = f"{'SM' if model.vendor == 'nvidia' else 'unit'} of each tile in its wave (approx.)"
     shape = scenario.grid if scenario.rank == 2 else _square(n)
-    fig, axes = plt.subplots(1, 2, figsize=(9, 4))
+    fig, axes = _pyplot().subplots(1, 2, figsize=(9, 4))
     for ax, values, title in ((axes[0], first, first_title), (axes[1], wave, "wave (launch // resident slots)")):
         grid_values = np.full(shape[0] * shape[1], np.nan)
         grid_values[:n] = values

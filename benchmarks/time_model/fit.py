@@ -13,6 +13,7 @@ reported. Control rows (collect.py --controls) and repeated orders (--repeat) ar
 from __future__ import annotations
 
 import argparse
+import ast
 import json
 import math
 import sys
@@ -26,6 +27,7 @@ from scipy.stats import spearmanr
 from swizzlelab.errors import UserError
 from swizzlelab.hw import HardwareModel, get_model
 from swizzlelab.io import atomic_write_text
+from swizzlelab.swizzle.lang import parse_formula
 from swizzlelab.sim.timemodel import MODEL_SPREAD, NOISE_FLOOR, Calibration, FitOptions, Row, TimeModel, Traffic, fit
 
 # A measured speedup's own spread counts at least this much (log): the run's CI is not all of its noise.
@@ -43,6 +45,9 @@ START = Calibration("start", dram_efficiency=0.8, fabric_s_per_gb=0.0, overlap=2
 # Rows whose simulated DRAM traffic changes less than this (log) carry no traffic signal for the model.
 EQUAL_TRAFFIC = 0.01
 RETEST_SDS = (0.005, 0.01, 0.02, 0.03)
+# Integer instructions of a division or modulo by a value known only at run time (a 32-bit software division), and of
+# any other operator; a formula's index cost is estimated from these.
+RUNTIME_DIVISION_OPS = 20
 # The sign figure also at fixed bands, so variants with different fitted noise bands compare on one footing.
 COMMON_BANDS = (0.02, 0.03, 0.05)
 
@@ -174,6 +179,55 @@ def assign_sets(rows: list[Measured]) -> None:
         else:
             for i, r in enumerate(sorted(mine, key=lambda r: r.order)):
                 r.set = "fit" if i % 2 == 0 else "held_out"
+
+
+def index_ops(text: str) -> int:
+    """Integer instructions a formula costs each program (an estimate: operators, divisions by run-time values at
+    RUNTIME_DIVISION_OPS; constant subexpressions fold away)."""
+    constant: set[str] = set()
+    total = 0
+
+    def folds(node: ast.AST) -> bool:
+        return all(isinstance(n, (ast.Constant, ast.operator, ast.unaryop, ast.BinOp, ast.UnaryOp, ast.Load))
+                   or (isinstance(n, ast.Name) and n.id in constant) for n in ast.walk(node))
+
+    for statement in parse_formula(text).statements:
+        if folds(statement.expr):
+            constant.add(statement.target)
+            continue
+        for node in ast.walk(statement.expr):
+            if isinstance(node, ast.BinOp) and not folds(node):
+                runtime = isinstance(node.op, (ast.FloorDiv, ast.Mod)) and not folds(node.right)
+                total += RUNTIME_DIVISION_OPS if runtime else 1
+            elif isinstance(node, (ast.Compare, ast.UnaryOp)) or (
+                    isinstance(node, ast.Call) and getattr(node.func, "attr", "") in ("minimum", "maximum", "where")):
+                total += 1
+    return total
+
+
+def residual_terms(rows: list[Measured], predicted: list[float], plan: dict[str, Any],
+                   hw: HardwareModel) -> dict[str, Any]:
+    """Whether a candidate term would explain what the model misses, read on the rows given (the fit rows): Spearman
+    of log(measured / predicted) against each term's relative size (a term that slows an order correlates < 0)."""
+    index = _plan_index(plan)
+    residual = [math.log(r.speedup / p) for r, p in zip(rows, predicted)]
+    terms: dict[str, list[float]] = {"index_ops": [], "far_l2_bytes": [], "registers": []}
+    for r in rows:
+        case, _ = index[r.key]
+        # Programs per SM slot, one after another; a slot's index latency is hidden by the slot's neighbours.
+        rounds = math.prod(case["grid"]) / (hw.n_units * case["occupancy"])
+        ops = index_ops(r.plan_order["formula"]) - index_ops(r.plan_base["formula"])
+        terms["index_ops"].append(ops * rounds / case["occupancy"] / r.base_ms)
+        fabric = r.plan_order["prediction"].get("fabric_bytes", 0) - r.plan_base["prediction"].get("fabric_bytes", 0)
+        terms["far_l2_bytes"].append(fabric / r.base_ms)
+        terms["registers"].append(float(np.mean(r.registers or [0]) - np.mean(r.base_registers or [0])))
+    out: dict[str, Any] = {}
+    for name, values in terms.items():
+        rho, p = spearmanr(values, residual) if len(set(values)) > 1 else (float("nan"), float("nan"))
+        out[name] = {"spearman_with_residual": float(rho), "p_value": float(p)}
+    out["what"] = ("index_ops: (order's - kernel's) estimated integer instructions x programs per slot / programs "
+                   "per SM / base ms; far_l2_bytes: change of far-partition bytes / base ms; registers: change")
+    return out
 
 
 def verdict(predicted: float, measured: float, measured_ci: list[float], noise: float) -> bool:
@@ -346,6 +400,9 @@ def main(argv: list[str]) -> int:
               "calibration": asdict(cal), "summary": summary, "variants": variants,
               "ceilings_held_out": ceilings([r for r in rows if r.set == "held_out"], cal.noise),
               "ceilings_fit": ceilings([r for r in rows if r.set == "fit"], cal.noise),
+              "residual_terms_fit": residual_terms(
+                  [r for r in rows if r.set == "fit"],
+                  [predictor(hw, cal, r)[1].speedup for r in rows if r.set == "fit"], plan, hw),
               "controls": controls_summary(controls), "retest": retest_summary(rows), "rows": out_rows,
               "targets": {"held_out_spearman": 0.7, "held_out_sign_right_or_both_noise": 0.85, "rows": 60, "tasks": 6}}
     atomic_write_text(out, json.dumps(result, indent=1, default=float) + "\n")

@@ -22,6 +22,8 @@ from collect import OWN_ORDER_SPLICED, SAME_KERNEL, todo_orders  # noqa: E402
 
 H100 = get_model("h100")
 ORDERS = ("a", "b", "c", "d", "e")
+ROW_MAJOR = "pid = tl.program_id(0)\npid_m = pid // num_pid_n\npid_n = pid % num_pid_n\n"
+COLUMN_MAJOR = "pid = tl.program_id(0)\npid_m = pid % num_pid_m\npid_n = pid // num_pid_m\n"
 
 
 def _prediction(dram: float) -> dict:
@@ -37,11 +39,14 @@ def synthetic(tmp_path: Path) -> tuple[Path, Path]:
     for task in ("alpha", "beta"):
         for bench in (0, 1):
             base_gb = rng.uniform(1, 6)
-            orders = [{"order": "default", "prediction": _prediction(base_gb * 1e9), "permutation_id": "own"}]
+            orders = [{"order": "default", "prediction": _prediction(base_gb * 1e9), "permutation_id": "own",
+                       "formula": ROW_MAJOR}]
             orders += [{"order": o, "prediction": _prediction(base_gb * 1e9 * rng.uniform(0.3, 2.0)),
-                        "permutation_id": o} for o in ORDERS]
+                        "permutation_id": o, "formula": COLUMN_MAJOR if i % 2 else ROW_MAJOR}
+                       for i, o in enumerate(ORDERS)]
             case = {"seed": bench, "n": 64 * (bench + 1)}
-            plan_cases.append({"task": task, "bench": bench, "sizes": [], "case": case, "orders": orders})
+            plan_cases.append({"task": task, "bench": bench, "sizes": [], "case": case, "orders": orders,
+                               "grid": [16, 16], "occupancy": 2})
             base = Traffic(orders[0]["prediction"]["dram_read_bytes"] + orders[0]["prediction"]["dram_write_bytes"])
             base_ms = 1e3 * TimeModel(H100, truth, base).memory_s(base) * rng.uniform(1.1, 3.0)
             model = TimeModel(H100, truth, base, base_ms)
@@ -88,6 +93,7 @@ def test_fit_keeps_a_variant_by_the_fit_rows_and_refits_the_same_from_its_summar
     ceilings = result["ceilings_held_out"]
     assert ceilings["rows"] == result["summary"]["held_out"]["rows"]
     assert ceilings["one_remeasurement_with_log_sd"]["0.005"] > ceilings["one_remeasurement_with_log_sd"]["0.030"]
+    assert set(result["residual_terms_fit"]) >= {"index_ops", "far_l2_bytes", "registers"}
 
     again = tmp_path / "again.json"
     done = run_fit(str(plan), "--rows-from", str(first), str(again))
@@ -109,6 +115,15 @@ def test_fit_refuses_rows_of_another_plan_in_one_line(tmp_path: Path):
     done = run_fit(str(other), "--rows-from", str(first), str(tmp_path / "x.json"))
     assert done.returncode != 0
     assert "not a case of the plan" in done.stderr
+
+
+def test_index_ops_counts_run_time_divisions_and_folds_constants():
+    from fit import RUNTIME_DIVISION_OPS, index_ops
+
+    assert index_ops("pid = tl.program_id(0)\n") == 0
+    assert index_ops(ROW_MAJOR) == 2 * RUNTIME_DIVISION_OPS
+    # a division by a constant is one operator; the constant's own arithmetic folds away
+    assert index_ops("pid = tl.program_id(0)\nS = 4 * 4\npid = pid // S + 1\n") == 2
 
 
 def test_collect_measures_controls_first_and_repeats_every_order():

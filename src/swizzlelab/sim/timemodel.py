@@ -26,10 +26,10 @@ class Calibration:
     overlap: p of the p-norm that joins memory time and the rest (1: they add up; large: the larger hides the
     other); occupancy_power: how the rest of the time grows when an order's kernel fits fewer programs per SM
     (time x (base programs / order's programs) ** power); sigma: spread of log(measured / predicted speedup) on
-    held-out rows, for intervals; noise: the relative change below which measured speedups are not explained by
+    the rows fitted, for intervals; noise: the relative change below which measured speedups are not explained by
     traffic (the spread of measured orders whose predicted traffic barely changes: index arithmetic, DRAM page
     and L2 slice effects the simulator does not model); splice_bias: the speedup of an order whose traffic is
-    the kernel's own (replacing a kernel's own index code costs a little, measured)."""
+    the kernel's own (1.0 unless fitted with FitOptions.splice)."""
 
     model: str
     dram_efficiency: float

@@ -406,7 +406,7 @@ def main(argv: list[str]) -> int:
               "controls": controls_summary(controls), "retest": retest_summary(rows), "rows": out_rows,
               "targets": {"held_out_spearman": 0.7, "held_out_sign_right_or_both_noise": 0.85, "rows": 60, "tasks": 6}}
     atomic_write_text(out, json.dumps(result, indent=1, default=float) + "\n")
-    print(json.dumps({"kept_variant": kept, "calibration": asdict(cal), "summary": summary,
+    print(json.dumps({"measured": result["measured"], "predicted": result["predicted"], "kept_variant": kept, "calibration": asdict(cal), "summary": summary,
                       "variants": {n: {k: v[k] for k in ("held_out", "fit_leave_one_case_out",
                                                          "all_leave_one_task_out")} for n, v in variants.items()}},
                      indent=1, default=float))

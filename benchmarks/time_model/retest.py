@@ -91,6 +91,7 @@ def main(argv: list[str]) -> int:
               "summary": summary, "pairs": found}
     atomic_write_text(args.out, json.dumps(result, indent=1) + "\n")
     print(json.dumps(summary, indent=1))
+    print("speedups measured (NVIDIA H100 80GB HBM3) by this study and by an earlier one:")
     for p in found:
         print(f"{p['case']:42s} {p['order']:22s} study {p['study_speedup']:.3f} earlier {p['earlier_speedup']:.3f} "
               f"log diff {p['log_difference']:+.3f}")

@@ -105,16 +105,15 @@ def test_fit_keeps_a_variant_by_the_fit_rows_and_refits_the_same_from_its_summar
 
 
 def test_fit_refuses_rows_of_another_plan_in_one_line(tmp_path: Path):
-    plan, measured = synthetic(tmp_path)
-    first = tmp_path / "first.json"
-    assert run_fit(str(plan), str(measured), str(first)).returncode == 0
-    other = tmp_path / "other.json"
-    data = json.loads(plan.read_text())
-    data["cases"] = data["cases"][:1]
-    other.write_text(json.dumps(data))
-    done = run_fit(str(other), "--rows-from", str(first), str(tmp_path / "x.json"))
-    assert done.returncode != 0
-    assert "not a case of the plan" in done.stderr
+    plan, _ = synthetic(tmp_path)
+    summary = tmp_path / "other.json"
+    summary.write_text(json.dumps({"device": ["test GPU"], "rows": [
+        {"task": "gamma", "case": "gamma bench:0", "order": "a", "measured_speedup": 1.0,
+         "measured_ci": [0.99, 1.01], "base_ms": 1.0}]}))
+    done = run_fit(str(plan), "--rows-from", str(summary), str(tmp_path / "x.json"))
+    assert done.returncode == 2
+    assert done.stderr.strip() == ("error: gamma bench:0: not a case of the plan; give the plan the rows were "
+                                   "measured from")
 
 
 def test_index_ops_counts_run_time_divisions_and_folds_constants():

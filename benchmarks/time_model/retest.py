@@ -86,7 +86,7 @@ def main(argv: list[str]) -> int:
                "rms_log_difference": float(np.sqrt(np.mean(diffs ** 2))) if found else None,
                "per_session_sd_if_independent": float(np.sqrt(np.mean(diffs ** 2) / 2)) if found else None}
     result = {"script": "benchmarks/time_model/retest.py", "command": "python benchmarks/time_model/retest.py "
-              + " ".join(argv), "measured": "measured (NVIDIA H100 80GB HBM3): both sides; the earlier side at an "
+              + " ".join(argv), "device": study.get("device", []), "measured": "measured (NVIDIA H100 80GB HBM3): both sides; the earlier side at an "
               "earlier commit, each order timed alone", "sources": [str(p.relative_to(ROOT)) for p in EARLIER],
               "summary": summary, "pairs": found}
     atomic_write_text(args.out, json.dumps(result, indent=1) + "\n")

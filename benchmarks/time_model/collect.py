@@ -4,7 +4,9 @@ interleaved A/B timing (95% CI), and what the compiler gave each order's kernel 
     python benchmarks/time_model/collect.py benchmarks/time_model/plan_h100.json $OUT/rows_h100.json --budget-s 1.0 --deadline-s 500
 
 Rows are written after every order (a run cut short keeps what it measured); orders are taken one per case in
-turn, so a deadline leaves every task measured.
+turn, so a deadline leaves every task measured. --controls adds, first in each case, the kernel timed against
+itself (what a null change measures) and against its own order spliced in as a formula (what splicing alone
+costs); --repeat N measures every order N times, each pass after all orders of the one before.
 """
 
 from __future__ import annotations
@@ -24,17 +26,31 @@ from swizzlelab.scenario import load_scenario
 from swizzlelab.swizzle import apply_swizzle
 
 
+# Control orders (fit.py summarises them apart): the kernel's own launcher as B, and its own order spliced in.
+SAME_KERNEL = "control:same-kernel"
+OWN_ORDER_SPLICED = "control:own-order-spliced"
+
+
+def todo_orders(record: dict[str, Any], controls: bool = False, repeat: int = 1) -> list[dict[str, Any]]:
+    """The orders a case measures, in turn: controls first (the kernel's own permutation), then the plan's orders;
+    the whole list `repeat` times, each entry marked with its pass."""
+    own = next(o for o in record["orders"] if o["order"] == "default")
+    first = [{**own, "order": name} for name in (SAME_KERNEL, OWN_ORDER_SPLICED)] if controls else []
+    orders = first + [o for o in record["orders"] if o["order"] != "default"]
+    return [{**o, "pass": k} for k in range(max(repeat, 1)) for o in orders]
+
+
 class Case:
     """One case of the plan on this GPU: its scenario, inputs and the kernel's own order as the A side."""
 
-    def __init__(self, record: dict[str, Any]):
+    def __init__(self, record: dict[str, Any], controls: bool = False, repeat: int = 1):
         self.record = record
         sizes = list(record["sizes"])
         self.scenario = load_scenario(record["task"], f"bench:{record['bench']}", sizes, "auto")
         self.task = self.scenario.task
         self.case = self.scenario.case
         self.data = self.task.generate_input(self.case)
-        self.todo = [o for o in record["orders"] if o["order"] != "default"]
+        self.todo = todo_orders(record, controls, repeat)
         self.base = self.launcher(None)
         self.base_resources: list[dict[str, Any]] = []
 
@@ -48,9 +64,11 @@ class Case:
 
 def measure(case: Case, order: dict[str, Any], budget_s: float) -> dict[str, Any]:
     scenario, task = case.scenario, case.task
-    formula = scenario.parse_order(order["order"])
-    row: dict[str, Any] = {"task": task.name, "case": case.case, "sizes": case.record["sizes"], "order": order["order"],
-                           "permutation_id": order["permutation_id"]}
+    name = order["order"]
+    formula = (None if name == SAME_KERNEL else scenario.default_order() if name == OWN_ORDER_SPLICED
+               else scenario.parse_order(name))
+    row: dict[str, Any] = {"task": task.name, "case": case.case, "sizes": case.record["sizes"], "order": name,
+                           "permutation_id": order["permutation_id"], "pass": order.get("pass", 0)}
     started = time.perf_counter()
     check = harness.check_correctness(task, case.launcher(formula), case.case, recheck=False)
     row["correct"] = bool(check.passed)
@@ -74,6 +92,9 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--budget-s", type=float, default=1.0, help="timing budget per order")
     parser.add_argument("--deadline-s", type=float, default=500.0)
     parser.add_argument("--only", default="", help="comma-separated task names")
+    parser.add_argument("--controls", action="store_true", help="also time the kernel against itself and against "
+                        "its own order spliced in")
+    parser.add_argument("--repeat", type=int, default=1, help="measure every order this many times")
     args = parser.parse_args(argv)
     started = time.monotonic()
     plan = json.loads(args.plan.read_text())
@@ -87,7 +108,7 @@ def main(argv: list[str]) -> int:
         if args.only and record["task"] not in args.only.split(","):
             continue
         try:
-            cases.append(Case(record))
+            cases.append(Case(record, args.controls, args.repeat))
         except Exception as err:  # a case that cannot run here is reported, the others go on
             result["errors"].append(f"{record['task']} {record['sizes']}: {type(err).__name__}: {err}")
     while any(c.todo for c in cases) and time.monotonic() - started < args.deadline_s:

@@ -3,13 +3,15 @@
 `simulate(trace, perm, hw)` predicts hit rates and DRAM bytes; `analyze(trace, hw, perm)` explains sharing.
 """
 
-from swizzlelab.sim.analyze import Analysis, Period, Sharing, TensorStats, analyze, index_periods
+from swizzlelab.sim.analyze import (Analysis, FirstWave, Period, Sharing, TensorStats, analyze, first_wave,
+                                    index_periods)
 from swizzlelab.sim.simulate import (DomainStats, Schedule, SimResult, clear_schedule_cache, domain_programs,
                                      footprint_of, own_schedule, simulate, simulate_many)
 
 __all__ = [
     "Analysis",
     "DomainStats",
+    "FirstWave",
     "Period",
     "Schedule",
     "Sharing",
@@ -18,6 +20,7 @@ __all__ = [
     "analyze",
     "clear_schedule_cache",
     "domain_programs",
+    "first_wave",
     "footprint_of",
     "index_periods",
     "own_schedule",

@@ -454,7 +454,7 @@ def _cache_put(cache: dict, key: tuple, entry: tuple, limit: int) -> None:
 # group runs. At least MIN_GROUPS groups, so threads share the work evenly.
 GROUP_BYTES = 256 * 1024
 MIN_GROUPS = 16
-QUEUE_RECORDS = 16384
+QUEUE_RECORDS = 16384  # records a set group's queue holds at least (run_groups; run_share's queues too)
 _GROUP_CACHE: dict[tuple[int, ...], tuple[Any, "SetGroups", Any]] = {}
 
 
@@ -590,7 +590,6 @@ class LlcStats:
 # Sets whose entries fill about this many bytes run together from one queue: with the queue itself they stay in
 # a host core's L2 cache while it runs (measured on matmul 8192 with one thread: see benchmarks/sim_speed).
 SUB_RANGE_BYTES = 256 * 1024
-QUEUE_RECORDS = 16384
 
 
 def _max_step(step_ptr: np.ndarray) -> int:

@@ -15,7 +15,7 @@ from swizzlelab.cli.common import console, k_dir_opt, outputs_option, progress_b
 from swizzlelab.errors import UserError
 from swizzlelab.hw import targets_help
 from swizzlelab.scenario import load_scenario
-from swizzlelab.sim import analyze, footprint_of, simulate_many
+from swizzlelab.sim import CacheGeometry, SimParams, analyze, footprint_of, simulate_many
 from swizzlelab.sim.agreement import RESOLUTION_DRAM_REL, RESOLUTION_HIT_PP, RESOLUTION_TEXT, below_resolution
 
 KERNEL_ORDER = "the kernel's own order"
@@ -112,9 +112,10 @@ def register(app: typer.Typer) -> None:
             job = progress.add_task(f"simulating {len(perms)} order(s) on {scenario.model.name}", total=len(perms))
             done = simulate_many(
                 [(scenario.trace_for(perm), perm) for _, perm in perms], scenario.model,
+                SimParams(progress=progress_model, step_cv=step_cv), engine,
                 on_done=lambda i, r: progress.advance(job), occupancy=scenario.occupancy.programs,
-                assoc=assoc if assoc is not None else "model", footprint=footprint, step_cv=step_cv,
-                wave_sync=scenario.wave_sync, progress=progress_model, engine=engine)
+                geometry=CacheGeometry(assoc if assoc is not None else "model"), footprint=footprint,
+                wave_sync=scenario.wave_sync)
         results = [(label, perm, res) for (label, perm), res in zip(perms, done)]
         close = below_resolution([label for label, _, _ in results], [r.dram_read_bytes for _, _, r in results],
                                  [100 * r.l2_hit_rate for _, _, r in results])

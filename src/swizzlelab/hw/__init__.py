@@ -57,14 +57,14 @@ class HardwareModel:
     # measured with ncu on H100 and H200, benchmarks/sim_validation; docs/hit-rates.md).
     dram_fetch_bytes: int = 32
     # SMs of each GPC, whose programs share the GPC's path to L2: where a kernel is bound by L2 bandwidth, an SM
-    # of a smaller GPC runs faster (the simulator's saturating progress model, sim.simulate). Empty = unknown.
+    # of a smaller GPC runs faster (the simulator's saturating progress model, sim.params). Empty = unknown.
     gpc_sms: tuple[int, ...] = ()
     # The share of a step's time its GPC's bandwidth sets while an L2-bound kernel leaves DRAM idle (an SM's pace is
     # 1 - gpc_bound + gpc_bound x its GPC's SMs / their mean; the saturating progress model). Read from a chip's
     # launches (benchmarks/lab/chips.py), not fitted. 0 = no SM pace.
     gpc_bound: float = 0.0
     # The spread of the time of a step whose read misses share DRAM pages with other reads of its step (the contention
-    # progress model's page_noise; sim.simulate, beside DRAM_PAGE_BYTES, says why). 0 = none.
+    # progress model's page_noise; sim.params, beside DRAM_PAGE_BYTES, says why). 0 = none.
     page_noise: float = 0.0
     aliases: tuple[str, ...] = ()
 

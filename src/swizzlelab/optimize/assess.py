@@ -10,17 +10,17 @@ import numpy as np
 
 from swizzlelab.optimize.records import Prediction, Wave
 from swizzlelab.scenario import Scenario
-from swizzlelab.sim import first_wave, simulate
+from swizzlelab.sim import Engine, SimParams, first_wave, simulate
 
 
-def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers: int | None = None,
-            set_fraction: float = 1.0, engine: str = "auto") -> Prediction:
+def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, engine: Engine | str = "auto",
+            params: SimParams | None = None) -> Prediction:
     """Predicted L2 figures of running the tiles in order `perm` on the target model (`footprint`: the trace's,
-    computed once per run; `workers`: threads for the L2 sets, `set_fraction` < 1: an estimate from a sample of
-    the L2 sets; `engine`: simulate()'s, the same figures on each; see sim.simulate)."""
+    computed once per run; `engine`: simulate()'s, the same figures on each, an estimate from a sample of the L2
+    sets where its set_fraction < 1; `params`: the progress model's, default the target's; see sim.simulate)."""
     model = scenario.model
-    result = simulate(scenario.trace_for(perm), perm, model, occupancy=scenario.occupancy.programs, footprint=footprint,
-                      workers=workers, set_fraction=set_fraction, wave_sync=scenario.wave_sync, engine=engine)
+    result = simulate(scenario.trace_for(perm), perm, model, params, engine, occupancy=scenario.occupancy.programs,
+                      footprint=footprint, wave_sync=scenario.wave_sync)
     dram = result.dram_read_bytes + result.dram_write_bytes
     return Prediction(
         model=result.model,

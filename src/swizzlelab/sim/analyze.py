@@ -15,7 +15,9 @@ from swizzlelab.errors import UserError
 from swizzlelab.hw import HardwareModel, domain_programs, get_model
 from swizzlelab.sim import kernels
 from swizzlelab.fmt import fmt_bytes
-from swizzlelab.sim.simulate import SimResult, compulsory_read_sectors, footprint_of, line_range, simulate
+from swizzlelab.sim.result import SimResult
+from swizzlelab.sim.setup import compulsory_read_sectors, footprint_of, line_range
+from swizzlelab.sim.simulate import simulate
 
 # Dense per-line arrays (~22 bytes a line) are used up to this span of line ids; sparser ids are compacted.
 MAX_DENSE_LINES = 1 << 25

@@ -148,7 +148,7 @@ def _stable_argsort(xp, key):
     return xp.argsort(key) if xp is not np else np.argsort(key, kind="stable")
 
 
-def _kernels():
+def device_kernels():
     # numba.cuda loads here, when the GPU engine first runs: CPU-only commands never pay its start-up.
     _numba_cuda()
     from swizzlelab.sim import gpu_kernels
@@ -190,7 +190,7 @@ def device_free_bytes(xp) -> int:
     return int(free) + int(xp.get_default_memory_pool().free_bytes())
 
 
-def _check_memory(xp, n_access: int, set_bytes: int) -> None:
+def check_memory(xp, n_access: int, set_bytes: int) -> None:
     if xp is np:
         return
     free = device_free_bytes(xp)
@@ -223,7 +223,7 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
     """One domain on the device: (its statistics, its DRAM-bound sectors per stream access or an empty array,
     the whole-line reads of its simulated sets the L2 request coalescer merges: -1 if not asked or a thread's
     table ran out)."""
-    k = _kernels()
+    k = device_kernels()
     walk_kernel, local = k.walk_sets_for(ways, n_partitions, pbits, LOCAL_SETS, SHARED_SETS)
     t0 = time.perf_counter()
     lines, masks, writes, set_home, step_ptr = dev_trace
@@ -233,7 +233,7 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
     d_starts = xp.zeros(steps.size + 1, dtype=np.int64)
     xp.cumsum(step_ptr[d_steps + 1] - step_ptr[d_steps], out=d_starts[1:])
     n = int(d_starts[-1])
-    _check_memory(xp, n, n_sets * n_partitions * ways * 8)
+    check_memory(xp, n, n_sets * n_partitions * ways * 8)
     rec = xp.empty(n, dtype=np.int64)
     shw = xp.empty(n, dtype=np.int32)
     # 16-bit sort keys where the sets allow (every model's L2): the stable radix sort then makes half the passes.

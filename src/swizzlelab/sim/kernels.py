@@ -82,6 +82,11 @@ def near_partition(position: int, n_partitions: int) -> int:
     return int(_bucket(np.int64(position), _UNIT_SALT, np.int64(n_partitions))) if n_partitions > 1 else 0
 
 
+def home_partition(line: int, n_partitions: int) -> int:
+    """The home L2 partition of a line under the hashed set map (`_set_and_home`, set map 0)."""
+    return int(_bucket(np.int64(line), _HOME_SALT, np.int64(n_partitions))) if n_partitions > 1 else 0
+
+
 @njit(cache=True, inline="always")
 def _block_permutation(x: np.int64, limit: np.int64, key: np.uint64) -> np.int64:
     """A pseudo-random permutation of 0..limit-1 chosen by `key`: a 4-round Feistel network on the smallest even

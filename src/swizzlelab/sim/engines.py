@@ -145,8 +145,7 @@ def _sets_pass(run: Run, work: Work, set_home: np.ndarray, record: bool, use_gpu
                                                geometry.pair)
     longest = max_step(step_ptr)
     if use_gpu:
-        gpu_stats, got, coalesced = gpu.run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits,
-                                                     n_partitions, n_sets, n_simulated, ways, record, pair, coalesce)
+        gpu_stats, got, coalesced = gpu.run_sets_gpu(run, set_home, schedules, record, coalesce)
         return {d: gpu_stats.get(d, np.zeros(kernels.N_STATS, dtype=np.int64)) for d, _ in work}, got, coalesced
     groups = set_groups(run.trace, set_home, geometry, n_simulated)
     # With the set-group split, a share runs a range of groups over the domain's schedule; without it (too

@@ -69,7 +69,7 @@ def _open(file: str, inputs: dict):
 def _seconds_per_program(uk, n: int) -> float:
     """CPU seconds one of the launch's `n` programs takes when all are interpreted (lines recorded), from a
     spread sample of them."""
-    from swizzlelab.trace.tracer import _run_guarded, record_accesses
+    from swizzlelab.trace.tracer import run_guarded, record_accesses
 
     name = uk.launcher.kernel.jit_fn.fn.__name__
     sample = sorted({int(i) for i in (j * n // SAMPLE_PROGRAMS for j in range(SAMPLE_PROGRAMS))})
@@ -77,7 +77,7 @@ def _seconds_per_program(uk, n: int) -> float:
     start = time.process_time()
     with record_accesses(True, choose=lambda kernel, before, grid: sample if kernel == name else None):
         with launch.forced():
-            _run_guarded(lambda: launch.wrapper(**launch.arguments), "wrapper")
+            run_guarded(lambda: launch.wrapper(**launch.arguments), "wrapper")
     return (time.process_time() - start) / len(sample)
 
 

@@ -91,7 +91,7 @@ class TimePrediction:
     low: float
     high: float
     time_ms: float | None  # with a measured anchor
-    memory_share: float  # of the kernel's own time, predicted (None-like 0..1); -1 when unknown
+    memory_share: float  # share of the kernel's own time that is memory time (0..1); -1 when unknown
     model: str
     anchor: str
 

@@ -432,7 +432,8 @@ def _require_interpreter(kernel: Any) -> None:
         )
 
 
-def _run_guarded(launch: Callable[[], Any], what: str) -> None:
+def run_guarded(launch: Callable[[], Any], what: str) -> None:
+    """Run a launch under the interpreter, turning the interpreter's own errors into a one-line UserError."""
     from triton.runtime.interpreter import InterpreterError
 
     try:
@@ -482,7 +483,7 @@ def trace_kernel(
         )
     name = getattr(kernel, "__name__", "kernel")
     with record_accesses(skip_arithmetic, real_tensors) as recorder:
-        _run_guarded(lambda: kernel[launch_grid](*args, **(kwargs or {})), f"kernel {name}")
+        run_guarded(lambda: kernel[launch_grid](*args, **(kwargs or {})), f"kernel {name}")
     return recorder.launch(name).to_trace(grid, meta)
 
 
@@ -501,6 +502,6 @@ def trace_call(
     program count equals the tile count of `grid`.
     """
     with record_accesses(skip_arithmetic, real_tensors) as recorder:
-        _run_guarded(launch, kernel_name or "kernel launch")
+        run_guarded(launch, kernel_name or "kernel launch")
     n_programs = int(np.prod(grid)) if grid else None
     return recorder.launch(kernel_name, n_programs).to_trace(grid, meta)

@@ -19,7 +19,7 @@ from swizzlelab.trace.derive import (
     BYTES_PER_ACCESS, Derivation, NotDerivable, TileOps, derive_trace, estimate_accesses, plan_programs, tile_ops,
 )
 from swizzlelab.trace.trace import AccessTrace
-from swizzlelab.trace.tracer import AccessRecorder, LaunchRecord, _Program, _run_guarded, record_accesses
+from swizzlelab.trace.tracer import AccessRecorder, LaunchRecord, _Program, run_guarded, record_accesses
 from swizzlelab.userkernel.launch import Launcher
 from swizzlelab.userkernel.tiles import OwnOrder, SiteSpan, own_order
 
@@ -133,7 +133,7 @@ def _run(launcher: Launcher, name: str, mine: Callable[[int], Collection[int] | 
 
     with record_accesses(True, real_tensors, choose=choose, describe=describe) as recorder:
         with launcher.forced() as proxy:
-            _run_guarded(lambda: launcher.wrapper(**launcher.arguments), f"{launcher.wrapper.__name__}(...)")
+            run_guarded(lambda: launcher.wrapper(**launcher.arguments), f"{launcher.wrapper.__name__}(...)")
     return recorder, [r for r in recorder.launches if r.kernel_name == name], list(proxy.calls)
 
 

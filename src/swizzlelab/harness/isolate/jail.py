@@ -166,6 +166,8 @@ def build_root(libc: Any, root: str, workdir: str, read_paths: list[str], device
     _mount(libc, "tmpfs", root, "tmpfs", MS_NOSUID | MS_NODEV, "mode=0755,size=16m")
     wanted = [p for p in read_paths if os.path.exists(p) and not any(
         p == s or p.startswith(s + "/") for s in SPECIAL)]
+    # An installation or checkout under /tmp (a CI clone, say) is bound once the private /tmp exists, below.
+    under_tmp = [p for p in read_paths if os.path.exists(p) and p.startswith("/tmp/")]
     for path in _outermost(wanted):
         _bind(libc, path, root + path, read_only=True)
     # Merged /usr: /bin, /lib64 ... are links into /usr; new programs need them (the ELF loader's path).
@@ -198,6 +200,8 @@ def build_root(libc: Any, root: str, workdir: str, read_paths: list[str], device
         _bind(libc, "/sys", root + "/sys", read_only=True)
     os.makedirs(root + "/tmp", exist_ok=True)
     _mount(libc, "tmpfs", root + "/tmp", "tmpfs", MS_NOSUID | MS_NODEV, f"mode=1777,size={tmp_bytes}")
+    for path in _outermost(under_tmp):
+        _bind(libc, path, root + path, read_only=True)
     os.makedirs(root + workdir, exist_ok=True)
     _mount(libc, workdir, root + workdir, None, MS_BIND)
     old = root + "/.old-root"
@@ -212,7 +216,7 @@ def build_root(libc: Any, root: str, workdir: str, read_paths: list[str], device
     # The jail's own tmpfs root goes read-only too: only the run's dir, /tmp and /dev/shm stay writable.
     _mount(libc, None, "/", None, MS_REMOUNT | MS_BIND | MS_RDONLY | MS_NOSUID | MS_NODEV)
     os.chdir(workdir)
-    return [f"own mount namespace: a new root with {len(_outermost(wanted))} read-only system and Python paths, "
+    return [f"own mount namespace: a new root with {len(_outermost(wanted + under_tmp))} read-only system and Python paths, "
             f"/etc without secrets, {sum(os.path.exists(d) for d in devices)} device nodes, a private /proc, /tmp "
             f"and /dev/shm; writable: the run's dir"]
 

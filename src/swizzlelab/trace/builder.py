@@ -12,7 +12,7 @@ import numpy as np
 
 from swizzlelab.errors import UserError
 from swizzlelab.fmt import fmt_bytes
-from swizzlelab.trace.trace import AccessTrace, TensorInfo
+from swizzlelab.trace.access_trace import AccessTrace, TensorInfo
 
 _KIND_BLOCK = 0
 _KIND_EXPLICIT = 1

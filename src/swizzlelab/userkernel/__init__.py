@@ -24,7 +24,7 @@ from swizzlelab.userkernel.marked import MarkedKernel, Twin, mark, target_names
 from swizzlelab.userkernel.load import FoundKernel, KernelFile, TuneConfig, load_kernel_file, split_kernel_spec
 from swizzlelab.userkernel.shim import ShimInfo, device_shim, gpu_present
 from swizzlelab.userkernel.tiles import OwnOrder, SiteSpan
-from swizzlelab.userkernel.trace import UserTrace, trace_user_kernel
+from swizzlelab.userkernel.user_trace import UserTrace, trace_user_kernel
 
 
 @dataclass

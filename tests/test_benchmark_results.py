@@ -141,13 +141,13 @@ def test_the_speed_check_can_fail(checker, tmp_path):
 def test_the_committed_validation_table_is_the_current_models():
     """sim_validation.json was fitted at the simulator's defaults and predicts as it does today: its fitted values are
     the defaults, and two rows of an L2-bound kernel (SM pace on each GPU's GPC layout) simulate to the same numbers."""
-    simulate_module = importlib.import_module("swizzlelab.sim.simulate")
+    params_module = importlib.import_module("swizzlelab.sim.params")
     table = json.loads((ROOT / "sim_validation" / archive.SUMMARY).read_text())["table"]
     doc = table["fitted"]
     assert (doc["fitted_step_cv"], doc["fitted_dram_saturation"], doc["fitted_miss_gain"], doc["fitted_lrc_window"]) \
-        == (simulate_module.STEP_TIME_CV_SATURATING, simulate_module.DRAM_SATURATION,
-            simulate_module.SATURATION_MISS_GAIN, simulate_module.LRC_WINDOW)
-    assert doc["fitted_gpc_bound"] == "model" and table["progress_model"] == simulate_module.DEFAULT_PROGRESS
+        == (params_module.STEP_TIME_CV_SATURATING, params_module.DRAM_SATURATION,
+            params_module.SATURATION_MISS_GAIN, params_module.LRC_WINDOW)
+    assert doc["fitted_gpc_bound"] == "model" and table["progress_model"] == params_module.DEFAULT_PROGRESS
     task = load_task("matmul")
     config = task.kernel.GPU_CONFIG
     assert {r["device"] for r in table["anchor_rows"]} == {"NVIDIA H100 80GB HBM3", "NVIDIA H200"}

@@ -11,10 +11,10 @@ import pytest
 
 from swizzlelab.errors import UserError
 from swizzlelab.hw import HardwareModel, get_model
-from swizzlelab.sim import simulate
-from swizzlelab.sim.simulate import domain_seed_of
+from swizzlelab.sim import CacheGeometry, Engine, SimParams, simulate
+from swizzlelab.sim.schedule import domain_seed_of
 from swizzlelab.sim import kernels
-from swizzlelab.sim.kernels import _UNIT_SALT, _bucket
+from swizzlelab.sim.kernels import home_partition, near_partition
 from swizzlelab.trace import AccessTrace, TensorInfo
 
 LINE = 128
@@ -153,7 +153,7 @@ def test_two_partitions_count_the_far_lookup_as_ncu_does(lookup, monkeypatch):
     model = tiny_model(64, units=2, partitions=2)
     tile = read_steps(range(10))
     result = simulate(make_trace([tile, tile]), np.array([0, 1]), model)
-    near = [_bucket(i, _UNIT_SALT, 2) for i in (0, 1)]
+    near = [near_partition(i, 2) for i in (0, 1)]
     assert result.dram_read_bytes == 10 * LINE  # each line read from DRAM once either way
     if near[0] == near[1]:
         assert result.l2_hit_rate == pytest.approx(0.5)
@@ -250,7 +250,7 @@ def test_matches_python_reference_on_random_traces(seed, lookup, step_cv, monkey
     model = tiny_model(int(rng.integers(2, 30)), units=int(rng.integers(1, 4)), domains=domains,
                        fetch_bytes=SECTOR * int(rng.choice([1, 2])))
     occupancy = int(rng.integers(1, 3))
-    got = simulate(trace, perm, model, occupancy=occupancy, step_cv=step_cv, seed=seed + 7)
+    got = simulate(trace, perm, model, SimParams(step_cv=step_cv, seed=seed + 7), occupancy=occupancy)
     want = reference(trace, perm, model, occupancy, step_cv=step_cv, seed=seed + 7)
     assert got.requested_bytes == want["req"] * SECTOR
     assert got.l2_hit_rate == pytest.approx(want["hit"] / want["req"] if want["req"] else 0.0)
@@ -277,25 +277,25 @@ def test_drifting_programs_lose_reuse_that_lockstep_keeps():
     tile = read_steps(range(40))
     trace = make_trace([tile] * 8)
     model = tiny_model(16, units=8)
-    lockstep = simulate(trace, np.arange(8), model, step_cv=0.0)
-    drifting = simulate(trace, np.arange(8), model, step_cv=1.0)
+    lockstep = simulate(trace, np.arange(8), model, SimParams(step_cv=0.0))
+    drifting = simulate(trace, np.arange(8), model, SimParams(step_cv=1.0))
     assert lockstep.l2_hit_rate == pytest.approx(7 / 8)
     assert lockstep.dram_read_bytes == 40 * LINE
     assert drifting.dram_read_bytes > lockstep.dram_read_bytes
     assert drifting.l2_hit_rate < lockstep.l2_hit_rate
     assert drifting.step_cv == 1.0 and lockstep.step_cv == 0.0
-    again = simulate(trace, np.arange(8), model, step_cv=1.0)
+    again = simulate(trace, np.arange(8), model, SimParams(step_cv=1.0))
     assert again.dram_read_bytes == drifting.dram_read_bytes  # same seed, same durations
     with pytest.raises(UserError):
-        simulate(trace, np.arange(8), model, step_cv=1.5)
+        simulate(trace, np.arange(8), model, SimParams(step_cv=1.5))
 
 
 def test_far_store_is_looked_up_near_and_at_home_both_hits():
     model = tiny_model(64, units=2, partitions=2)
     lines = list(range(40))
     result = simulate(make_trace([[[(line, 0xF, True)] for line in lines]]), np.array([0]), model)
-    near = _bucket(0, _UNIT_SALT, 2)
-    far = sum(1 for line in lines if _bucket(line, kernels._HOME_SALT, 2) != near)
+    near = near_partition(0, 2)
+    far = sum(1 for line in lines if home_partition(line, 2) != near)
     assert 0 < far < len(lines)
     assert result.l2_hit_rate == 1.0
     assert result.per_domain[0].lookup_sectors == 4 * (len(lines) + far)
@@ -307,8 +307,8 @@ def test_full_associativity_equals_one_set_and_direct_mapped_is_no_better_when_i
     trace = make_trace([read_steps(list(range(0, 64, 3)) * 4)])
     model = tiny_model(64)
     full = simulate(trace, np.array([0]), model)
-    one_set = simulate(trace, np.array([0]), model, assoc=64)
-    direct = simulate(trace, np.array([0]), model, assoc=1)
+    one_set = simulate(trace, np.array([0]), model, geometry=CacheGeometry(64))
+    direct = simulate(trace, np.array([0]), model, geometry=CacheGeometry(1))
     assert full.l2_hit_rate == one_set.l2_hit_rate == pytest.approx(3 / 4)
     assert direct.l2_hit_rate <= full.l2_hit_rate
 
@@ -345,7 +345,7 @@ def test_bad_inputs_are_one_line_user_errors():
     with pytest.raises(UserError):
         simulate(trace, np.array([0, 1]), model, occupancy=0)
     with pytest.raises(UserError):
-        simulate(trace, np.array([0, 1]), model, assoc=0)
+        simulate(trace, np.array([0, 1]), model, geometry=CacheGeometry(0))
     with pytest.raises(UserError):
         simulate(object(), np.array([0, 1]), model)
     with pytest.raises(UserError) as err:
@@ -364,7 +364,7 @@ def test_domains_on_threads_give_the_serial_result():
     perm = to_permutation(family("grouped", GROUP_M=4), task.tile_grid(case, config),
                           *task.swizzle_args(case, config)).perm
     small = replace(get_model("mi300x"), l2_bytes_per_domain=64 * 1024, l2_effective_bytes_per_domain=64 * 1024)
-    serial = simulate(trace, perm, small, workers=1)
-    threaded = simulate(trace, perm, small, workers=3)
+    serial = simulate(trace, perm, small, engine=Engine(workers=1))
+    threaded = simulate(trace, perm, small, engine=Engine(workers=3))
     assert 0 < serial.l2_hit_rate < 1 and serial.l2_miss_read_bytes > serial.compulsory_read_bytes
     assert replace(threaded, elapsed_s=0.0) == replace(serial, elapsed_s=0.0)

@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from swizzlelab.hw import get_model
-from swizzlelab.sim import simulate
+from swizzlelab.sim import SimParams, simulate
 from swizzlelab.swizzle import to_permutation
 from swizzlelab.tasks import load_task
 
@@ -64,10 +64,10 @@ def test_calibration_repredicts_every_row_and_splits_fit_from_held_out(tmp_path)
     trace = task.access_model(row["case"], config=config)
     perm = to_permutation(task.parse_order(row["order"]), task.tile_grid(row["case"], config),
                           *task.swizzle_args(row["case"], config))
-    direct = simulate(trace, perm, get_model("h100"), occupancy=2, progress="random_walk")
+    direct = simulate(trace, perm, get_model("h100"), SimParams(progress="random_walk"), occupancy=2)
     assert row["new_predicted_l2_hit_pct"] == pytest.approx(100 * direct.l2_hit_rate)
     assert row["new_predicted_dram_read_bytes"] == direct.dram_read_bytes
-    lockstep = simulate(trace, perm, get_model("h100"), occupancy=2, step_cv=0.0, progress="random_walk")
+    lockstep = simulate(trace, perm, get_model("h100"), SimParams(progress="random_walk", step_cv=0.0), occupancy=2)
     assert row["lockstep_new_counting_l2_hit_pct"] == pytest.approx(100 * lockstep.l2_hit_rate)
 
     summary = record["summary"]

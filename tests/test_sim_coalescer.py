@@ -3,15 +3,17 @@ no lookup of its own (ncu does not count it), on NVIDIA models only; the DRAM tr
 
 from __future__ import annotations
 
-import sys
 from dataclasses import replace
 
 import numpy as np
 import pytest
 
 from swizzlelab.errors import UserError
-from swizzlelab.hw import get_model
-from swizzlelab.sim import simulate
+from swizzlelab.hw import domain_programs, get_model
+from swizzlelab.sim import SimParams, footprint_of, simulate
+from swizzlelab.sim.engines import coalesced_sectors
+from swizzlelab.sim.params import L2Geometry, Progress
+from swizzlelab.sim.setup import Run, trace_arrays
 from tests.test_sim import SECTOR, make_trace, tiny_model
 
 FULL = 0xF  # all four sectors of a line
@@ -27,8 +29,8 @@ def test_two_programs_reading_together_make_one_lookup():
     step = [(line, FULL, False) for line in range(4)]
     trace = make_trace([[step], [step]])
     perm = np.arange(2)
-    off = simulate(trace, perm, _nvidia(), occupancy=1, step_cv=0.0, lrc_window=0.0)
-    on = simulate(trace, perm, _nvidia(), occupancy=1, step_cv=0.0, lrc_window=0.5)
+    off = simulate(trace, perm, _nvidia(), SimParams(step_cv=0.0, lrc_window=0.0), occupancy=1)
+    on = simulate(trace, perm, _nvidia(), SimParams(step_cv=0.0, lrc_window=0.5), occupancy=1)
     assert off.l2_hit_rate == pytest.approx(0.5)
     assert off.coalesced_bytes == 0
     assert on.coalesced_bytes == 16 * SECTOR
@@ -41,7 +43,7 @@ def test_two_programs_reading_together_make_one_lookup():
 def test_a_programs_own_rereads_are_separate_lookups():
     # One program reads line 0 in two consecutive steps: the hardware looks up each load (the histogram's channels).
     trace = make_trace([[[(0, FULL, False)], [(0, FULL, False)]]])
-    on = simulate(trace, np.arange(1), _nvidia(units=1), occupancy=1, step_cv=0.0, lrc_window=5.0)
+    on = simulate(trace, np.arange(1), _nvidia(units=1), SimParams(step_cv=0.0, lrc_window=5.0), occupancy=1)
     assert on.coalesced_bytes == 0
     assert on.l2_hit_rate == pytest.approx(0.5)
 
@@ -50,7 +52,7 @@ def test_a_programs_own_rereads_are_separate_lookups():
 def test_only_reads_within_the_window_join(window, joined):
     # One slot: program 1 reads line 0 one mean step time after program 0 did.
     trace = make_trace([[[(0, FULL, False)]], [[(0, FULL, False)]]])
-    on = simulate(trace, np.arange(2), _nvidia(units=1), occupancy=1, step_cv=0.0, lrc_window=window)
+    on = simulate(trace, np.arange(2), _nvidia(units=1), SimParams(step_cv=0.0, lrc_window=window), occupancy=1)
     assert on.coalesced_bytes == (4 * SECTOR if joined else 0)
     assert on.l2_hit_rate == pytest.approx(0.0 if joined else 0.5)
 
@@ -58,7 +60,7 @@ def test_only_reads_within_the_window_join(window, joined):
 def test_writes_are_never_coalesced():
     step = [(line, FULL, True) for line in range(4)]
     trace = make_trace([[step], [step]])
-    on = simulate(trace, np.arange(2), _nvidia(), occupancy=1, step_cv=0.0, lrc_window=1.0)
+    on = simulate(trace, np.arange(2), _nvidia(), SimParams(step_cv=0.0, lrc_window=1.0), occupancy=1)
     assert on.coalesced_bytes == 0
 
 
@@ -72,8 +74,8 @@ def test_each_coalesced_sector_is_one_lookup_and_one_hit_less():
     trace = make_trace(tiles)
     perm = rng.permutation(len(tiles))
     model = _nvidia(capacity_lines=16, units=4, partitions=2)
-    off = simulate(trace, perm, model, occupancy=2, step_cv=0.3, lrc_window=0.0)
-    on = simulate(trace, perm, model, occupancy=2, step_cv=0.3, lrc_window=0.3)
+    off = simulate(trace, perm, model, SimParams(step_cv=0.3, lrc_window=0.0), occupancy=2)
+    on = simulate(trace, perm, model, SimParams(step_cv=0.3, lrc_window=0.3), occupancy=2)
     assert on.coalesced_bytes > 0
     assert (on.dram_read_bytes, on.requested_bytes, on.fabric_bytes) == (off.dram_read_bytes, off.requested_bytes,
                                                                          off.fabric_bytes)
@@ -87,7 +89,7 @@ def test_reads_of_part_of_a_line_are_not_coalesced():
     # The narrow transpose, the histogram and spmv read single sectors: the H100 merged none of them.
     step = [(line, 0x1, False) for line in range(4)]
     trace = make_trace([[step], [step]])
-    on = simulate(trace, np.arange(2), _nvidia(), occupancy=1, step_cv=0.0, lrc_window=1.0)
+    on = simulate(trace, np.arange(2), _nvidia(), SimParams(step_cv=0.0, lrc_window=1.0), occupancy=1)
     assert on.coalesced_bytes == 0
     assert on.l2_hit_rate == pytest.approx(0.5)
 
@@ -95,7 +97,7 @@ def test_reads_of_part_of_a_line_are_not_coalesced():
 def test_amd_models_have_no_coalescer():
     trace = make_trace([[[(line, FULL, False) for line in range(4)]]] * 2)
     amd = replace(tiny_model(64, units=2), vendor="amd")
-    on = simulate(trace, np.arange(2), amd, occupancy=1, step_cv=0.0, lrc_window=1.0)
+    on = simulate(trace, np.arange(2), amd, SimParams(step_cv=0.0, lrc_window=1.0), occupancy=1)
     assert on.coalesced_bytes == 0 and on.lrc_window == 0.0
 
 
@@ -103,7 +105,7 @@ def test_amd_models_have_no_coalescer():
 def test_bad_windows_are_refused(bad):
     trace = make_trace([[[(0, FULL, False)]]])
     with pytest.raises(UserError, match="lrc_window"):
-        simulate(trace, np.arange(1), get_model("h100"), lrc_window=bad)
+        simulate(trace, np.arange(1), get_model("h100"), SimParams(lrc_window=bad))
 
 
 @pytest.mark.parametrize("seed", range(5))
@@ -111,22 +113,22 @@ def test_the_set_group_count_equals_the_whole_stream_count(seed):
     # The coalescer counted group by group of the set-partitioned engine's split (on threads, reads older than the
     # window forgotten) gives the serial kernel's count on random traces: full and partial reads, writes, a
     # program's own re-reads, two partitions, a random-walk schedule with ties and long gaps.
-    sim = sys.modules["swizzlelab.sim.simulate"]
     rng = np.random.default_rng(300 + seed)
     tiles = [[[(int(rng.integers(0, 120)), int(rng.choice([FULL, FULL, FULL, 0x3])), bool(rng.random() < 0.15))
                for _ in range(int(rng.integers(1, 9)))] for _ in range(int(rng.integers(1, 8)))]
              for _ in range(int(rng.integers(20, 80)))]
     trace = make_trace(tiles)
-    lines, masks, writes, step_ptr, tile_step_ptr = sim._trace_arrays(trace)
     perm = rng.permutation(len(tiles))
     model = _nvidia(64, units=4, partitions=2)
-    work = list(enumerate(sim.domain_programs(perm, model)))
-    popcount = sim.kernels.popcount_table()
-    n_lines = sim.footprint_of(trace)[0]
+    work = list(enumerate(domain_programs(perm, model)))
+    n_lines = footprint_of(trace)[0]
     for window in (0.05, 0.5, 3.0):
-        args = (work, lines, masks, writes, step_ptr, tile_step_ptr, 8, 2, 0.7, seed, 2, 0, 0.0, window, n_lines,
-                popcount, FULL)
-        serial = sim._coalescing(*args)
-        assert serial > 0 or window == 0.05
-        assert sim._coalescing(*args, sets=(8, 4, 8, 0)) == serial
-        assert sim._coalescing(*args, sets=(8, 4, 8, 1)) == serial  # the count does not depend on the set map
+        counts = []
+        for set_map in (0, 1):  # the count does not depend on the set map
+            geometry = L2Geometry(n_partitions=2, capacity=32, n_sets=8, assoc=4, set_map=set_map, pair=0)
+            run = Run(model=model, trace=trace_arrays(trace), geometry=geometry,
+                      progress=Progress("random_walk", step_cv=0.7, seed=seed, lrc_window=window), n_slots=8,
+                      n_workers=2, n_simulated=8)
+            counts += [coalesced_sectors(run, work, n_lines, FULL, grouped) for grouped in (False, True)]
+        assert counts[0] > 0 or window == 0.05
+        assert counts == [counts[0]] * 4

@@ -10,7 +10,7 @@ import pytest
 
 from swizzlelab.errors import UserError
 from swizzlelab.hw import get_model
-from swizzlelab.sim import kernels, simulate
+from swizzlelab.sim import Engine, SimParams, kernels, simulate
 from tests.test_sim import SECTOR, make_trace, read_steps, reference, tiny_model
 from tests.test_sim_hit_speedup import BEFORE, _matmul
 
@@ -20,14 +20,15 @@ def test_drift_decay_zero_gives_the_earlier_results(engine):
     # BEFORE: matmul 1024x768x512 column-major, H100 with a 256 KB L2, step_cv 0.5, pinned before drift decay existed.
     trace, perm = _matmul()
     small = replace(get_model("h100"), l2_bytes_per_domain=256 * 1024, l2_effective_bytes_per_domain=256 * 1024)
-    result = simulate(trace, perm, small, occupancy=2, engine=engine, workers=1, step_cv=0.5, drift_decay=0.0,
-                      progress="random_walk", lrc_window=0.0)
+    result = simulate(trace, perm, small,
+                      SimParams(progress="random_walk", step_cv=0.5, drift_decay=0.0, lrc_window=0.0),
+                      Engine(engine, workers=1), occupancy=2)
     got = (sum(d.hit_sectors for d in result.per_domain), sum(d.lookup_sectors for d in result.per_domain),
            sum(d.dram_read_bytes for d in result.per_domain), result.dram_write_bytes)
     assert got == BEFORE["h100"]
     assert result.drift_decay == 0.0
-    decayed = simulate(trace, perm, small, occupancy=2, engine=engine, workers=1, step_cv=0.5, drift_decay=0.05,
-                       lrc_window=0.0)
+    decayed = simulate(trace, perm, small, SimParams(step_cv=0.5, drift_decay=0.05, lrc_window=0.0),
+                       Engine(engine, workers=1), occupancy=2)
     assert decayed.drift_decay == 0.05
     assert decayed.dram_read_bytes != result.dram_read_bytes  # the parameter reaches this engine
 
@@ -42,7 +43,7 @@ def test_matches_python_reference_with_drift_decay(seed):
     perm = rng.permutation(len(tiles))
     model = tiny_model(int(rng.integers(2, 30)), units=int(rng.integers(1, 4)), domains=int(rng.choice([1, 3])))
     for decay in (0.05, 0.5, 1.0):
-        got = simulate(trace, perm, model, occupancy=2, step_cv=0.8, seed=seed, drift_decay=decay)
+        got = simulate(trace, perm, model, SimParams(step_cv=0.8, seed=seed, drift_decay=decay), occupancy=2)
         want = reference(trace, perm, model, 2, step_cv=0.8, seed=seed, drift_decay=decay)
         assert got.dram_read_bytes == want["read"] * SECTOR
         assert sum(d.line_hits for d in got.per_domain) == want["line_hits"]
@@ -74,9 +75,9 @@ def test_drift_decay_bounds_the_drift_that_step_cv_alone_lets_grow():
 def test_lockstep_is_the_same_with_any_drift_decay():
     trace = make_trace([read_steps(range(40))] * 8)
     model = tiny_model(16, units=8)
-    lockstep = simulate(trace, np.arange(8), model, step_cv=0.0)
+    lockstep = simulate(trace, np.arange(8), model, SimParams(step_cv=0.0))
     for decay in (0.1, 1.0):
-        also = simulate(trace, np.arange(8), model, step_cv=0.0, drift_decay=decay)
+        also = simulate(trace, np.arange(8), model, SimParams(step_cv=0.0, drift_decay=decay))
         assert (also.l2_hit_rate, also.dram_read_bytes) == (lockstep.l2_hit_rate, lockstep.dram_read_bytes)
 
 
@@ -86,8 +87,8 @@ def test_drift_decay_keeps_sharing_programs_together():
     # keep all of it.
     trace = make_trace([read_steps(range(40))] * 8)
     model = tiny_model(16, units=8)
-    drifting = simulate(trace, np.arange(8), model, step_cv=1.0)
-    pulled = simulate(trace, np.arange(8), model, step_cv=1.0, drift_decay=0.5)
+    drifting = simulate(trace, np.arange(8), model, SimParams(step_cv=1.0))
+    pulled = simulate(trace, np.arange(8), model, SimParams(step_cv=1.0, drift_decay=0.5))
     assert drifting.dram_read_bytes > pulled.dram_read_bytes
     assert drifting.l2_hit_rate < pulled.l2_hit_rate == pytest.approx(7 / 8)  # lockstep's: every line fetched once
 
@@ -96,7 +97,7 @@ def test_drift_decay_keeps_sharing_programs_together():
 def test_drift_decay_out_of_range_is_a_user_error(bad):
     trace = make_trace([read_steps(range(4))])
     with pytest.raises(UserError, match="drift_decay"):
-        simulate(trace, np.arange(1), tiny_model(16), drift_decay=bad)
+        simulate(trace, np.arange(1), tiny_model(16), SimParams(drift_decay=bad))
 
 
 def test_engines_agree_with_drift_decay():
@@ -104,7 +105,8 @@ def test_engines_agree_with_drift_decay():
     # engine runs it inside the cache walk: the same drift decay must give both the same counts.
     trace, perm = _matmul()
     small = replace(get_model("h100"), l2_bytes_per_domain=256 * 1024, l2_effective_bytes_per_domain=256 * 1024)
-    runs = [simulate(trace, perm, small, occupancy=2, engine=engine, workers=1, step_cv=0.7, drift_decay=0.01)
+    runs = [simulate(trace, perm, small, SimParams(step_cv=0.7, drift_decay=0.01), Engine(engine, workers=1),
+                     occupancy=2)
             for engine in ("sets", "list")]
     counts = [(sum(d.hit_sectors for d in r.per_domain), sum(d.lookup_sectors for d in r.per_domain),
                r.dram_read_bytes, r.dram_write_bytes) for r in runs]

@@ -12,14 +12,26 @@ import numpy as np
 import pytest
 
 from swizzlelab.hw import get_model
-from swizzlelab.sim import simulate
+from swizzlelab.sim import CacheGeometry, Engine, SimParams, clear_schedule_cache, domain_programs, kernels, simulate
+from swizzlelab.sim.params import L2Geometry, Progress
+from swizzlelab.sim.schedule import domain_schedules, domain_seed_of, schedule_cache_size
+from swizzlelab.sim.setup import Run, TraceArrays
 from swizzlelab.swizzle import family, to_permutation
 from swizzlelab.tasks import load_task
 from tests.test_sim import make_trace, tiny_model
 
 KB = 1024
-# The module (swizzlelab.sim.simulate is also the name of its function in swizzlelab.sim).
-simulate_module = importlib.import_module("swizzlelab.sim.simulate")
+engines_module = importlib.import_module("swizzlelab.sim.engines")
+
+
+def schedule_run(step_ptr, tile_step_ptr, model, progress, n_slots=4, n_partitions=2, wave_chunk=0) -> Run:
+    """A run over a trace of one line per step (schedules read only its pointers)."""
+    n = int(step_ptr[-1])
+    trace = TraceArrays(np.arange(n, dtype=np.int64), np.ones(n, np.uint8), np.zeros(n, np.bool_), step_ptr,
+                        tile_step_ptr)
+    geometry = L2Geometry(n_partitions=n_partitions, capacity=1, n_sets=1, assoc=None, set_map=0, pair=0)
+    return Run(model=model, trace=trace, geometry=geometry, progress=progress, n_slots=n_slots, n_workers=1,
+               n_simulated=1, wave_chunk=wave_chunk)
 
 
 def _comparable(result):
@@ -54,15 +66,17 @@ def test_sets_engine_equals_list_engine_on_task_traces(name, case, order, target
     model = get_model(target)
     small = replace(model, l2_bytes_per_domain=l2_kb * KB, l2_effective_bytes_per_domain=l2_kb * KB)
     # The linked-list engine runs the random walk only (the saturating model needs sets), so both engines run it.
-    want = simulate(trace, perm, small, occupancy=2, assoc=assoc, engine="list", workers=1, progress="random_walk")
+    want = simulate(trace, perm, small, SimParams(progress="random_walk"), Engine("list", workers=1),
+                    geometry=CacheGeometry(assoc), occupancy=2)
     assert want.per_domain[0].evictions > 0  # the caches are under pressure
     results, saturating = [], []
     for workers in (1, 3):
-        got = simulate(trace, perm, small, occupancy=2, assoc=assoc, engine="sets", workers=workers,
-                       progress="random_walk")
+        got = simulate(trace, perm, small, SimParams(progress="random_walk"), Engine("sets", workers=workers),
+                       geometry=CacheGeometry(assoc), occupancy=2)
         assert _comparable(got) == _comparable(want)
         results.append(replace(got, elapsed_s=0.0))
-        saturating.append(replace(simulate(trace, perm, small, occupancy=2, assoc=assoc, workers=workers),
+        saturating.append(replace(simulate(trace, perm, small, engine=Engine(workers=workers),
+                                           geometry=CacheGeometry(assoc), occupancy=2),
                                   elapsed_s=0.0))
     # The memory-side cache (AMD) replays on threads too: the whole result does not depend on them, nor does the
     # default progress model's.
@@ -82,8 +96,9 @@ def test_sets_engine_equals_list_engine_on_random_traces(seed):
     partitions = int(rng.choice([1, 2]))
     model = tiny_model(48, units=2 * partitions, domains=int(rng.choice([1, 3])), partitions=partitions)
     for assoc in (1, 4, 48):
-        want = simulate(trace, perm, model, occupancy=2, assoc=assoc, engine="list", workers=1)
-        got = simulate(trace, perm, model, occupancy=2, assoc=assoc, engine="sets", workers=3)
+        want = simulate(trace, perm, model, engine=Engine("list", workers=1), geometry=CacheGeometry(assoc),
+                        occupancy=2)
+        got = simulate(trace, perm, model, engine=Engine("sets", workers=3), geometry=CacheGeometry(assoc), occupancy=2)
         assert _comparable(got) == _comparable(want)
 
 
@@ -99,11 +114,12 @@ def test_streaming_shares_equal_the_set_group_split(seed, monkeypatch):
     trace = make_trace(tiles)
     perm = rng.permutation(len(tiles))
     model = tiny_model(64, units=4, domains=1 + 2 * (seed % 2), partitions=2)
-    want = simulate(trace, perm, model, occupancy=2, assoc=4, engine="list", workers=1)
-    grouped = simulate(trace, perm, model, occupancy=2, assoc=4, engine="sets", workers=3)
-    monkeypatch.setattr(simulate_module, "set_groups", lambda *args, **kwargs: None)
+    want = simulate(trace, perm, model, engine=Engine("list", workers=1), geometry=CacheGeometry(4), occupancy=2)
+    grouped = simulate(trace, perm, model, engine=Engine("sets", workers=3), geometry=CacheGeometry(4), occupancy=2)
+    monkeypatch.setattr(engines_module, "set_groups", lambda *args, **kwargs: None)
     for workers in (1, 3):
-        streamed = simulate(trace, perm, model, occupancy=2, assoc=4, engine="sets", workers=workers)
+        streamed = simulate(trace, perm, model, engine=Engine("sets", workers=workers), geometry=CacheGeometry(4),
+                            occupancy=2)
         assert _comparable(streamed) == _comparable(want) == _comparable(grouped)
 
 
@@ -114,7 +130,7 @@ def test_default_model_is_set_associative_and_fully_associative_stays_available(
     default = simulate(trace, perm, model)
     assert default.assoc == model.l2_ways
     full = simulate(trace, perm, replace(model, l2_bytes_per_domain=512 * KB, l2_effective_bytes_per_domain=512 * KB),
-                    assoc=None)
+                    geometry=CacheGeometry(None))
     assert full.assoc is None
 
 
@@ -125,17 +141,18 @@ def test_a_sample_of_sets_estimates_the_whole_cache():
     for progress in ("random_walk", "saturating"):  # the saturating model samples under the exact schedule
         for spec in ("identity", "grouped"):
             perm = to_permutation(family(spec), grid, args, consts).perm
-            exact = simulate(trace, perm, model, occupancy=2, progress=progress)
-            sampled = simulate(trace, perm, model, occupancy=2, set_fraction=0.25, progress=progress)
+            exact = simulate(trace, perm, model, SimParams(progress=progress), occupancy=2)
+            sampled = simulate(trace, perm, model, SimParams(progress=progress), Engine(set_fraction=0.25), occupancy=2)
             assert sampled.set_fraction == 0.25 and exact.set_fraction == 1.0
             assert abs(sampled.l2_hit_rate - exact.l2_hit_rate) < 0.01
             assert abs(sampled.dram_read_bytes - exact.dram_read_bytes) < 0.05 * exact.dram_read_bytes
             results[progress, spec] = (exact.dram_read_bytes, sampled.dram_read_bytes)
     # The saturating model keeps these orders' programs together (a 2 MB L2 here), so it predicts far fewer reads
     # (0.75x at its step_cv 0.3, 0.54x at 0.2).
-    assert all(results["saturating", spec][0] < 0.8 * results["random_walk", spec][0] for spec in ("identity", "grouped"))
+    assert all(results["saturating", spec][0] < 0.8 * results["random_walk", spec][0] for spec in ("identity",
+                                                                                                   "grouped"))
     with pytest.raises(Exception, match="set_fraction"):
-        simulate(trace, np.arange(int(np.prod(grid))), model, set_fraction=0.0)
+        simulate(trace, np.arange(int(np.prod(grid))), model, engine=Engine(set_fraction=0.0))
 
 
 def test_schedules_of_launch_positions_equal_the_direct_schedule_for_every_order():
@@ -147,24 +164,24 @@ def test_schedules_of_launch_positions_equal_the_direct_schedule_for_every_order
     tile_step_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
     step_ptr = np.arange(tile_step_ptr[-1] + 1, dtype=np.int64)
     model = tiny_model(64, units=4, domains=3, partitions=2)
-    kernels = simulate_module.kernels
-    simulate_module.clear_schedule_cache()
+    clear_schedule_cache()
     orders = [rng.permutation(counts.size) for _ in range(3)]
     # Two orders that launch tiles of the same step counts in the same places share one cached schedule.
     same_counts = orders[0].copy()
     equal = np.flatnonzero(counts[same_counts] == counts[same_counts][0])
     same_counts[equal] = same_counts[equal[::-1]]
     for order in [*orders, same_counts]:
-        work = list(enumerate(simulate_module.domain_programs(order, model)))
+        work = list(enumerate(domain_programs(order, model)))
         for cv in (0.0, 0.5):
-            got = simulate_module._domain_schedules(work, step_ptr, tile_step_ptr, 4, 2, cv, 11)
+            got = domain_schedules(schedule_run(step_ptr, tile_step_ptr, model, Progress("random_walk", cv, 11)),
+                                   work)
             for d, programs in work:
                 want = kernels.schedule_domain(step_ptr, tile_step_ptr, np.ascontiguousarray(programs), np.int64(4),
                                                np.int64(2), np.float64(cv),
-                                               np.uint64(simulate_module.domain_seed_of(11, d)), np.zeros(0))
+                                               np.uint64(domain_seed_of(11, d)), np.zeros(0))
                 assert all(np.array_equal(a, b) for a, b in zip(got[d], want)), (d, cv)
     # 3 random orders x 2 cv x 3 domains; the fourth order found its schedules in the cache.
-    assert len(simulate_module._SCHEDULE_CACHE) == 18
+    assert schedule_cache_size() == 18
 
 
 def test_memory_side_cache_replay_does_not_depend_on_its_step_length(monkeypatch):
@@ -175,9 +192,10 @@ def test_memory_side_cache_replay_does_not_depend_on_its_step_length(monkeypatch
     model = get_model("mi300x")
     small = replace(model, l2_bytes_per_domain=16 * KB, l2_effective_bytes_per_domain=16 * KB, llc_bytes=256 * KB)
     results = []
-    for step in (1, 7, simulate_module.LLC_STEP):
-        monkeypatch.setattr(simulate_module, "LLC_STEP", step)
-        results.append(replace(simulate(trace, perm, small, occupancy=2, engine="sets", workers=2), elapsed_s=0.0))
+    for step in (1, 7, engines_module.LLC_STEP):
+        monkeypatch.setattr(engines_module, "LLC_STEP", step)
+        results.append(replace(simulate(trace, perm, small, engine=Engine("sets", workers=2), occupancy=2),
+                               elapsed_s=0.0))
     assert 0.0 < results[0].llc_hit_rate < 1.0  # the replay saw both hits and misses
     assert results[0] == results[1] == results[2]
 
@@ -217,11 +235,14 @@ def test_interleaved_set_map_fills_sets_evenly_and_both_engines_run_it():
     trace, grid, args, consts = _task_trace(*CASES[0][:2])
     perm = to_permutation(CASES[0][2], grid, args, consts).perm
     hashed = replace(get_model("h100"), l2_bytes_per_domain=96 * KB, l2_effective_bytes_per_domain=96 * KB)
-    other = simulate(trace, perm, hashed, occupancy=2, assoc=4, engine="sets", workers=3, progress="random_walk")
+    other = simulate(trace, perm, hashed, SimParams(progress="random_walk"), Engine("sets", workers=3),
+                     geometry=CacheGeometry(4), occupancy=2)
     for set_map in ("interleave", "permute"):
         mapped = replace(hashed, l2_set_map=set_map)
-        want = simulate(trace, perm, mapped, occupancy=2, assoc=4, engine="list", workers=1, progress="random_walk")
-        got = simulate(trace, perm, mapped, occupancy=2, assoc=4, engine="sets", workers=3, progress="random_walk")
+        want = simulate(trace, perm, mapped, SimParams(progress="random_walk"), Engine("list", workers=1),
+                        geometry=CacheGeometry(4), occupancy=2)
+        got = simulate(trace, perm, mapped, SimParams(progress="random_walk"), Engine("sets", workers=3),
+                       geometry=CacheGeometry(4), occupancy=2)
         assert _comparable(got) == _comparable(want)
         assert other.per_domain[0].evictions != got.per_domain[0].evictions  # the map reaches the kernels
     with pytest.raises(UserError, match="l2_set_map"):

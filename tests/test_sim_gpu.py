@@ -29,7 +29,7 @@ from dataclasses import replace
 import numpy as np
 from swizzlelab.errors import UserError
 from swizzlelab.hw import get_model
-from swizzlelab.sim import gpu as sim_gpu, simulate
+from swizzlelab.sim import CacheGeometry, Engine, SimParams, gpu as sim_gpu, simulate
 from swizzlelab.swizzle import family, to_permutation
 from swizzlelab.tasks import load_task
 sys.path.insert(0, sys.argv[1])
@@ -69,17 +69,20 @@ for name, case, order, target, kb, assoc in [
     model = get_model(target)
     small = replace(model, l2_bytes_per_domain=kb * 1024, l2_effective_bytes_per_domain=kb * 1024,
                     llc_bytes=min(model.llc_bytes, 64 * 1024))
-    cpu = simulate(trace, perm, small, occupancy=2, assoc=assoc, engine="sets", workers=2)
-    dev = simulate(trace, perm, small, occupancy=2, assoc=assoc, engine="gpu")
-    part = simulate(trace, perm, small, occupancy=2, assoc=assoc, engine="gpu", set_fraction=0.5)
-    part_cpu = simulate(trace, perm, small, occupancy=2, assoc=assoc, engine="sets", set_fraction=0.5)
+    cpu = simulate(trace, perm, small, engine=Engine("sets", workers=2), geometry=CacheGeometry(assoc), occupancy=2)
+    dev = simulate(trace, perm, small, engine="gpu", geometry=CacheGeometry(assoc), occupancy=2)
+    part = simulate(trace, perm, small, engine=Engine("gpu", set_fraction=0.5), geometry=CacheGeometry(assoc),
+                    occupancy=2)
+    part_cpu = simulate(trace, perm, small, engine=Engine("sets", set_fraction=0.5), geometry=CacheGeometry(assoc),
+                        occupancy=2)
     same_global = True
     if assoc == 16:  # the models' geometry: sets in each thread's local memory (default), in shared, in global
         sim_gpu.SHARED_SETS = True
-        same_global = same(cpu, simulate(trace, perm, small, occupancy=2, assoc=assoc, engine="gpu"))
+        same_global = same(cpu, simulate(trace, perm, small, engine="gpu", geometry=CacheGeometry(assoc), occupancy=2))
         sim_gpu.SHARED_SETS = False
         sim_gpu.LOCAL_SETS = False
-        same_global = same_global and same(cpu, simulate(trace, perm, small, occupancy=2, assoc=assoc, engine="gpu"))
+        same_global = same_global and same(cpu, simulate(trace, perm, small, engine="gpu",
+                                                         geometry=CacheGeometry(assoc), occupancy=2))
         sim_gpu.LOCAL_SETS = True
     out.append({"case": f"{name} {target}", "same": same(cpu, dev) and same_global,
                 "same_sampled": same(part_cpu, part),
@@ -93,8 +96,8 @@ for seed in range(3):
     trace = make_trace(tiles)
     perm = rng.permutation(len(tiles))
     model = tiny_model(48, units=4, domains=1 + 2 * (seed % 2), partitions=2)
-    want = simulate(trace, perm, model, occupancy=2, assoc=4, engine="list", workers=1)
-    got = simulate(trace, perm, model, occupancy=2, assoc=4, engine="gpu")
+    want = simulate(trace, perm, model, engine=Engine("list", workers=1), geometry=CacheGeometry(4), occupancy=2)
+    got = simulate(trace, perm, model, engine="gpu", geometry=CacheGeometry(4), occupancy=2)
     out.append({"case": f"random {seed}", "same": same(replace(want, dram_read_bytes=0, llc_hit_rate=None),
                                                       replace(got, dram_read_bytes=0, llc_hit_rate=None)),
                 "same_sampled": True, "evictions": sum(d.evictions for d in want.per_domain),
@@ -127,26 +130,27 @@ for seed in range(2):
     perm = rng.permutation(len(tiles))
     model = tiny_model(64, units=4, domains=1 + seed, partitions=2)
     for fraction, speedup in ((1.0, 0.0), (0.5, 0.0), (1.0, 0.05)):
-        cpu = simulate(trace, perm, model, occupancy=2, assoc=4, engine="sets", workers=1, set_fraction=fraction,
-                       hit_speedup=speedup)
+        cpu = simulate(trace, perm, model, SimParams(hit_speedup=speedup),
+                       Engine("sets", workers=1, set_fraction=fraction), geometry=CacheGeometry(4), occupancy=2)
         for expand in ("lanes", "thread"):
             for sort in ("gather2", "gather3"):
                 sim_gpu.EXPAND, sim_gpu.SORT = expand, sort
-                got = simulate(trace, perm, model, occupancy=2, assoc=4, engine="gpu", set_fraction=fraction,
-                               hit_speedup=speedup)
+                got = simulate(trace, perm, model, SimParams(hit_speedup=speedup), Engine("gpu", set_fraction=fraction),
+                               geometry=CacheGeometry(4), occupancy=2)
                 out.append({"case": f"seed {seed} fraction {fraction} speedup {speedup} {expand} {sort}",
                             "same": same(cpu, got), "evictions": sum(d.evictions for d in cpu.per_domain)})
 # A domain whose stream has no access at all (its programs' steps are all empty).
 trace = make_trace([[[]] * 3, [[], [(5, 3, False)]], [[]]])
 model = tiny_model(64, units=4, domains=2, partitions=2)
-cpu = simulate(trace, np.array([2, 0, 1]), model, occupancy=2, assoc=4, engine="sets", workers=1)
+cpu = simulate(trace, np.array([2, 0, 1]), model, engine=Engine("sets", workers=1), geometry=CacheGeometry(4),
+               occupancy=2)
 for expand in ("lanes", "thread"):
     for sort in ("gather2", "gather3"):
         sim_gpu.EXPAND, sim_gpu.SORT = expand, sort
-        got = simulate(trace, np.array([2, 0, 1]), model, occupancy=2, assoc=4, engine="gpu")
+        got = simulate(trace, np.array([2, 0, 1]), model, engine="gpu", geometry=CacheGeometry(4), occupancy=2)
         out.append({"case": f"empty domain {expand} {sort}", "same": same(cpu, got), "evictions": 1,
                     "accesses": got.line_accesses})
-print(json.dumps({"rows": out, "lanes": sim_gpu._kernels().EXPAND_LANES,
+print(json.dumps({"rows": out, "lanes": sim_gpu.device_kernels().EXPAND_LANES,
                   "empty_steps": int(np.sum(np.diff(trace.step_ptr) == 0))}))
 """
 
@@ -163,7 +167,7 @@ def test_gpu_stream_variants_equal_the_cpu_engine_with_empty_and_long_steps():
 # The L2 request coalescer counted on the device (gpu_kernels.coalesce_sets) equals the CPU's count: exact and
 # sampled sets, saturating and random-walk progress, and with a one-entry table, which runs out, so the CPU counts.
 COALESCE_CHILD = r"""
-from swizzlelab.sim import gpu_kernels, simulate_many
+from swizzlelab.sim import Engine, SimParams, gpu_kernels, simulate_many
 task = load_task("matmul")
 config = task.kernel.GPU_CONFIG
 case = {"m": 512, "n": 512, "k": 128}
@@ -177,19 +181,20 @@ perms = [to_permutation(family(spec, **params), task.tile_grid(case, config), ar
 for perm, runs in ((perms[0], ((1.0, "saturating"), (0.5, "saturating"), (1.0, "random_walk"))),
                    (perms[1], ((1.0, "saturating"),))):
     for fraction, progress in runs:
-        cpu = simulate(trace, perm, small, occupancy=2, engine="sets", workers=2, set_fraction=fraction,
-                       progress=progress)
-        dev = simulate(trace, perm, small, occupancy=2, engine="gpu", set_fraction=fraction, progress=progress)
+        cpu = simulate(trace, perm, small, SimParams(progress=progress),
+                       Engine("sets", workers=2, set_fraction=fraction), occupancy=2)
+        dev = simulate(trace, perm, small, SimParams(progress=progress), Engine("gpu", set_fraction=fraction),
+                       occupancy=2)
         out.append({"case": f"{fraction} {progress}", "same": same(cpu, dev), "coalesced": cpu.coalesced_bytes,
                     "on_device": dict(sim_gpu.LAST_COALESCE)})
     gpu_kernels.COALESCE_SLOTS = 1
-    dev = simulate(trace, perm, small, occupancy=2, engine="gpu", progress="saturating")
+    dev = simulate(trace, perm, small, SimParams(progress="saturating"), "gpu", occupancy=2)
     gpu_kernels.COALESCE_SLOTS = 64
-    cpu = simulate(trace, perm, small, occupancy=2, engine="sets", workers=2, progress="saturating")
+    cpu = simulate(trace, perm, small, SimParams(progress="saturating"), Engine("sets", workers=2), occupancy=2)
     out.append({"case": "one entry", "same": same(cpu, dev), "coalesced": cpu.coalesced_bytes,
                 "on_device": dict(sim_gpu.LAST_COALESCE)})
 many = simulate_many([(trace, p) for p in perms], small, occupancy=2, engine="gpu", concurrency=2)
-alone = [simulate(trace, p, small, occupancy=2, engine="sets", workers=1) for p in perms]
+alone = [simulate(trace, p, small, engine=Engine("sets", workers=1), occupancy=2) for p in perms]
 print(json.dumps({"rows": out, "many_same": [same(a, b) for a, b in zip(many, alone)]}))
 """
 
@@ -259,9 +264,9 @@ def test_device_memory_check_counts_the_blocks_cupys_pool_keeps():
         assert kept >= driver_free * 0.6
         # A simulation needing more than the driver reports free, but less than that plus the pool's blocks, fits.
         need = cupy.cuda.runtime.memGetInfo()[0] + kept // 2
-        sim_gpu._check_memory(cupy, need // sim_gpu.BYTES_PER_ACCESS, 0)
+        sim_gpu.check_memory(cupy, need // sim_gpu.BYTES_PER_ACCESS, 0)
         with pytest.raises(UserError, match="needs about .* GB of device memory"):
-            sim_gpu._check_memory(cupy, 2 * (driver_free + kept) // sim_gpu.BYTES_PER_ACCESS, 0)
+            sim_gpu.check_memory(cupy, 2 * (driver_free + kept) // sim_gpu.BYTES_PER_ACCESS, 0)
     finally:
         pool.free_all_blocks()
 

@@ -12,10 +12,11 @@ import pytest
 
 from swizzlelab.errors import UserError
 from swizzlelab.hw import get_model
-from swizzlelab.sim import kernels, own_schedule, simulate
-from swizzlelab.sim.simulate import (
-    AGE_PRIORITY, DEFAULT_PROGRESS, HOT_LOAD, START_JITTER, STEP_TIME_CV, STEP_TIME_CV_SATURATING,
-    set_index_array, slot_speeds)
+from swizzlelab.sim import CacheGeometry, Engine, SimParams, kernels, own_schedule, simulate
+from swizzlelab.sim.params import (AGE_PRIORITY, DEFAULT_PROGRESS, HOT_LOAD, START_JITTER, STEP_TIME_CV,
+                                   STEP_TIME_CV_SATURATING)
+from swizzlelab.sim.schedule import slot_speeds
+from swizzlelab.sim.setup import set_index_array
 from swizzlelab.tasks import load_task
 from tests.test_sim import make_trace, read_steps
 
@@ -109,9 +110,9 @@ def test_the_contention_model_runs_where_the_saturating_one_does():
     task = load_task("matmul")
     trace = task.access_model({"seed": 1, "m": 512, "n": 512, "k": 256}, config=task.kernel.GPU_CONFIG)
     perm = np.arange(np.asarray(trace.tile_step_ptr).size - 1)
-    kw = dict(occupancy=1, capacity_bytes=512 * 1024)
-    plain = simulate(trace, perm, "h100", progress="saturating", **kw)
-    contention = simulate(trace, perm, "h100", progress="contention", **kw)
+    kw = dict(occupancy=1, geometry=CacheGeometry(capacity_bytes=512 * 1024))
+    plain = simulate(trace, perm, "h100", SimParams(progress="saturating"), **kw)
+    contention = simulate(trace, perm, "h100", SimParams(progress="contention"), **kw)
     assert plain.progress == "saturating" and plain.hot_load == 0.0
     # The default since stop 35 (the fresh test, benchmarks/sim_validation/fresh).
     default = simulate(trace, perm, "h100", **kw)
@@ -121,14 +122,15 @@ def test_the_contention_model_runs_where_the_saturating_one_does():
         "contention", AGE_PRIORITY, HOT_LOAD, START_JITTER)
     assert "hot-line load" in contention.text() and "hot-line" not in plain.text()
     # Its terms name it: passing one picks it; every figure stays a prediction of the same trace's lines.
-    named = simulate(trace, perm, "h100", hot_load=HOT_LOAD, **kw)
+    named = simulate(trace, perm, "h100", SimParams(hot_load=HOT_LOAD), **kw)
     assert named.progress == "contention" and named.dram_read_bytes == contention.dram_read_bytes
     assert contention.requested_bytes == plain.requested_bytes
     assert contention.dram_read_bytes >= contention.compulsory_read_bytes
     # All terms off and no jitter is the saturating schedule with step_cv on the DRAM queue only.
-    off = simulate(trace, perm, "h100", progress="contention", age_priority=0.0, hot_load=1e6, start_jitter=0.0,
-                   step_cv=0.0, **kw)
-    lock = simulate(trace, perm, "h100", progress="saturating", step_cv=0.0, **kw)
+    off = simulate(trace, perm, "h100",
+                   SimParams(progress="contention", step_cv=0.0, age_priority=0.0, hot_load=1e6, start_jitter=0.0),
+                   **kw)
+    lock = simulate(trace, perm, "h100", SimParams(progress="saturating", step_cv=0.0), **kw)
     assert (off.dram_read_bytes, off.l2_hit_rate) == (lock.dram_read_bytes, lock.l2_hit_rate)
 
 
@@ -143,7 +145,7 @@ def test_the_contention_model_runs_where_the_saturating_one_does():
 def test_bad_contention_requests_are_refused(kw, message):
     trace = make_trace([read_steps([0, 1, 2, 3])])
     with pytest.raises(UserError, match=message):
-        simulate(trace, np.arange(1), get_model("h100"), **kw)
+        simulate(trace, np.arange(1), get_model("h100"), SimParams(**kw))
 
 
 def test_sampled_accesses_are_the_watched_sets_in_trace_order():
@@ -170,9 +172,10 @@ def test_equal_gpcs_with_no_miss_gain_are_lockstep():
     trace = task.access_model({"seed": 1, "m": 512, "n": 512, "k": 256}, config=task.kernel.GPU_CONFIG)
     model = replace(get_model("h100"), gpc_sms=(33, 33, 33, 33))
     perm = np.random.default_rng(3).permutation(np.asarray(trace.tile_step_ptr).size - 1)
-    kw = dict(occupancy=1, capacity_bytes=256 * 1024, step_cv=0.0, lrc_window=0.3)
-    walk = simulate(trace, perm, model, progress="random_walk", **kw)
-    saturating = simulate(trace, perm, model, progress="saturating", gpc_bound=0.5, miss_gain=0.0, **kw)
+    kw = dict(occupancy=1, geometry=CacheGeometry(capacity_bytes=256 * 1024))
+    walk = simulate(trace, perm, model, SimParams(progress="random_walk", step_cv=0.0, lrc_window=0.3), **kw)
+    saturating = simulate(trace, perm, model, SimParams(progress="saturating", step_cv=0.0, lrc_window=0.3,
+                                                        gpc_bound=0.5, miss_gain=0.0), **kw)
     assert saturating.gpc_bound == 0.5 and walk.gpc_bound == 0.0
     assert (saturating.progress, walk.progress) == ("saturating", "random_walk")
     for name in ("l2_hit_rate", "dram_read_bytes", "fabric_bytes", "coalesced_bytes"):
@@ -207,14 +210,15 @@ def test_slot_speeds_follow_gpc_sizes():
 ])
 def test_bad_saturating_requests_are_refused(kw, message):
     trace = make_trace([read_steps([0, 1, 2, 3])])
+    engine = kw.pop("engine", "auto")
     with pytest.raises(UserError, match=message):
-        simulate(trace, np.arange(1), get_model("h100"), **kw)
+        simulate(trace, np.arange(1), get_model("h100"), SimParams(**kw), engine)
 
 
 def test_models_without_known_gpcs_refuse_it():
     trace = make_trace([read_steps([0, 1, 2, 3])])
     with pytest.raises(UserError, match="no known GPCs"):
-        simulate(trace, np.arange(1), get_model("mi300x"), gpc_bound=0.5)
+        simulate(trace, np.arange(1), get_model("mi300x"), SimParams(gpc_bound=0.5))
 
 
 def test_gpc_layouts_belong_to_their_unit_count():
@@ -260,9 +264,9 @@ def test_a_sampled_estimate_runs_the_exact_schedule(tmp_path):
     loaded = type(trace).load(trace.save(tmp_path / "t.npz"))
     assert loaded.l2_bound
     perm = np.random.default_rng(4).permutation(np.asarray(trace.tile_step_ptr).size - 1)
-    kw = dict(occupancy=1, capacity_bytes=512 * 1024)
+    kw = dict(occupancy=1, geometry=CacheGeometry(capacity_bytes=512 * 1024))
     exact = simulate(trace, perm, "h100", **kw)
-    estimate = simulate(loaded, perm, "h100", set_fraction=0.5, **kw)
+    estimate = simulate(loaded, perm, "h100", engine=Engine(set_fraction=0.5), **kw)
     assert estimate.progress == DEFAULT_PROGRESS and estimate.set_fraction == 0.5
     assert abs(estimate.l2_hit_rate - exact.l2_hit_rate) < 0.03
 
@@ -272,14 +276,14 @@ def test_the_grouped_coalescer_counts_as_the_serial_one_under_start_jitter(monke
     # at a time (kernels.coalesce_groups, in a core's cache) keeps two epochs of reads; it once took a fixed epoch
     # for "none yet", so reads of negative times shared one table and joined across more than a window. It must
     # count what the serial coalescer (kernels.coalesce_reads, taken when a table is too small) counts.
-    simulate_module = importlib.import_module("swizzlelab.sim.simulate")
+    engines_module = importlib.import_module("swizzlelab.sim.engines")
     task = load_task("matmul")
     trace = task.access_model({"seed": 1, "m": 1024, "n": 1024, "k": 1024}, config=task.kernel.GPU_CONFIG)
     perm = np.arange(np.asarray(trace.tile_step_ptr).size - 1)
-    kw = dict(occupancy=2, engine="sets", progress="contention", hot_load=1e6, age_priority=0.0)
-    grouped = simulate(trace, perm, "h100", **kw)
-    monkeypatch.setattr(simulate_module, "COALESCE_TABLE_SLOTS", 2)
-    serial = simulate(trace, perm, "h100", **kw)
+    params = SimParams(progress="contention", hot_load=1e6, age_priority=0.0)
+    grouped = simulate(trace, perm, "h100", params, "sets", occupancy=2)
+    monkeypatch.setattr(engines_module, "COALESCE_TABLE_SLOTS", 2)
+    serial = simulate(trace, perm, "h100", params, "sets", occupancy=2)
     assert grouped.coalesced_bytes > 0 and grouped.coalesced_bytes == serial.coalesced_bytes
     assert grouped.l2_hit_rate == serial.l2_hit_rate
 
@@ -329,9 +333,9 @@ def test_page_noise_spreads_only_steps_whose_misses_read_pages_densely():
 def test_page_noise_belongs_to_the_contention_model_and_is_bounded():
     trace = make_trace([read_steps([0, 1, 2, 3])])
     with pytest.raises(UserError, match="page_noise belongs to the contention progress model"):
-        simulate(trace, np.array([0]), get_model("h100"), progress="saturating", page_noise=0.5)
+        simulate(trace, np.array([0]), get_model("h100"), SimParams(progress="saturating", page_noise=0.5))
     with pytest.raises(UserError, match="page_noise"):
-        simulate(trace, np.array([0]), get_model("h100"), page_noise=1.5)
+        simulate(trace, np.array([0]), get_model("h100"), SimParams(page_noise=1.5))
 
 
 def test_a_programs_own_pace_holds_through_its_steps_while_l2_bound_only():
@@ -356,10 +360,10 @@ def test_a_programs_own_pace_holds_through_its_steps_while_l2_bound_only():
 def test_program_cv_belongs_to_the_contention_model_and_is_bounded():
     trace = make_trace([read_steps([0, 1, 2, 3])])
     with pytest.raises(UserError, match="program_cv belongs to the contention progress model"):
-        simulate(trace, np.array([0]), get_model("h100"), progress="saturating", program_cv=0.1)
+        simulate(trace, np.array([0]), get_model("h100"), SimParams(progress="saturating", program_cv=0.1))
     with pytest.raises(UserError, match="program_cv"):
-        simulate(trace, np.array([0]), get_model("h100"), program_cv=-0.1)
-    assert simulate(trace, np.array([0]), get_model("h100"), program_cv=0.2).program_cv == 0.2
+        simulate(trace, np.array([0]), get_model("h100"), SimParams(program_cv=-0.1))
+    assert simulate(trace, np.array([0]), get_model("h100"), SimParams(program_cv=0.2)).program_cv == 0.2
 
 
 def test_own_schedule_rebuilds_the_schedule_a_result_ran_on():
@@ -370,8 +374,8 @@ def test_own_schedule_rebuilds_the_schedule_a_result_ran_on():
     perm = np.random.default_rng(3).permutation(256)
     model = get_model("h200")
     for kw in ({"progress": "saturating"}, {"progress": "contention", "page_noise": 0.9, "program_cv": 0.05}):
-        result = simulate(trace, perm, model, occupancy=2, **kw)
+        result = simulate(trace, perm, model, SimParams(**kw), occupancy=2)
         replayed = simulate(trace, perm, model, occupancy=2, schedule=own_schedule(trace, perm, model, result))
         assert (replayed.dram_read_bytes, replayed.l2_hit_rate) == (result.dram_read_bytes, result.l2_hit_rate)
     with pytest.raises(UserError, match="own_schedule needs a saturating or contention result"):
-        own_schedule(trace, perm, model, simulate(trace, perm, model, progress="random_walk"))
+        own_schedule(trace, perm, model, simulate(trace, perm, model, SimParams(progress="random_walk")))

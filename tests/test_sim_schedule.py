@@ -10,8 +10,8 @@ import pytest
 
 from swizzlelab.errors import UserError
 from swizzlelab.hw import get_model
-from swizzlelab.sim import Schedule, kernels, simulate
-from swizzlelab.sim.simulate import domain_seed_of
+from swizzlelab.sim import CacheGeometry, Schedule, SimParams, kernels, simulate
+from swizzlelab.sim.schedule import domain_seed_of
 from swizzlelab.tasks import load_task
 from tests.test_sim import LINE, make_trace, read_steps, tiny_model
 
@@ -33,10 +33,10 @@ def test_replaying_the_models_own_schedule_gives_its_result(cv):
     trace = task.access_model(case, config=task.kernel.GPU_CONFIG)
     model = get_model("h100")
     perm = np.random.default_rng(3).permutation(np.asarray(trace.tile_step_ptr).size - 1)
-    kw = dict(occupancy=1, capacity_bytes=256 * 1024, seed=7, lrc_window=0.5)
-    own = simulate(trace, perm, model, step_cv=cv, progress="random_walk", **kw)
+    kw = dict(occupancy=1, geometry=CacheGeometry(capacity_bytes=256 * 1024))
+    own = simulate(trace, perm, model, SimParams(progress="random_walk", step_cv=cv, seed=7, lrc_window=0.5), **kw)
     sched = _model_schedule(trace, perm, model.units_per_domain, cv, 7, model.l2_partitions)
-    replayed = simulate(trace, perm, model, schedule=sched, **kw)
+    replayed = simulate(trace, perm, model, SimParams(seed=7, lrc_window=0.5), schedule=sched, **kw)
     assert replayed.replayed and not own.replayed
     for name in ("l2_hit_rate", "dram_read_bytes", "dram_write_bytes", "fabric_bytes", "coalesced_bytes",
                  "requested_bytes"):
@@ -81,10 +81,10 @@ def test_bad_schedules_are_refused_with_one_line(change, message):
 
 
 @pytest.mark.parametrize("kwargs, message", [
-    ({"hit_speedup": 0.1}, "replaces the progress model"),
-    ({"drift_decay": 0.01}, "replaces the progress model"),
+    ({"params": SimParams(hit_speedup=0.1)}, "replaces the progress model"),
+    ({"params": SimParams(drift_decay=0.01)}, "replaces the progress model"),
     ({"engine": "list"}, "set-partitioned CPU engine"),
-    ({"assoc": None}, "set-partitioned CPU engine"),
+    ({"geometry": CacheGeometry(assoc=None)}, "set-partitioned CPU engine"),
 ])
 def test_a_schedule_with_progress_options_or_other_engines_is_refused(kwargs, message):
     trace = make_trace([read_steps(range(4)), read_steps(range(4))])

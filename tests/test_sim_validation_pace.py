@@ -191,7 +191,7 @@ def test_wave_pace_models_a_small_matmul_with_both_progress_models(wave_pace):
     # model_row builds the schedule itself (its starts) beside simulate's prediction: both must take the same
     # contention terms, page noise included (a chip-table point without it runs at 0 on every model).
     from swizzlelab.hw import get_model
-    from swizzlelab.sim import footprint_of, simulate
+    from swizzlelab.sim import SimParams, footprint_of, simulate
     from swizzlelab.tasks import load_task
 
     task = load_task("matmul")
@@ -209,8 +209,8 @@ def test_wave_pace_models_a_small_matmul_with_both_progress_models(wave_pace):
         kw = {k: v for k, v in point.items() if k != "lrc_window"}
         if progress == "contention":
             kw["page_noise"] = 0.0
-        expected = simulate(trace, perm, model, occupancy=2, footprint=footprint, progress=progress, gpc_bound=0.3,
-                            lrc_window=0.1, **kw)
+        expected = simulate(trace, perm, model, SimParams(progress=progress, lrc_window=0.1, gpc_bound=0.3, **kw),
+                            occupancy=2, footprint=footprint)
         assert row["dram_read_bytes"] == expected.dram_read_bytes
 
 
@@ -278,7 +278,7 @@ def test_the_fresh_tests_rule_and_its_committed_result():
     # fresh/fresh_test.json (raw data) as the study's summary keeps what decide() reads
     doc = json.loads((FOLDER / "summary.json").read_text())["fresh_test"]
     assert fresh_test.decide(doc) == (doc["winner_on_fresh"], doc["contention_within_targets_on_table"], doc["default"])
-    assert doc["default"] == importlib.import_module("swizzlelab.sim.simulate").DEFAULT_PROGRESS
+    assert doc["default"] == importlib.import_module("swizzlelab.sim.params").DEFAULT_PROGRESS
     assert doc["saturating"]["fresh"]["rows"] == doc["contention"]["fresh"]["rows"] == 31
 
 

@@ -131,10 +131,10 @@ def test_pid_m_pid_n_are_intermediates_on_a_1d_grid(tmp_path):
 
 
 def test_non_bijection_error_names_a_command_that_exists():
-    from swizzlelab.sim.simulate import _as_perm
+    from swizzlelab.sim.setup import as_perm
 
     with pytest.raises(UserError) as err:
-        _as_perm(np.zeros(4, dtype=np.int64), 4)
+        as_perm(np.zeros(4, dtype=np.int64), 4)
     assert "swizzlelab check" in str(err.value) and "swizzlelab prove" not in str(err.value)
 
 

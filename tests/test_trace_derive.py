@@ -1,4 +1,4 @@
-"""Derived traces (swizzlelab.trace.derive via userkernel.trace): a few programs interpreted at the real size, an
+"""Derived traces (swizzlelab.trace.derive via userkernel.user_trace): a few programs interpreted at the real size, an
 affine fit per grid piece checked on held-out programs, the rest laid out; equal, array for array, to the trace of
 every program interpreted; non-affine kernels fall back with their reason; wrappers that launch more than once."""
 
@@ -71,7 +71,7 @@ def _assert_same(derived, full) -> None:
 
 @pytest.mark.parametrize("case", WILD_CASES, ids=lambda c: c.label)
 def test_derived_trace_equals_every_program_interpreted(case):
-    from swizzlelab.userkernel.trace import trace_user_kernel
+    from swizzlelab.userkernel.user_trace import trace_user_kernel
 
     uk = _open(case)
     derived = trace_user_kernel(uk.launcher, uk.site)
@@ -89,7 +89,7 @@ def test_derived_trace_equals_every_program_interpreted(case):
 
 
 def test_small_grid_is_interpreted_whole_and_says_so():
-    from swizzlelab.userkernel.trace import trace_user_kernel
+    from swizzlelab.userkernel.user_trace import trace_user_kernel
 
     case = WildCase("tiny", "tutorial_matmul.py", sizes={"m": 96, "n": 64, "k": 64}, task="matmul",
                     config={"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32})
@@ -149,8 +149,8 @@ def _write(tmp_path: Path, name: str, text: str) -> Path:
 
 
 def test_data_dependent_rows_fall_back_with_the_reason(tmp_path, monkeypatch):
-    import swizzlelab.userkernel.trace as user_trace
-    from swizzlelab.userkernel.trace import trace_user_kernel
+    import swizzlelab.userkernel.user_trace as user_trace
+    from swizzlelab.userkernel.user_trace import trace_user_kernel
 
     directory = _write(tmp_path, "gather_rows.py", GATHER)
     uk = _open(WildCase("gather", "gather_rows.py", tensors=("idx=int64[R]", "x=float32[S,C]"),
@@ -169,7 +169,7 @@ def test_data_dependent_rows_fall_back_with_the_reason(tmp_path, monkeypatch):
 
 
 def test_integer_atomics_fall_back_with_the_reason(tmp_path):
-    from swizzlelab.userkernel.trace import trace_user_kernel
+    from swizzlelab.userkernel.user_trace import trace_user_kernel
 
     directory = _write(tmp_path, "histogram.py", HISTOGRAM)
     uk = _open(WildCase("histogram", "histogram.py", tensors=("x=int32[N]", "bins=int32[B]"),
@@ -218,7 +218,7 @@ def scale_twice(x):
 
 @pytest.mark.parametrize("wrapper", ["scale_with_warmup", "scale_twice"])
 def test_wrapper_launching_twice_traces_the_largest_launch(tmp_path, wrapper):
-    from swizzlelab.userkernel.trace import trace_user_kernel
+    from swizzlelab.userkernel.user_trace import trace_user_kernel
 
     directory = _write(tmp_path, "scale.py", SCALE)
     case = WildCase("scale", "scale.py", tensors=("x=float32[N]",), sizes={"N": 128 * 40 + 7})
@@ -273,7 +273,7 @@ def test_only_chosen_programs_run():
 
 def test_a_trace_too_large_for_memory_is_refused_before_it_is_laid_out(monkeypatch):
     import swizzlelab.trace.derive as derive
-    from swizzlelab.userkernel.trace import trace_user_kernel
+    from swizzlelab.userkernel.user_trace import trace_user_kernel
 
     uk = _open(WILD_CASES[0])
     monkeypatch.setattr(derive, "available_memory_bytes", lambda: 1 << 20)
@@ -300,7 +300,7 @@ def test_cli_simulate_says_how_the_trace_was_obtained():
 
 @pytest.mark.slow
 def test_tutorial_matmul_first_autotune_config_at_2048_derived_equals_interpreted():
-    from swizzlelab.userkernel.trace import trace_user_kernel
+    from swizzlelab.userkernel.user_trace import trace_user_kernel
 
     uk = _open(WildCase("2048", "tutorial_matmul.py", sizes={"m": 2048, "n": 2048, "k": 2048}, task="matmul"))
     derived = trace_user_kernel(uk.launcher, uk.site)
@@ -316,7 +316,7 @@ def _ops(lo: int, pattern: int = 0) -> Any:
 
 def test_a_law_that_leaves_its_tensor_where_nobody_looked_is_refused():
     from swizzlelab.trace.derive import NotDerivable, derive_trace
-    from swizzlelab.trace.trace import TensorInfo
+    from swizzlelab.trace.access_trace import TensorInfo
 
     tensors = [TensorInfo("x", 0, 40, 4)]
     patterns = [(4, np.arange(0, 64, 4, dtype=np.int64))]  # 16 floats: 64 bytes
@@ -335,7 +335,7 @@ def test_a_law_that_leaves_its_tensor_where_nobody_looked_is_refused():
 
 def test_mismatches_name_the_tile_and_op():
     from swizzlelab.trace.derive import NotDerivable, derive_trace
-    from swizzlelab.trace.trace import TensorInfo
+    from swizzlelab.trace.access_trace import TensorInfo
 
     tensors = [TensorInfo("x", 0, 400, 4)]
     patterns = [(4, np.arange(0, 64, 4, dtype=np.int64)), (4, np.arange(0, 32, 4, dtype=np.int64))]

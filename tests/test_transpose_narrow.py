@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from swizzlelab.errors import UserError
-from swizzlelab.sim import simulate
+from swizzlelab.sim import CacheGeometry, simulate
 from swizzlelab.swizzle import to_permutation
 from swizzlelab.tasks import load_task
 
@@ -34,7 +34,7 @@ def test_narrow_tiles_make_orders_differ_and_dram_reads_come_in_sector_pairs():
     for order in ("row_major", "column_major"):
         perm = to_permutation(task.parse_order(order), grid, args, consts)
         # 4 MB of L2: a column of tiles (65536 rows x one 128-byte line) does not fit, neighbours along n do.
-        results[order] = simulate(trace, perm, "h100", occupancy=1, capacity_bytes=4 << 20)
+        results[order] = simulate(trace, perm, "h100", geometry=CacheGeometry(capacity_bytes=4 << 20), occupancy=1)
     row, col = results["row_major"], results["column_major"]
     assert row.l2_hit_rate > col.l2_hit_rate + 0.2
     assert row.dram_read_bytes == pytest.approx(x_bytes, rel=0.02)  # each 64-byte pair fetched once

@@ -3,7 +3,6 @@ the simulator runs each wave after the previous one, the option reaches predicti
 
 from __future__ import annotations
 
-import importlib
 from dataclasses import replace
 
 import numpy as np
@@ -12,14 +11,16 @@ import pytest
 from swizzlelab.errors import UserError
 from swizzlelab.hw import get_model
 from swizzlelab.scenario import load_scenario
-from swizzlelab.sim import simulate
+from swizzlelab.sim import CacheGeometry, Engine, SimParams, simulate
+from swizzlelab.sim.params import Progress
+from swizzlelab.sim.schedule import domain_schedules
 from swizzlelab.swizzle import family, to_permutation
 from swizzlelab.tasks import load_task
 from swizzlelab.tasks.matmul.kernel import CPU_CONFIG, with_k_alternation, with_wave_sync
 from tests.test_cli_user_errors import SMALL_MATMUL, cli, one_error_line
 from tests.test_sim import tiny_model
+from tests.test_sim_engines import schedule_run
 
-simulate_module = importlib.import_module("swizzlelab.sim.simulate")
 KB = 1024
 
 
@@ -34,7 +35,7 @@ def test_matmul_kernel_with_a_barrier_between_waves_is_correct():
         assert task.check(data, task.custom_kernel(data, order, cfg)).ok, cfg
 
 
-def test_synced_schedule_runs_each_wave_after_the_previous_one():
+def test_syncedschedule_runs_each_wave_after_the_previous_one():
     rng = np.random.default_rng(3)
     counts = rng.integers(1, 6, size=50)
     tile_step_ptr = np.concatenate([[0], np.cumsum(counts)]).astype(np.int64)
@@ -44,8 +45,8 @@ def test_synced_schedule_runs_each_wave_after_the_previous_one():
     position[order] = np.arange(counts.size)
     tile_of_step = np.repeat(np.arange(counts.size), counts)
     chunk = 8
-    steps, _, starts = simulate_module._domain_schedules([(0, order)], step_ptr, tile_step_ptr, 4, 2, 0.5, 5,
-                                                        wave_chunk=chunk)[0]
+    run = schedule_run(step_ptr, tile_step_ptr, get_model("h100"), Progress("random_walk", 0.5, 5), wave_chunk=chunk)
+    steps, _, starts = domain_schedules(run, [(0, order)])[0]
     waves = position[tile_of_step[steps]] // chunk
     assert np.all(np.diff(waves) >= 0) and waves[-1] == (counts.size - 1) // chunk  # wave by wave, every wave
     for w in range(1, waves[-1] + 1):  # a wave's steps start after every step of the previous wave has started
@@ -62,19 +63,19 @@ def test_wave_sync_in_the_simulator():
                           *task.swizzle_args(case, config)).perm
     model = replace(get_model("h100"), l2_bytes_per_domain=96 * KB, l2_effective_bytes_per_domain=96 * KB)
     # wave_sync runs the random walk (the saturating model does not model the barrier), so the plain run does too.
-    plain = replace(simulate(trace, perm, model, occupancy=2, engine="sets", progress="random_walk"), elapsed_s=0.0)
+    plain = replace(simulate(trace, perm, model, SimParams(progress="random_walk"), "sets", occupancy=2), elapsed_s=0.0)
     # one wave as large as the launch: the same run as without the barrier
     whole = simulate(trace, perm, model, occupancy=2, engine="sets", wave_sync=perm.size)
     assert replace(whole, elapsed_s=0.0, wave_sync=0) == plain and whole.wave_sync == perm.size
     synced = simulate(trace, perm, model, occupancy=2, engine="sets", wave_sync=264)
     assert synced.wave_sync == 264 and synced.dram_read_bytes != plain.dram_read_bytes
-    assert replace(simulate(trace, perm, model, occupancy=2, engine="sets", wave_sync=264, workers=1),
+    assert replace(simulate(trace, perm, model, engine=Engine("sets", workers=1), occupancy=2, wave_sync=264),
                    elapsed_s=0.0) == replace(synced, elapsed_s=0.0)
     for bad, reason in [(-1, "whole number"), (2.5, "whole number"), (True, "whole number")]:
         with pytest.raises(UserError, match=reason):
             simulate(trace, perm, model, occupancy=2, wave_sync=bad)
     with pytest.raises(UserError, match="set-partitioned engine"):
-        simulate(trace, perm, model, occupancy=2, assoc=None, wave_sync=264)
+        simulate(trace, perm, model, geometry=CacheGeometry(None), occupancy=2, wave_sync=264)
     with pytest.raises(UserError, match="split evenly"):
         simulate(trace, perm, tiny_model(64, units=4, domains=3, partitions=2), occupancy=2, wave_sync=4)
 

@@ -71,18 +71,17 @@ def _invoke(args: list[str]):
 
 def _open(options: list[str], target: str, kernel: str | None = None, task: str | None = None):
     """The user kernel the CLI options describe (as the CLI opens it), optionally another file's."""
-    from swizzlelab.cli.userkernel import open_from_options
+    from swizzlelab.cli.userkernel import KernelOptions, open_from_options
 
     spec, rest = options[0], options[1:]
     pairs = list(zip(rest[::2], rest[1::2]))
     take = lambda flag: [v for f, v in pairs if f == flag]  # noqa: E731
     launch = take("--launch")
     inputs = take("--inputs")
-    return open_from_options(
-        kernel or spec, get_model(target), task=task, config=take("--config"), autotune_config=0,
-        launch=launch[0] if launch else None, tensor=take("--tensor"), arg=take("--arg"), size=take("--size"),
-        inputs=inputs[0] if inputs else None,
-    )
+    options = KernelOptions(task=task, config=take("--config"), launch=launch[0] if launch else None,
+                            tensor=take("--tensor"), arg=take("--arg"), size=take("--size"),
+                            inputs=inputs[0] if inputs else None)
+    return open_from_options(kernel or spec, get_model(target), options)
 
 
 def _outputs(user_kernel) -> tuple:

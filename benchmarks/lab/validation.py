@@ -20,10 +20,10 @@ ensure_triton_backend()
 
 from swizzlelab.hw import HardwareModel, get_model  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
-from swizzlelab.sim import footprint_of, simulate  # noqa: E402
+from swizzlelab.sim import CacheGeometry, Engine, SimParams, footprint_of, simulate  # noqa: E402
 from swizzlelab.sim.agreement import (  # noqa: E402
     RESOLUTION_DRAM_REL, RESOLUTION_HIT_PP, agreement_by_predicted_gap, kendall_tau, relative_gap)
-from swizzlelab.sim.simulate import default_workers, side_by_side  # noqa: E402
+from swizzlelab.sim import default_workers, side_by_side  # noqa: E402
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
 
@@ -246,11 +246,11 @@ def predict_rows(rows: list[dict[str, Any]], points: list[Point], cache: dict[st
                                     start_jitter=terms[2], page_noise=row_page_noise(row, pt),
                                     program_cv=program_cv_of(pt))
                 model = row_model(row)
-                res = simulate(trace, perms[row["order"]], model,
-                               capacity_bytes=int(model.l2_effective_bytes_per_domain * pt[7]),
-                               occupancy=int(row["occupancy"]), footprint=footprint, step_cv=pt[0],
-                               hit_speedup=pt[1], drift_decay=pt[2], lrc_window=pt[3], workers=n_workers,
-                               engine=engine, **progress)
+                params = SimParams(step_cv=pt[0], hit_speedup=pt[1], drift_decay=pt[2], lrc_window=pt[3], **progress)
+                capacity = int(model.l2_effective_bytes_per_domain * pt[7])
+                res = simulate(trace, perms[row["order"]], model, params, Engine(engine, workers=n_workers),
+                               geometry=CacheGeometry(capacity_bytes=capacity), occupancy=int(row["occupancy"]),
+                               footprint=footprint)
                 with lock:
                     cache[cache_key(row, pt, engine)] = {
                         "l2_hit_pct": 100 * res.l2_hit_rate, "dram_read_bytes": int(res.dram_read_bytes),

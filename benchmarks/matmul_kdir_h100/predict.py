@@ -21,9 +21,9 @@ ensure_triton_backend()
 
 from benchmarks.lab.kdir import h100_setup  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
-from swizzlelab.sim import simulate  # noqa: E402
+from swizzlelab.sim import SimParams, simulate  # noqa: E402
 from swizzlelab.sim.agreement import kendall_tau  # noqa: E402
-from swizzlelab.sim.simulate import STEP_TIME_CV  # noqa: E402
+from swizzlelab.sim.params import STEP_TIME_CV  # noqa: E402
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.trace.kdir import alternate_by_wave  # noqa: E402
 
@@ -57,7 +57,8 @@ def main(argv: list[str]) -> int:
         t0 = time.time()
         perm = to_permutation(task.parse_order(order), grid, args, consts)
         variant = alternate_by_wave(trace, perm, wave)
-        res = simulate(variant, perm, model, occupancy=occupancy, footprint=footprint, progress="random_walk")
+        res = simulate(variant, perm, model, SimParams(progress="random_walk"), occupancy=occupancy,
+                       footprint=footprint)
         del variant
         predictions[(order, wave)] = {"predicted_dram_read_bytes": int(res.dram_read_bytes),
                                       "predicted_l2_hit_pct": 100 * res.l2_hit_rate}

@@ -22,8 +22,8 @@ ensure_triton_backend()
 from benchmarks.lab.kdir import h100_setup  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.optimize.search import coarse_candidates  # noqa: E402
-from swizzlelab.sim import simulate  # noqa: E402
-from swizzlelab.sim.simulate import STEP_TIME_CV  # noqa: E402
+from swizzlelab.sim import Engine, SimParams, simulate  # noqa: E402
+from swizzlelab.sim.params import STEP_TIME_CV  # noqa: E402
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.trace.kdir import alternate_by_wave  # noqa: E402
 
@@ -48,8 +48,8 @@ def main(argv: list[str]) -> int:
         perm = to_permutation(task.parse_order(cand.spec), grid, sw_args, consts)
         for wave in waves:
             t0 = time.time()
-            res = simulate(alternate_by_wave(trace, perm, wave), perm, model, occupancy=occupancy,
-                           footprint=footprint, set_fraction=args.set_fraction, progress="random_walk")
+            res = simulate(alternate_by_wave(trace, perm, wave), perm, model, SimParams(progress="random_walk"),
+                           Engine(set_fraction=args.set_fraction), occupancy=occupancy, footprint=footprint)
             screened.append({"order": cand.spec, "wave": wave, "screen_dram_read_bytes": int(res.dram_read_bytes),
                              "screen_l2_hit_pct": 100 * res.l2_hit_rate, "seconds": time.time() - t0})
         best = min(screened, key=lambda r: r["screen_dram_read_bytes"])
@@ -62,8 +62,8 @@ def main(argv: list[str]) -> int:
         ranked = sorted((r for r in screened if r["wave"] == wave), key=lambda r: r["screen_dram_read_bytes"])
         for row in ranked[:args.top]:
             perm = to_permutation(task.parse_order(row["order"]), grid, sw_args, consts)
-            res = simulate(alternate_by_wave(trace, perm, wave), perm, model, occupancy=occupancy, footprint=footprint,
-                           progress="random_walk")
+            res = simulate(alternate_by_wave(trace, perm, wave), perm, model, SimParams(progress="random_walk"),
+                           occupancy=occupancy, footprint=footprint)
             exact.append({"order": row["order"], "wave": wave, "predicted_dram_read_bytes": int(res.dram_read_bytes),
                           "predicted_l2_hit_pct": 100 * res.l2_hit_rate})
     best = {str(w): min((r for r in exact if r["wave"] == w), key=lambda r: r["predicted_dram_read_bytes"])

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from swizzlelab.io import atomic_write_text
+from swizzlelab.sim import Engine, SimParams
 
 HERE = Path(__file__).resolve().parent
 RAW = [HERE / "optimize_matmul_orders_h100_raw.json", HERE / "optimize_matmul_orders_h100_raw2.json"]
@@ -45,8 +46,8 @@ def predictions(missing: list[str]) -> tuple[dict[str, float], dict[str, float]]
     for cv, specs, found in ((0.0, LOCKSTEP_ORDERS, out[0]), (0.5, missing, out[1])):
         for spec in specs:
             perm = to_permutation(task.parse_order(spec), grid, args, consts)
-            found[spec] = simulate(trace, perm, "h100", occupancy=2, footprint=footprint, step_cv=cv,
-                                   set_fraction=0.125, progress="random_walk").dram_read_bytes
+            found[spec] = simulate(trace, perm, "h100", SimParams(progress="random_walk", step_cv=cv),
+                                   Engine(set_fraction=0.125), occupancy=2, footprint=footprint).dram_read_bytes
     return out
 
 

@@ -26,6 +26,7 @@ from swizzlelab.runtime import ensure_triton_backend
 ensure_triton_backend()
 
 from swizzlelab.sim.agreement import ranking_agreement  # noqa: E402
+from swizzlelab.sim import SimParams  # noqa: E402
 
 HERE = Path(__file__).resolve().parent
 # (task, m) of the cases the parameter was fitted on; every other row is held out (--fit-set overrides it).
@@ -61,8 +62,8 @@ def predict_case(rows: list[dict[str, Any]], model: Any, step_cvs: dict[str, flo
         preds = {}
         for label, cv in step_cvs.items():
             # This study fits the random walk's step_cv (the default progress model before the saturating one).
-            res = simulate(trace, perm, model, occupancy=int(row["occupancy"]), footprint=footprint, step_cv=cv,
-                           progress="random_walk")
+            res = simulate(trace, perm, model, SimParams(progress="random_walk", step_cv=cv),
+                           occupancy=int(row["occupancy"]), footprint=footprint)
             preds[label] = {
                 "step_cv": res.step_cv,
                 "l2_hit_pct": 100 * res.l2_hit_rate,
@@ -92,7 +93,7 @@ def main(argv: list[str]) -> int:
 
     from swizzlelab.hw import get_model
     from swizzlelab.io import atomic_write_text
-    from swizzlelab.sim.simulate import STEP_TIME_CV
+    from swizzlelab.sim.params import STEP_TIME_CV
 
     measured_record = json.loads(Path(args.measured).read_text())
     rows = [r for r in measured_record["rows"] if r.get("measured_l2_hit_pct") is not None]

@@ -68,8 +68,7 @@ def speed(deadline: float, size: int = 8192) -> dict[str, Any]:
 
     from swizzlelab.hw import get_model
     from swizzlelab.optimize.search import SearchProposer, coarse_candidates
-    from swizzlelab.sim import footprint_of, simulate
-    from swizzlelab.sim.simulate import default_workers
+    from swizzlelab.sim import Engine, default_workers, footprint_of, simulate
     from swizzlelab.swizzle import to_permutation
     from swizzlelab.tasks import load_task
     import threading
@@ -86,10 +85,11 @@ def speed(deadline: float, size: int = 8192) -> dict[str, Any]:
     cores = default_workers()
     runs = []
     perm = to_permutation(task.parse_order("grouped:GROUP_M=8"), grid, args, consts)
-    simulate(trace, perm, "h100", occupancy=2, footprint=footprint, workers=cores)  # set index cache + compile
+    simulate(trace, perm, "h100", engine=Engine(workers=cores), occupancy=2,
+             footprint=footprint)  # set index cache + compile
     for target, workers in (("h100", cores), ("h100", 1), ("mi300x", cores)):
         t0 = time.perf_counter()
-        res = simulate(trace, perm, get_model(target), occupancy=2, footprint=footprint, workers=workers)
+        res = simulate(trace, perm, get_model(target), engine=Engine(workers=workers), occupancy=2, footprint=footprint)
         runs.append({"target": res.model, "workers": workers, "order": "grouped:GROUP_M=8",
                      "line_accesses": res.line_accesses, "sim_s": res.elapsed_s, "wall_s": time.perf_counter() - t0,
                      "accesses_per_s": res.accesses_per_s, "l2_hit_pct": 100 * res.l2_hit_rate,
@@ -102,7 +102,7 @@ def speed(deadline: float, size: int = 8192) -> dict[str, Any]:
         with lock:
             formula = task.parse_order(text) if ":" in text or text.isidentifier() else parse_formula(text)
             p = to_permutation(formula, grid, args, consts)
-        r = simulate(trace, p, "h100", occupancy=2, footprint=footprint, workers=1)
+        r = simulate(trace, p, "h100", engine=Engine(workers=1), occupancy=2, footprint=footprint)
         pred = {"dram_bytes": r.dram_read_bytes + r.dram_write_bytes, "dram_read_bytes": r.dram_read_bytes,
                 "dram_write_bytes": r.dram_write_bytes, "l2_hit_rate": r.l2_hit_rate, "kind": "predicted"}
         return p.id, pred, None, ""
@@ -190,7 +190,8 @@ def main(argv: list[str]) -> int:
             measured = [r for r in rows if r["measured_dram_read_bytes"]]
             best = min(measured, key=lambda r: r["measured_dram_read_bytes"])["order"]
             if best == "grouped:GROUP_M=8":
-                best = min((r for r in measured if r["order"] != best), key=lambda r: r["measured_dram_read_bytes"])["order"]
+                best = min((r for r in measured if r["order"] != best),
+                           key=lambda r: r["measured_dram_read_bytes"])["order"]
             try:
                 timing = time_orders(best)
                 timing.update(device=device, measured_by=f"measured ({device})", ncu_rows=measured)

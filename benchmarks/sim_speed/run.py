@@ -22,7 +22,6 @@ skipped once --deadline-s is near; the JSON is rewritten after every stage.
 from __future__ import annotations
 
 import argparse
-import importlib
 import json
 import os
 import statistics
@@ -45,13 +44,12 @@ from swizzlelab.optimize.loop import SCREEN_SET_FRACTION, screen_text  # noqa: E
 from swizzlelab.optimize.search import SearchProposer, coarse_candidates, neighbours  # noqa: E402
 from swizzlelab.optimize.state import Options, RunState  # noqa: E402
 from swizzlelab.scenario import load_scenario  # noqa: E402
-from swizzlelab.sim import clear_schedule_cache, footprint_of, simulate, simulate_many  # noqa: E402
+from swizzlelab.sim import (Engine, SimParams, clear_schedule_cache, default_workers, footprint_of,  # noqa: E402
+                            simulate, simulate_many)
 from swizzlelab.sim import gpu as sim_gpu  # noqa: E402
 from swizzlelab.sim.gpu import unavailable_reason  # noqa: E402
-from swizzlelab.sim.simulate import default_workers  # noqa: E402
+from swizzlelab.sim.params import DEFAULT_PROGRESS  # noqa: E402
 
-# The module, not the function swizzlelab.sim exports under the same name: --progress sets its default.
-_simulate_module = importlib.import_module("swizzlelab.sim.simulate")
 
 
 def gpu_name() -> str | None:
@@ -64,8 +62,10 @@ def gpu_name() -> str | None:
         return None
 
 
-def timed_runs(trace, perm, model, occupancy, footprint, *, workers: int, engine: str, reps: int) -> dict[str, Any]:
-    results = [simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, workers=workers, engine=engine)
+def timed_runs(trace, perm, model, occupancy, footprint, *, workers: int, engine: str, reps: int,
+               params: SimParams) -> dict[str, Any]:
+    results = [simulate(trace, perm, model, params=params, engine=Engine(engine, workers=workers), occupancy=occupancy,
+                        footprint=footprint)
                for _ in range(reps)]
     best = min(results, key=lambda r: r.elapsed_s)
     return {
@@ -83,12 +83,12 @@ def public(run: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in run.items() if not k.startswith("_")}
 
 
-def screening(scenario, budget_s: float, workers: int, engine: str = "auto") -> dict[str, Any]:
+def screening(scenario, budget_s: float, workers: int, engine: str, params: SimParams) -> dict[str, Any]:
     """The optimize loop's screening over the first sweep and its neighbours, timed per candidate, with the
     simulator where optimize's --sim-engine `engine` puts it."""
     options = Options(out_dir=Path(tempfile.mkdtemp(prefix="simspeed_")), screen_s=budget_s, workers=workers,
                       sim_engine=engine)
-    state = RunState(scenario=scenario, options=options)
+    state = RunState(scenario=scenario, options=options, sim_params=params)
     engine_note = state.pick_engine()
     fraction = SCREEN_SET_FRACTION[state.engine]
     screen = screen_text(state, sim_workers=1)
@@ -151,8 +151,7 @@ def main(argv: list[str]) -> int:
     args = parser.parse_args(argv)
     if args.gpu_screen_fraction is not None:
         SCREEN_SET_FRACTION["gpu"] = args.gpu_screen_fraction
-    if args.progress:
-        _simulate_module.DEFAULT_PROGRESS = args.progress  # every stage's simulate calls leave progress out
+    params = SimParams(progress=args.progress)  # every stage's simulations and the search's screening
     deadline = time.time() + args.deadline_s
     cores = default_workers()
     record: dict[str, Any] = {
@@ -160,7 +159,7 @@ def main(argv: list[str]) -> int:
         "command": " ".join(["python", "benchmarks/sim_speed/run.py", *argv]),
         "device": f"{gpu_name() or 'no GPU'}; {cpu_name()}, {cores} cores",
         "cpu": cpu_name(), "cores": cores, "gpu": gpu_name(), "python": sys.version.split()[0],
-        "packages": sim_gpu.versions(), "progress": _simulate_module.DEFAULT_PROGRESS,
+        "packages": sim_gpu.versions(), "progress": args.progress or DEFAULT_PROGRESS,
         "load_avg_before": os.getloadavg(),
         "note": "times measured on this machine; hit rates and bytes are predictions of the simulator",
         "targets": {"one_core_accesses_per_s": 30e6, "gpu_host_cpu_accesses_per_s": 100e6,
@@ -186,7 +185,8 @@ def main(argv: list[str]) -> int:
     models = [get_model(name) for name in args.targets.split(",")]
     # Compile the kernels and build the cached set index (a search pays this once per trace).
     for model in models:
-        simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, workers=cores)
+        simulate(trace, perm, model, params=params, engine=Engine(workers=cores), occupancy=occupancy,
+                 footprint=footprint)
     save()
     print(f"trace {record['trace']}", flush=True)
 
@@ -206,7 +206,8 @@ def main(argv: list[str]) -> int:
     cpu_results: dict[str, Any] = {}
 
     def one_core():
-        run = timed_runs(trace, perm, h100, occupancy, footprint, workers=1, engine="sets", reps=args.one_core_reps)
+        run = timed_runs(trace, perm, h100, occupancy, footprint, workers=1, engine="sets", reps=args.one_core_reps,
+                         params=params)
         cpu_results[h100.name] = run["_result"]
         return [public(run)]
 
@@ -214,7 +215,8 @@ def main(argv: list[str]) -> int:
         runs = []
         for model in models:
             reps = 3 if model.llc_bytes == 0 else 1
-            run = timed_runs(trace, perm, model, occupancy, footprint, workers=cores, engine="sets", reps=reps)
+            run = timed_runs(trace, perm, model, occupancy, footprint, workers=cores, engine="sets", reps=reps,
+                             params=params)
             cpu_results[model.name] = run["_result"]
             runs.append(public(run))
         return runs
@@ -233,9 +235,11 @@ def main(argv: list[str]) -> int:
             for local, shared in places:
                 sim_gpu.LOCAL_SETS, sim_gpu.SHARED_SETS = local, shared
                 t1 = time.perf_counter()
-                first = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine="gpu")
+                first = simulate(trace, perm, model, params=params, occupancy=occupancy, footprint=footprint,
+                                 engine="gpu")
                 first_s = time.perf_counter() - t1
-                run = timed_runs(trace, perm, model, occupancy, footprint, workers=cores, engine="gpu", reps=reps)
+                run = timed_runs(trace, perm, model, occupancy, footprint, workers=cores, engine="gpu", reps=reps,
+                                 params=params)
                 phases = dict(sim_gpu.LAST_PHASES)
                 row = {**public(run), "local_sets": local, "shared_sets": shared, "first_call_s": first_s,
                        "first_call_note": "numba.cuda compile + trace upload",
@@ -247,11 +251,12 @@ def main(argv: list[str]) -> int:
                 if (local, shared) == default_place:
                     # A screening estimate's size (a quarter of the sets), as a search would ask the device.
                     t1 = time.perf_counter()
-                    sampled = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine="gpu",
-                                       set_fraction=0.25)
+                    sampled = simulate(trace, perm, model, params=params, engine=Engine("gpu", set_fraction=0.25),
+                                       occupancy=occupancy, footprint=footprint)
                     row["quarter_sets_s"] = time.perf_counter() - t1
-                    sampled_cpu = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint,
-                                           workers=cores, engine="sets", set_fraction=0.25)
+                    sampled_cpu = simulate(trace, perm, model, params=params,
+                                           engine=Engine("sets", workers=cores, set_fraction=0.25),
+                                           occupancy=occupancy, footprint=footprint)
                     row["quarter_sets_equal_to_cpu_engine"] = replace(sampled, elapsed_s=0.0) == replace(
                         sampled_cpu, elapsed_s=0.0)
                 runs.append(row)
@@ -273,9 +278,10 @@ def main(argv: list[str]) -> int:
                 for expand in ("lanes", "thread"):
                     for sort in ("gather2", "gather3"):
                         sim_gpu.EXPAND, sim_gpu.SORT = expand, sort
-                        simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine="gpu")
+                        simulate(trace, perm, model, params=params, occupancy=occupancy, footprint=footprint,
+                                 engine="gpu")
                         run = timed_runs(trace, perm, model, occupancy, footprint, workers=cores, engine="gpu",
-                                         reps=reps)
+                                         reps=reps, params=params)
                         result = replace(run["_result"], elapsed_s=0.0)
                         if reference is None:
                             reference = result
@@ -291,7 +297,7 @@ def main(argv: list[str]) -> int:
 
     def gpu_orders():
         """A search's use of the device: many orders of one trace, each simulated once. The schedule of launch
-        positions is computed for the trace's first order and shared by the rest (sim.simulate._position_schedule),
+        positions is computed for the trace's first order and shared by the rest (sim.schedule.position_schedule),
         so the first order and the later ones are reported apart."""
         reason = unavailable_reason()
         if reason:
@@ -302,14 +308,15 @@ def main(argv: list[str]) -> int:
             clear_schedule_cache()
             rows = []
             for i, spec in enumerate(specs):
-                result = simulate(trace, scenario.permutation(spec).perm, model, occupancy=occupancy,
+                result = simulate(trace, scenario.permutation(spec).perm, model, params=params, occupancy=occupancy,
                                   footprint=footprint, engine="gpu")
                 row = {"order": spec, "sim_s": result.elapsed_s, "accesses_per_s": result.accesses_per_s,
                        "l2_hit_pct": 100 * result.l2_hit_rate, "dram_read_bytes": result.dram_read_bytes,
                        "phases_s": dict(sim_gpu.LAST_PHASES)}
                 if i in (1, len(specs) - 1):
-                    cpu = simulate(trace, scenario.permutation(spec).perm, model, occupancy=occupancy,
-                                   footprint=footprint, workers=cores, engine="sets")
+                    cpu = simulate(trace, scenario.permutation(spec).perm, model, params=params,
+                                   engine=Engine("sets", workers=cores),
+                                   occupancy=occupancy, footprint=footprint)
                     row["equal_to_cpu_engine"] = replace(cpu, elapsed_s=0.0) == replace(result, elapsed_s=0.0)
                 rows.append(row)
                 print(f"gpu order {spec}: {result.elapsed_s:.4f} s {row['phases_s']}", flush=True)
@@ -337,12 +344,13 @@ def main(argv: list[str]) -> int:
         jobs = [(trace, scenario.permutation(spec).perm) for spec in specs]
         cpu = {}
         for i in (1, len(jobs) - 1):
-            cpu[i] = simulate(*jobs[i], h100, occupancy=occupancy, footprint=footprint, workers=cores, engine="sets")
+            cpu[i] = simulate(*jobs[i], h100, params=params, engine=Engine("sets", workers=cores), occupancy=occupancy,
+                              footprint=footprint)
         runs = []
         n = int(trace.lines.size)
         for width in [int(w) for w in args.batch_widths.split(",")]:
             t0 = time.perf_counter()
-            results = simulate_many(jobs, h100, occupancy=occupancy, footprint=footprint, engine="gpu",
+            results = simulate_many(jobs, h100, params=params, occupancy=occupancy, footprint=footprint, engine="gpu",
                                     concurrency=width or None)
             wall = time.perf_counter() - t0
             runs.append({
@@ -363,7 +371,8 @@ def main(argv: list[str]) -> int:
 
     stages = {"one_core": (40, one_core), "all_cores": (20, all_cores), "gpu": (25, on_gpu),
               "gpu_variants": (25, gpu_variants), "gpu_orders": (25, gpu_orders), "gpu_batch": (40, gpu_batch),
-              "search": (args.search_s + 10, lambda: screening(scenario, args.search_s, cores, args.search_engine))}
+              "search": (args.search_s + 10, lambda: screening(scenario, args.search_s, cores, args.search_engine,
+                                                               params))}
     for name in args.stages.split(","):
         stage(name, *stages[name])
     save()

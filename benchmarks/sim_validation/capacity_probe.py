@@ -14,7 +14,7 @@ from pathlib import Path
 
 from swizzlelab.hw import get_model
 from swizzlelab.io import atomic_write_text
-from swizzlelab.sim import footprint_of, simulate
+from swizzlelab.sim import CacheGeometry, footprint_of, simulate
 from swizzlelab.swizzle import to_permutation
 from swizzlelab.tasks import load_task
 
@@ -45,8 +45,9 @@ def main(out_path: str) -> int:
                    "measured_dram_read_bytes": r["measured_dram_read_bytes"], "measured_runs": r["measured_runs"],
                    "predicted": []}
             for scale in SCALES:
-                res = simulate(trace, perm, model, occupancy=int(r["occupancy"]), footprint=footprint,
-                               capacity_bytes=int(model.l2_effective_bytes_per_domain * scale))
+                res = simulate(trace, perm, model,
+                               geometry=CacheGeometry(capacity_bytes=int(model.l2_effective_bytes_per_domain * scale)),
+                               occupancy=int(r["occupancy"]), footprint=footprint)
                 row["predicted"].append({"capacity_scale": scale, "l2_hit_pct": 100 * res.l2_hit_rate,
                                          "dram_read_bytes": res.dram_read_bytes})
             out.append(row)

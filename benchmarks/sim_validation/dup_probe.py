@@ -32,7 +32,7 @@ from swizzlelab.harness.ncu import run_ncu
 from swizzlelab.hw import HardwareModel, get_model
 from swizzlelab.io import atomic_write_text
 from swizzlelab.sim import gpu, simulate
-from swizzlelab.trace.trace import AccessTrace, TensorInfo
+from swizzlelab.trace.access_trace import AccessTrace, TensorInfo
 
 METRICS = ["lts__t_sector_hit_rate.pct", "dram__bytes_read.sum", "lts__t_sectors.sum",
            "lts__t_sectors_srcunit_ltcfabric.sum", "lts__t_sectors_lookup_hit.sum", "lts__t_sectors_lookup_miss.sum",

@@ -19,8 +19,8 @@ ensure_triton_backend()
 
 from swizzlelab.hw import get_model  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
-from swizzlelab.sim import footprint_of, simulate  # noqa: E402
-from swizzlelab.sim.simulate import HIT_PASSES, default_workers  # noqa: E402
+from swizzlelab.sim import SimParams, default_workers, footprint_of, simulate  # noqa: E402
+from swizzlelab.sim.params import HIT_PASSES  # noqa: E402
 from swizzlelab.swizzle import to_permutation  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
 
@@ -55,8 +55,8 @@ def main(argv: list[str]) -> int:
             times = []
             for rep in range(args.reps + 1 if warm else args.reps):
                 t0 = time.perf_counter()
-                res = simulate(trace, perm, model, occupancy=occupancy, footprint=footprint, engine=engine,
-                               hit_speedup=hit, progress="random_walk")
+                res = simulate(trace, perm, model, SimParams(progress="random_walk", hit_speedup=hit), engine,
+                               occupancy=occupancy, footprint=footprint)
                 if rep or not warm:
                     times.append(time.perf_counter() - t0)
             rows.append({"task": name, "case": case, "order": order, "occupancy": occupancy, "engine": engine,

@@ -24,8 +24,8 @@ import numpy as np
 
 from swizzlelab.hw import get_model
 from swizzlelab.io import atomic_write_text
-from swizzlelab.sim import footprint_of, simulate
-from swizzlelab.sim.simulate import (AGE_PRIORITY, DRAM_SATURATION, HOT_LOAD, LRC_WINDOW, SATURATION_MISS_GAIN,
+from swizzlelab.sim import CacheGeometry, SimParams, footprint_of, simulate
+from swizzlelab.sim.params import (AGE_PRIORITY, DRAM_SATURATION, HOT_LOAD, LRC_WINDOW, SATURATION_MISS_GAIN,
                                      START_JITTER, STEP_TIME_CV_SATURATING)
 from swizzlelab.swizzle import to_permutation
 from swizzlelab.tasks import load_task
@@ -96,13 +96,15 @@ def main(argv: list[str]) -> int:
         trace = mirrored_trace(args.m, args.n, args.k, layout)
         footprint = footprint_of(trace)
         for name in args.models.split(","):
-            for set_map, scale in itertools.product(args.set_maps.split(","), map(float, args.capacity_scales.split(","))):
+            for set_map, scale in itertools.product(args.set_maps.split(","), map(float,
+                                                                                  args.capacity_scales.split(","))):
                 model = replace(get_model(name), l2_set_map=set_map)
                 for order in ORDERS:
                     t0 = time.time()
-                    res = simulate(trace, perms[order], model, capacity_bytes=int(model.l2_effective_bytes_per_domain * scale),
-                                   occupancy=OCCUPANCY, footprint=footprint, gpc_bound=model.gpc_bound,
-                                   engine=args.engine, **POINT)
+                    capacity = int(model.l2_effective_bytes_per_domain * scale)
+                    res = simulate(trace, perms[order], model, SimParams(gpc_bound=model.gpc_bound, **POINT),
+                                   args.engine, geometry=CacheGeometry(capacity_bytes=capacity), occupancy=OCCUPANCY,
+                                   footprint=footprint)
                     rows.append({"layout": layout, "model": model.name, "set_map": set_map, "capacity_scale": scale,
                                  "order": order,
                                  "predicted_l2_hit_pct": 100 * res.l2_hit_rate,

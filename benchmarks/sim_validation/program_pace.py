@@ -25,7 +25,7 @@ from benchmarks.lab.timelines import order_table, stamped_stems
 from benchmarks.lab.validation import model_name
 from swizzlelab.hw import get_model
 from swizzlelab.io import atomic_write_text
-from swizzlelab.sim import footprint_of, own_schedule, simulate
+from swizzlelab.sim import SimParams, footprint_of, own_schedule, simulate
 from swizzlelab.tasks import load_task
 
 HERE = Path(__file__).resolve().parent
@@ -87,7 +87,8 @@ def main(argv: list[str]) -> int:
                 traces = {case: (trace, footprint_of(trace))}
             trace, footprint = traces[case]
             perm = order_table(order, m, n, k)
-            results = {f"{cv:g}": simulate(trace, perm, model, occupancy=2, footprint=footprint, program_cv=cv)
+            results = {f"{cv:g}": simulate(trace, perm, model, SimParams(program_cv=cv), occupancy=2,
+                                           footprint=footprint)
                        for cv in grid}
             predicted = {cv: int(res.dram_read_bytes) for cv, res in results.items()}
             out = {"case": case, "order": order, "launches": len(runs), "file": Path(path).name,

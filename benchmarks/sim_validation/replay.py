@@ -21,7 +21,7 @@ from benchmarks.lab.timelines import NEAR_MAPS, load_timelines, near_of, order_k
 from benchmarks.lab.validation import lookup_deficit, model_name, tau_untied
 from swizzlelab.hw import get_model
 from swizzlelab.io import atomic_write_text
-from swizzlelab.sim import Schedule, footprint_of, kernels, simulate
+from swizzlelab.sim import Engine, Schedule, SimParams, footprint_of, kernels, simulate
 from swizzlelab.tasks import load_task
 
 # The L2 request coalescer's window (median step lengths of the measured schedule) is fitted here on the square
@@ -147,8 +147,8 @@ def main(argv: list[str]) -> int:
             for i, mode in enumerate(args.near.split(",")):
                 schedule, step_ns = measured_schedule(data, order, tile_step_ptr, perm, near_of(mode, sm,
                                                                                                  model.l2_partitions))
-                res = simulate(trace, perm, model, occupancy=int(row["occupancy"]), schedule=schedule,
-                               lrc_window=0.0, workers=args.workers, footprint=footprint)
+                res = simulate(trace, perm, model, SimParams(lrc_window=0.0), Engine(workers=args.workers),
+                               occupancy=int(row["occupancy"]), schedule=schedule, footprint=footprint)
                 requested = res.requested_bytes // model.sector_bytes
                 lookups = sum(d.lookup_sectors for d in res.per_domain)
                 hits = sum(d.hit_sectors for d in res.per_domain)

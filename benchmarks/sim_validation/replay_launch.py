@@ -34,7 +34,7 @@ from benchmarks.lab.validation import model_name
 from swizzlelab.harness.ncu import run_ncu
 from swizzlelab.hw import SET_MAPS, get_model
 from swizzlelab.io import atomic_write_text
-from swizzlelab.sim import footprint_of, simulate
+from swizzlelab.sim import SimParams, footprint_of, simulate
 from swizzlelab.tasks import load_task
 
 HERE = Path(__file__).resolve().parent
@@ -130,16 +130,16 @@ def replay(args: argparse.Namespace) -> int:
             footprint = footprint_of(trace)
             for order in [r["order"] for r in probe["rows"] if r["case"] == case_name]:
                 perm = order_table(order, m, n, k)
-                own = simulate(trace, perm, model, occupancy=2, footprint=footprint, **fitted)
-                chip = (simulate(trace, perm, chip_model, occupancy=2, footprint=footprint, **chip_fitted)
+                own = simulate(trace, perm, model, SimParams(**fitted), occupancy=2, footprint=footprint)
+                chip = (simulate(trace, perm, chip_model, SimParams(**chip_fitted), occupancy=2, footprint=footprint)
                         if chip_model is not None else None)
                 for run in sorted(r for c, o, r in counters if (c, o) == (case_name, order)):
                     stem = f"{case_name}__{order_key(order)}_{run}"
                     schedule, step_ns = even_schedule(arrays[f"{stem}_sm"], arrays[f"{stem}_start"],
                                                       arrays[f"{stem}_duration"], k // task.kernel.GPU_CONFIG.block_k,
                                                       order, tile_step_ptr, perm, model.l2_partitions)
-                    res = simulate(trace, perm, model, occupancy=2, schedule=schedule,
-                                   lrc_window=fitted["lrc_window"], footprint=footprint)
+                    res = simulate(trace, perm, model, SimParams(lrc_window=fitted["lrc_window"]), occupancy=2,
+                                   schedule=schedule, footprint=footprint)
                     c = counters[(case_name, order, run)]
                     rows.append({
                         "case": case_name, "order": order, "run": run, "device": device,

@@ -24,7 +24,7 @@ from benchmarks.lab.timelines import even_schedule, near_of, order_key, order_ta
 from benchmarks.lab.validation import model_name
 from swizzlelab.hw import get_model
 from swizzlelab.io import atomic_write_text
-from swizzlelab.sim import footprint_of, own_schedule, simulate
+from swizzlelab.sim import SimParams, footprint_of, own_schedule, simulate
 from swizzlelab.tasks import load_task
 
 LRC_WINDOW = 0.1  # the table's coalescer window, as replay_launch.py replays with it
@@ -33,13 +33,14 @@ LRC_WINDOW = 0.1  # the table's coalescer window, as replay_launch.py replays wi
 def model_even(trace, perm: np.ndarray, model, footprint, step_cv: float, n_k: int) -> tuple[float, float]:
     """(DRAM read GB of the model's own schedule, of the same with each program's steps evenly spaced)."""
     tile_step_ptr = np.asarray(trace.tile_step_ptr)
-    res = simulate(trace, perm, model, occupancy=2, footprint=footprint, step_cv=step_cv)
+    res = simulate(trace, perm, model, SimParams(step_cv=step_cv), occupancy=2, footprint=footprint)
     start, end = own_schedule(trace, perm, model, res).program_span(tile_step_ptr, perm)
     # stamped_schedule takes integer times (ns on the GPU): model step times x 1000 keep three decimals.
     lengths = np.repeat(((end - start) * 1000.0 / (n_k - 1))[:, None], n_k, axis=1)
     near = near_of("hash", np.zeros(perm.size, dtype=np.int64), model.l2_partitions)
     even, _ = stamped_schedule((start - start.min()) * 1000.0, lengths, "model", tile_step_ptr, perm, near)
-    evened = simulate(trace, perm, model, occupancy=2, schedule=even, lrc_window=LRC_WINDOW, footprint=footprint)
+    evened = simulate(trace, perm, model, SimParams(lrc_window=LRC_WINDOW), occupancy=2, schedule=even,
+                      footprint=footprint)
     return res.dram_read_bytes / 1e9, evened.dram_read_bytes / 1e9
 
 
@@ -74,7 +75,7 @@ def main(argv: list[str]) -> int:
 
             def replayed(begin: np.ndarray, length: np.ndarray) -> float:
                 schedule, _ = even_schedule(sm, begin, length, n_k, order, tile_step_ptr, perm, model.l2_partitions)
-                return simulate(trace, perm, model, occupancy=2, schedule=schedule, lrc_window=LRC_WINDOW,
+                return simulate(trace, perm, model, SimParams(lrc_window=LRC_WINDOW), occupancy=2, schedule=schedule,
                                 footprint=footprint).dram_read_bytes / 1e9
 
             rows.append({"case": args.case, "order": order, "run": run,

@@ -28,7 +28,7 @@ from benchmarks.lab.validation import (
     predict_rows, program_cv_of, row_gpc_bound, row_model, row_page_noise, summarize)
 from swizzlelab.hw import SET_MAPS, get_model
 from swizzlelab.io import atomic_write_text
-from swizzlelab.sim.simulate import (
+from swizzlelab.sim.params import (
     AGE_PRIORITY, DRAM_SATURATION, DRIFT_DECAY, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, START_JITTER,
     STEP_TIME_CV, STEP_TIME_CV_SATURATING)
 from swizzlelab.tasks import load_task

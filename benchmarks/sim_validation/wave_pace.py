@@ -24,7 +24,7 @@ from benchmarks.lab.timelines import order_key, order_table, stamped_counters
 from benchmarks.lab.validation import model_name
 from swizzlelab.hw import get_model
 from swizzlelab.io import atomic_write_text
-from swizzlelab.sim import footprint_of, own_schedule, simulate
+from swizzlelab.sim import SimParams, footprint_of, own_schedule, simulate
 from swizzlelab.tasks import load_task
 
 HERE = Path(__file__).resolve().parent
@@ -88,8 +88,9 @@ def model_row(trace, footprint, perm, model, gpc_bound: float, point: dict, prog
     # schedule alike (simulate's own default would be the model's, 0.9 on the H200).
     if progress == "contention":
         kw["page_noise"] = point.get("page_noise", 0.0)
-    res = simulate(trace, perm, model, occupancy=2, footprint=footprint, progress=progress, gpc_bound=gpc_bound,
-                   lrc_window=point["lrc_window"], **kw)
+    res = simulate(trace, perm, model,
+                   SimParams(progress=progress, lrc_window=point["lrc_window"], gpc_bound=gpc_bound, **kw), occupancy=2,
+                   footprint=footprint)
     starts, _ = own_schedule(trace, perm, model, res).program_span(np.asarray(trace.tile_step_ptr), perm)
     return {"dram_read_bytes": int(res.dram_read_bytes), "l2_hit_pct": round(100 * res.l2_hit_rate, 2),
             **per_wave(starts - starts.min(), np.zeros(starts.size), None)}

@@ -86,7 +86,7 @@ def run_one(file: str, inputs: dict, mode: str) -> dict:
     import torch
 
     torch.set_num_threads(1)  # one core: the CPU seconds are those of one thread
-    from swizzlelab.userkernel.trace import trace_user_kernel
+    from swizzlelab.userkernel.user_trace import trace_user_kernel
 
     uk = _open(file, inputs)
     start, cpu = time.perf_counter(), time.process_time()

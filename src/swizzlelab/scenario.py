@@ -20,17 +20,17 @@ import numpy as np
 from swizzlelab.errors import FormulaError, KernelSiteError, UserError
 from swizzlelab.fmt import fmt_bytes, grid_text
 from swizzlelab.hw import HardwareModel, Target, nvidia_blocks_per_sm, resolve_target
-from swizzlelab.io import load_module, module_name_for
-from swizzlelab.runtime import available_memory_bytes, ensure_triton_backend
+from swizzlelab.runtime import available_memory_bytes
 from swizzlelab.swizzle import Formula, Permutation, compose, family, find_site, parse_formula, to_permutation
 from swizzlelab.swizzle.emit import splice_source
 from swizzlelab.swizzle.evaluate import evaluate, implicit_names
 from swizzlelab.swizzle.lang import read_formula_file
 from swizzlelab.swizzle.proof import Proof, permutation_id, prove_outputs
-from swizzlelab.tasks import Task, load_task
+from swizzlelab.tasks import KernelTask, Task, load_task
 from swizzlelab.trace import AccessTrace
 from swizzlelab.trace.kdir import alternate_by_wave
 from swizzlelab.trace.tracer import trace_call
+from swizzlelab.userkernel.load import KernelFile, load_kernel_file
 
 # Kernel launch configurations a scenario may use: the GPU one (what predictions and measurements are for), the
 # CPU interpreter's, or whichever this process's backend would pick ("backend").
@@ -101,9 +101,10 @@ class Checked:
 
 @dataclass
 class Scenario:
-    """A task case on a concrete tile grid for one kernel, target model and occupancy; the trace on demand."""
+    """A task case on a concrete tile grid for one kernel, target model and occupancy; the trace on demand.
+    `task` is a task folder (Task) or a user's kernel file (userkernel.UserTask): both are a KernelTask."""
 
-    task: Task
+    task: KernelTask
     case: dict[str, Any]
     config_name: str
     config: Any
@@ -200,7 +201,7 @@ class Scenario:
     def kernel(self) -> KernelInfo:
         """The jit function with the swizzle site (the user's --kernel file, else the task's kernel.py)."""
         if self._kernel is None:
-            path = Path(self.kernel_module.__file__ or self.task.path / "kernel.py")
+            path = Path(self.kernel_module.__file__ or _task_folder(self.task) / "kernel.py")
             self._kernel = kernel_from_module(self.kernel_module, path, is_user_file=self.kernel_file is not None)
         return self._kernel
 
@@ -297,7 +298,7 @@ class Scenario:
     def trace(self) -> AccessTrace:
         """The analytic access trace (the task's access.py) of this case, built once."""
         if self._trace is None:
-            if not self.task.has_access_model:
+            if not isinstance(self.task, Task) or not self.task.has_access_model:
                 raise UserError(
                     f"task {self.task.name} has no access model (access.py): predictions need one; record a trace "
                     "with `swizzlelab trace --traced`"
@@ -328,7 +329,9 @@ class Scenario:
 
     def line_accesses(self) -> int | None:
         """The access model's estimate of the trace's line accesses (None when the task gives none)."""
-        estimate = getattr(self.task.access, "line_accesses", None) if self.task.access is not None else None
+        if not isinstance(self.task, Task) or self.task.access is None:
+            return None
+        estimate = getattr(self.task.access, "line_accesses", None)
         if estimate is None:
             return None
         cfg = self.config if self.config is not None else getattr(self.task.kernel, "GPU_CONFIG", None)
@@ -356,6 +359,12 @@ class Scenario:
 
 
 # ---------------------------------------------------------------------------------------------- kernels
+
+
+def _task_folder(task: KernelTask) -> Path:
+    if not isinstance(task, Task):
+        raise UserError(f"{task.name} is a kernel file, not a task folder: its scenario names its kernel itself")
+    return task.path
 
 
 def _has_site(source: str, name: str) -> bool:
@@ -413,16 +422,6 @@ def kernel_from_module(module: ModuleType, path: Path, is_user_file: bool) -> Ke
         launcher=getattr(module, "custom_kernel", None),
         is_user_file=is_user_file,
     )
-
-
-def load_kernel_file(path: str | Path) -> KernelInfo:
-    """A user's kernel file (a @triton.jit function with a swizzle site); UserError if it cannot be imported."""
-    file = Path(path).expanduser().resolve()
-    if not file.is_file():
-        raise UserError(f"--kernel {path}: no such file; give a .py file with a @triton.jit kernel")
-    ensure_triton_backend()
-    module = load_module(file, module_name_for(file, "swizzlelab_user_kernel"), what=f"--kernel {path}")
-    return kernel_from_module(module, file, is_user_file=True)
 
 
 # ---------------------------------------------------------------------------------------------- cases
@@ -519,13 +518,14 @@ def _with_wave_sync(task: Task, config: Any, wave_sync: bool) -> Any:
     return replace(config, sync_wave=-1)
 
 
+# size: every command and study builds its scenario here; each keyword is one of their options, passed by name.
 def load_scenario(
     task: str | Path | Task,
     case: dict[str, Any] | str | None = None,
     sizes: Sequence[str] = (),
     target: str | Target = "h100",
     occupancy: int | None = None,
-    kernel_file: str | Path | None = None,
+    kernel_file: str | Path | KernelFile | None = None,
     config: str = "gpu",
     gpu_name: str | None = None,
     outputs: Sequence[str] | None = None,
@@ -534,16 +534,22 @@ def load_scenario(
 ) -> Scenario:
     """The scenario every command works on. `case`: a dict, 'test:N' / 'bench:N', or None (the first benchmark);
     `sizes`: NAME=VALUE overrides; `target`: a --target name (or a resolved Target), `gpu_name` stands for the
-    local GPU ('' = none, None = ask torch); `occupancy` None applies `default_occupancy`."""
+    local GPU ('' = none, None = ask torch); `occupancy` None applies `default_occupancy`. `kernel_file` (a path,
+    imported by userkernel.load_kernel_file, or the KernelFile it gave): the kernel with the swizzle site, and with
+    the file's own tile_grid and swizzle_args when it is a task kernel module (KernelFile.is_task_kernel)."""
     loaded = task if isinstance(task, Task) else load_task(task)
     chosen = case if isinstance(case, dict) else pick_case(loaded, case)
     chosen = apply_sizes(sizes, dict(chosen))
+    resolved = target if isinstance(target, Target) else resolve_target(target, gpu_name)
     module = loaded.kernel
     kernel = None
+    given_path = None
     if kernel_file:
-        kernel = load_kernel_file(kernel_file)
-        if hasattr(kernel.module, "tile_grid") and hasattr(kernel.module, "swizzle_args"):
-            module = kernel.module
+        kfile = kernel_file if isinstance(kernel_file, KernelFile) else load_kernel_file(kernel_file, resolved.model)
+        given_path = kfile.path if isinstance(kernel_file, KernelFile) else Path(kernel_file)
+        kernel = kernel_from_module(kfile.module, kfile.path, is_user_file=True)
+        if kfile.is_task_kernel:
+            module = kfile.module
     cfg = _with_wave_sync(loaded, _with_k_dir(loaded, _config(loaded, module, config), k_dir), wave_sync)
     sizes_only = {k: v for k, v in chosen.items() if k != "seed"}
     try:
@@ -555,7 +561,6 @@ def load_scenario(
         raise UserError(f"task {loaded.name}: tile_grid returned {grid} but task.yml says grid_rank: {loaded.spec.grid_rank}")
     if any(g < 1 for g in grid):
         raise UserError(f"task {loaded.name} {loaded.case_label(chosen)} has an empty tile grid {grid}: raise the sizes")
-    resolved = target if isinstance(target, Target) else resolve_target(target, gpu_name)
     if occupancy is None:
         occ = default_occupancy(module, resolved.model)
     else:
@@ -565,7 +570,7 @@ def load_scenario(
     return Scenario(
         task=loaded, case=dict(chosen), config_name=config.strip().lower(), config=cfg, grid=grid, args=dict(args),
         consts=dict(consts), target=resolved, occupancy=occ, kernel_module=module,
-        kernel_file=Path(kernel_file) if kernel_file else None, _kernel=kernel,
+        kernel_file=given_path, _kernel=kernel,
         outputs=tuple(outputs) if outputs else None,
     )
 
@@ -627,8 +632,7 @@ def scenario_from_user_kernel(
 
         hoisted[N_AXIS0] = int(traced.launch_grid[0])
     return Scenario(
-        task=task,  # type: ignore[arg-type]
-        case=case, config_name="user", config=user_kernel.choice, grid=tuple(order.grid),
+        task=task, case=case, config_name="user", config=user_kernel.choice, grid=tuple(order.grid),
         args={**order.args, **hoisted}, consts=dict(order.consts), target=resolved, occupancy=occ,
         kernel_module=kfile.module, kernel_file=kfile.path, _kernel=kernel, _trace=traced.trace,
         about=(*user_kernel.describe(), traced.describe()),

@@ -91,13 +91,15 @@ def register(app: typer.Typer) -> None:
         ),
     ) -> None:
         """Check, time, rank or profile a kernel on a task's cases; prints a leaderboard-shaped report."""
-        if kernel and uk_cli.is_wild_file(kernel):
+        opened = uk_cli.load_kernel_option(kernel, "auto")
+        if opened is not None and opened.is_task_kernel:
+            raise UserError(f"--kernel {kernel} is a task kernel module (custom_kernel, tile_grid, swizzle_args): "
+                            "evaluate it as the SUBMISSION argument, e.g. swizzlelab eval TASK FILE")
+        if opened is not None:
             out_console = console(stderr=True)
-            scenario = uk_cli.user_scenario(
-                out_console, kernel, target="auto", occupancy=None, task=task, config=config,
-                autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size, site=site,
-                inputs=inputs, simulates=False,
-            )
+            options = uk_cli.KernelOptions(task, config, autotune_config, launch, tensor, arg, size, site, inputs)
+            scenario = uk_cli.user_scenario(out_console, opened, options, target="auto", occupancy=None,
+                                            simulates=False)
             if not uk_cli.eval_user_kernel(scenario, order, split_outputs(outputs), mode, budget_s, console()):
                 raise typer.Exit(code=1)
             return

@@ -55,14 +55,14 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Find a faster block order for a kernel: propose, prove, predict, measure (on the GPU), report."""
         out_console = console()
-        if uk_cli.is_wild_file(kernel):
-            scenario = uk_cli.user_scenario(
-                out_console, kernel, target=target, occupancy=occupancy, task=task, config=config,
-                autotune_config=autotune_config, launch=launch, tensor=tensor, arg=arg, size=size, site=site,
-                k_dir=k_dir, wave_sync=wave_sync, inputs=inputs,
-            )
+        opened = uk_cli.load_kernel_option(kernel, target)
+        if opened is not None and not opened.is_task_kernel:
+            options = uk_cli.KernelOptions(task, config, autotune_config, launch, tensor, arg, size, site, inputs)
+            scenario = uk_cli.user_scenario(out_console, opened, options, target=target, occupancy=occupancy,
+                                            k_dir=k_dir, wave_sync=wave_sync)
         else:
-            scenario = load_scenario(task or "matmul", sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,
+            scenario = load_scenario(task or "matmul", sizes=size, target=opened.target if opened else target,
+                                     occupancy=occupancy, kernel_file=opened.kfile if opened else None,
                                      outputs=split_outputs(outputs), k_dir=k_dir, wave_sync=wave_sync)
         out_console.print(scenario.target.note, highlight=False)
         out_console.print(scenario.header(), highlight=False)

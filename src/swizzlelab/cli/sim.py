@@ -14,8 +14,8 @@ from swizzlelab.cli import userkernel as uk_cli
 from swizzlelab.cli.common import console, k_dir_opt, outputs_option, progress_bar, split_outputs, wave_sync_opt
 from swizzlelab.errors import UserError
 from swizzlelab.hw import targets_help
-from swizzlelab.scenario import load_scenario
-from swizzlelab.sim import analyze, footprint_of, simulate_many
+from swizzlelab.scenario import Scenario, load_scenario
+from swizzlelab.sim import CacheGeometry, SimParams, analyze, footprint_of, simulate_many
 from swizzlelab.sim.agreement import RESOLUTION_DRAM_REL, RESOLUTION_HIT_PP, RESOLUTION_TEXT, below_resolution
 
 KERNEL_ORDER = "the kernel's own order"
@@ -46,8 +46,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Memory analysis of a task: footprints, reuse, which programs share data, best reachable hit rate."""
         err = console(stderr=True)
-        scenario = _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site,
-                             outputs, inputs=inputs)
+        options = uk_cli.KernelOptions(task, config, autotune_config, launch, tensor, arg, size, site, inputs)
+        scenario = _scenario(kernel, options, target, occupancy, outputs)
         perm = scenario.permutation(order) if order else None
         with err.status(f"tracing {scenario.label()} ..."):
             trace = scenario.trace
@@ -101,8 +101,8 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Predict L2 hit rate and DRAM traffic of a task under one or more launch orders."""
         err = console(stderr=True)
-        scenario = _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site,
-                             outputs, k_dir, wave_sync, inputs)
+        options = uk_cli.KernelOptions(task, config, autotune_config, launch, tensor, arg, size, site, inputs)
+        scenario = _scenario(kernel, options, target, occupancy, outputs, k_dir, wave_sync)
         specs = list(order) or [None]
         perms = [(spec or KERNEL_ORDER, scenario.permutation(spec)) for spec in specs]
         with err.status(f"tracing {scenario.label()} ..."):
@@ -112,9 +112,10 @@ def register(app: typer.Typer) -> None:
             job = progress.add_task(f"simulating {len(perms)} order(s) on {scenario.model.name}", total=len(perms))
             done = simulate_many(
                 [(scenario.trace_for(perm), perm) for _, perm in perms], scenario.model,
+                SimParams(progress=progress_model, step_cv=step_cv), engine,
                 on_done=lambda i, r: progress.advance(job), occupancy=scenario.occupancy.programs,
-                assoc=assoc if assoc is not None else "model", footprint=footprint, step_cv=step_cv,
-                wave_sync=scenario.wave_sync, progress=progress_model, engine=engine)
+                geometry=CacheGeometry(assoc if assoc is not None else "model"), footprint=footprint,
+                wave_sync=scenario.wave_sync)
         results = [(label, perm, res) for (label, perm), res in zip(perms, done)]
         close = below_resolution([label for label, _, _ in results], [r.dram_read_bytes for _, _, r in results],
                                  [100 * r.l2_hit_rate for _, _, r in results])
@@ -144,14 +145,16 @@ def register(app: typer.Typer) -> None:
 
 
 
-def _scenario(task, kernel, size, target, occupancy, config, autotune_config, launch, tensor, arg, site, outputs,
-              k_dir="forward", wave_sync=False, inputs=None):
-    """The task's scenario, or with --kernel a kernel file as people write it (traced through its wrapper)."""
-    if uk_cli.is_wild_file(kernel):
-        return uk_cli.user_scenario(console(stderr=True), kernel, target=target, occupancy=occupancy, task=task,
-                                    config=config, autotune_config=autotune_config, launch=launch, tensor=tensor,
-                                    arg=arg, size=size, site=site, k_dir=k_dir, wave_sync=wave_sync, inputs=inputs)
-    if task is None:
+def _scenario(kernel: str | None, options: uk_cli.KernelOptions, target: str, occupancy: int | None,
+              outputs: str | None, k_dir: str = "forward", wave_sync: bool = False) -> Scenario:
+    """The task's scenario (with --kernel a task kernel module in place of the task's), or with --kernel a kernel
+    file as people write it (traced through its wrapper)."""
+    opened = uk_cli.load_kernel_option(kernel, target)
+    if opened is not None and not opened.is_task_kernel:
+        return uk_cli.user_scenario(console(stderr=True), opened, options, target=target, occupancy=occupancy,
+                                    k_dir=k_dir, wave_sync=wave_sync)
+    if options.task is None:
         raise UserError("name a task (see `swizzlelab tasks`) or give --kernel FILE")
-    return load_scenario(task, sizes=size, target=target, occupancy=occupancy, kernel_file=kernel,
+    return load_scenario(options.task, sizes=options.size, target=opened.target if opened else target,
+                         occupancy=occupancy, kernel_file=opened.kfile if opened else None,
                          outputs=split_outputs(outputs), k_dir=k_dir, wave_sync=wave_sync)

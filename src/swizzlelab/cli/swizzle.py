@@ -119,11 +119,10 @@ def register(app: typer.Typer) -> None:
         if kernel:
             # a kernel file as people write it: grid, runtime values and constexprs from tracing its launch
 
-            scenario = uk_cli.user_scenario(
-                Console(stderr=True), kernel, target=target or "h100", occupancy=None, task=task, config=config,
-                autotune_config=autotune_config, launch=launch, tensor=tensor, arg=[a for a in (arg or []) if "=" in a],
-                size=size, site=site, inputs=inputs, simulates=False,
-            )
+            options = uk_cli.KernelOptions(task, config, autotune_config, launch, tensor,
+                                           [a for a in (arg or []) if "=" in a], size, site, inputs)
+            scenario = uk_cli.user_scenario(Console(stderr=True), kernel, options, target=target or "h100",
+                                            occupancy=None, simulates=False)
             grid = "x".join(map(str, scenario.grid))
             tile_grid, args, consts = scenario.grid, dict(scenario.args), dict(scenario.consts)
         elif grid is None:

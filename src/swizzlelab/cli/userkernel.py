@@ -4,7 +4,7 @@ turn --config/--autotune-config/--launch/--tensor/--arg/--inputs/--size into a s
 
 from __future__ import annotations
 
-from pathlib import Path
+from dataclasses import dataclass, field
 from typing import Any
 
 import typer
@@ -20,16 +20,47 @@ SITE_HELP = "file lines of the remap block to take as the swizzle site, A-B (def
 ARG_HELP = "a scalar input of the wrapper: NAME=VALUE, e.g. sm_scale=0.125"
 
 
-def is_wild_file(kernel: str | None) -> bool:
-    """Whether --kernel names a file as people write it (no task-style custom_kernel/tile_grid in it)."""
+@dataclass(frozen=True)
+class KernelOptions:
+    """How to open and launch a kernel file as people write it: --config, --autotune-config, --launch, --tensor,
+    --arg, --size, --site, --inputs, and the task whose generate_input makes the wrapper's inputs."""
+
+    task: str | None = None
+    config: list[str] = field(default_factory=list)
+    autotune_config: int = 0
+    launch: str | None = None
+    tensor: list[str] = field(default_factory=list)
+    arg: list[str] = field(default_factory=list)
+    size: list[str] = field(default_factory=list)
+    site: str | None = None
+    inputs: str | None = None
+    seed: int = 0
+
+
+@dataclass(frozen=True)
+class KernelOption:
+    """--kernel FILE[:KERNEL] imported once (userkernel.load_kernel_file) for the target the command runs on:
+    a task kernel module (`kfile.is_task_kernel`: a task scenario takes it) or a file as people write it (traced
+    through its wrapper: user_scenario)."""
+
+    spec: str
+    kfile: Any  # swizzlelab.userkernel.KernelFile
+    target: Any  # swizzlelab.hw.Target
+
+    @property
+    def is_task_kernel(self) -> bool:
+        return bool(self.kfile.is_task_kernel)
+
+
+def load_kernel_option(kernel: str | None, target: str | Any) -> KernelOption | None:
+    """The --kernel file imported for `target` (a --target name or a resolved Target); None without --kernel."""
     if not kernel:
-        return False
-    path = kernel.rpartition(":")[0] if kernel.rpartition(":")[0].endswith(".py") else kernel
-    file = Path(path)
-    if not file.is_file():
-        raise UserError(f"--kernel {kernel}: no such file; give a .py file with a @triton.jit kernel")
-    text = file.read_text()
-    return not ("def custom_kernel" in text and "def tile_grid" in text)
+        return None
+    from swizzlelab.hw import Target, resolve_target
+    from swizzlelab.userkernel import load_kernel_file, split_kernel_spec
+
+    resolved = target if isinstance(target, Target) else resolve_target(target)
+    return KernelOption(kernel, load_kernel_file(split_kernel_spec(kernel)[0], resolved.model), resolved)
 
 
 def parse_sizes(items: list[str]) -> dict[str, int]:
@@ -42,53 +73,49 @@ def parse_sizes(items: list[str]) -> dict[str, int]:
     return out
 
 
-def open_from_options(
-    kernel: str, target_model: Any, *, task: str | None, config: list[str], autotune_config: int,
-    launch: str | None, tensor: list[str], arg: list[str], size: list[str], seed: int = 0, site: str | None = None,
-    inputs: str | None = None,
-) -> Any:
+def open_from_options(kernel: str, target_model: Any, options: KernelOptions, kfile: Any = None) -> Any:
     """The UserKernel the options describe. The wrapper's inputs: the task's generate_input on its first benchmark
-    case (--size overrides the case's sizes) and/or an --inputs function, overlaid by --tensor and --arg."""
+    case (--size overrides the case's sizes) and/or an --inputs function, overlaid by --tensor and --arg. `kfile`:
+    the file already imported for `target_model` (load_kernel_option), else it is imported here."""
     from swizzlelab.userkernel import Inputs, open_user_kernel, parse_config_option, parse_scalar, parse_tensor_spec
 
-    overrides = parse_config_option(config)
-    sizes = parse_sizes(size)
+    overrides = parse_config_option(options.config)
+    sizes = parse_sizes(options.size)
+    seed = options.seed
     loaded = None
-    if task:
+    if options.task:
         from swizzlelab.scenario import apply_sizes, pick_case
         from swizzlelab.tasks import load_task
 
-        loaded = load_task(task)
+        loaded = load_task(options.task)
         case = pick_case(loaded, None)
         # sizes the task's case has set its case; the others (tensor dims) are the tensors' own
-        case = apply_sizes([item for item in size if item.partition("=")[0].strip() in case], case)
+        case = apply_sizes([item for item in options.size if item.partition("=")[0].strip() in case], case)
         seed = int(case.get("seed", seed))
         sizes = {**{k: v for k, v in case.items() if k != "seed"}, **sizes}
-    given = Inputs(tuple(parse_tensor_spec(t) for t in tensor), dict(parse_scalar(a) for a in arg), sizes, seed,
-                   loaded, inputs)
-    return open_user_kernel(kernel, target_model, config=overrides, autotune_index=autotune_config,
-                            launch=launch, inputs=given, site=site)
+    given = Inputs(tuple(parse_tensor_spec(t) for t in options.tensor), dict(parse_scalar(a) for a in options.arg),
+                   sizes, seed, loaded, options.inputs)
+    return open_user_kernel(kernel, target_model, config=overrides, autotune_index=options.autotune_config,
+                            launch=options.launch, inputs=given, site=options.site, kfile=kfile)
 
 
-def user_scenario(out_console: Any, kernel: str, *, target: str, occupancy: int | None, task: str | None,
-                  config: list[str], autotune_config: int, launch: str | None, tensor: list[str], arg: list[str],
-                  size: list[str], site: str | None, k_dir: str = "forward", wave_sync: bool = False,
-                  inputs: str | None = None, simulates: bool = True) -> Any:
-    """Open the kernel file, say what was chosen (site lines, config, launcher), trace it: its Scenario.
-    `simulates`: False for commands that predict nothing (eval, check), which need no occupancy."""
-    from swizzlelab.hw import resolve_target
-
+def user_scenario(out_console: Any, kernel: str | KernelOption, options: KernelOptions, *, target: str | Any,
+                  occupancy: int | None, k_dir: str = "forward", wave_sync: bool = False,
+                  simulates: bool = True) -> Any:
+    """Open the kernel file (`kernel`: --kernel's text, or the file load_kernel_option imported, whose target
+    wins), say what was chosen (site lines, config, launcher), trace it: its Scenario. `simulates`: False for
+    commands that predict nothing (eval, check), which need no occupancy."""
     if k_dir != "forward":
         raise UserError("--k-dir applies to task kernels with a K-direction switch, not to a --kernel file")
     if wave_sync:
         raise UserError("--wave-sync applies to task kernels with a barrier between waves, not to a --kernel file")
     from swizzlelab.scenario import scenario_from_user_kernel
 
-    resolved = resolve_target(target)
-    user_kernel = open_from_options(
-        kernel, resolved.model, task=task, config=config, autotune_config=autotune_config, launch=launch,
-        tensor=tensor, arg=arg, size=size, site=site, inputs=inputs,
-    )
+    opened = kernel if isinstance(kernel, KernelOption) else load_kernel_option(kernel, target)
+    if opened is None:
+        raise UserError("give the kernel file with --kernel FILE[:KERNEL]")
+    resolved = opened.target
+    user_kernel = open_from_options(opened.spec, resolved.model, options, kfile=opened.kfile)
     for line in user_kernel.describe():
         out_console.print(line, highlight=False)
     out_console.print(f"trace method: {user_kernel.trace_method}", highlight=False)

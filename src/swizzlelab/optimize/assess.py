@@ -7,23 +7,20 @@ from __future__ import annotations
 from typing import Any
 
 import numpy as np
-from numba import njit
 
-from swizzlelab.hw import domain_programs
 from swizzlelab.optimize.records import Prediction, Wave
 from swizzlelab.scenario import Scenario
-from swizzlelab.sim import simulate
-from swizzlelab.sim.simulate import line_range
+from swizzlelab.sim import Engine, SimParams, first_wave, simulate
 
 
-def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers: int | None = None,
-            set_fraction: float = 1.0, engine: str = "auto") -> Prediction:
+def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, engine: Engine | str = "auto",
+            params: SimParams | None = None) -> Prediction:
     """Predicted L2 figures of running the tiles in order `perm` on the target model (`footprint`: the trace's,
-    computed once per run; `workers`: threads for the L2 sets, `set_fraction` < 1: an estimate from a sample of
-    the L2 sets; `engine`: simulate()'s, the same figures on each; see sim.simulate)."""
+    computed once per run; `engine`: simulate()'s, the same figures on each, an estimate from a sample of the L2
+    sets where its set_fraction < 1; `params`: the progress model's, default the target's; see sim.simulate)."""
     model = scenario.model
-    result = simulate(scenario.trace_for(perm), perm, model, occupancy=scenario.occupancy.programs, footprint=footprint,
-                      workers=workers, set_fraction=set_fraction, wave_sync=scenario.wave_sync, engine=engine)
+    result = simulate(scenario.trace_for(perm), perm, model, params, engine, occupancy=scenario.occupancy.programs,
+                      footprint=footprint, wave_sync=scenario.wave_sync)
     dram = result.dram_read_bytes + result.dram_write_bytes
     return Prediction(
         model=result.model,
@@ -45,60 +42,15 @@ def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, workers
     )
 
 
-# nogil: the search screens candidates on threads, and time under the GIL runs one thread at a time (this count was
-# most of a candidate's time under it).
-@njit(cache=True, nogil=True)
-def _wave_counts(lines, step_ptr, tile_step_ptr, tiles, domain, n_domains, span):  # pragma: no cover - numba
-    """Per tile: distinct lines; per domain: distinct lines; lines read by more than one domain.
-
-    Stamp arrays over the dense line range replace sets: a line counts once per tile / per domain."""
-    tile_stamp = np.full(span, -1, np.int64)
-    domain_stamp = np.full(span, -1, np.int64)
-    first_domain = np.full(span, -1, np.int64)
-    multi = np.zeros(span, np.uint8)
-    per_tile = np.zeros(tiles.size, np.int64)
-    per_domain = np.zeros(n_domains, np.int64)
-    n_multi = 0
-    n_all = 0
-    for i in range(tiles.size):
-        t = tiles[i]
-        d = domain[i]
-        lo = step_ptr[tile_step_ptr[t]]
-        hi = step_ptr[tile_step_ptr[t + 1]]
-        for a in range(lo, hi):
-            line = lines[a]
-            if tile_stamp[line] != i:
-                tile_stamp[line] = i
-                per_tile[i] += 1
-            if domain_stamp[line] != d:
-                domain_stamp[line] = d
-                per_domain[d] += 1
-                if first_domain[line] == -1:
-                    first_domain[line] = d
-                    n_all += 1
-                elif first_domain[line] != d and multi[line] == 0:
-                    multi[line] = 1
-                    n_multi += 1
-    return per_tile, per_domain, n_multi, n_all
-
-
 def wave_stats(scenario: Scenario, perm: np.ndarray) -> Wave:
     """Co-residency statistics of the first wave of `perm` on the target model (from the trace)."""
     model = scenario.model
     trace = scenario.trace
     slots = model.units_per_domain * scenario.occupancy.programs
-    waves = [np.asarray(p[:slots], dtype=np.int64) for p in domain_programs(perm, model) if p.size]
-    tiles = np.concatenate(waves)
+    wave = first_wave(trace, perm, model, scenario.occupancy.programs)
+    waves, per_tile, per_domain = wave.waves, wave.tile_lines, wave.domain_lines
     domain = np.repeat(np.arange(len(waves), dtype=np.int64), [w.size for w in waves])
-    lines = np.ascontiguousarray(trace.lines, dtype=np.int64)
-    low, high = line_range(trace.lines) if lines.size else (0, 0)
-    span = high - low + 1
-    per_tile, per_domain, n_multi, n_all = _wave_counts(
-        lines - low if low else lines,
-        np.ascontiguousarray(trace.step_ptr, dtype=np.int64),
-        np.ascontiguousarray(trace.tile_step_ptr, dtype=np.int64),
-        tiles, domain, len(waves), span,
-    )
+    n_multi, n_all = wave.shared_lines, wave.all_lines
     sharing = [
         per_tile[domain == d].sum() / per_domain[d] if per_domain[d] else 1.0 for d in range(len(waves))
     ]

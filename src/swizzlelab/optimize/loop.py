@@ -48,8 +48,8 @@ from swizzlelab.optimize.state import (
     record_attempt,
 )
 from swizzlelab.scenario import Checked, Scenario
+from swizzlelab.sim import Engine, default_workers
 from swizzlelab.sim.gpu import release_device
-from swizzlelab.sim.simulate import default_workers
 from swizzlelab.sim.timemodel import stop_reason
 
 # ---------------------------------------------------------------------------------------------- evaluation
@@ -71,12 +71,14 @@ def _predict(state: RunState, permutation_id: str, perm: Any, workers: int | Non
             and int(state.scenario.trace.lines.size) > SCREEN_SAMPLE_ACCESSES):
         estimate = state.screen_estimates.get(permutation_id)
         if estimate is None:
-            estimate = (assess.predict(state.scenario, perm, state.footprint(), workers, fraction, state.engine),
+            estimate = (assess.predict(state.scenario, perm, state.footprint(), Engine(state.engine, workers, fraction),
+                                       state.sim_params),
                         assess.wave_stats(state.scenario, perm))
             state.screen_estimates[permutation_id] = estimate
         return estimate
     if cached is None:
-        cached = (assess.predict(state.scenario, perm, state.footprint(), workers, engine=state.engine),
+        cached = (assess.predict(state.scenario, perm, state.footprint(), Engine(state.engine, workers),
+                                 state.sim_params),
                   assess.wave_stats(state.scenario, perm))
         state.predictions[permutation_id] = cached
     return cached

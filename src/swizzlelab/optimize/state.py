@@ -18,7 +18,7 @@ from swizzlelab.optimize.reasons import memory_summary
 from swizzlelab.optimize.learn import Correction
 from swizzlelab.optimize.records import EVALUATED, Attempt, Prediction, TimeFigures, Wave
 from swizzlelab.scenario import Scenario
-from swizzlelab.sim import Analysis, analyze, footprint_of
+from swizzlelab.sim import Analysis, SimParams, analyze, footprint_of
 from swizzlelab.sim.agreement import RESOLUTION_TEXT, within_resolution
 from swizzlelab.sim.gpu import ENGINES, choose_engine
 from swizzlelab.sim.timemodel import TimeModel, Traffic, calibration_for
@@ -90,6 +90,7 @@ class RunState:
     measured_note: str = ""
     device: str = ""
     engine: str = "auto"  # simulate()'s engine for this run: pick_engine() sets it from options.sim_engine
+    sim_params: SimParams = field(default_factory=SimParams)  # simulate()'s progress model (default: the target's)
     # The time model of this kernel and case (set once the baseline is evaluated) and what the run's own
     # measurements taught it (optimize.learn).
     time_model: TimeModel | None = None

@@ -12,10 +12,12 @@ import numpy as np
 from numba import njit
 
 from swizzlelab.errors import UserError
-from swizzlelab.hw import HardwareModel, get_model
+from swizzlelab.hw import HardwareModel, domain_programs, get_model
 from swizzlelab.sim import kernels
 from swizzlelab.fmt import fmt_bytes
-from swizzlelab.sim.simulate import SimResult, compulsory_read_sectors, footprint_of, simulate
+from swizzlelab.sim.result import SimResult
+from swizzlelab.sim.setup import compulsory_read_sectors, footprint_of, line_range
+from swizzlelab.sim.simulate import simulate
 
 # Dense per-line arrays (~22 bytes a line) are used up to this span of line ids; sparser ids are compacted.
 MAX_DENSE_LINES = 1 << 25
@@ -205,6 +207,72 @@ def _line_pass(lines, masks, step_ptr, tile_step_ptr, offset, n_dense, popcount)
                 tile_unique_sectors[t] += popcount[tile_mask[d]]
                 tile_mask[d] = 0
     return programs, union, requested, tile_requested, tile_unique_sectors
+
+
+# nogil: the search screens candidates on threads, and time under the GIL runs one thread at a time (this count was
+# most of a candidate's time under it).
+@njit(cache=True, nogil=True)
+def _wave_counts(lines, step_ptr, tile_step_ptr, tiles, domain, n_domains, span):  # pragma: no cover - numba
+    """Per tile: distinct lines; per domain: distinct lines; lines read by more than one domain.
+
+    Stamp arrays over the dense line range replace sets: a line counts once per tile / per domain."""
+    tile_stamp = np.full(span, -1, np.int64)
+    domain_stamp = np.full(span, -1, np.int64)
+    first_domain = np.full(span, -1, np.int64)
+    multi = np.zeros(span, np.uint8)
+    per_tile = np.zeros(tiles.size, np.int64)
+    per_domain = np.zeros(n_domains, np.int64)
+    n_multi = 0
+    n_all = 0
+    for i in range(tiles.size):
+        t = tiles[i]
+        d = domain[i]
+        lo = step_ptr[tile_step_ptr[t]]
+        hi = step_ptr[tile_step_ptr[t + 1]]
+        for a in range(lo, hi):
+            line = lines[a]
+            if tile_stamp[line] != i:
+                tile_stamp[line] = i
+                per_tile[i] += 1
+            if domain_stamp[line] != d:
+                domain_stamp[line] = d
+                per_domain[d] += 1
+                if first_domain[line] == -1:
+                    first_domain[line] = d
+                    n_all += 1
+                elif first_domain[line] != d and multi[line] == 0:
+                    multi[line] = 1
+                    n_multi += 1
+    return per_tile, per_domain, n_multi, n_all
+
+
+@dataclass(frozen=True)
+class FirstWave:
+    """The programs of each L2 domain's first wave (the programs resident at once) and the lines they read: what
+    reasons about an order are written from (all from the trace)."""
+
+    waves: tuple[np.ndarray, ...]  # per domain with programs: its first wave's tiles, in launch order
+    tile_lines: np.ndarray  # distinct lines of each tile of the waves, domain after domain
+    domain_lines: np.ndarray  # distinct lines each domain's wave reads
+    shared_lines: int  # lines read by the waves of more than one domain
+    all_lines: int  # lines read by any wave
+
+
+def first_wave(trace: Any, perm: np.ndarray, model: HardwareModel, occupancy: int) -> FirstWave:
+    """The first wave of `perm` in every L2 domain of `model` (units x occupancy programs each) and its lines."""
+    slots = model.units_per_domain * occupancy
+    waves = [np.asarray(p[:slots], dtype=np.int64) for p in domain_programs(perm, model) if p.size]
+    tiles = np.concatenate(waves)
+    domain = np.repeat(np.arange(len(waves), dtype=np.int64), [w.size for w in waves])
+    lines = np.ascontiguousarray(trace.lines, dtype=np.int64)
+    low, high = line_range(trace.lines) if lines.size else (0, 0)
+    per_tile, per_domain, n_multi, n_all = _wave_counts(
+        lines - low if low else lines,
+        np.ascontiguousarray(trace.step_ptr, dtype=np.int64),
+        np.ascontiguousarray(trace.tile_step_ptr, dtype=np.int64),
+        tiles, domain, len(waves), high - low + 1,
+    )
+    return FirstWave(tuple(waves), per_tile, per_domain, int(n_multi), int(n_all))
 
 
 def _dense_lines(lines: np.ndarray) -> tuple[np.ndarray, int, int, np.ndarray | None]:

@@ -20,6 +20,8 @@ import numpy as np
 
 from swizzlelab.errors import UserError
 from swizzlelab.sim import walk
+from swizzlelab.sim.params import L2Geometry
+from swizzlelab.sim.setup import Run
 
 THREADS_PER_BLOCK = 64
 # Device bytes per access of one domain's stream: records, set words, sort keys, the sort's order and its
@@ -148,7 +150,7 @@ def _stable_argsort(xp, key):
     return xp.argsort(key) if xp is not np else np.argsort(key, kind="stable")
 
 
-def _kernels():
+def device_kernels():
     # numba.cuda loads here, when the GPU engine first runs: CPU-only commands never pay its start-up.
     _numba_cuda()
     from swizzlelab.sim import gpu_kernels
@@ -190,7 +192,7 @@ def device_free_bytes(xp) -> int:
     return int(free) + int(xp.get_default_memory_pool().free_bytes())
 
 
-def _check_memory(xp, n_access: int, set_bytes: int) -> None:
+def check_memory(xp, n_access: int, set_bytes: int) -> None:
     if xp is np:
         return
     free = device_free_bytes(xp)
@@ -217,23 +219,31 @@ def _phase(xp, name: str, t0: float) -> float:
     return now
 
 
-def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: int, n_simulated: int,
-                   ways: int, record: bool, pair: int = 0,
-                   coalesce: Coalesce | None = None) -> tuple[np.ndarray, np.ndarray, int]:
-    """One domain on the device: (its statistics, its DRAM-bound sectors per stream access or an empty array,
-    the whole-line reads of its simulated sets the L2 request coalescer merges: -1 if not asked or a thread's
-    table ran out)."""
-    k = _kernels()
-    walk_kernel, local = k.walk_sets_for(ways, n_partitions, pbits, LOCAL_SETS, SHARED_SETS)
+class _Stream:
+    """One domain's access stream on the device: `n` records and their set words, each record's step start time and
+    program (the coalescer's; empty unless it counts) and sort key; once sorted (`_sort`), in set order, with where
+    each set index's records start (`seg`) and the stream position of each sorted record (`order`). Arrays are
+    dropped from it as soon as they are done with: device memory is the limit."""
+
+    def __init__(self, rec, shw, key, ctime, ctile, n: int):
+        self.rec, self.shw, self.key, self.ctime, self.ctile, self.n = rec, shw, key, ctime, ctile, n
+        self.seg = self.order = None
+
+
+def _expand(xp, k, dev_trace, sched, geometry: L2Geometry, n_simulated: int, local: bool,
+            coalesce: Coalesce | None) -> _Stream:
+    """The domain's steps expanded on the device into records, set words and sort keys (and, for the coalescer,
+    each record's step start time and program)."""
     t0 = time.perf_counter()
     lines, masks, writes, set_home, step_ptr = dev_trace
     steps, near, _ = sched
+    pbits = geometry.pbits
     # Where each step's records start in the domain's stream: a prefix sum on the device, which holds step_ptr.
     d_steps, d_near = xp.asarray(steps), xp.asarray(near)
     d_starts = xp.zeros(steps.size + 1, dtype=np.int64)
     xp.cumsum(step_ptr[d_steps + 1] - step_ptr[d_steps], out=d_starts[1:])
     n = int(d_starts[-1])
-    _check_memory(xp, n, n_sets * n_partitions * ways * 8)
+    check_memory(xp, n, geometry.n_sets * geometry.n_partitions * geometry.ways * 8)
     rec = xp.empty(n, dtype=np.int64)
     shw = xp.empty(n, dtype=np.int32)
     # 16-bit sort keys where the sets allow (every model's L2): the stable radix sort then makes half the passes.
@@ -254,7 +264,17 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
     else:
         k.expand[_blocks(steps.size), THREADS_PER_BLOCK](*args)
     del args
-    t0 = _phase(xp, "expand_s", t0)
+    _phase(xp, "expand_s", t0)
+    return _Stream(rec, shw, key, ctime, ctile, n)
+
+
+def _sort(xp, k, stream: _Stream, n_simulated: int) -> None:
+    """The stream's records put in set order by a stable sort of their keys (SORT picks how)."""
+    t0 = time.perf_counter()
+    rec, shw, ctime, ctile, n = stream.rec, stream.shw, stream.ctime, stream.ctile, stream.n
+    key, stream.key = stream.key, None
+    stream.rec = stream.shw = stream.ctime = stream.ctile = None
+    c = ctime.size
     order = _stable_argsort(xp, key)
     if SORT == "gather2":
         # Keys below i, for each i: where set i's records start once sorted (the sorted keys are never needed).
@@ -280,10 +300,20 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
             ctime, ctile = ctime[order], ctile[order]
         seg = xp.searchsorted(key, xp.arange(n_simulated + 1, dtype=np.int32)).astype(np.int64)
         del key
-    t0 = _phase(xp, "sort_s", t0)
-    sets = walk.new_sets(0 if local else n_sets * n_partitions, ways, xp)
+    stream.rec, stream.shw, stream.ctime, stream.ctile, stream.seg, stream.order = rec, shw, ctime, ctile, seg, order
+    _phase(xp, "sort_s", t0)
+
+
+def _walk(xp, k, stream: _Stream, geometry: L2Geometry, n_simulated: int, record: bool, local: bool,
+          coalesce: Coalesce | None) -> tuple[Any, Any, int]:
+    """Every simulated set index's walk on the device, and beside it the coalescer's count: (statistics per set,
+    DRAM-bound sectors per sorted record or empty, coalesced whole-line reads or -1)."""
+    t0 = time.perf_counter()
+    pbits, n_partitions, ways = geometry.pbits, geometry.n_partitions, geometry.ways
+    walk_kernel, _ = k.walk_sets_for(ways, n_partitions, pbits, LOCAL_SETS, SHARED_SETS)
+    sets = walk.new_sets(0 if local else geometry.n_sets * n_partitions, ways, xp)
     stats = xp.zeros((n_simulated, walk.N_STATS), dtype=np.int64)
-    got = xp.zeros(n if record else 0, dtype=np.uint8)
+    got = xp.zeros(stream.n if record else 0, dtype=np.uint8)
     counts = xp.zeros(n_simulated if coalesce is not None else 0, dtype=np.int64)
     overflow = xp.zeros(1, dtype=np.int64)
     if xp is not np:
@@ -298,25 +328,39 @@ def run_domain_gpu(xp, dev_trace, sched, pbits: int, n_partitions: int, n_sets: 
         warnings.filterwarnings("ignore", message=".*Grid size .* under-utilization")
         grid = _blocks(n_simulated, k.WALK_THREADS)
         walk_kernel[grid, k.WALK_THREADS, walk_stream](
-            *_unsynced(xp, rec, shw, seg), np.int64(pbits), np.int64(n_partitions), np.int64(ways),
-            *_unsynced(xp, sets, stats, got), np.int64(pair))
+            *_unsynced(xp, stream.rec, stream.shw, stream.seg), np.int64(pbits), np.int64(n_partitions),
+            np.int64(ways), *_unsynced(xp, sets, stats, got), np.int64(geometry.pair))
         if coalesce is not None:
             k.coalesce_sets_for()[grid, k.WALK_THREADS, coalesce_stream](
-                *_unsynced(xp, rec, ctime, ctile, seg), np.float64(coalesce.window), np.int64(coalesce.full_mask),
-                *_unsynced(xp, counts, overflow))
+                *_unsynced(xp, stream.rec, stream.ctime, stream.ctile, stream.seg), np.float64(coalesce.window),
+                np.int64(coalesce.full_mask), *_unsynced(xp, counts, overflow))
     walk_stream.synchronize()
     coalesce_stream.synchronize()
-    t0 = _phase(xp, "walk_s" if coalesce is None else "walk_and_coalesce_s", t0)
+    _phase(xp, "walk_s" if coalesce is None else "walk_and_coalesce_s", t0)
     coalesced = -1
     if coalesce is not None and not int(overflow[0]):
         coalesced = int(counts.sum())
-    del ctime, ctile
+    return stats, got, coalesced
+
+
+def run_domain_gpu(xp, dev_trace, sched, geometry: L2Geometry, n_simulated: int, record: bool,
+                   coalesce: Coalesce | None = None) -> tuple[np.ndarray, np.ndarray, int]:
+    """One domain on the device: (its statistics, its DRAM-bound sectors per stream access or an empty array,
+    the whole-line reads of its simulated sets the L2 request coalescer merges: -1 if not asked or a thread's
+    table ran out)."""
+    k = device_kernels()
+    _, local = k.walk_sets_for(geometry.ways, geometry.n_partitions, geometry.pbits, LOCAL_SETS, SHARED_SETS)
+    stream = _expand(xp, k, dev_trace, sched, geometry, n_simulated, local, coalesce)
+    _sort(xp, k, stream, n_simulated)
+    stats, got, coalesced = _walk(xp, k, stream, geometry, n_simulated, record, local, coalesce)
+    t0 = time.perf_counter()
+    stream.ctime = stream.ctile = None
     total = stats.sum(axis=0)
     got_stream = np.zeros(0, dtype=np.uint8)
     if record:
-        stream = xp.zeros(n, dtype=np.uint8)
-        stream[order] = got
-        got_stream = np.asarray(stream) if xp is np else stream.get()
+        in_order = xp.zeros(stream.n, dtype=np.uint8)
+        in_order[stream.order] = got
+        got_stream = np.asarray(in_order) if xp is np else in_order.get()
     out = (np.asarray(total) if xp is np else total.get()).astype(np.int64)
     _phase(xp, "download_s", t0)
     return out, got_stream, coalesced
@@ -331,19 +375,21 @@ def _unsynced(xp, *arrays) -> tuple[Any, ...]:
     return tuple(cuda.as_cuda_array(a, sync=False) for a in arrays)
 
 
-def run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_partitions, n_sets, n_simulated, ways,
-                 record, pair: int = 0, coalesce: Coalesce | None = None
-                 ) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray], int]:
-    """Every domain on the device: ({domain: statistics}, {domain: DRAM-bound sectors per stream access}, whole-line
-    reads of the simulated sets the coalescer merges: -1 if not asked (`coalesce`, one domain only) or not counted
-    here (a thread's table ran out))."""
+def run_sets_gpu(run: Run, set_home: np.ndarray, schedules: dict[int, Any], record: bool,
+                 coalesce: Coalesce | None = None) -> tuple[dict[int, np.ndarray], dict[int, np.ndarray], int]:
+    """Every domain of `run` on the device: ({domain: statistics}, {domain: DRAM-bound sectors per stream access},
+    whole-line reads of the simulated sets the coalescer merges: -1 if not asked (`coalesce`, one domain only) or not
+    counted here (a thread's table ran out))."""
     reason = unavailable_reason()
     if reason:
         raise UserError(f"engine 'gpu' cannot run here: {reason}; use engine='sets' (the CPU; --engine sets on the "
                         "command line)")
-    if n_partitions > walk.MAX_PARTITIONS:
-        raise UserError(f"the GPU simulator handles at most {walk.MAX_PARTITIONS} L2 partitions, got {n_partitions}")
+    geometry = run.geometry
+    if geometry.n_partitions > walk.MAX_PARTITIONS:
+        raise UserError(f"the GPU simulator handles at most {walk.MAX_PARTITIONS} L2 partitions, got "
+                        f"{geometry.n_partitions}")
     xp = _xp()
+    lines, masks, writes, step_ptr, _ = run.trace
     with _LOCK:
         LAST_PHASES.clear()
         t0 = time.perf_counter()
@@ -354,11 +400,9 @@ def run_sets_gpu(lines, masks, writes, set_home, step_ptr, schedules, pbits, n_p
         if len(schedules) != 1:
             coalesce = None
         for d, sched in schedules.items():
-            stats[d], got[d], coalesced = run_domain_gpu(xp, dev, sched, pbits, n_partitions, n_sets, n_simulated,
-                                                         ways, record, pair, coalesce)
+            stats[d], got[d], coalesced = run_domain_gpu(xp, dev, sched, geometry, run.n_simulated, record, coalesce)
         if xp is not np:
             xp.cuda.Device().synchronize()
         LAST_COALESCE.clear()
         LAST_COALESCE.update(asked=coalesce is not None, counted=coalesced >= 0)
     return stats, got, coalesced
-

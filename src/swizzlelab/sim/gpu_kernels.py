@@ -19,6 +19,7 @@ flush_dev = cuda.jit(device=True)(flush_sets)
 EXPAND_LANES = 32
 
 
+# size: a CUDA device function takes its arrays and scalars as separate arguments (numba.cuda types each).
 @cuda.jit(device=True)
 def _put_record(a, p, k, nbits, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec, shw, key, k_time,
                 k_tile, ctime, ctile):
@@ -32,6 +33,7 @@ def _put_record(a, p, k, nbits, lines, masks, writes, set_home, pbits, n_simulat
         ctile[p] = k_tile[k]
 
 
+# size: a CUDA kernel takes its arrays and scalars as separate arguments (numba.cuda types each).
 @cuda.jit
 def expand(step_ptr, steps, near, starts, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec, shw, key,
            k_time, k_tile, ctime, ctile):
@@ -51,6 +53,7 @@ def expand(step_ptr, steps, near, starts, lines, masks, writes, set_home, pbits,
             p += 1
 
 
+# size: a CUDA kernel takes its arrays and scalars as separate arguments (numba.cuda types each).
 @cuda.jit
 def expand_lanes(step_ptr, steps, near, starts, lines, masks, writes, set_home, pbits, n_simulated, shw_mask, rec,
                  shw, key, k_time, k_tile, ctime, ctile):

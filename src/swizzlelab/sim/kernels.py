@@ -82,6 +82,11 @@ def near_partition(position: int, n_partitions: int) -> int:
     return int(_bucket(np.int64(position), _UNIT_SALT, np.int64(n_partitions))) if n_partitions > 1 else 0
 
 
+def home_partition(line: int, n_partitions: int) -> int:
+    """The home L2 partition of a line under the hashed set map (`_set_and_home`, set map 0)."""
+    return int(_bucket(np.int64(line), _HOME_SALT, np.int64(n_partitions))) if n_partitions > 1 else 0
+
+
 @njit(cache=True, inline="always")
 def _block_permutation(x: np.int64, limit: np.int64, key: np.uint64) -> np.int64:
     """A pseudo-random permutation of 0..limit-1 chosen by `key`: a 4-round Feistel network on the smallest even
@@ -286,63 +291,6 @@ def _new_cache(capacity: np.int64, n_sets: np.int64, hashed: bool):
     return table, shift, node_key, node_info, set_head, set_tail, set_count
 
 
-@njit(cache=True, inline="always")
-def _promote(node, st, set_head, set_tail, node_info) -> None:
-    """Move `node` to the MRU end of its set's list."""
-    if set_head[st] == node:
-        return
-    p = node_info[4 * node]
-    nx = node_info[4 * node + 1]
-    node_info[4 * p + 1] = nx
-    if nx >= 0:
-        node_info[4 * nx] = p
-    else:
-        set_tail[st] = p
-    node_info[4 * node] = -1
-    node_info[4 * node + 1] = set_head[st]
-    node_info[4 * set_head[st]] = node
-    set_head[st] = node
-
-
-@njit(cache=True)
-def _allocate(key, st, ways, table, direct, shift, node_key, node_info, set_head, set_tail, set_count, n_used,
-              popcount):
-    """A node for `key` at the MRU end of set `st`, evicting the set's LRU line when it is full.
-
-    Returns (node, nodes now in use, dirty sectors written back by the eviction, 1 if a line was evicted).
-    """
-    written = 0
-    evicted = 0
-    if set_count[st] == ways:
-        node = set_tail[st]
-        written = popcount[node_info[4 * node + 3]]
-        evicted = 1
-        _drop(table, direct, node_key[node], shift)
-        p = node_info[4 * node]
-        set_tail[st] = p
-        if p >= 0:
-            node_info[4 * p + 1] = -1
-        else:
-            set_head[st] = -1
-        set_count[st] -= 1
-    else:
-        node = n_used
-        n_used += 1
-    node_key[node] = key
-    node_info[4 * node + 2] = 0
-    node_info[4 * node + 3] = 0
-    _put(table, direct, key, node, shift)
-    node_info[4 * node] = -1
-    node_info[4 * node + 1] = set_head[st]
-    if set_head[st] >= 0:
-        node_info[4 * set_head[st]] = node
-    else:
-        set_tail[st] = node
-    set_head[st] = node
-    set_count[st] += 1
-    return node, n_used, written, evicted
-
-
 _RNG_PROGRAM = np.uint64(0xD1B54A32D192ED03)
 _RNG_STEP = np.uint64(0x8CB92BA72F3D8DD7)
 # The page-noise draw is its own stream: a step keeps its step_cv draw whether or not page noise is on.
@@ -438,6 +386,8 @@ def _start_slots(n_slots, programs, tile_step_ptr, n_partitions):
     return slot_step, slot_end, slot_part, slot_prog, slot_time, slot_lock, heap, n_active, next_program
 
 
+# size: a numba kernel takes its arrays and scalars as separate arguments (what njit compiles and types one by one);
+# the slot heap's arrays, inlined into each scheduler's loop.
 @njit(cache=True, inline="always")
 def _next_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions, slot_step, slot_end, slot_prog,
                slot_part, slot_time):
@@ -456,6 +406,8 @@ def _next_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_parti
     return n_active, next_program
 
 
+# size: a numba kernel takes its arrays and scalars as separate arguments (what njit compiles and types one by one);
+# the slot heap's arrays and the progress model's values, inlined into each scheduler's loop.
 @njit(cache=True, inline="always")
 def _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_partitions, step_cv, seed, slot_step,
                 slot_end, slot_prog, slot_part, slot_time, step_scale, drift_decay, slot_lock):
@@ -482,6 +434,8 @@ def _after_step(s, heap, n_active, next_program, programs, tile_step_ptr, n_part
                       slot_prog, slot_part, slot_time)
 
 
+# size: a numba kernel takes its arrays and scalars as separate arguments (what njit compiles and types one by one),
+# and its loop is written out: helper calls there cost numba 2-3x (measured), so the LRU's steps stand inline.
 @njit(cache=True, nogil=True)
 def run_domain(
     lines: np.ndarray,
@@ -578,67 +532,83 @@ def run_domain(
                     line_hits += 1
                     node_info[4 * nnode + 2] |= m
             first = home if w else near
-            key = line * n_partitions + first
-            node = _find(table, direct, key, shift)
-            if node >= 0:
-                line_hits += 1
-                v = node_info[4 * node + 2]
+            # The first lookup is at `first` (the near partition for a read, the home one for a store); a read that
+            # missed sectors of a far-homed line looks up its home partition next, over the fabric. Both find,
+            # promote or allocate with this one copy of the LRU steps, written out rather than called: a helper
+            # inlined by numba (returning the node and its counts) ran this loop 2.1x slower, this loop 1.07x slower
+            # than two written-out copies (engine "list", matmul 4096^3 grouped-8 on MI300X, one core, CPU time).
+            part = first
+            missing = m
+            at_home = False
+            while True:
+                st = part * n_sets + st_in
+                key = line * n_partitions + part
+                node = _find(table, direct, key, shift)
+                found = node >= 0
+                if found:
+                    line_hits += 1
+                    v = node_info[4 * node + 2]
+                    if set_head[st] != node:  # to the MRU end of its set
+                        p = node_info[4 * node]
+                        nx = node_info[4 * node + 1]
+                        node_info[4 * p + 1] = nx
+                        if nx >= 0:
+                            node_info[4 * nx] = p
+                        else:
+                            set_tail[st] = p
+                        node_info[4 * node] = -1
+                        node_info[4 * node + 1] = set_head[st]
+                        node_info[4 * set_head[st]] = node
+                        set_head[st] = node
+                else:
+                    v = np.int32(0)
+                    if set_count[st] == ways:  # the set's LRU line leaves, written back if dirty
+                        node = set_tail[st]
+                        dram_write += popcount[node_info[4 * node + 3]]
+                        evictions += 1
+                        _drop(table, direct, node_key[node], shift)
+                        p = node_info[4 * node]
+                        set_tail[st] = p
+                        if p >= 0:
+                            node_info[4 * p + 1] = -1
+                        else:
+                            set_head[st] = -1
+                        set_count[st] -= 1
+                    else:
+                        node = n_used
+                        n_used += 1
+                    node_key[node] = key
+                    node_info[4 * node + 2] = 0
+                    node_info[4 * node + 3] = 0
+                    _put(table, direct, key, node, shift)
+                    node_info[4 * node] = -1
+                    node_info[4 * node + 1] = set_head[st]
+                    if set_head[st] >= 0:
+                        node_info[4 * set_head[st]] = node
+                    else:
+                        set_tail[st] = node
+                    set_head[st] = node
+                    set_count[st] += 1
+                if at_home:
+                    hit_sectors += popcount[missing & v]
+                    fetched = missing & ~v
+                    if pair:
+                        fetched = (fetched | ((fetched & 5) << 1) | ((fetched >> 1) & 5)) & ~v
+                    dram_read += popcount[fetched]
+                    if count_miss and fetched != 0:
+                        step_miss[step] += 1
+                    node_info[4 * node + 2] = v | missing | fetched
+                    break
                 # A store fills whole sectors in L2 without fetching them, which ncu counts as a hit.
                 hit_sectors += popcount[m] if w else popcount[m & v]
-                if w or (m & ~v) == 0:
+                if found and (w or (m & ~v) == 0):
                     tcc_hits += 1
                 missing = m & ~v
                 if w:
                     node_info[4 * node + 3] |= m
                 node_info[4 * node + 2] = v | m
-                st = first * n_sets + st_in
-                if set_head[st] != node:
-                    p = node_info[4 * node]
-                    nx = node_info[4 * node + 1]
-                    node_info[4 * p + 1] = nx
-                    if nx >= 0:
-                        node_info[4 * nx] = p
-                    else:
-                        set_tail[st] = p
-                    node_info[4 * node] = -1
-                    node_info[4 * node + 1] = set_head[st]
-                    node_info[4 * set_head[st]] = node
-                    set_head[st] = node
-            else:
-                st = first * n_sets + st_in
-                if set_count[st] == ways:
-                    node = set_tail[st]
-                    dram_write += popcount[node_info[4 * node + 3]]
-                    evictions += 1
-                    _drop(table, direct, node_key[node], shift)
-                    p = node_info[4 * node]
-                    set_tail[st] = p
-                    if p >= 0:
-                        node_info[4 * p + 1] = -1
-                    else:
-                        set_head[st] = -1
-                    set_count[st] -= 1
-                else:
-                    node = n_used
-                    n_used += 1
-                node_key[node] = key
-                node_info[4 * node + 2] = m
-                missing = m
-                if w:
-                    hit_sectors += popcount[m]
-                    node_info[4 * node + 3] = m
-                else:
-                    node_info[4 * node + 3] = 0
-                _put(table, direct, key, node, shift)
-                node_info[4 * node] = -1
-                node_info[4 * node + 1] = set_head[st]
-                if set_head[st] >= 0:
-                    node_info[4 * set_head[st]] = node
-                else:
-                    set_tail[st] = node
-                set_head[st] = node
-                set_count[st] += 1
-            if missing != 0 and not w:
+                if missing == 0 or w:
+                    break
                 if first == home:
                     if pair:
                         # The aligned 64-byte pair of each missing sector comes from DRAM (walk_records).
@@ -648,32 +618,12 @@ def run_domain(
                     dram_read += popcount[missing]
                     if count_miss:
                         step_miss[step] += 1
-                else:
-                    fabric += popcount[missing]
-                    lookups += popcount[missing]
-                    line_lookups += 1
-                    hkey = line * n_partitions + home
-                    hst = home * n_sets + st_in
-                    hnode = _find(table, direct, hkey, shift)
-                    if hnode >= 0:
-                        line_hits += 1
-                        hv = node_info[4 * hnode + 2]
-                        _promote(hnode, hst, set_head, set_tail, node_info)
-                    else:
-                        hv = np.int32(0)
-                        hnode, n_used, written, evicted = _allocate(
-                            hkey, hst, ways, table, direct, shift, node_key, node_info, set_head, set_tail,
-                            set_count, n_used, popcount)
-                        dram_write += written
-                        evictions += evicted
-                    hit_sectors += popcount[missing & hv]
-                    fetched = missing & ~hv
-                    if pair:
-                        fetched = (fetched | ((fetched & 5) << 1) | ((fetched >> 1) & 5)) & ~hv
-                    dram_read += popcount[fetched]
-                    if count_miss and fetched != 0:
-                        step_miss[step] += 1
-                    node_info[4 * hnode + 2] = hv | missing | fetched
+                    break
+                fabric += popcount[missing]
+                lookups += popcount[missing]
+                line_lookups += 1
+                part = home
+                at_home = True
         if live_speedup > 0.0:
             n_acc = step_ptr[step + 1] - step_ptr[step]
             if n_acc > 0:
@@ -698,6 +648,7 @@ def run_domain(
     stats[ST_TCC_HITS] += tcc_hits
 
 
+# size: a numba kernel takes its arrays and scalars as separate arguments (what njit compiles and types one by one).
 @njit(cache=True, nogil=True)
 def coalesce_reads(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, step_ptr: np.ndarray,
                    sched_step: np.ndarray, sched_near: np.ndarray, sched_time: np.ndarray, step_tile: np.ndarray,
@@ -768,6 +719,7 @@ def _epoch_clear(keys: np.ndarray, used: np.ndarray, n_used: np.ndarray, table: 
     n_used[table] = 0
 
 
+# size: a numba kernel takes its arrays and scalars as separate arguments (what njit compiles and types one by one).
 @njit(cache=True, nogil=True)
 def coalesce_groups(first: np.ndarray, last: np.ndarray, rec: np.ndarray, g_lo: np.int64, g_hi: np.int64,
                     sched_step: np.ndarray, sched_near: np.ndarray, sched_time: np.ndarray, step_tile: np.ndarray,
@@ -1002,6 +954,8 @@ def sample_page_share(step_ptr: np.ndarray, lines: np.ndarray, set_home: np.ndar
     return out
 
 
+# size: a numba kernel takes its arrays and scalars as separate arguments (what njit compiles and types one by one),
+# and its loop is one piece: the progress model's terms act on each step's time where it is drawn.
 @njit(cache=True, nogil=True)
 def schedule_saturating(
     tile_step_ptr: np.ndarray,
@@ -1222,6 +1176,7 @@ _walk = njit(cache=True, nogil=True, inline="always")(walk_records)
 _flush = njit(cache=True, nogil=True)(flush_sets)
 
 
+# size: a numba kernel takes its arrays and scalars as separate arguments (what njit compiles and types one by one).
 @njit(cache=True, nogil=True)
 def run_share(
     lines: np.ndarray,
@@ -1424,6 +1379,7 @@ def group_counts(set_home: np.ndarray, step_ptr: np.ndarray, pbits: np.int64, gr
     return ptr
 
 
+# size: a numba kernel takes its arrays and scalars as separate arguments (what njit compiles and types one by one).
 @njit(cache=True, nogil=True)
 def group_fill(lines: np.ndarray, sector_mask: np.ndarray, is_write: np.ndarray, set_home: np.ndarray,
                step_ptr: np.ndarray, pbits: np.int64, group_of: np.ndarray, ptr: np.ndarray, rec: np.ndarray,
@@ -1465,6 +1421,7 @@ def _make_run_groups(WAYS: int, PARTITIONS: int, PBITS: int, RECORD: int):
     matmul 8192 with the H100 model, one core), RECORD 0/1 fixes whether DRAM-bound sectors are written
     (-1: as `got_stream` says). The arguments stay those of the generic kernel; the results are the same."""
 
+    # size: a numba kernel takes its arrays and scalars as separate arguments (what njit compiles and types one by one).
     @njit(cache=True, nogil=True)
     def run_groups(
         first: np.ndarray,

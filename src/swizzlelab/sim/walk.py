@@ -41,6 +41,8 @@ def new_sets(n_sets, ways, xp):
     return xp.full(n_sets * ways, EMPTY, dtype=xp.int64)
 
 
+# size: compiled for the CPU (njit) and for CUDA (a device function) from this one text, so it calls nothing: the near
+# and the home partition's lookups are written out each, and its arrays and scalars are separate arguments.
 def walk_records(rec, shw, lo, hi, pbits, n_partitions, ways, sets, stats, row, got, pair):
     """Run records lo..hi-1 (in order) through their sets and add the counts to stats[row].
 

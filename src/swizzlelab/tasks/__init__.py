@@ -4,10 +4,12 @@
 """
 
 from swizzlelab.tasks.checking import CheckResult, Tolerance, compare, tolerance_for
+from swizzlelab.tasks.protocol import KernelTask, Verdict
 from swizzlelab.tasks.registry import Task, TaskSpec, builtin_names, list_tasks, load_spec, load_task
 
 __all__ = [
     "CheckResult",
+    "KernelTask",
     "Task",
     "TaskSpec",
     "Tolerance",
@@ -17,4 +19,5 @@ __all__ = [
     "load_spec",
     "load_task",
     "tolerance_for",
+    "Verdict",
 ]

@@ -5,7 +5,7 @@
 
 from swizzlelab.trace.builder import TensorRef, TraceBuilder
 from swizzlelab.trace.compare import TraceDiff, compare_footprints, compare_traces
-from swizzlelab.trace.trace import AccessTrace, TensorInfo
+from swizzlelab.trace.access_trace import AccessTrace, TensorInfo
 from swizzlelab.trace.tracer import record_accesses, trace_call, trace_kernel
 
 __all__ = [

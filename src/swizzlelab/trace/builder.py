@@ -12,7 +12,7 @@ import numpy as np
 
 from swizzlelab.errors import UserError
 from swizzlelab.fmt import fmt_bytes
-from swizzlelab.trace.trace import AccessTrace, TensorInfo
+from swizzlelab.trace.access_trace import AccessTrace, TensorInfo
 
 _KIND_BLOCK = 0
 _KIND_EXPLICIT = 1
@@ -357,6 +357,7 @@ def _gather_outputs(n_lines: int, n_ops: int) -> tuple[np.ndarray, ...]:
 _SORTED, _UNSORTED, _STRADDLES = 0, 1, 2
 
 
+# size: a numba kernel takes its arrays and scalars as separate arguments (what njit compiles and types one by one).
 @numba.njit(cache=True, nogil=True)
 def _gather_lines(
     tile, step, offs, base_byte, elem_bytes, line_bytes, sector_bytes, out_lines, out_masks, op_tile, op_step, op_start
@@ -450,6 +451,7 @@ def _count_ops(kind, base, rstride, nrows, c0, c1, ex_start, ex_count, line_byte
     return counts
 
 
+# size: a numba kernel takes its arrays and scalars as separate arguments (what njit compiles and types one by one).
 @numba.njit(cache=True, nogil=True)
 def _fill_ops(
     kind, write, base, rstride, nrows, c0, c1, ex_start, ex_count, offsets, pool_lines, pool_masks,

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from swizzlelab.trace.trace import AccessTrace
+from swizzlelab.trace.access_trace import AccessTrace
 
 
 @dataclass(frozen=True)

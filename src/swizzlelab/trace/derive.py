@@ -14,7 +14,7 @@ import numpy as np
 from swizzlelab.errors import UserError
 from swizzlelab.fmt import fmt_bytes
 from swizzlelab.runtime import available_memory_bytes
-from swizzlelab.trace.trace import AccessTrace, TensorInfo
+from swizzlelab.trace.access_trace import AccessTrace, TensorInfo
 from swizzlelab.trace.tracer import LINE_BYTES, SECTOR_BYTES, _Op, line_masks
 
 MIN_CHECKS = 2  # a fitted piece counts only when at least this many interpreted tiles it did not use agree

@@ -10,7 +10,7 @@ import numpy as np
 from numba import njit
 
 from swizzlelab.errors import UserError
-from swizzlelab.trace.trace import AccessTrace
+from swizzlelab.trace.access_trace import AccessTrace
 
 
 def reverse_steps(trace: AccessTrace, tiles: np.ndarray) -> AccessTrace:

@@ -17,7 +17,7 @@ import numpy as np
 
 from swizzlelab.errors import UserError
 from swizzlelab.runtime import ensure_triton_backend
-from swizzlelab.trace.trace import AccessTrace, TensorInfo
+from swizzlelab.trace.access_trace import AccessTrace, TensorInfo
 
 LINE_BYTES = 128
 SECTOR_BYTES = 32

@@ -21,10 +21,10 @@ from swizzlelab.userkernel.inline import Inlined, fold_constexpr_ifs, inline_hel
 from swizzlelab.userkernel.launch import (Inputs, Launcher, Wrapper, build_arguments, parse_scalar, parse_tensor_spec,
                                           resolve_wrapper)
 from swizzlelab.userkernel.marked import MarkedKernel, Twin, mark, target_names
-from swizzlelab.userkernel.load import FoundKernel, KernelFile, TuneConfig, load_kernel_file
+from swizzlelab.userkernel.load import FoundKernel, KernelFile, TuneConfig, load_kernel_file, split_kernel_spec
 from swizzlelab.userkernel.shim import ShimInfo, device_shim, gpu_present
 from swizzlelab.userkernel.tiles import OwnOrder, SiteSpan
-from swizzlelab.userkernel.trace import UserTrace, trace_user_kernel
+from swizzlelab.userkernel.user_trace import UserTrace, trace_user_kernel
 
 
 @dataclass
@@ -285,13 +285,14 @@ def open_user_kernel(
     inputs: Inputs | None = None,
     site: str | None = None,
     interpret: bool | None = None,
+    kfile: KernelFile | None = None,
 ) -> UserKernel:
     """`spec` is FILE or FILE:KERNEL. Imports the file, picks the kernel, its site, config and launcher.
-    `interpret`: import the file's kernels interpreted/compiled (default: as kernels run on this machine)."""
-    path, sep, kernel_name = spec.rpartition(":")
-    if not sep or not path.endswith(".py"):
-        path, kernel_name = spec, ""
-    kfile = load_kernel_file(path, model, interpret=interpret)
+    `interpret`: import the file's kernels interpreted/compiled (default: as kernels run on this machine); `kfile`:
+    the file already imported (load_kernel_file) for `model` in that mode."""
+    path, kernel_name = split_kernel_spec(spec)
+    if kfile is None:
+        kfile = load_kernel_file(path, model, interpret=interpret)
     if kernel_name or len(kfile.kernels) == 1:
         kernel = kfile.kernels.get(kernel_name) if kernel_name else next(iter(kfile.kernels.values()))
         if kernel is None:
@@ -327,6 +328,6 @@ def open_user_kernel(
 __all__ = [
     "Choice", "FoundKernel", "Inputs", "KernelFile", "Launcher", "OwnOrder", "ShimInfo", "SiteSpan", "TuneConfig",
     "UserKernel", "UserTrace", "Wrapper", "choose", "device_shim", "load_kernel_file", "open_user_kernel",
-    "parse_config_option",
+    "parse_config_option", "split_kernel_spec",
     "build_arguments", "parse_scalar", "parse_tensor_spec", "pick_kernel", "resolve_wrapper", "site_of", "trace_user_kernel",
 ]

@@ -28,6 +28,8 @@ from typing import Any
 
 from swizzlelab.errors import UserError
 from swizzlelab.hw import HardwareModel
+from swizzlelab.io import module_name_for
+from swizzlelab.tasks.registry import KERNEL_FUNCTIONS
 from swizzlelab.userkernel.shim import ShimInfo, device_shim, interpreting
 
 
@@ -96,6 +98,13 @@ class KernelFile:
 
     def folder_on_path(self) -> contextlib.AbstractContextManager[None]:
         return folder_on_path(self.path.parent)
+
+    @property
+    def is_task_kernel(self) -> bool:
+        """Whether the file is a task's kernel module (a task folder's kernel.py, or a copy of one): it defines
+        custom_kernel, tile_grid and swizzle_args (tasks/README.md), so a task scenario takes its grid and names
+        from it. Otherwise it is a kernel file as people write it, traced through its own wrapper."""
+        return all(callable(getattr(self.module, name, None)) for name in KERNEL_FUNCTIONS)
 
 
 class _ImportTimeWork(BaseException):
@@ -303,8 +312,18 @@ def _import_failure(spec_text: str, file: Path, stmt: ast.stmt, err: BaseExcepti
     return UserError(f"--kernel {spec_text}: importing it failed at {file.name}:{line}: {type(err).__name__}: {first}")
 
 
+def split_kernel_spec(spec: str) -> tuple[str, str]:
+    """--kernel FILE[:KERNEL] -> (FILE, KERNEL or "")."""
+    path, sep, kernel_name = spec.rpartition(":")
+    if not sep or not path.endswith(".py"):
+        return spec, ""
+    return path, kernel_name
+
+
 def load_kernel_file(path: str | Path, model: HardwareModel, interpret: bool | None = None) -> KernelFile:
-    """Import `path` (under the device shim when no GPU is present); UserError with FILE:LINE if it fails.
+    """THE loader of a --kernel file, a task kernel module or one as people write it (KernelFile.is_task_kernel
+    tells them apart): import `path` (under the device shim when no GPU is present); UserError with FILE:LINE if it
+    fails.
 
     `interpret`: build interpreted kernels (True), compiled ones (False) or as kernels run here (None)."""
     file = Path(path).expanduser().resolve()
@@ -315,11 +334,10 @@ def load_kernel_file(path: str | Path, model: HardwareModel, interpret: bool | N
     ensure_triton_backend()
     interpreted = interpreting() if interpret is None else interpret
     module_source = file.read_text()
-    digest = hashlib.sha256(str(file).encode()).hexdigest()[:12]
     # a copy of the file in the other mode than kernels run here (traced, or compiled for resources) is a second
     # module of its own
     suffix = "" if interpreted == interpreting() else ("_interpreted" if interpreted else "_compiled")
-    name = f"swizzlelab_user_kernel_{digest}{suffix}"
+    name = module_name_for(file, "swizzlelab_user_kernel") + suffix
     spec = importlib.util.spec_from_file_location(name, file)
     if spec is None or spec.loader is None:
         raise UserError(f"--kernel {path}: cannot be imported as a Python module")

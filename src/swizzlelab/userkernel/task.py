@@ -19,7 +19,7 @@ class CheckResult:
 
 @dataclass
 class UserTask:
-    """Stands in for a swizzlelab task when the kernel is the user's own file.
+    """Stands in for a swizzlelab task when the kernel is the user's own file (a tasks.KernelTask).
 
     Outputs are what the wrapper returns and the tensor arguments it writes in place (a `matmul(a, b, c)` that
     fills `c` returns None): those are found once by a run on copies of the inputs, and every input
@@ -64,7 +64,12 @@ class UserTask:
             _poison(_lookup(data, key))
         return data
 
-    def custom_kernel(self, data: dict[str, Any], order: Any = None) -> Any:
+    def custom_kernel(self, data: dict[str, Any], order: Any = None, config: Any = None) -> Any:
+        """Run the wrapper with the kernel in `order` (None: its own). `config` may only be the configuration the
+        kernel was opened with (its scenario's), which the launcher already carries."""
+        if config is not None and config is not self.user_kernel.choice:
+            raise UserError("a kernel file runs with the configuration it was opened with: open it again with "
+                            "another --config to change it")
         _poison_allocator(self._reference)
         return self.user_kernel.launcher(order, data)
 

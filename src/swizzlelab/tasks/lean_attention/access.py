@@ -25,6 +25,7 @@ def context_lengths(seed: int, batch: int, min_ctx: int, max_ctx: int) -> np.nda
     return lens.numpy().astype(np.int64)
 
 
+# size: the task contract (tasks/README.md): access_model takes the case's sizes and the seed as keywords, one each.
 def access_model(
     *,
     batch: int,

@@ -18,7 +18,7 @@ from swizzlelab.runtime import available_memory_bytes
 from swizzlelab.trace.derive import (
     BYTES_PER_ACCESS, Derivation, NotDerivable, TileOps, derive_trace, estimate_accesses, plan_programs, tile_ops,
 )
-from swizzlelab.trace.trace import AccessTrace
+from swizzlelab.trace.access_trace import AccessTrace
 from swizzlelab.trace.tracer import AccessRecorder, LaunchRecord, _Program, run_guarded, record_accesses
 from swizzlelab.userkernel.launch import Launcher
 from swizzlelab.userkernel.tiles import OwnOrder, SiteSpan, own_order

@@ -6,7 +6,7 @@ CUDA events (real CPU wall times of the interpreter, labelled as such), since th
 import pytest
 
 from swizzlelab.harness import evaluate as evaluate_mod
-from swizzlelab.harness.clocks import HOST_CLOCK_DEVICE, HostClock
+from swizzlelab.harness.timers import HOST_CLOCK_DEVICE, HostClock
 from swizzlelab.harness.correctness import derive_seed
 from swizzlelab.harness.evaluate import Candidate, run_benchmarks
 from swizzlelab.harness.requests import MIN_TIMED_REPS, time_requests

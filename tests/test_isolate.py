@@ -16,7 +16,7 @@ import numpy as np
 import pytest
 
 from swizzlelab.errors import NoGpuError, UserError
-from swizzlelab.harness.clocks import GATE_NS, GATE_NS_PER_CALL
+from swizzlelab.harness.timers import GATE_NS, GATE_NS_PER_CALL
 from swizzlelab.harness.isolate import Limits, evaluate_isolated, secret_seed, time_library_ahead
 from swizzlelab.harness.isolate.limits import seccomp_program
 from swizzlelab.harness.isolate.runner import Calibration, _Tail, clock_verdict, private_root_works, residual_ci_ok

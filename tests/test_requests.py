@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from swizzlelab.errors import UserError
-from swizzlelab.harness.clocks import HostClock
+from swizzlelab.harness.timers import HostClock
 from swizzlelab.harness.requests import (
     MAX_POOL,
     MAX_POOL_CPU,

@@ -16,9 +16,9 @@ from typing import Any, Callable
 import numpy as np
 
 from swizzlelab.errors import UserError
-from swizzlelab.harness.clocks import HOST_CLOCK_DEVICE, HostClock, TrustedClock
+from swizzlelab.harness.timers import HOST_CLOCK_DEVICE, HostClock, TrustedClock
 from swizzlelab.harness.correctness import case_sizes, derive_seed, poison_
-from swizzlelab.harness.gpuclock import ClockSampler, sampler_for, wait_for_first_sample
+from swizzlelab.harness.clock_sampler import ClockSampler, sampler_for, wait_for_first_sample
 from swizzlelab.harness.timing import DEFAULT_REL_SEM, Timing, sem_target_reached, summarize
 
 CHECK_FRACTION = 0.5  # share of timed calls whose output is checked, chosen after each request

@@ -16,7 +16,7 @@ from scipy.stats import t as student_t
 
 from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.correctness import poison_
-from swizzlelab.harness.gpuclock import ClockSampler, sampler_for, wait_for_first_sample
+from swizzlelab.harness.clock_sampler import ClockSampler, sampler_for, wait_for_first_sample
 from swizzlelab.runtime import device
 
 NO_GPU_MESSAGE = "benchmark needs a CUDA GPU; run --mode test on the CPU"
@@ -48,7 +48,7 @@ class Timing:
     device: str = ""
     check_after: str = ""  # verdict of the output check after timing ("" when none was asked for)
     samples_ms: list[float] = field(default_factory=list)
-    gpu_clock: dict[str, Any] | None = None  # SM clock / power while timed (harness.gpuclock), when sampled
+    gpu_clock: dict[str, Any] | None = None  # SM clock / power while timed (harness.clock_sampler), when sampled
 
     @property
     def rel_sem(self) -> float:

@@ -13,7 +13,7 @@ import sys
 import traceback
 from typing import Any, Callable
 
-from swizzlelab.harness.clocks import HostClock, TrustedClock
+from swizzlelab.harness.timers import HostClock, TrustedClock
 from swizzlelab.harness.isolate import protocol, vmm
 from swizzlelab.harness.isolate.transport import ChildSlots
 

@@ -29,10 +29,10 @@ from scipy.stats import theilslopes
 
 import swizzlelab
 from swizzlelab.errors import NoGpuError, UserError
-from swizzlelab.harness.clocks import GATE_NS_PER_CALL
+from swizzlelab.harness.timers import GATE_NS_PER_CALL
 from swizzlelab.harness.correctness import CaseResult, RunCheck, case_sizes, count_poisoned, derive_seed, poison_
 from swizzlelab.harness.evaluate import MODES, BenchRow, Candidate, EvalReport, ExtraBaseline
-from swizzlelab.harness.gpuclock import sampler_for, wait_for_first_sample
+from swizzlelab.harness.clock_sampler import sampler_for, wait_for_first_sample
 from swizzlelab.harness.isolate import protocol
 from swizzlelab.harness.isolate import caches, vmm
 from swizzlelab.harness.isolate.caches import KeptCaches
@@ -1029,7 +1029,7 @@ def clock_verdict(ks: list[int], walls_ms: list[float], sums_ms: list[float], ca
     if len(set(ks)) < 2:
         return {}, "the timed requests all had the same size, so the wall clock cannot be checked"
     slope, intercept, low, high = _residual_fit(ks, walls_ms, sums_ms)
-    # The trusted gate before a request grows by GATE_NS_PER_CALL per call (clocks.py): not the child's doing.
+    # The trusted gate before a request grows by GATE_NS_PER_CALL per call (timers.py): not the child's doing.
     gate_ms = GATE_NS_PER_CALL / 1e6 if on_gpu else 0.0
     slope -= gate_ms
     per_call = float(sum(sums_ms) / sum(ks))

@@ -7,7 +7,7 @@ import stat
 import time
 from pathlib import Path
 
-from swizzlelab.harness.gpuclock import ClockSampler, parse_sample, sampler_for, summarize_samples
+from swizzlelab.harness.clock_sampler import ClockSampler, parse_sample, sampler_for, summarize_samples
 from swizzlelab.harness.report import timing_lines
 from swizzlelab.harness.timing import summarize
 

@@ -1,6 +1,7 @@
-"""Published kernel files (tests/wild/, each unedited below its source header) through `optimize --kernel`,
-`simulate --kernel` and `eval --kernel --order` on the CPU at small sizes; every best_kernel.py an optimize run
-writes is imported and run, and its output compared with the original file's."""
+"""Every kernel file in tests/wild/ (the published ones unedited below their source header, and those written in
+their shape) through `optimize --kernel`, `simulate --kernel` and `eval --kernel --order` on the CPU at small
+sizes; every best_kernel.py an optimize run writes is imported and run, and its output compared with the
+original file's."""
 
 from __future__ import annotations
 
@@ -51,6 +52,9 @@ PUBLISHED = {
     "moe": ([f"{WILD / 'applied_ai_fused_moe.py'}", "--launch", "invoke_fused_moe_kernel", "--inputs",
              f"{WILD / 'moe_inputs.py'}:moe_inputs", *_sizes(M=24, E=4, N=64, K=32, top_k=2, block_m=16)],
             "column_major", "h100"),
+    "grouped": ([f"{WILD / 'triton_08_grouped_gemm.py'}:grouped_matmul_kernel", "--launch", "group_gemm_fn",
+                 *_tensors("group_A=[float16[64,32],float16[128,64]]", "group_B=[float16[32,96],float16[64,32]]"),
+                 "--config", "BLOCK_SIZE_M=32,BLOCK_SIZE_N=32,BLOCK_SIZE_K=32,NUM_SM=8"], "stride:STRIDE=2", "h100"),
     # the files written for swizzlelab in the shape of published ones
     "tutorial_shape": ([f"{WILD / 'tutorial_matmul.py'}", *_tensors("a=float16[M,K]", "b=float16[K,N]"),
                         *_sizes(M=96, N=64, K=64), "--config", "BLOCK_SIZE_M=32,BLOCK_SIZE_N=32,BLOCK_SIZE_K=32"],
@@ -58,6 +62,10 @@ PUBLISHED = {
     "attention_shape": ([f"{WILD / 'attention_fwd.py'}", *_tensors("q=float16[Z,H,N,D]", "k=float16[Z,H,N,D]",
                                                                       "v=float16[Z,H,N,D]"),
                          "--arg", "sm_scale=0.125", *_sizes(Z=1, H=2, N=256, D=64)], "grouped:GROUP_M=2", "h100"),
+    "persistent_shape": ([f"{WILD / 'persistent_matmul.py'}", *_sizes(m=256, n=192, k=64)], "column_major", "h100",
+                         "matmul"),
+    "row_sum": ([f"{WILD / 'row_sum.py'}", *_tensors("x=float32[R,C]"), *_sizes(R=64, C=300)], "stride:STRIDE=2",
+                "h100"),
 }
 
 
@@ -117,6 +125,14 @@ def _best_kernel_runs(options: list[str], target: str, best: Path, task: str | N
     rewritten = _open(options, target, kernel=f"{taken}:{name}" if name else str(taken), task=task)
     assert rewritten.kfile.module_source != original.kfile.module_source
     _assert_same(_outputs(original), _outputs(rewritten))
+
+
+def test_every_wild_file_is_run() -> None:
+    """A kernel file added to tests/wild/ gets a row above (the launch and input helpers are not kernels)."""
+    helpers = {"moe_inputs.py", "rocm_xcd_launch.py"}
+    kernels = {p.name for p in WILD.glob("*.py")} - helpers
+    covered = {Path(options[0].split(":")[0]).name for options, *_ in PUBLISHED.values()}
+    assert kernels == covered
 
 
 @pytest.mark.parametrize("name", sorted(PUBLISHED))

@@ -197,6 +197,9 @@ def test_in_kernel_constexpr_needs_no_config(tmp_path, site):
     own = scenario.check(scenario.default_order())
     assert own.proof.is_bijection and np.array_equal(own.perm, traced.order.perm)
     assert torch.equal(user_kernel.launcher(None), user_kernel.launcher(family("column_major")))
+    with pytest.raises(UserError, match=r"--config NUM_XCDS: kernel scale_tiles sets NUM_XCDS in its body \(line 10\)"):
+        open_user_kernel(str(path), H100, config={"NUM_XCDS": 8}, inputs=Inputs(
+            tensors=(parse_tensor_spec("x=float32[M,N]"),), sizes={"M": 128, "N": 128}))
 
 
 def test_remap_helper_called_twice_is_inlined_and_spliced_at_both_calls():
@@ -360,15 +363,25 @@ def scaled(a, scale):
 '''
 
 
-def test_task_inputs_with_arg_overlay(tmp_path):
-    """`optimize/simulate TASK --kernel FILE --arg ...`: the task supplies the tensors it names, --arg the rest
-    (an --arg once dropped the task's inputs and the error sent users to a --task these commands lack)."""
+def test_task_inputs_with_arg_and_tensor_overlay(tmp_path):
+    """`optimize/simulate TASK --kernel FILE --arg/--tensor ...`: the task supplies the tensors it names, --arg and
+    --tensor add or replace single inputs (either once dropped the task's inputs, and the error sent users to a
+    --task these commands lack)."""
     path = tmp_path / "scaled.py"
     path.write_text(SCALED)
     result = CliRunner().invoke(app, ["simulate", "matmul", "--kernel", str(path), "--arg", "scale=2.0", "--size",
                                       "m=64", "--size", "k=64", "--size", "n=64", "--occupancy", "1", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["case"]["a"] == "64x64 float16"
+    # --tensor replaces the one input it names; the task still supplies the others
+    overlaid = CliRunner().invoke(app, [
+        "simulate", "matmul", "--kernel", str(WILD / "tutorial_matmul.py"), "--tensor", "b=float16[64,32]", "--size",
+        "m=64", "--size", "k=64", "--size", "n=64", "--config", "BLOCK_SIZE_M=32,BLOCK_SIZE_N=32,BLOCK_SIZE_K=32",
+        "--occupancy", "1", "--json"])
+    assert overlaid.exit_code == 0, overlaid.output
+    record = json.loads(overlaid.stdout)
+    assert record["case"]["a"] == "64x64 float16" and record["case"]["b"] == "64x32 float16"
+    assert record["grid"] == [2, 1]
     missing = CliRunner().invoke(app, ["simulate", "--kernel", str(path), "--arg", "scale=2.0"])
     assert isinstance(missing.exception, UserError)
     assert "scaled(a, scale) needs a" in str(missing.exception) and "the TASK argument" in str(missing.exception)

@@ -172,3 +172,19 @@ def test_published_kernel_file_with_another_order_runs(name: str, tmp_path: Path
     path = tmp_path / Path(user_kernel.kfile.path).name
     path.write_text(user_kernel.file_source(formula))
     _best_kernel_runs(options, target, path, *task)
+
+
+@pytest.mark.parametrize("name", ["xcd", "persistent"])
+def test_a_broken_file_taken_home_is_caught(name: str, tmp_path: Path) -> None:
+    """The comparison above is not vacuous: a file whose site sends every program to tile (0, 0) (a launcher in
+    another file importing it by name included) computes another output, and the check says so."""
+    from swizzlelab.swizzle import parse_formula
+
+    options, _, target, *task = PUBLISHED[name]
+    user_kernel = _open(options, target, task=task[0] if task else None)
+    site = user_kernel.site.outputs
+    one_tile = parse_formula("pid = tl.program_id(0)\n" + "".join(f"{out} = pid * 0\n" for out in site))
+    path = tmp_path / Path(user_kernel.kfile.path).name
+    path.write_text(user_kernel.file_source(one_tile))
+    with pytest.raises(AssertionError, match="elements differ"):
+        _best_kernel_runs(options, target, path, *task)

@@ -140,7 +140,7 @@ class AccessRecorder:
         self.launches: list[LaunchRecord] = []
         # the current launch's 64-bit integer tensor arguments: tables of addresses a kernel may load its
         # pointers from (tutorial 08's grouped GEMM); read only when an access lies outside every known tensor
-        self._address_tables: list[Any] = []
+        self._address_tables: list[tuple[str, Any]] = []
         # describe mode: each distinct lane pattern (element bytes, byte offsets from the op's lowest byte) once
         self.patterns: dict[tuple[int, bytes], int] = {}
         self.pattern_list: list[tuple[int, np.ndarray]] = []
@@ -215,17 +215,20 @@ class AccessRecorder:
             return False
         starts = np.array([t.data_ptr() for _, t in held], dtype=np.int64)
         ends = starts + np.array([_extent_bytes(t) for _, t in held], dtype=np.int64)
+        by_start = np.argsort(starts, kind="stable")
         chosen: list[int] = []
         tables: list[str] = []
         for table_name, table in self._address_tables:
             values = table.detach().reshape(-1).numpy().astype(np.int64, copy=False)
-            inside = (values[:, None] >= starts[None, :]) & (values[:, None] < ends[None, :])
-            for row in inside:
-                hit = np.flatnonzero(row)
-                if hit.size and int(hit[0]) not in chosen:
-                    chosen.append(int(hit[0]))
-            if inside.any():
+            # the held tensor starting last at or before each value, when the value lies inside it
+            below = np.searchsorted(starts[by_start], values, side="right") - 1
+            candidate = by_start[np.maximum(below, 0)]
+            inside = (below >= 0) & (values < ends[candidate])
+            hits = candidate[inside]
+            if hits.size:
                 tables.append(table_name)
+                _, first = np.unique(hits, return_index=True)
+                chosen += [int(h) for h in hits[np.sort(first)] if int(h) not in chosen]
         if not any(starts[i] <= address < ends[i] for i in chosen):
             return False
         launch.address_tables = tables

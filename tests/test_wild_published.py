@@ -94,10 +94,13 @@ def _open(options: list[str], target: str, kernel: str | None = None, task: str 
 
 
 def _outputs(user_kernel) -> tuple:
-    """What the kernel's own order produces on the seeded inputs (returned and written in place)."""
+    """What the kernel's own order produces on the seeded inputs (returned and written in place), run as the
+    checks run it: after a first run, so that outputs the wrapper allocates start as NaN (a CPU allocator hands
+    a freed block back, and a kernel that skips tiles would show another run's results there)."""
     from swizzlelab.userkernel.task import UserTask
 
     task = UserTask(user_kernel, rank=1)
+    task.ref_kernel({})
     data = task.generate_input()
     return task.outputs(data, task.custom_kernel(data))
 

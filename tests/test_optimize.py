@@ -84,6 +84,9 @@ def test_cli_optimize_mi300x_budget_20_is_all_predicted(tmp_path: Path) -> None:
     assert html.count("data:image/png;base64,") >= 3
     report = json.loads((out / "report.json").read_text())
     assert report["measured"] is False and report["device"] is None
+    # A and B (4 MB) overflow an XCD's 4 MB L2: the orders' predicted hit rates differ, and the run says so
+    assert report["prediction_separates_orders"] is True
+    assert "the predictions separate the orders" in result.output and report["separation"] in result.output
 
 
 def test_cli_kernel_file_without_site_is_one_line_error(tmp_path: Path) -> None:

@@ -72,6 +72,16 @@ def touch_2d_kernel(x_ptr):
     tl.store(x_ptr + offs, tl.zeros([32], dtype=tl.float32))
 
 
+@triton.jit
+def table_copy_kernel(src_table, dst_table, n, BLOCK: tl.constexpr):
+    # program g copies buffer g: both addresses are read from device arrays of pointers
+    g = tl.program_id(0)
+    src = tl.load(src_table + g).to(tl.pointer_type(tl.float32))
+    dst = tl.load(dst_table + g).to(tl.pointer_type(tl.float32))
+    offs = tl.arange(0, BLOCK)
+    tl.store(dst + offs, tl.load(src + offs, mask=offs < n), mask=offs < n)
+
+
 def _accesses(trace: AccessTrace, tile: int) -> list[tuple[int, int, bool]]:
     start, stop = trace.tile_access_range(tile)
     return [(int(l), int(m), bool(w)) for l, m, w in zip(trace.lines[start:stop], trace.sector_mask[start:stop], trace.is_write[start:stop])]
@@ -218,6 +228,35 @@ def test_tracer_errors_are_one_line():
     idx = torch.tensor([0, 1, 2, 1000], dtype=torch.int32)
     with pytest.raises(UserError, match="outside every tensor argument"):
         trace_kernel(gather_kernel, (1,), (idx, x, y), {"BLOCK": 4})
+
+
+def test_pointers_loaded_from_address_tables_resolve_to_the_tensors_held():
+    """A kernel that loads its buffers' addresses from int64 tensors (tutorial 08's grouped GEMM): the accesses
+    land in tensors the launching code holds (in lists here), named as it names them and laid out after the
+    arguments in the tables' order; without a table, an access outside the arguments stays an error."""
+    sources = [torch.randn(40), torch.randn(64)]
+    targets = [torch.empty(40), torch.empty(64)]
+    stray = torch.randn(64)  # held, but no table points into it: never adopted
+    src_table = torch.tensor([t.data_ptr() for t in sources], dtype=torch.int64)
+    dst_table = torch.tensor([t.data_ptr() for t in targets], dtype=torch.int64)
+
+    def launch():
+        table_copy_kernel[(2,)](src_table, dst_table, 40, BLOCK=64)
+
+    trace = trace_call(launch, (2,), skip_arithmetic=False)
+    names = [t.name for t in trace.tensors]
+    assert names == ["src_table", "dst_table", "sources[0]", "sources[1]", "targets[0]", "targets[1]"]
+    assert torch.equal(targets[0], sources[0]) and torch.equal(targets[1][:40], sources[1][:40])
+    base = {t.name: t.base_line for t in trace.tensors}
+    # program 1 reads table entry 1 of each table (line 0 and 1), then 160 bytes of sources[1] (2 lines), and
+    # writes the same of targets[1]
+    assert [(line, write) for line, _, write in _accesses(trace, 1)] == [
+        (0, False), (1, False), (base["sources[1]"], False), (base["sources[1]"] + 1, False),
+        (base["targets[1]"], True), (base["targets[1]"] + 1, True)]
+    assert stray.numel() and "stray" not in names
+    wrong = torch.tensor([stray.data_ptr() + 10**9], dtype=torch.int64)
+    with pytest.raises(UserError, match="outside every tensor argument"):
+        trace_call(lambda: table_copy_kernel[(1,)](wrong, dst_table, 40, BLOCK=64), (1,))
 
 
 # ---- builder --------------------------------------------------------------------------------------------

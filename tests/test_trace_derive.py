@@ -36,8 +36,13 @@ class WildCase:
     task: str | None = None  # inputs from this task's generate_input instead
     config: dict[str, Any] | None = None
     scalars: dict[str, Any] = field(default_factory=dict)
+    launch: str | None = None  # the wrapper (a FILE.py:FUNCTION in tests/wild for a launcher beside the kernel)
+    builder: str | None = None  # an --inputs FILE.py:FUNCTION in tests/wild
+    target: str = "h100"  # the model the file's driver queries are answered as
 
 
+SMALL_BLOCKS = {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32}
+AB = ("a=float16[M,K]", "b=float16[K,N]")
 # Add a wild kernel here (and it is checked derived == interpreted, with the fit really used).
 WILD_CASES = [
     WildCase("tutorial_matmul divisible", "tutorial_matmul.py", sizes={"m": 512, "n": 384, "k": 128}, task="matmul",
@@ -50,6 +55,33 @@ WILD_CASES = [
     WildCase("attention_fwd 2-D launch", "attention_fwd.py", tensors=("q=float16[Z,H,N,D]", "k=float16[Z,H,N,D]",
              "v=float16[Z,H,N,D]"), sizes={"Z": 2, "H": 3, "N": 1024, "D": 64}, scalars={"sm_scale": 0.5}),
     WildCase("row_sum unaligned rows", "row_sum.py", tensors=("x=float32[R,C]",), sizes={"R": 1001, "C": 300}),
+    # the published files, unedited
+    WildCase("triton_01 vector add", "triton_01_vector_add.py", tensors=("x=float32[N]", "y=float32[N]"),
+             sizes={"N": 98000}),
+    WildCase("triton_03 matmul ragged", "triton_03_matmul.py", sizes={"m": 500, "n": 470, "k": 100}, task="matmul",
+             config=SMALL_BLOCKS),
+    WildCase("triton_06 attention", "triton_06_fused_attention.py:_attn_fwd",
+             tensors=("q=float16[Z,H,S,D]", "k=float16[Z,H,S,D]", "v=float16[Z,H,S,D]"),
+             sizes={"Z": 1, "H": 3, "S": 1024, "D": 64}, scalars={"causal": False, "sm_scale": 0.5},
+             config={"BLOCK_M": 64, "BLOCK_N": 32}),
+    WildCase("triton_09 persistent, _compute_pid twice", "triton_09_persistent_matmul.py:matmul_kernel_persistent",
+             tensors=AB, sizes={"M": 768, "N": 512, "K": 64}, config=SMALL_BLOCKS, launch="matmul_persistent"),
+    WildCase("rocm_xcd matmul (MI300X)", "rocm_xcd_matmul_kernel.py", tensors=AB, sizes={"M": 512, "N": 512, "K": 64},
+             launch="rocm_xcd_launch.py:matmul", target="mi300x"),
+    WildCase("rocm_gemm heuristics", "rocm_gemm.py", tensors=(*AB, "c=float16[M,N]"),
+             sizes={"M": 512, "N": 512, "K": 64}, scalars={"a_scale": None, "b_scale": None}, config=SMALL_BLOCKS),
+]
+# kernels whose addresses depend on their data: derivation falls back, with its reason, to every program
+FALLBACK_CASES = [
+    (WildCase("triton_08 grouped GEMM (pointer table)", "triton_08_grouped_gemm.py:grouped_matmul_kernel",
+              tensors=("group_A=[float16[256,64],float16[128,128],float16[96,32]]",
+                       "group_B=[float16[64,128],float16[128,64],float16[32,160]]"),
+              config={**SMALL_BLOCKS, "NUM_SM": 16}, launch="group_gemm_fn"),
+     "the kernel loads addresses from group_a_ptrs, group_b_ptrs, group_c_ptrs (tables of pointers)"),
+    (WildCase("applied_ai fused MoE (routed tokens)", "applied_ai_fused_moe.py",
+              sizes={"M": 96, "E": 4, "N": 128, "K": 32, "top_k": 2, "block_m": 16}, launch="invoke_fused_moe_kernel",
+              builder="moe_inputs.py:moe_inputs"),
+     "to fit an affine law"),
 ]
 
 
@@ -58,8 +90,19 @@ def _open(case: WildCase, directory: Path = WILD, launch: str | None = None):
     from swizzlelab.userkernel import Inputs, open_user_kernel, parse_tensor_spec
 
     inputs = Inputs(tuple(parse_tensor_spec(t) for t in case.tensors), dict(case.scalars), dict(case.sizes), seed=3,
-                    task=load_task(case.task) if case.task else None)
-    return open_user_kernel(str(directory / case.file), H100, config=case.config, inputs=inputs, launch=launch)
+                    task=load_task(case.task) if case.task else None,
+                    builder=str(WILD / case.builder) if case.builder else None)
+    launch = launch or case.launch
+    if launch and ".py:" in launch:
+        launch = str(directory / launch)
+    return open_user_kernel(str(directory / case.file), get_model(case.target), config=case.config, inputs=inputs,
+                            launch=launch)
+
+
+def _traces(uk, derive: bool):
+    from swizzlelab.userkernel.user_trace import trace_user_kernel
+
+    return trace_user_kernel(uk.launcher, uk.site, source=uk.analysed or None, derive=derive)
 
 
 def _assert_same(derived, full) -> None:
@@ -71,11 +114,9 @@ def _assert_same(derived, full) -> None:
 
 @pytest.mark.parametrize("case", WILD_CASES, ids=lambda c: c.label)
 def test_derived_trace_equals_every_program_interpreted(case):
-    from swizzlelab.userkernel.user_trace import trace_user_kernel
-
     uk = _open(case)
-    derived = trace_user_kernel(uk.launcher, uk.site)
-    full = trace_user_kernel(uk.launcher, uk.site, derive=False)
+    derived = _traces(uk, derive=True)
+    full = _traces(uk, derive=False)
     how = derived.how
     assert how.derivation is not None, how.reason
     # the fit was used (not every tile interpreted), and checked on tiles it did not use
@@ -86,6 +127,15 @@ def test_derived_trace_equals_every_program_interpreted(case):
     assert full.how.derivation is None and full.how.reason == "derivation switched off"
     _assert_same(derived, full)
     assert "trace derived from" in derived.describe() and "real size" in derived.describe()
+
+
+@pytest.mark.parametrize("case,reason", FALLBACK_CASES, ids=lambda c: getattr(c, "label", ""))
+def test_data_dependent_wild_kernels_fall_back_with_their_reason(case, reason):
+    uk = _open(case)
+    traced = _traces(uk, derive=True)
+    assert traced.how.derivation is None and reason in traced.how.reason
+    assert f"fully interpreted ({traced.n_programs} programs): " in traced.describe()
+    _assert_same(traced, _traces(uk, derive=False))
 
 
 def test_small_grid_is_interpreted_whole_and_says_so():

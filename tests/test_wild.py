@@ -140,9 +140,13 @@ def test_row_sum_site_found_and_optimized(tmp_path):
     assert np.array_equal(traced.order.perm, np.arange(16))
     problem = scenario_from_user_kernel(uk, "h100", occupancy=1, gpu_name="")
     result = run(problem, Options(out_dir=tmp_path, budget=2, screen_s=10, workers=1), measurer=None)
-    # no reuse between programs: every order reads each byte of x once
+    # no reuse between programs: every order reads each byte of x once, and the run says it cannot tell them apart
     reads = {a.prediction.dram_read_bytes for a in result.state.attempts if a.prediction}
     assert len(reads) == 1
+    from swizzlelab.optimize.report import separation
+
+    separates, line = separation(result.state)
+    assert separates is False and line.startswith("the predictions do not separate the orders")
 
 
 def test_persistent_matmul_iterations_split_into_tiles():

@@ -197,6 +197,9 @@ def test_in_kernel_constexpr_needs_no_config(tmp_path, site):
     own = scenario.check(scenario.default_order())
     assert own.proof.is_bijection and np.array_equal(own.perm, traced.order.perm)
     assert torch.equal(user_kernel.launcher(None), user_kernel.launcher(family("column_major")))
+    with pytest.raises(UserError, match=r"--config NUM_XCDS: kernel scale_tiles sets NUM_XCDS in its body \(line 10\)"):
+        open_user_kernel(str(path), H100, config={"NUM_XCDS": 8}, inputs=Inputs(
+            tensors=(parse_tensor_spec("x=float32[M,N]"),), sizes={"M": 128, "N": 128}))
 
 
 def test_remap_helper_called_twice_is_inlined_and_spliced_at_both_calls():
@@ -301,15 +304,17 @@ def test_missing_package_imports_are_skipped_until_used():
     assert "fused_moe_kernel" in kfile.kernels and "invoke_fused_moe_kernel" in kfile.functions
 
 
-def test_lists_of_tensors_launch_and_the_trace_says_what_it_lacks():
+def test_lists_of_tensors_launch_and_trace_through_their_pointer_table():
     """Tutorial 08 launches its grouped GEMM through `group_gemm_fn(group_A, group_B)`, lists of tensors whose
-    addresses the kernel reads from a pointer table: they launch (any order, the same products); tracing them
-    needs the tracer to know buffers that are not kernel arguments, and says so in one line."""
+    addresses the kernel reads from a pointer table: they launch (any order, the same products), and the trace
+    resolves the loaded pointers to the listed tensors (and the C tensors the launcher makes); the derivation
+    falls back to interpreting every program with a one-line reason, and equals that full interpretation."""
     from swizzlelab.swizzle import parse_formula
     from swizzlelab.userkernel import Inputs, open_user_kernel, parse_tensor_spec
+    from swizzlelab.userkernel.user_trace import trace_user_kernel
 
-    spec = [parse_tensor_spec("group_A=[float16[64,32],float16[32,32]]"),
-            parse_tensor_spec("group_B=[float16[32,64],float16[32,32]]")]
+    spec = [parse_tensor_spec("group_A=[float16[128,32],float16[64,64]]"),
+            parse_tensor_spec("group_B=[float16[32,64],float16[64,96]]")]
     user_kernel = open_user_kernel(
         f"{WILD / 'triton_08_grouped_gemm.py'}:grouped_matmul_kernel", H100, launch="group_gemm_fn",
         config={"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32, "NUM_SM": 4},
@@ -320,8 +325,21 @@ def test_lists_of_tensors_launch_and_the_trace_says_what_it_lacks():
     for a, b, got, other in zip(user_kernel.launcher.arguments["group_A"], user_kernel.launcher.arguments["group_B"],
                                 own, reordered):
         assert torch.equal(got, other) and torch.allclose(got.float(), a.float() @ b.float(), atol=5e-2)
-    with pytest.raises(UserError, match="outside every tensor argument"):
-        user_kernel.trace()
+    traced = user_kernel.trace()
+    names = [t.name for t in traced.trace.tensors]
+    assert names[:3] == ["group_a_ptrs", "group_b_ptrs", "group_c_ptrs"]
+    assert names[5:] == ["group_A[0]", "group_A[1]", "group_B[0]", "group_B[1]", "group_C[0]", "group_C[1]"]
+    assert "the kernel loads addresses from group_a_ptrs, group_b_ptrs, group_c_ptrs" in traced.how.describe()
+    assert traced.how.derivation is None and traced.order.grid == (4,)
+    # 8 + 6 = 14 tiles on 4 programs; every tile writes its 32 rows of C (32 or 64 bytes each: one line)
+    by_name = {t.name: t for t in traced.trace.tensors}
+    written = np.unique(traced.trace.lines[traced.trace.is_write])
+    c0, c1 = by_name["group_C[0]"], by_name["group_C[1]"]
+    assert set(written) == set(range(c0.base_line, c0.base_line + c0.n_lines)) | set(
+        range(c1.base_line, c1.base_line + c1.n_lines))
+    full = trace_user_kernel(user_kernel.launcher, user_kernel.site, derive=False)
+    for key in ("lines", "sector_mask", "is_write", "step_ptr", "tile_step_ptr"):
+        assert np.array_equal(getattr(traced.trace, key), getattr(full.trace, key)), key
 
 
 SCALED = '''
@@ -345,15 +363,25 @@ def scaled(a, scale):
 '''
 
 
-def test_task_inputs_with_arg_overlay(tmp_path):
-    """`optimize/simulate TASK --kernel FILE --arg ...`: the task supplies the tensors it names, --arg the rest
-    (an --arg once dropped the task's inputs and the error sent users to a --task these commands lack)."""
+def test_task_inputs_with_arg_and_tensor_overlay(tmp_path):
+    """`optimize/simulate TASK --kernel FILE --arg/--tensor ...`: the task supplies the tensors it names, --arg and
+    --tensor add or replace single inputs (either once dropped the task's inputs, and the error sent users to a
+    --task these commands lack)."""
     path = tmp_path / "scaled.py"
     path.write_text(SCALED)
     result = CliRunner().invoke(app, ["simulate", "matmul", "--kernel", str(path), "--arg", "scale=2.0", "--size",
                                       "m=64", "--size", "k=64", "--size", "n=64", "--occupancy", "1", "--json"])
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["case"]["a"] == "64x64 float16"
+    # --tensor replaces the one input it names; the task still supplies the others
+    overlaid = CliRunner().invoke(app, [
+        "simulate", "matmul", "--kernel", str(WILD / "tutorial_matmul.py"), "--tensor", "b=float16[64,32]", "--size",
+        "m=64", "--size", "k=64", "--size", "n=64", "--config", "BLOCK_SIZE_M=32,BLOCK_SIZE_N=32,BLOCK_SIZE_K=32",
+        "--occupancy", "1", "--json"])
+    assert overlaid.exit_code == 0, overlaid.output
+    record = json.loads(overlaid.stdout)
+    assert record["case"]["a"] == "64x64 float16" and record["case"]["b"] == "64x32 float16"
+    assert record["grid"] == [2, 1]
     missing = CliRunner().invoke(app, ["simulate", "--kernel", str(path), "--arg", "scale=2.0"])
     assert isinstance(missing.exception, UserError)
     assert "scaled(a, scale) needs a" in str(missing.exception) and "the TASK argument" in str(missing.exception)

@@ -1,5 +1,6 @@
-"""benchmarks/wild_gpu/run.py (the GPU study of published kernel files, run by hand on an H100) on the CPU with
---small inputs: it runs the command as typed, reads the trace method line and the report, and writes its JSON."""
+"""benchmarks/wild_gpu/run.py (the GPU study of published kernel files, run by hand on a GPU) on the CPU with
+--small inputs: one kernel per call, the command as typed, the trace method line, when each phase ended, the
+report, a JSON per call, and --merge joining the calls' JSONs."""
 
 from __future__ import annotations
 
@@ -9,18 +10,43 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
+SCRIPT = ROOT / "benchmarks" / "wild_gpu" / "run.py"
 
 
-def test_wild_gpu_script_smoke(tmp_path: Path) -> None:
-    done = subprocess.run([sys.executable, str(ROOT / "benchmarks" / "wild_gpu" / "run.py"), str(tmp_path), "--only",
-                           "t03", "--small", "--budget", "1", "--timeout-s", "300"], capture_output=True, text=True,
-                          timeout=400, check=False)
-    assert done.returncode == 0, done.stdout + done.stderr
-    (result_file,) = tmp_path.glob("wild_gpu_*.json")
-    row = json.loads(result_file.read_text())["runs"]["t03"]
-    assert row["rc"] == 0 and not row["timed_out"] and row["wall_s"] > 0
+def _run(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=400,
+                          check=False)
+
+
+def test_wild_gpu_script_one_kernel_per_call_then_merged(tmp_path: Path) -> None:
+    for name in ("t03", "t06"):
+        done = _run(str(tmp_path), "--only", name, "--small", "--budget", "1", "--timeout-s", "300")
+        assert done.returncode == 0, done.stdout + done.stderr
+    t03_file, t06_file = (tmp_path / f"wild_gpu_no-gpu_{name}_small.json" for name in ("t03", "t06"))
+    row = json.loads(t03_file.read_text())["runs"]["t03"]
+    assert row["rc"] == 0 and not row["timed_out"] and row["wall_s"] > 0 and row["timeout_s"] == 300
     assert row["command"].startswith("swizzlelab optimize matmul --kernel tests/wild/triton_03_matmul.py")
     assert row["trace_method"] == "traced in this process under the Triton interpreter"
     assert isinstance(row["prediction_separates_orders"], bool) and row["best_order"]["formula"]
+    assert row["separation"].startswith("the predictions ")
     assert row["best_speedup"] is None  # nothing is measured without a GPU
+    # when each phase ended, in the order the run goes through them, none later than the command's end
+    ends = [row["phases"][p]["at_s"] for p in ("traced", "baseline", "first_sweep", "stopped_or_done")]
+    assert ends == sorted(ends) and ends[-1] <= row["wall_s"] and row["phases"]["traced"]["own_s"] > 0
+    assert any("trace method:" in line for _, line in row["timeline"])
     assert (tmp_path / "t03" / "best_kernel.py").is_file() and (tmp_path / "t03" / "cli.log").is_file()
+
+    merged_file = tmp_path / "wild_gpu_merged.json"
+    done = _run("--merge", str(t03_file), str(t06_file), "--out", str(merged_file))
+    assert done.returncode == 0, done.stderr
+    merged = json.loads(merged_file.read_text())
+    assert list(merged["runs"]) == ["t03", "t06"] and merged["device"] == "no-gpu"
+    assert merged["runs"]["t03"] == row and len(merged["script"]) == 2
+    # a merge refuses files of two devices, or a kernel twice, in one line
+    other = json.loads(t06_file.read_text())
+    other["device"] = "NVIDIA H200"
+    (tmp_path / "other.json").write_text(json.dumps(other))
+    refused = _run("--merge", str(t03_file), str(tmp_path / "other.json"), "--out", str(tmp_path / "x.json"))
+    assert refused.returncode == 2 and "2 devices" in refused.stderr and not (tmp_path / "x.json").exists()
+    twice = _run("--merge", str(t03_file), str(t03_file), "--out", str(tmp_path / "x.json"))
+    assert twice.returncode == 2 and "repeats run(s) t03" in twice.stderr

@@ -27,10 +27,17 @@ ROOT = Path(__file__).resolve().parents[2]
 WILD = ROOT / "tests" / "wild"
 SMALL_MATMUL = {"BLOCK_SIZE_M": 32, "BLOCK_SIZE_N": 32, "BLOCK_SIZE_K": 32}
 QKV = ["q=float16[Z,H,N,D]", "k=float16[Z,H,N,D]", "v=float16[Z,H,N,D]"]
+QKV_06 = ["q=float16[Z,H,S,D]", "k=float16[Z,H,S,D]", "v=float16[Z,H,S,D]"]
+AB = ["a=float16[M,K]", "b=float16[K,N]"]
+T09 = "triton_09_persistent_matmul.py:matmul_kernel_persistent"
+T06 = "triton_06_fused_attention.py:_attn_fwd"
+T06_ARGS = {"causal": False, "sm_scale": 0.5}
 
-# (label, file, inputs, mode): mode "small" = derived and full, "real" = derived + estimated full, "full" = both
-# measured at that size, and the estimate too (to show how far it is off). inputs: task or --tensor specs, sizes, scalars, config (None: first autotune config).
-# Add a wild kernel by adding its rows.
+# (label, file[:kernel], inputs, mode): mode "small" = derived and full, "real" = derived + estimated full, "full" = both
+# measured at that size, and the estimate too (to show how far it is off). inputs: task or --tensor specs, sizes,
+# scalars, config (None: first autotune config), launch (the wrapper), builder (an --inputs FILE:FUNCTION, in
+# tests/wild), target (the model the file's driver queries are answered as; default h100).
+# Every kernel file in tests/wild has a small row (tests/test_benchmark_results.py checks).
 CASES = [
     ("tutorial_matmul 500x470x100, 32x32x32 blocks", "tutorial_matmul.py",
      {"task": "matmul", "sizes": {"m": 500, "n": 470, "k": 100}, "config": SMALL_MATMUL}, "small"),
@@ -39,6 +46,31 @@ CASES = [
     ("attention_fwd Z2 H3 N1024 D64", "attention_fwd.py",
      {"tensors": QKV, "sizes": {"Z": 2, "H": 3, "N": 1024, "D": 64}, "scalars": {"sm_scale": 0.5}}, "small"),
     ("row_sum 1001x300 fp32", "row_sum.py", {"tensors": ["x=float32[R,C]"], "sizes": {"R": 1001, "C": 300}}, "small"),
+    # the published files, unedited
+    ("triton_01 vector add N=98000 fp32", "triton_01_vector_add.py",
+     {"tensors": ["x=float32[N]", "y=float32[N]"], "sizes": {"N": 98000}}, "small"),
+    ("triton_03 matmul 500x470x100, 32x32x32 blocks", "triton_03_matmul.py",
+     {"task": "matmul", "sizes": {"m": 500, "n": 470, "k": 100}, "config": SMALL_MATMUL}, "small"),
+    ("triton_06 attention Z1 H3 S1024 D64, 64x32 blocks", T06,
+     {"tensors": QKV_06, "sizes": {"Z": 1, "H": 3, "S": 1024, "D": 64}, "scalars": T06_ARGS,
+      "config": {"BLOCK_M": 64, "BLOCK_N": 32}}, "small"),
+    ("triton_08 grouped GEMM 3 problems, 32x32x32 blocks, 16 programs", "triton_08_grouped_gemm.py:grouped_matmul_kernel",
+     {"tensors": ["group_A=[float16[256,64],float16[128,128],float16[96,32]]",
+                  "group_B=[float16[64,128],float16[128,64],float16[32,160]]"], "sizes": {}, "launch": "group_gemm_fn",
+      "config": {**SMALL_MATMUL, "NUM_SM": 16}}, "small"),
+    ("triton_09 persistent matmul 1024x768x128, 32x32x32 blocks", T09,
+     {"tensors": AB, "sizes": {"M": 1024, "N": 768, "K": 128}, "launch": "matmul_persistent", "config": SMALL_MATMUL},
+     "small"),
+    ("rocm_xcd matmul 512x512x64 (MI300X)", "rocm_xcd_matmul_kernel.py",
+     {"tensors": AB, "sizes": {"M": 512, "N": 512, "K": 64}, "launch": "rocm_xcd_launch.py:matmul",
+      "target": "mi300x"}, "small"),
+    ("rocm_gemm (heuristics) 512x512x64, 32x32x32 blocks", "rocm_gemm.py",
+     {"tensors": [*AB, "c=float16[M,N]"], "sizes": {"M": 512, "N": 512, "K": 64},
+      "scalars": {"a_scale": None, "b_scale": None}, "config": SMALL_MATMUL}, "small"),
+    ("applied_ai fused MoE M=256 E=8 N=256 K=64 top2", "applied_ai_fused_moe.py",
+     {"sizes": {"M": 256, "E": 8, "N": 256, "K": 64, "top_k": 2, "block_m": 16}, "launch": "invoke_fused_moe_kernel",
+      "builder": "moe_inputs.py:moe_inputs"}, "small"),
+    # larger and real sizes
     ("tutorial_matmul 2048^3, autotune config 0", "tutorial_matmul.py",
      {"task": "matmul", "sizes": {"m": 2048, "n": 2048, "k": 2048}}, "full"),
     ("tutorial_matmul 4096^3, autotune config 0", "tutorial_matmul.py",
@@ -51,6 +83,12 @@ CASES = [
      {"tensors": QKV, "sizes": {"Z": 4, "H": 32, "N": 4096, "D": 64}, "scalars": {"sm_scale": 0.125}}, "real"),
     ("row_sum 16384x8192 fp32", "row_sum.py", {"tensors": ["x=float32[R,C]"], "sizes": {"R": 16384, "C": 8192}},
      "real"),
+    ("triton_03 matmul 8192^3, autotune config 0", "triton_03_matmul.py",
+     {"task": "matmul", "sizes": {"m": 8192, "n": 8192, "k": 8192}}, "real"),
+    ("triton_09 persistent matmul 8192^3, first config", T09,
+     {"tensors": AB, "sizes": {"M": 8192, "N": 8192, "K": 8192}, "launch": "matmul_persistent"}, "real"),
+    ("triton_06 attention Z4 H32 S4096 D64, first config", T06,
+     {"tensors": QKV_06, "sizes": {"Z": 4, "H": 32, "S": 4096, "D": 64}, "scalars": T06_ARGS}, "real"),
 ]
 QUICK = {"small"}
 SAMPLE_PROGRAMS = 8  # programs interpreted to estimate a full interpretation's time
@@ -61,9 +99,15 @@ def _open(file: str, inputs: dict):
     from swizzlelab.tasks import load_task
     from swizzlelab.userkernel import Inputs, open_user_kernel, parse_tensor_spec
 
+    builder = f"{WILD / inputs['builder']}" if "builder" in inputs else None
+    launch = inputs.get("launch")
+    if launch and ".py:" in launch:
+        launch = f"{WILD / launch}"
     made = Inputs(tuple(parse_tensor_spec(t) for t in inputs.get("tensors", ())), dict(inputs.get("scalars", {})),
-                  dict(inputs["sizes"]), seed=1, task=load_task(inputs["task"]) if "task" in inputs else None)
-    return open_user_kernel(str(WILD / file), get_model("h100"), config=inputs.get("config"), inputs=made)
+                  dict(inputs["sizes"]), seed=1, task=load_task(inputs["task"]) if "task" in inputs else None,
+                  builder=builder)
+    return open_user_kernel(str(WILD / file), get_model(inputs.get("target", "h100")), config=inputs.get("config"),
+                            launch=launch, inputs=made)
 
 
 def _seconds_per_program(uk, n: int) -> float:
@@ -90,7 +134,7 @@ def run_one(file: str, inputs: dict, mode: str) -> dict:
 
     uk = _open(file, inputs)
     start, cpu = time.perf_counter(), time.process_time()
-    derived = trace_user_kernel(uk.launcher, uk.site)
+    derived = trace_user_kernel(uk.launcher, uk.site, source=uk.analysed or None)
     derived_wall, derived_s = time.perf_counter() - start, time.process_time() - cpu
     how = derived.how
     row = {
@@ -99,16 +143,18 @@ def run_one(file: str, inputs: dict, mode: str) -> dict:
         "programs": derived.n_programs, "tiles": int(derived.order.perm.size),
         "accesses": int(derived.trace.n_accesses), "how": how.describe(),
         "derived": how.derivation is not None, "interpreted_programs": how.interpreted_programs,
+        "fallback_reason": how.reason or None,
         "derived_seconds": round(derived_s, 3), "derived_wall_seconds": round(derived_wall, 3),
     }
     if mode in ("small", "full"):
         start, cpu = time.perf_counter(), time.process_time()
-        full = trace_user_kernel(uk.launcher, uk.site, derive=False)
+        full = trace_user_kernel(uk.launcher, uk.site, source=uk.analysed or None, derive=False)
         row["interpreted_seconds"] = round(time.process_time() - cpu, 3)
         row["interpreted_wall_seconds"] = round(time.perf_counter() - start, 3)
         row["interpreted_kind"] = "measured: every program interpreted"
-        row["equal"] = all(np.array_equal(getattr(derived.trace, k), getattr(full.trace, k))
-                           for k in ("lines", "sector_mask", "is_write", "step_ptr", "tile_step_ptr"))
+        row["equal"] = derived.trace.tensors == full.trace.tensors and all(
+            np.array_equal(getattr(derived.trace, k), getattr(full.trace, k))
+            for k in ("lines", "sector_mask", "is_write", "step_ptr", "tile_step_ptr"))
     if mode == "full":  # the estimate the real-size rows use, next to what it estimates
         del derived, full
         row["interpreted_estimate_seconds"] = round(_seconds_per_program(uk, row["programs"]) * row["programs"], 1)

@@ -4,12 +4,16 @@ under the interpreter by swizzlelab itself), at their real sizes.
 
 For each of Triton's tutorial 03 matmul, tutorial 09 persistent matmul (8192^3 fp16) and tutorial 06 attention
 forward (Z=4, H=32, N_CTX=4096, D=64 fp16), unedited under tests/wild/: the command, its exit code, wall
-seconds, the `trace method:` line it printed, whether the predictions told orders apart, and the best order's
-measured speedup with its 95% CI from the run's report.json. Every command runs in its own process group under
-a timeout (killed with its children past it), so the script cannot hang.
+seconds, the `trace method:` line it printed, when each of its lines appeared (where the time went), whether the
+predictions told orders apart, and the best order's measured speedup with its 95% CI from the run's report.json.
+Every command runs in its own process group under a timeout (killed with its children past it: rc 124), so
+one call of this script lasts at most about the sum of its kernels' timeouts.
 
-Usage: python benchmarks/wild_gpu/run.py OUT_DIR [--timeout-s 1500] [--only t03|t09|t06 ...] [--budget 4] [--small]
-Writes OUT_DIR/wild_gpu_<device>.json, and per kernel OUT_DIR/<name>/ (the optimizer's files and cli.log).
+Usage: python benchmarks/wild_gpu/run.py OUT_DIR [--only t03|t09|t06 ...] [--timeout-s 540] [--budget 4] [--small]
+  writes OUT_DIR/wild_gpu_<device>_<names>.json (one per call) and per kernel OUT_DIR/<name>/ (the optimizer's
+  files and cli.log);
+       python benchmarks/wild_gpu/run.py --merge A.json B.json ... --out wild_gpu_<device>.json
+  joins the calls' JSONs (one device) into one.
 """
 
 from __future__ import annotations
@@ -22,6 +26,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 from pathlib import Path
 
@@ -63,25 +68,63 @@ def swizzlelab_command() -> list[str]:
     return [found] if found else [sys.executable, "-m", "swizzlelab.cli"]
 
 
-def run_command(argv: list[str], log: Path, timeout_s: float) -> tuple[int, float, str]:
-    """(exit code, wall seconds, output) of argv in its own process group; past `timeout_s` the whole group is
-    killed and the code is 124."""
+def run_command(argv: list[str], log: Path, timeout_s: float) -> tuple[int, float, str, list[list]]:
+    """(exit code, wall seconds, output, timeline) of argv in its own process group; past `timeout_s` the whole
+    group is killed and the code is 124. The timeline holds [seconds since start, line] for each output line
+    but progress bars: when the trace, the baseline, the sweep and each iteration finished."""
     env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # the user sets nothing
+    env["PYTHONUNBUFFERED"] = "1"  # output only: each line arrives when printed, so the timeline is its time
+    timeline: list[list] = []
     started = time.perf_counter()
     with open(log, "w") as out:
-        process = subprocess.Popen(argv, stdout=out, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-                                   start_new_session=True)
+        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
+                                   start_new_session=True, text=True, errors="replace")
+
+        def read() -> None:
+            for line in process.stdout:
+                out.write(line)
+                out.flush()
+                text = line.rstrip()
+                if text and "━" not in text:
+                    timeline.append([round(time.perf_counter() - started, 1), text[:240]])
+
+        reader = threading.Thread(target=read, daemon=True)
+        reader.start()
         try:
             code = process.wait(timeout=timeout_s)
         except subprocess.TimeoutExpired:
             os.killpg(process.pid, signal.SIGKILL)
             process.wait()
             code = 124
-    return code, time.perf_counter() - started, log.read_text(errors="replace")
+        reader.join(timeout=10)
+    return code, time.perf_counter() - started, log.read_text(errors="replace"), timeline
+
+
+PHASES = {  # name -> a pattern of the line that ends it (its first number, if any, is that phase's own seconds)
+    "traced": r"^  trace .*traced in ([\d.]+) s",
+    "baseline": r"^baseline \(kernel default site\)",
+    "first_sweep": r"^search: first sweep .* in ([\d.]+) s",
+    "stopped_or_done": r"^(?:best:|the kernel's own order|no order beat)",
+}
+
+
+def phases(timeline: list[list]) -> dict:
+    """For each phase, when its line appeared (seconds since the command started) and the seconds the line
+    itself states; None where it never appeared (killed before)."""
+    out = {}
+    for name, pattern in PHASES.items():
+        hit = next(((t, re.search(pattern, line)) for t, line in timeline if re.search(pattern, line)), None)
+        if hit is None:
+            out[name] = None
+            continue
+        t, match = hit
+        own = float(match.group(1)) if match.groups() else None
+        out[name] = {"at_s": t, **({"own_s": own} if own is not None else {})}
+    return out
 
 
 def summary(out_dir: Path) -> dict:
-    """What the optimizer's report.json says: predictions that told orders apart, the best order, its
+    """What the optimizer's report.json says: whether the predictions told orders apart, the best order, its
     measured speedup and 95% CI against the kernel's own order."""
     path = out_dir / "report.json"
     if not path.is_file():
@@ -96,7 +139,9 @@ def summary(out_dir: Path) -> dict:
         "device": report.get("device"),
         "occupancy": report.get("occupancy"), "occupancy_source": report.get("occupancy_source"),
         "evaluated_orders": len(iterations),
-        "prediction_separates_orders": len(dram) > 1,
+        # the run's own verdict over every order it simulated (report.json), else over the evaluated ones' bytes
+        "prediction_separates_orders": report.get("prediction_separates_orders", len(dram) > 1),
+        "separation": report.get("separation"),
         "best_order": {"label": best.get("label"), "formula": best.get("formula"),
                        "predicted": best.get("prediction")},
         "best_speedup": None if comparison is None else {
@@ -115,18 +160,50 @@ def device_name() -> str:
         return "unknown"
 
 
+def merge(files: list[Path], out: Path) -> int:
+    """One JSON of several calls' (the same device): their runs joined, each call's script line kept."""
+    loaded = [json.loads(Path(f).read_text()) for f in files]
+    devices = sorted({d["device"] for d in loaded})
+    if len(devices) != 1:
+        print(f"error: these files come from {len(devices)} devices ({', '.join(devices)}): merge one device's",
+              file=sys.stderr)
+        return 2
+    runs: dict = {}
+    for data, name in zip(loaded, files):
+        twice = sorted(set(runs) & set(data["runs"]))
+        if twice:
+            print(f"error: {name} repeats run(s) {', '.join(twice)}: merge each kernel's call once", file=sys.stderr)
+            return 2
+        runs.update(data["runs"])
+    result = {**loaded[0], "script": [d["script"] for d in loaded], "merged_from": [Path(f).name for f in files],
+              "runs": {name: runs[name] for name in sorted(runs, key=lambda n: list(RUNS).index(n))}}
+    out.write_text(json.dumps(result, indent=1, default=float))
+    print(out)
+    return 0
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("out", type=Path)
-    parser.add_argument("--timeout-s", type=float, default=1500.0, help="per command, then its process group is killed")
+    parser.add_argument("out", type=Path, nargs="?", help="folder for the runs (not with --merge)")
+    parser.add_argument("--timeout-s", type=float, default=540.0,
+                        help="per kernel's command, then its process group is killed (rc 124)")
     parser.add_argument("--only", action="append", choices=sorted(RUNS), help="run only these (repeatable)")
     parser.add_argument("--budget", type=int, default=4)
     parser.add_argument("--small", action="store_true", help="CPU-sized inputs (a smoke test of this script)")
+    parser.add_argument("--merge", nargs="+", type=Path, help="join these JSONs of single calls (with --out FILE)")
+    parser.add_argument("--out", dest="merged", type=Path, help="the merged JSON (with --merge)")
     args = parser.parse_args(argv)
+    if args.merge:
+        if args.merged is None or args.out is not None:
+            parser.error("--merge takes the JSON files and --out FILE, no OUT_DIR")
+        return merge(args.merge, args.merged)
+    if args.out is None:
+        parser.error("give OUT_DIR (or --merge FILES --out FILE)")
     args.out.mkdir(parents=True, exist_ok=True)
     device = device_name()
+    names = args.only or list(RUNS)
     rows = {}
-    for name in args.only or list(RUNS):
+    for name in names:
         what, rest = RUNS[name]
         if args.small:
             what, rest = what + " (--small: CPU-sized)", small(name, rest)
@@ -134,18 +211,21 @@ def main(argv: list[str]) -> int:
         folder.mkdir(exist_ok=True)
         typed = ["swizzlelab", "optimize", *rest, "--target", "auto", "--budget", str(args.budget),
                  "--out", str(folder)]
-        code, wall, output = run_command(swizzlelab_command() + typed[1:], folder / "cli.log", args.timeout_s)
+        code, wall, output, timeline = run_command(swizzlelab_command() + typed[1:], folder / "cli.log",
+                                                   args.timeout_s)
         method = re.search(r"^trace method: (.*)$", output, re.MULTILINE)
         error = re.search(r"^error: (.*)$", output, re.MULTILINE)
         rows[name] = {"what": what, "command": " ".join(typed), "rc": code, "timed_out": code == 124,
-                      "wall_s": round(wall, 1), "trace_method": method.group(1) if method else None,
-                      "error": error.group(1) if error else None, **summary(folder)}
-        print(json.dumps({name: {k: rows[name][k] for k in ("rc", "wall_s", "trace_method")}}), flush=True)
+                      "timeout_s": args.timeout_s, "wall_s": round(wall, 1),
+                      "trace_method": method.group(1) if method else None,
+                      "error": error.group(1) if error else None, "phases": phases(timeline), "timeline": timeline,
+                      **summary(folder)}
+        print(json.dumps({name: {k: rows[name][k] for k in ("rc", "wall_s", "trace_method", "phases")}}), flush=True)
     slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
     result = {"study": "wild_gpu: published kernel files optimized on a GPU as typed (no environment variable)",
               "device": device, "script": "python benchmarks/wild_gpu/run.py " + " ".join(argv),
               "kind": f"measured ({device}) where a row says so; predictions are the simulator's", "runs": rows}
-    path = args.out / f"wild_gpu_{slug}.json"
+    path = args.out / f"wild_gpu_{slug}_{'-'.join(names)}{'_small' if args.small else ''}.json"
     path.write_text(json.dumps(result, indent=1, default=float))
     print(path)
     return 0 if all(r["rc"] == 0 for r in rows.values()) else 1

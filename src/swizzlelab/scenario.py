@@ -595,6 +595,7 @@ def scenario_from_user_kernel(
 ) -> Scenario:
     """The scenario of a kernel file as people write it (swizzlelab.userkernel): tile grid, swizzle names and the
     trace all come from tracing that kernel through its own wrapper; the site is the one the finder took."""
+    from swizzlelab.userkernel.launch import case_value
     from swizzlelab.userkernel.task import UserTask
 
     traced = user_kernel.trace()
@@ -621,8 +622,7 @@ def scenario_from_user_kernel(
     )
     arguments = user_kernel.launcher.arguments
     case: dict[str, Any] = {"seed": user_kernel.launcher.seed}
-    case.update({k: ("x".join(map(str, v.shape)) + " " + str(v.dtype).replace("torch.", "")) if hasattr(v, "shape")
-                 else v for k, v in arguments.items()})
+    case.update({k: case_value(v) for k, v in arguments.items()})
     case["config"] = user_kernel.choice.label()
     # names the kernel computes before its site (hoisted there in swizzlelab's marked copy, or already before
     # it) are runtime values, the same in every program, that formulas may read

@@ -16,6 +16,7 @@ from swizzlelab.cli import userkernel as uk_cli
 from swizzlelab.cli.common import console, k_dir_opt, outputs_option, progress_bar, split_outputs, wave_sync_opt
 from swizzlelab.hw import targets_help
 from swizzlelab.optimize.loop import JSONL, Options, describe_best, read_jsonl, run
+from swizzlelab.optimize.report import separation
 from swizzlelab.scenario import load_scenario
 
 DEFAULT_OUT = Path("swizzlelab-out")
@@ -100,6 +101,7 @@ def register(app: typer.Typer) -> None:
                 raise typer.Exit(130) from None
             progress.update(bar, completed=min(len(result.state.attempts), budget + 1))
         out_console.print(describe_best(result.state), highlight=False)
+        out_console.print(separation(result.state)[1], highlight=False)
         for name, path in result.files.items():
             out_console.print(f"  {name:<12} {path}", highlight=False)
 

@@ -22,6 +22,7 @@ from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.optimize.logtext import render_header, render_iteration  # noqa: E402
 from swizzlelab.optimize.records import EVALUATED, Attempt  # noqa: E402
 from swizzlelab.optimize.state import JSONL, RunState, describe_best  # noqa: E402
+from swizzlelab.sim.agreement import RESOLUTION_TEXT, within_resolution  # noqa: E402
 from swizzlelab.swizzle import emit_triton, find_site  # noqa: E402
 
 
@@ -31,12 +32,33 @@ def log_text(state: RunState) -> str:
     return header + "".join(render_iteration(a, state.baseline, note) for a in state.attempts[1:])
 
 
+def separation(state: RunState) -> tuple[bool | None, str]:
+    """Whether the simulator told the orders it predicted apart: some order's predicted DRAM reads or L2 hit rate
+    lie beyond the model's resolution from the kernel's own order's (None when nothing was predicted), with the
+    line saying so. At a size whose inputs fit in L2 every order reads the same bytes at the same hit rate."""
+    base = state.baseline.prediction if state.attempts else None
+    predictions = [p for p, _ in state.predictions.values()]
+    if base is None or not predictions:
+        return None, "no order was predicted: nothing to tell apart"
+    reads = [p.dram_read_bytes for p in predictions]
+    hits = [p.l2_hit_rate for p in predictions]
+    spread = (f"{len(predictions)} order(s) simulated, DRAM read {fmt_bytes(min(reads))} to {fmt_bytes(max(reads))}, "
+              f"L2 hit {pct(min(hits))} to {pct(max(hits))}; the kernel's own order {fmt_bytes(base.dram_read_bytes)}, "
+              f"{pct(base.l2_hit_rate)} (predicted, model {base.model})")
+    if any(not within_resolution(p.dram_read_bytes, base.dram_read_bytes, 100 * p.l2_hit_rate,
+                                 100 * base.l2_hit_rate) for p in predictions):
+        return True, f"the predictions separate the orders: {spread}"
+    return False, (f"the predictions do not separate the orders: {spread}; every one {RESOLUTION_TEXT} of the "
+                   "kernel's own, so only a measurement can order them")
+
+
 def report_dict(state: RunState) -> dict[str, Any]:
     scenario = state.scenario
     best = state.best()
     counts: dict[str, int] = {}
     for a in state.attempts[1:]:
         counts[a.status] = counts.get(a.status, 0) + 1
+    separates, separation_line = separation(state)
     return {
         "task": scenario.task.name,
         "case": scenario.case,
@@ -61,6 +83,8 @@ def report_dict(state: RunState) -> dict[str, Any]:
         "baseline": state.baseline.to_dict(),
         "best": {"iteration": best.iteration, "permutation_id": best.permutation_id, "label": best.label,
                  "formula": best.formula, "summary": describe_best(state)},
+        "prediction_separates_orders": separates,
+        "separation": separation_line,
         "iterations": [a.to_dict() for a in state.attempts],
         "written": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
     }

@@ -6,6 +6,7 @@ Loads, stores and atomics become line accesses per tensor argument, grouped into
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import inspect
 import os
 import sys
@@ -76,6 +77,8 @@ class LaunchRecord:
     tensors: list[_ArgTensor]
     programs: dict[int, _Program]  # by launch index; programs a ProgramChoice skipped are absent
     chosen: Collection[int] | None = None  # what the ProgramChoice said for this launch (None: every program)
+    # the 64-bit integer arguments whose values pointed the kernel at tensors that are not its arguments
+    address_tables: list[str] = field(default_factory=list)
 
     @property
     def n_programs(self) -> int:
@@ -135,6 +138,9 @@ class AccessRecorder:
         self.choose = choose
         self.describe = describe
         self.launches: list[LaunchRecord] = []
+        # the current launch's 64-bit integer tensor arguments: tables of addresses a kernel may load its
+        # pointers from (tutorial 08's grouped GEMM); read only when an access lies outside every known tensor
+        self._address_tables: list[tuple[str, Any]] = []
         # describe mode: each distinct lane pattern (element bytes, byte offsets from the op's lowest byte) once
         self.patterns: dict[tuple[int, bytes], int] = {}
         self.pattern_list: list[tuple[int, np.ndarray]] = []
@@ -152,6 +158,7 @@ class AccessRecorder:
         # signature order, whether an argument came by position or by keyword
         named = [(name, by_name[name]) for name in arg_names if name in by_name]
         self.launches.append(LaunchRecord(kernel_name, (0, 0, 0), _tensor_args(named), {}))
+        self._address_tables = [(n, v) for n, v in named if _is_address_table(v)]
         self._program = None
         self.skipping = False
 
@@ -181,13 +188,53 @@ class AccessRecorder:
         if addr.size == 0:
             self._program.add(site, _Op(np.zeros(0, np.int64), np.zeros(0, np.uint8), is_write))
             return None
-        if self.describe:
-            op, touched = self._described(addr, elem_bytes, is_write, launch)
-            self._program.add(site, op)
-            return touched
-        lines, masks, touched = _lines_of(addr, elem_bytes, launch.tensors, launch.kernel_name)
-        self._program.add(site, _Op(lines, masks, is_write))
+        while True:
+            try:
+                if self.describe:
+                    op, touched = self._described(addr, elem_bytes, is_write, launch)
+                else:
+                    lines, masks, touched = _lines_of(addr, elem_bytes, launch.tensors, launch.kernel_name)
+                    op = _Op(lines, masks, is_write)
+                break
+            except _OutsideTensors as miss:
+                if not self._adopt_pointed_at(launch, miss.address):
+                    raise
+        self._program.add(site, op)
         return touched
+
+    def _adopt_pointed_at(self, launch: LaunchRecord, address: int) -> bool:
+        """Add to the launch's tensors those whose addresses its address tables hold (in table order), when one
+        of them holds `address`: pointers the kernel loaded from data, resolved to the tensors they point at.
+        They are looked for among the tensors the launching code holds (its frames' locals, and lists, tuples
+        and dicts of them), named as it names them (`group_A[1]`)."""
+        if not self._address_tables:
+            return False
+        held = [(name, t) for name, t in _tensors_held(self._skip_dirs)
+                if not any(k.ptr == t.data_ptr() for k in launch.tensors)]
+        if not held:
+            return False
+        starts = np.array([t.data_ptr() for _, t in held], dtype=np.int64)
+        ends = starts + np.array([_extent_bytes(t) for _, t in held], dtype=np.int64)
+        by_start = np.argsort(starts, kind="stable")
+        chosen: list[int] = []
+        tables: list[str] = []
+        for table_name, table in self._address_tables:
+            values = table.detach().reshape(-1).numpy().astype(np.int64, copy=False)
+            # the held tensor starting last at or before each value, when the value lies inside it
+            below = np.searchsorted(starts[by_start], values, side="right") - 1
+            candidate = by_start[np.maximum(below, 0)]
+            inside = (below >= 0) & (values < ends[candidate])
+            hits = candidate[inside]
+            if hits.size:
+                tables.append(table_name)
+                _, first = np.unique(hits, return_index=True)
+                chosen += [int(h) for h in hits[np.sort(first)] if int(h) not in chosen]
+        if not any(starts[i] <= address < ends[i] for i in chosen):
+            return False
+        launch.address_tables = tables
+        next_line = launch.tensors[-1].base_line + launch.tensors[-1].n_lines if launch.tensors else 0
+        launch.tensors.extend(_tensor_args([held[i] for i in chosen], next_line))
+        return True
 
     def _described(self, addr: np.ndarray, elem_bytes: int, is_write: bool,
                    launch: LaunchRecord) -> tuple[_Op, _ArgTensor]:
@@ -239,8 +286,50 @@ class AccessRecorder:
         return chosen[0]
 
 
-def _tensor_args(named: list[tuple[str, Any]]) -> list[_ArgTensor]:
-    """Tensor arguments (TensorDescriptor bases and tuple members included) with line ranges in argument order."""
+def _is_address_table(value: Any) -> bool:
+    """A CPU tensor of 64-bit integers (what `x.data_ptr()` values become in a device array of pointers)."""
+    import torch
+
+    return isinstance(value, torch.Tensor) and value.dtype in (torch.int64, torch.uint64) and value.device.type == "cpu"
+
+
+def _extent_bytes(tensor: Any) -> int:
+    """Bytes from a tensor's first element to the end of its last (strides included)."""
+    return (sum((s - 1) * st for s, st in zip(tensor.shape, tensor.stride())) + 1) * int(tensor.element_size())
+
+
+def _tensors_held(skip_dirs: tuple[str, ...]) -> list[tuple[str, Any]]:
+    """Non-empty torch tensors the running code outside Triton and swizzlelab holds, innermost frame first: its
+    frames' locals and the members of lists, tuples and dicts among them; each tensor once, by its first name."""
+    import torch
+
+    own = (*skip_dirs, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+    found: list[tuple[str, Any]] = []
+    seen: set[int] = set()
+
+    def take(name: str, value: Any) -> None:
+        if isinstance(value, torch.Tensor) and value.numel() and id(value) not in seen:
+            seen.add(id(value))
+            found.append((name, value))
+
+    frame = sys._getframe(1)
+    while frame is not None:
+        if not frame.f_code.co_filename.startswith(own):
+            for name, value in list(frame.f_locals.items()):
+                take(name, value)
+                if isinstance(value, (list, tuple)):
+                    for i, item in enumerate(value):
+                        take(f"{name}[{i}]", item)
+                elif isinstance(value, dict):
+                    for key, item in value.items():
+                        take(f"{name}[{key!r}]", item)
+        frame = frame.f_back
+    return found
+
+
+def _tensor_args(named: list[tuple[str, Any]], first_line: int = 0) -> list[_ArgTensor]:
+    """Tensor arguments (TensorDescriptor bases and tuple members included) with line ranges in argument order,
+    the first starting at trace line `first_line`."""
     flat: list[tuple[str, Any]] = []
     for name, value in named:
         if isinstance(value, tuple):
@@ -250,13 +339,13 @@ def _tensor_args(named: list[tuple[str, Any]]) -> list[_ArgTensor]:
         else:
             flat.append((name, value))
     out: list[_ArgTensor] = []
-    next_line = 0
+    next_line = first_line
     for name, value in flat:
         tensor = getattr(value, "base", value) if type(value).__name__ == "TensorWrapper" else value
         if not hasattr(tensor, "data_ptr") or not hasattr(tensor, "element_size") or tensor.numel() == 0:
             continue
         elem_bytes = int(tensor.element_size())
-        extent = (sum((s - 1) * st for s, st in zip(tensor.shape, tensor.stride())) + 1) * elem_bytes
+        extent = _extent_bytes(tensor)
         n_lines = -(-extent // LINE_BYTES)
         is_integer = not (tensor.dtype.is_floating_point or tensor.dtype.is_complex)
         out.append(_ArgTensor(name, int(tensor.data_ptr()), int(extent), elem_bytes, is_integer, next_line, n_lines,
@@ -281,13 +370,20 @@ def _lines_of(
             touched = touched or tensor
     if np.any(line < 0):
         bad = int(addr[np.argmax(line < 0)])
-        raise UserError(
-            f"kernel {kernel_name} accessed address {bad:#x} outside every tensor argument: "
-            "check its masks, or pass the buffer it reads as an argument"
-        )
+        raise _OutsideTensors(
+            f"kernel {kernel_name} accessed address {bad:#x} outside every tensor argument (and every tensor its "
+            "address tables point into): check its masks, or pass the buffer it reads as an argument", bad)
     assert touched is not None
     lines, masks = line_masks(line, first_byte, elem_bytes)
     return lines, masks, touched
+
+
+class _OutsideTensors(UserError):
+    """An access outside every known tensor (`address`: the first such byte)."""
+
+    def __init__(self, message: str, address: int) -> None:
+        super().__init__(message)
+        self.address = address
 
 
 def line_masks(line: np.ndarray, first_byte: np.ndarray, elem_bytes: int) -> tuple[np.ndarray, np.ndarray]:
@@ -411,12 +507,19 @@ def record_accesses(skip_arithmetic: bool = True, real_tensors: frozenset[str] |
     }
     # zeroed operands make softmax-style code divide 0 by 0; that is expected, so keep numpy quiet
     quiet = np.errstate(all="ignore") if skip_arithmetic else contextlib.nullcontext()
+    # With sanitize_overflow the interpreter redoes every int32 add/sub/mul in int64 and builds a range check,
+    # which it then drops (device_assert is a no-op without debug=True): half of the time of a matmul's pointer
+    # arithmetic (69 -> 31 CPU s for tutorial 09's derived trace at 8192^3). Off while recording: same results.
+    builder = interp.interpreter_builder
+    options = builder.options
     try:
         for (cls, name) in originals:
             setattr(cls, name, hooks[name])
+        builder.options = dataclasses.replace(options, sanitize_overflow=False)
         with quiet:
             yield recorder
     finally:
+        builder.options = options
         for (cls, name), fn in originals.items():
             setattr(cls, name, fn)
 

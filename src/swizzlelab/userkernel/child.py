@@ -67,7 +67,8 @@ def run_in_child(request: Request, op: str, interpret: bool, timeout_s: float = 
             tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
             raise UserError(f"the {'interpreted' if interpret else 'compiled'} copy of {request.spec} failed "
                             f"({op}): {tail}")
-        ok, value = pickle.loads(answer.read_bytes())
+        with open(answer, "rb") as stream:
+            ok, value = pickle.load(stream)
     if not ok:
         raise UserError(value)
     return value

@@ -65,6 +65,13 @@ def choose(kernel: FoundKernel, overrides: dict[str, Any], autotune_index: int =
     known = set(kernel.params) | set(LAUNCH_OPTIONS)
     extra_known = {k for c in kernel.autotune_configs for k in c.kwargs}
     unknown = [k for k in overrides if k not in known and k not in extra_known]
+    inside = _in_kernel_constants(kernel)
+    fixed = [k for k in unknown if k in inside]
+    if fixed:
+        line = inside[fixed[0]]
+        raise UserError(
+            f"--config {', '.join(fixed)}: kernel {kernel.name} sets {fixed[0]} in its body (line {line}), not as a "
+            "parameter: it runs with the kernel's own value (edit the file to change it)")
     if unknown:
         constexprs = ", ".join(kernel.constexprs) or "none"
         raise UserError(
@@ -106,3 +113,14 @@ def apply(choice: Choice, kernel: FoundKernel, kwargs: dict[str, Any], interpret
     if not interpreting:
         out.update(choice.extra)
     return out
+
+
+def _in_kernel_constants(kernel: FoundKernel) -> dict[str, int]:
+    """In-kernel constants (`NUM_XCDS: tl.constexpr = 8` in the body) -> their file line."""
+    try:
+        tree = ast.parse(kernel.source)
+    except SyntaxError:
+        return {}
+    return {node.target.id: kernel.first_line + node.lineno - 1 for node in ast.walk(tree)
+            if isinstance(node, ast.AnnAssign) and isinstance(node.target, ast.Name)
+            and "constexpr" in ast.unparse(node.annotation)}

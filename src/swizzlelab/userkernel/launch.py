@@ -431,8 +431,17 @@ class Launcher:
         return f"launcher: {self.wrapper.__name__}({shown}) from {self.kfile.path.name}"
 
 
+def case_value(value: Any) -> Any:
+    """A wrapper argument as a case records it: tensors and lists of them by shape and dtype, others as they are."""
+    return _shown(value) if _is_tensors(value) or hasattr(value, "shape") else value
+
+
+def _is_tensors(value: Any) -> bool:
+    return isinstance(value, (list, tuple)) and bool(value) and all(hasattr(v, "shape") for v in value)
+
+
 def _shown(value: Any) -> str:
-    if isinstance(value, (list, tuple)) and value and all(hasattr(v, "shape") for v in value):
+    if _is_tensors(value):
         return "[" + ", ".join(_shown(v) for v in value) + "]"
     if hasattr(value, "shape"):
         return "x".join(map(str, value.shape)) + " " + str(value.dtype).replace("torch.", "")

@@ -227,6 +227,9 @@ def _derived(launcher: Launcher, name: str, pick: int, grid: tuple[int, int, int
     try:
         for tile, steps in _tiles_of(record, order, programs).items():
             samples[tile] = tile_ops(steps)
+        if record.address_tables:
+            raise NotDerivable(f"the kernel loads addresses from {', '.join(record.address_tables)} (tables of "
+                               "pointers): where it reads depends on that data")
         infos = record.tensor_infos()
         derivation = derive_trace(samples, order.grid, infos, recorder.pattern_list, record.trace_meta(meta),
                                   tuple(sorted(recorder.integer_atomics)))

@@ -192,7 +192,7 @@ def web_router(db: Database, settings: Settings) -> APIRouter:
             return _error_page(err, viewer=who)
         view.code_html = highlight_python(view.code) if view.code_visible else ""
         return _html(render("submission.html.j2", sub=view, viewer=who,
-                            refresh_s=None if view.done else REFRESH_S))
+                            refresh_s=None if view.done and not view.suggestion_pending else REFRESH_S))
 
     @router.get("/submissions/{submission_id}/code.py")
     def submission_code(submission_id: int, request: Request) -> Response:
@@ -207,6 +207,18 @@ def web_router(db: Database, settings: Settings) -> APIRouter:
             return _error_page(err, viewer=who)
         filename, code = found
         name = download_name(filename, f"submission-{submission_id}.py")
+        return Response(code.encode("utf-8"), media_type="text/x-python; charset=utf-8",
+                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+    @router.get("/submissions/{submission_id}/suggestion.py")
+    def suggestion_code(submission_id: int, request: Request) -> Response:
+        who = viewer(request)
+        try:
+            with db.read() as session:
+                filename, code = queries.suggested_code(session, submission_id, who)
+        except ServiceError as err:
+            return _error_page(err, viewer=who)
+        name = download_name(filename, f"suggested-{submission_id}.py")
         return Response(code.encode("utf-8"), media_type="text/x-python; charset=utf-8",
                         headers={"Content-Disposition": f'attachment; filename="{name}"'})
 

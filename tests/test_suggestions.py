@@ -29,9 +29,11 @@ from swizzlelab.leaderboard.db.models import utcnow
 from swizzlelab.leaderboard.outcome import Outcome
 from swizzlelab.leaderboard.queue import WorkerCaps
 from swizzlelab.leaderboard.settings import Settings
-from swizzlelab.optimize.suggest import Candidate, Figure, Suggestion, compare_runs
+from swizzlelab.harness.isolate import Limits
+from swizzlelab.optimize.suggest import Ask, Candidate, Figure, Suggestion, compare_runs, measure
 
 FIXTURES = ROOT / "tests" / "fixtures" / "suggest"
+SMALL_TASK = ROOT / "tests" / "data" / "matmul_small"  # matmul with a 48x32x32 benchmark: timeable on the CPU
 RANKED_REPORT = ROOT / "tests" / "data" / "eval_h100" / "histogram-ranked.json"  # an H100 ranked run's report
 CHROMIUM = Path("/usr/bin/chromium")
 ARTIFACTS = Path(os.environ.get("SWIZZLELAB_TEST_ARTIFACTS", ROOT / "tmp" / "artifacts" / "web"))
@@ -152,6 +154,38 @@ def test_measured_speedups_take_the_run_to_run_spread():
     assert wide is not None and wide.score.high - wide.score.low > 5 * (gain.score.high - gain.score.low)
     # No run of the submission's own file: nothing to compare with.
     assert compare_runs([[], faster], ["a", "b"], "GPU", ["faster"]) == [None]
+
+
+def _small(name: str, order: str | None = None) -> str:
+    """A fixture matmul with 16x16x16 blocks (a 3x2 tile grid on matmul_small's case), its site optionally
+    replaced by another order's lines."""
+    code = (FIXTURES / name).read_text().replace("128", "16").replace("BLOCK_K=64", "BLOCK_K=16")
+    if order is not None:
+        site = "    pid_m = pid % num_pid_m\n    pid_n = (pid // num_pid_m + pid_m) % num_pid_n\n"
+        assert site in code
+        code = code.replace(site, order)
+    return code
+
+
+def test_measure_times_own_and_orders_interleaved_through_the_evaluator():
+    """The GPU path's flow on the CPU (interpreter wall times, labelled so): own file and each order in interleaved
+    isolated ranked runs; an order whose file fails is dropped with a note and never measured."""
+    row_major = "    pid_m = pid // num_pid_n\n    pid_n = pid % num_pid_n\n"
+    wrong = "    pid_m = pid % num_pid_m\n    pid_n = pid * 0\n"  # computes one tile column only
+    cands = [Candidate(spec, "", "", Figure(1.1, 1.0, 1.2), [], _small("matmul_diagonal.py", order))
+             for spec, order in (("row_major", row_major), ("broken", wrong))]
+    ask = Ask(task=str(SMALL_TASK), cases=[], labels=["m=48 n=32 k=32"], target="h100", measure=True, rounds=2,
+              budget_s=0.2, cpu_timing=True)
+    notes: list[str] = []
+    device = measure(ask, _small("matmul_diagonal.py"), "sub.py", cands, Limits(compile_s=90, run_s=60), notes.append)
+    good, broken = cands
+    assert device.startswith("CPU (Triton interpreter") and good.passed and not broken.passed
+    assert broken.measured is None and "failed in the evaluator" in broken.tests and len(notes) == 1
+    assert "round 1: order broken failed" in notes[0]
+    measured = good.measured
+    assert measured is not None and measured.runs == {"own": 2, "row_major": 2, "pooled degrees of freedom": 2}
+    assert measured.score.low < measured.score.speedup < measured.score.high and measured.gpu == device
+    assert [c["case"] for c in measured.cases] == ["m=48 n=32 k=32"] and measured.cases[0]["own_ms"] > 0
 
 
 # ---------------------------------------------------------------- a real server and CPU worker

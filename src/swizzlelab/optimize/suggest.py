@@ -86,6 +86,7 @@ class CaseRank(BaseModel):
     time_model: Line
     anchor: Line
     stop_reason: Line
+    search: list[Line] = Field(default_factory=list, max_length=20)  # what the search said (rejections, ...)
     noise: Annotated[float, Field(ge=0, le=1)]
 
 
@@ -295,6 +296,11 @@ def _timed(run: Any, n_cases: int) -> dict[str, Any] | None:
     return {"score_ms": float(run.score_ms), "cases_ms": [float(c) for c in cases]}
 
 
+def _device(system: dict[str, Any]) -> str:
+    gpu = str(system.get("gpu") or "")
+    return gpu if gpu and gpu != "none" else f"CPU ({system.get('runtime') or 'interpreter'}, wall times: tests only)"
+
+
 def measure(ask: Ask, code: str, filename: str, candidates: list[Candidate], limits: Limits,
             note: Callable[[str], None]) -> str:
     """Time the submission's own file and each candidate's in ROUNDS interleaved rounds through the isolated
@@ -312,6 +318,7 @@ def measure(ask: Ask, code: str, filename: str, candidates: list[Candidate], lim
             who = "the submission's own file" if index == 0 else f"order {candidates[index - 1].spec}"
             run = evaluate_isolated(ask.task, files[index], "ranked", filename=filename, limits=limits,
                                     budget_s=ask.budget_s, with_baseline=False, kept_caches=ask.kept_caches,
+                                    cpu_timing=ask.cpu_timing,
                                     command=f"suggestion timing, round {round_index + 1}: {who}")
             timed = _timed(run, len(ask.labels))
             if timed is None:
@@ -322,7 +329,7 @@ def measure(ask: Ask, code: str, filename: str, candidates: list[Candidate], lim
                 continue
             if index and not candidates[index - 1].tests:
                 candidates[index - 1].tests = "passed"
-            gpu = gpu or str((run.system or {}).get("gpu") or "")
+            gpu = gpu or _device(run.system or {})
             runs[index].append(timed)
     for cand, measured in zip(candidates, compare_runs(runs, ask.labels, gpu, [c.spec for c in candidates])):
         cand.measured = measured if cand.passed else None
@@ -349,6 +356,7 @@ class Ask:
     sim_engine: str = "auto"
     budget_s: float = 3.0  # per benchmark case and timing run
     kept_caches: Path | None = None  # the evaluator's kept Triton caches (round 2 reuses round 1's compiles)
+    cpu_timing: bool = False  # tests of the timed flow without a GPU: interpreter wall times, labelled CPU
 
 
 def _candidates(ranking: Ranking, top: int) -> list[Candidate]:
@@ -362,7 +370,9 @@ def _none_predicted(ranking: Ranking) -> str:
     best = max(ranking.orders, key=lambda o: o.speedup, default=None)
     stops = [c.stop_reason.removesuffix(", stopping") for c in ranking.cases if c.stop_reason]
     if best is None:
-        return "no order is predicted to beat yours" + (f": {stops[0]}" if stops else ": no order could be ranked")
+        said = [line for c in ranking.cases for line in c.search if "rejected" in line]
+        return "no order is predicted to beat yours" + (f": {stops[0]}" if stops else ": no order could be ranked"
+                                                          + (f" ({said[0]})" if said else ""))
     return (f"no order is predicted to beat yours by more than the time model resolves ({ranking.noise:.1%}): the "
             f"best, {best.spec}, {best.speedup:.3f}x [{best.low:.3f}, {best.high:.3f}] predicted (time model "
             f"{ranking.model})")
@@ -390,8 +400,9 @@ def suggest(ask: Ask, code: str, filename: str, limits: Limits, child_s: float, 
         note(f"occupancy: the kernel's resources could not be read ({err}); 1 program per SM assumed")
     phases["compile (resources)"] = time.perf_counter() - mark
     mark = time.perf_counter()
+    # a case whose trace has to interpret every program may take a quarter of the child's time
     message = {"op": "rank", **base, "top": ask.top, "screen_s": ask.screen_s, "sim_engine": ask.sim_engine,
-               "resources": resources.model_dump() if resources else None}
+               "resources": resources.model_dump() if resources else None, "interpret_s": child_s / 4}
     ranking = _ask(code, filename, message, children, on_gpu, interpret=True).ranking
     phases["trace and rank (sandboxed child)"] = time.perf_counter() - mark
     if ranking is None:
@@ -400,7 +411,7 @@ def suggest(ask: Ask, code: str, filename: str, limits: Limits, child_s: float, 
                         cases=[c.model_dump() for c in ranking.cases], notes=notes, phases_s=phases)
     if len(ask.cases) < len(ask.labels):
         note(f"ranked at {len(ask.cases)} of the {len(ask.labels)} benchmark cases "
-             f"({', '.join(c['label'] for c in ask.cases)}); timed at every case")
+             f"({', '.join(c['label'] for c in ask.cases)})" + ("; timed at every case" if ask.measure else ""))
     result.candidates = _candidates(ranking, ask.top)
     if not result.candidates:
         result.headline = _none_predicted(ranking)

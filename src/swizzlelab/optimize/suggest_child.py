@@ -101,6 +101,7 @@ def _searched(msg: dict[str, Any], index: int, resources: Any) -> tuple[Any, Any
 
     case = msg["cases"][index]
     kernel, target = _opened(msg, case, interpret=True)
+    kernel.max_interpret_s = float(msg["interpret_s"])  # a trace that cannot be derived must still fit the child
     scenario = scenario_from_user_kernel(kernel, target, occupancy=None if resources else 1, resources=resources)
     if resources is None:
         scenario.occupancy = Occupancy(1, "assumed: the compiled kernel's resources could not be read")
@@ -115,6 +116,7 @@ def _searched(msg: dict[str, Any], index: int, resources: Any) -> tuple[Any, Any
              "occupancy": scenario.occupancy.text(),
              "time_model": next((n for n in state.notes if n.startswith("time model")), ""),
              "anchor": model.anchor if model is not None else "", "stop_reason": result.stop_reason,
+             "search": [n for n in state.notes if n.startswith("search")],
              "noise": model.cal.noise if model is not None else 0.0}
     return kernel, scenario, result, about
 

@@ -79,12 +79,13 @@ class Settings:
     # Suggestions (which block order would be faster): queued after each passing ranked run (and, with
     # suggest_test_runs, each passing test run: predicted only, for a deployment without GPUs); the search's
     # screening seconds over all ranked cases; wall seconds of each suggestion child (trace and rank; compile);
-    # where the simulator runs (sim.gpu.ENGINES); benchmark cases ranked (0: all); orders timed; interleaved rounds.
+    # where the simulator runs (sim.gpu.ENGINES: the CPU engine by default, the one run inside the sandbox so far);
+    # benchmark cases ranked (0: all); orders timed; interleaved rounds.
     suggestions: bool = True
     suggest_test_runs: bool = False
     suggest_screen_s: float = 60.0
     suggest_child_s: float = 1200.0
-    suggest_sim_engine: str = "auto"
+    suggest_sim_engine: str = "cpu"
     suggest_cases: int = 0
     suggest_top: int = 2
     suggest_rounds: int = 2

@@ -30,7 +30,7 @@ from swizzlelab.leaderboard.outcome import Outcome
 from swizzlelab.leaderboard.queue import WorkerCaps
 from swizzlelab.leaderboard.settings import Settings
 from swizzlelab.harness.isolate import Limits
-from swizzlelab.optimize.suggest import Ask, Candidate, Figure, Suggestion, compare_runs, measure
+from swizzlelab.optimize.suggest import Ask, Candidate, Figure, Suggestion, SuggestYielded, compare_runs, measure
 
 FIXTURES = ROOT / "tests" / "fixtures" / "suggest"
 SMALL_TASK = ROOT / "tests" / "data" / "matmul_small"  # matmul with a 48x32x32 benchmark: timeable on the CPU
@@ -132,6 +132,26 @@ def test_a_lost_suggestion_is_claimed_again_then_given_up_as_a_note(fresh):
         row = session.get(Submission, sub_id).suggestion
         assert row.status == SuggestionStatus.FAILED and row.note == "no suggestion: the site was not found"
     assert suggestions.claim(db, "b", ("H100",), settings) is None
+
+
+def test_a_suggestion_gives_way_to_a_waiting_job_without_losing_a_claim(fresh):
+    db, settings, uid = fresh
+    _finished(db, settings, uid, "ranked", TRITON_CODE)
+    spec = suggestions.claim(db, "gpu0", ("H100",), settings)
+    assert spec is not None and spec.attempt == 1 and not queue.job_waiting(db, WorkerCaps("gpu0", "H100"))
+    with db.write() as session:
+        service.create_submission(session, settings, uid, "histogram", "H200", "ranked", "# another\n", "k.py")
+    assert not queue.job_waiting(db, WorkerCaps("gpu0", "H100"))  # an H200 job is not this worker's
+    with db.write() as session:
+        service.create_submission(session, settings, uid, "histogram", "H100", "test", "# a test\n", "k.py")
+    assert queue.job_waiting(db, WorkerCaps("gpu0", "H100")) and queue.job_waiting(db, WorkerCaps("cpu", None))
+    cand = Candidate("row_major", "", "", Figure(1.1, 1.0, 1.2), [], "code\n")
+    ask = Ask(task="matmul", cases=[], labels=["a"], target="h100", measure=True)
+    with pytest.raises(SuggestYielded):  # before its first evaluator run
+        measure(ask, "code\n", "k.py", [cand], Limits(), lambda text: None, should_yield=lambda: True)
+    assert suggestions.yielded(db, spec)
+    again = suggestions.claim(db, "gpu0", ("H100",), settings)
+    assert again is not None and again.attempt == 1  # giving way did not count as a failed claim
 
 
 # ---------------------------------------------------------------- the measured statistics

@@ -246,7 +246,9 @@ def register(app: typer.Typer) -> None:
 
                 resources = json.loads(ray_resources) if ray_resources else None
                 handle = connect(ray, num_cpus=ray_cpus, resources=resources)
-                RayDispatcher(database, settings, worker_id or default_worker_id("ray"), handle, stop=stop).run(max_jobs)
+                # The dispatcher makes no suggestions, so the results it records queue none (none would ever run).
+                RayDispatcher(database, settings.with_(suggestions=False), worker_id or default_worker_id("ray"),
+                              handle, stop=stop).run(max_jobs)
                 return
             gpus = visible_gpu_names()
             kind = gpu_type.upper() if gpu_type else (gpu_type_of(gpus[0], settings.gpu_types) if gpus else None)

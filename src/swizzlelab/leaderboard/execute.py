@@ -21,7 +21,7 @@ from swizzlelab.hw import TARGETS
 from swizzlelab.leaderboard.outcome import JobSpec, Outcome
 from swizzlelab.leaderboard.settings import Settings
 from swizzlelab.leaderboard.suggestions import SuggestSpec
-from swizzlelab.optimize.suggest import Ask, SuggestFailed, Suggestion, suggest
+from swizzlelab.optimize.suggest import Ask, SuggestFailed, Suggestion, SuggestYielded, suggest
 
 
 def _gpu_label(system: dict[str, Any]) -> str:
@@ -93,11 +93,12 @@ def target_for(gpu_type: str) -> str:
     return key if key in TARGETS else "auto"
 
 
-def suggestion(spec: SuggestSpec, settings: Settings, on_note: Callable[[str], None]) -> Suggestion:
+def suggestion(spec: SuggestSpec, settings: Settings, on_note: Callable[[str], None],
+               should_yield: Callable[[], bool] = lambda: False) -> Suggestion:
     """Make a claimed suggestion: trace the submission at the task's benchmark cases and rank orders in sandboxed
     children, then time the best against the submission's own order on this worker's GPU (spec.measure) or check
     their patched files (predicted only). SuggestFailed (a note for the submitter) when none can be made; another
-    exception is the service's own failure."""
+    exception is the service's own failure. SuggestYielded when `should_yield()` (a submission's job waits)."""
     from swizzlelab.runtime import device
     from swizzlelab.tasks import load_task
 
@@ -116,7 +117,7 @@ def suggestion(spec: SuggestSpec, settings: Settings, on_note: Callable[[str], N
               sim_engine=settings.suggest_sim_engine, budget_s=settings.eval_budget_s, kept_caches=kept_caches())
     limits = Limits(compile_s=settings.compile_s, run_s=settings.run_s)
     return suggest(ask, spec.code, spec.filename, limits, settings.suggest_child_s, on_gpu=device() == "cuda",
-                   on_note=on_note)
+                   on_note=on_note, should_yield=should_yield)
 
 
 def kept_caches() -> Path:

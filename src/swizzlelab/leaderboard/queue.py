@@ -96,6 +96,13 @@ def claim(db: Database, caps: WorkerCaps, settings: Settings, pair: bool = True)
             return _spec(job, paired)
 
 
+def job_waiting(db: Database, caps: WorkerCaps) -> bool:
+    """Whether a queued job waits that this worker could run: a suggestion it is making gives way to it."""
+    with db.read() as session:
+        return session.scalar(select(Job.id).where(Job.status == JobStatus.QUEUED).where(_eligible(caps))
+                              .limit(1)) is not None
+
+
 def _take(job: Job, caps: WorkerCaps, now: dt.datetime) -> None:
     job.status = JobStatus.RUNNING
     job.claimed_by = caps.worker_id

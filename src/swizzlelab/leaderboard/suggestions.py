@@ -177,6 +177,17 @@ def fail(db: Database, spec: SuggestSpec, note: str, settings: Settings, retry: 
             _close(row, SuggestionStatus.FAILED, note=note[:4000])
 
 
+def yielded(db: Database, spec: SuggestSpec) -> bool:
+    """The worker stopped the suggestion for a submission's job: queued again, the claim not counted."""
+    with db.write() as session:
+        row = _held(session, spec)
+        if row is None:
+            return False
+        row.status, row.claim_token, row.attempts = SuggestionStatus.QUEUED, "", max(row.attempts - 1, 0)
+        row.note = "gave way to a submission's job; made again once none waits"
+        return True
+
+
 def worker_lost(db: Database, worker_id: str) -> list[int]:
     """A supervised worker died: the suggestions it held are claimable now."""
     with db.write() as session:

@@ -19,7 +19,14 @@ from dataclasses import dataclass, field
 from swizzlelab.harness.isolate import Limits, time_library_ahead
 from swizzlelab.leaderboard import presence, queue, suggestions
 from swizzlelab.leaderboard.db import Database
-from swizzlelab.leaderboard.execute import SuggestFailed, describe_failure, execute, kept_caches, suggestion
+from swizzlelab.leaderboard.execute import (
+    SuggestFailed,
+    SuggestYielded,
+    describe_failure,
+    execute,
+    kept_caches,
+    suggestion,
+)
 from swizzlelab.leaderboard.outcome import JobSpec
 from swizzlelab.leaderboard.queue import WorkerCaps
 from swizzlelab.leaderboard.settings import Settings
@@ -126,7 +133,12 @@ class Worker:
                   f"{spec.attempt})")
         with self._heartbeating(lambda: suggestions.heartbeat(self.db, spec), what):
             try:
-                made = suggestion(spec, self.settings, lambda text: self._say(f"{what}: {text}"))
+                made = suggestion(spec, self.settings, lambda text: self._say(f"{what}: {text}"),
+                                  lambda: queue.job_waiting(self.db, self.caps))
+            except SuggestYielded:  # lower priority: a submission's job came in; the suggestion waits its turn
+                suggestions.yielded(self.db, spec)
+                self._say(f"{what}: gave way to a submission's job")
+                return False
             except SuggestFailed as err:  # the code gave no suggestion: a note, not the service's failure
                 suggestions.fail(self.db, spec, f"no suggestion: {err}", self.settings, retry=False)
                 self._say(f"{what}: none ({err})")
@@ -179,7 +191,7 @@ class Worker:
             try:
                 spec = queue.claim(self.db, self.caps, self.settings)
                 # suggestions only when no submission's job waits for this worker: they run at lower priority
-                if spec is None:
+                if spec is None and self.settings.suggestions:
                     wish = suggestions.claim(self.db, self.caps.worker_id, self.caps.types(), self.settings)
             except Exception as err:  # the database is briefly unreachable: wait and try again
                 self._say(f"claim failed: {describe_failure(err)}")

@@ -197,6 +197,11 @@ class SuggestFailed(Exception):
     """No suggestion could be made (a note for the submitter, never a verdict on the submission)."""
 
 
+class SuggestYielded(Exception):
+    """A submission's job is waiting for this worker: the suggestion stops between evaluator runs, to be made
+    again later (suggestions run at lower priority than submissions)."""
+
+
 # ---------------------------------------------------------------- the sandboxed children
 
 
@@ -302,10 +307,11 @@ def _device(system: dict[str, Any]) -> str:
 
 
 def measure(ask: Ask, code: str, filename: str, candidates: list[Candidate], limits: Limits,
-            note: Callable[[str], None]) -> str:
+            note: Callable[[str], None], should_yield: Callable[[], bool] = lambda: False) -> str:
     """Time the submission's own file and each candidate's in ROUNDS interleaved rounds through the isolated
     evaluator (ranked mode with the task's tests, no library rows); fills each candidate's `measured` and `tests`.
-    A candidate that fails once is dropped. Returns the GPU's name."""
+    A candidate that fails once is dropped; SuggestYielded before a run when `should_yield()`. Returns the GPU's
+    name."""
     files = [code] + [c.patched for c in candidates]
     runs: list[list[dict[str, Any]]] = [[] for _ in files]
     dropped: set[int] = set()
@@ -315,6 +321,8 @@ def measure(ask: Ask, code: str, filename: str, candidates: list[Candidate], lim
         for index in order if round_index % 2 == 0 else reversed(order):
             if index in dropped:
                 continue
+            if should_yield():
+                raise SuggestYielded("a submission's job is waiting")
             who = "the submission's own file" if index == 0 else f"order {candidates[index - 1].spec}"
             run = evaluate_isolated(ask.task, files[index], "ranked", filename=filename, limits=limits,
                                     budget_s=ask.budget_s, with_baseline=False, kept_caches=ask.kept_caches,
@@ -379,10 +387,12 @@ def _none_predicted(ranking: Ranking) -> str:
 
 
 def suggest(ask: Ask, code: str, filename: str, limits: Limits, child_s: float, on_gpu: bool,
-            on_note: Callable[[str], None] = lambda text: None) -> Suggestion:
+            on_note: Callable[[str], None] = lambda text: None,
+            should_yield: Callable[[], bool] = lambda: False) -> Suggestion:
     """The suggestion for `code`: rank in sandboxed children (each given `child_s` wall seconds), then time the best
     orders against the submission's own on this GPU (ask.measure) or check their patched files with the task's
-    tests (predicted only), through the evaluator under `limits`. SuggestFailed (one line) when none can be made."""
+    tests (predicted only), through the evaluator under `limits`. SuggestFailed (one line) when none can be made;
+    SuggestYielded between children when `should_yield()` says a submission's job waits."""
     children = child_limits(limits, child_s)
     phases: dict[str, float] = {}
     mark = time.perf_counter()
@@ -399,6 +409,8 @@ def suggest(ask: Ask, code: str, filename: str, limits: Limits, child_s: float, 
     except SuggestFailed as err:
         note(f"occupancy: the kernel's resources could not be read ({err}); 1 program per SM assumed")
     phases["compile (resources)"] = time.perf_counter() - mark
+    if should_yield():
+        raise SuggestYielded("a submission's job is waiting")
     mark = time.perf_counter()
     # a case whose trace has to interpret every program may take a quarter of the child's time
     message = {"op": "rank", **base, "top": ask.top, "screen_s": ask.screen_s, "sim_engine": ask.sim_engine,
@@ -418,10 +430,12 @@ def suggest(ask: Ask, code: str, filename: str, limits: Limits, child_s: float, 
         return result
     mark = time.perf_counter()
     if ask.measure:
-        result.gpu = measure(ask, code, filename, result.candidates, limits, note)
+        result.gpu = measure(ask, code, filename, result.candidates, limits, note, should_yield)
         phases["interleaved timing on the GPU"] = time.perf_counter() - mark
         return _measured_outcome(result, ranking)
     for cand in result.candidates:
+        if should_yield():
+            raise SuggestYielded("a submission's job is waiting")
         run = evaluate_isolated(ask.task, cand.patched, "test", filename=filename, limits=limits,
                                 command=f"suggestion check of {cand.spec}")
         cand.tests = "passed" if run.passed else f"failed the task's tests: {run.reason}"
@@ -456,5 +470,5 @@ def _measured_outcome(result: Suggestion, ranking: Ranking) -> Suggestion:
     return result
 
 
-__all__ = ["Ask", "Candidate", "Figure", "Measured", "SuggestFailed", "Suggestion", "child_limits", "compare_runs",
-           "suggest"]
+__all__ = ["Ask", "Candidate", "Figure", "Measured", "SuggestFailed", "SuggestYielded", "Suggestion", "child_limits",
+           "compare_runs", "suggest"]

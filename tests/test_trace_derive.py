@@ -216,6 +216,11 @@ def test_data_dependent_rows_fall_back_with_the_reason(tmp_path, monkeypatch):
     with pytest.raises(UserError, match=r"cannot be derived \(tile .*\) and interpreting every program would "
                                         r"record about 1,[0-9]{3} line accesses"):
         trace_user_kernel(uk.launcher, uk.site)
+    monkeypatch.undo()
+    # ... or too long for the caller's limit, at the sampled programs' pace (a leaderboard suggestion's child)
+    with pytest.raises(UserError, match=r"cannot be derived \(tile .*\) and interpreting every one of its 200 "
+                                        r"programs would take about .* ms each \(limit 0 s\)"):
+        trace_user_kernel(uk.launcher, uk.site, max_interpret_s=1e-6)
 
 
 def test_integer_atomics_fall_back_with_the_reason(tmp_path):

@@ -1,4 +1,4 @@
-"""Formatting of figures for people: bytes, rates, grids. The one place each unit is written out.
+"""Formatting of figures for people: bytes, rates, grids, durations. The one place each unit is written out.
 
 Every command, log and report formats with these, so the same quantity reads the same everywhere.
 """
@@ -28,3 +28,13 @@ def pct(rate: float | None) -> str:
 def grid_text(grid: Iterable[int]) -> str:
     """(64, 32) -> '64x32'."""
     return "x".join(str(int(g)) for g in grid)
+
+
+def fmt_seconds(value: float) -> str:
+    """A duration for people: '42 s', '3.5 min', '2.3 h'."""
+    seconds = float(value)
+    if seconds < 120:
+        return f"{seconds:.0f} s"
+    if seconds < 7200:
+        return f"{seconds / 60:.1f} min"
+    return f"{seconds / 3600:.1f} h"

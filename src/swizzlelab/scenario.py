@@ -578,12 +578,15 @@ def load_scenario(
 # ---------------------------------------------------------------------------------------------- user kernels
 
 
-def user_kernel_occupancy(user_kernel: Any, target: Target) -> Occupancy:
+def user_kernel_occupancy(user_kernel: Any, target: Target, resources: Any = None) -> Occupancy:
     """Programs per SM of a user kernel: from its compiled code's registers, shared memory and warps (compiled
-    by the GPU here, else for the NVIDIA target without one); 1, said to be assumed, when neither can be had."""
+    by the GPU here, else for the NVIDIA target without one, unless `resources` were read by another process);
+    1, said to be assumed, when neither can be had."""
     from swizzlelab.userkernel.resources import kernel_resources
 
-    resources, why = kernel_resources(user_kernel, target.local_gpu, target.model)
+    why = ""
+    if resources is None:
+        resources, why = kernel_resources(user_kernel, target.local_gpu, target.model)
     if resources is None:
         return Occupancy(1, f"assumed: {why}; set --occupancy")
     programs = nvidia_blocks_per_sm(resources.n_regs, resources.shared_bytes, resources.num_warps)
@@ -591,10 +594,12 @@ def user_kernel_occupancy(user_kernel: Any, target: Target) -> Occupancy:
 
 
 def scenario_from_user_kernel(
-    user_kernel: Any, target: str | Target = "auto", occupancy: int | None = None, gpu_name: str | None = None
+    user_kernel: Any, target: str | Target = "auto", occupancy: int | None = None, gpu_name: str | None = None,
+    resources: Any = None,
 ) -> Scenario:
     """The scenario of a kernel file as people write it (swizzlelab.userkernel): tile grid, swizzle names and the
-    trace all come from tracing that kernel through its own wrapper; the site is the one the finder took."""
+    trace all come from tracing that kernel through its own wrapper; the site is the one the finder took.
+    `resources` (userkernel.resources.Resources): the compiled kernel's, when another process compiled it."""
     from swizzlelab.userkernel.launch import case_value
     from swizzlelab.userkernel.task import UserTask
 
@@ -602,7 +607,7 @@ def scenario_from_user_kernel(
     order = traced.order
     resolved = target if isinstance(target, Target) else resolve_target(target, gpu_name)
     if occupancy is None:
-        occ = user_kernel_occupancy(user_kernel, resolved)
+        occ = user_kernel_occupancy(user_kernel, resolved, resources)
     else:
         if occupancy < 1:
             raise UserError(f"--occupancy {occupancy}: give at least 1 resident program per SM/CU")

@@ -24,7 +24,7 @@ GROUPS = ("swizzle", "trace", "sim", "tasks", "eval", "optimize", "serve", "subm
 COMMANDS = {
     "version": "swizzle", "check": "swizzle", "families": "swizzle", "trace": "trace", "analyze": "sim",
     "simulate": "sim", "tasks": "tasks", "eval": "eval", "optimize": "optimize",
-    "serve": "serve", "worker": "serve", "submit": "submit", "submission": "submit", "user": "leaderboard",
+    "serve": "serve", "worker": "serve", "submit": "submit", "submission": "submit", "suggestion": "submit", "user": "leaderboard",
     "token": "leaderboard", "leaderboard": "leaderboard",
 }
 

@@ -78,6 +78,45 @@ def _settings(db: Optional[str], data_dir: Optional[Path], gpu_types: Optional[s
     return settings_from_env(**overrides)
 
 
+SUGGEST_MODES = ("ranked", "all", "off")
+
+
+def suggest_options() -> dict[str, object]:
+    """The options of suggestions (which block order would be faster), the same for serve and worker."""
+    return {
+        "suggest": typer.Option(None, "--suggest", help="make suggestions after passing runs: ranked (the "
+                                "default; timed on the leaderboard's GPU), all (test runs too: predicted only, for a "
+                                "deployment without GPUs) or off"),
+        "suggest_screen_s": typer.Option(None, "--suggest-screen-s", help="seconds a suggestion's search ranks "
+                                         "orders with the simulator, over all cases (default 60)"),
+        "suggest_cases": typer.Option(None, "--suggest-cases", help="benchmark cases a suggestion traces and ranks "
+                                      "at (default 0: every one; timing always covers all)"),
+        "suggest_top": typer.Option(None, "--suggest-top", help="orders a suggestion times on the GPU (default 2)"),
+        "suggest_rounds": typer.Option(None, "--suggest-rounds", help="interleaved timing runs of each file "
+                                       "(default 2)"),
+    }
+
+
+def _suggest_settings(suggest: Optional[str], **knobs: object) -> dict[str, object]:
+    if suggest is not None and suggest not in SUGGEST_MODES:
+        raise UserError(f"--suggest {suggest!r}: use one of {', '.join(SUGGEST_MODES)}")
+    out = dict(knobs)
+    if suggest is not None:
+        out.update(suggestions=suggest != "off", suggest_test_runs=suggest == "all")
+    return out
+
+
+def _suggest_args(settings: Settings) -> list[str]:
+    """The worker options that carry serve's suggestion settings."""
+    mode = "off" if not settings.suggestions else "all" if settings.suggest_test_runs else "ranked"
+    return ["--suggest", mode, "--suggest-screen-s", str(settings.suggest_screen_s), "--suggest-cases",
+            str(settings.suggest_cases), "--suggest-top", str(settings.suggest_top), "--suggest-rounds",
+            str(settings.suggest_rounds)]
+
+
+_SUGGEST = suggest_options()
+
+
 def register(app: typer.Typer) -> None:
     """Add `serve` and `worker` to the main app."""
 
@@ -107,6 +146,11 @@ def register(app: typer.Typer) -> None:
                                                   "may take this long (default 120 s)"),
         run_s: Optional[float] = typer.Option(None, "--run-s", help="... and the rest of its run (default 180 s)"),
         log_level: str = typer.Option("warning", "--log-level", help="uvicorn's log level"),
+        suggest: Optional[str] = _SUGGEST["suggest"],
+        suggest_screen_s: Optional[float] = _SUGGEST["suggest_screen_s"],
+        suggest_cases: Optional[int] = _SUGGEST["suggest_cases"],
+        suggest_top: Optional[int] = _SUGGEST["suggest_top"],
+        suggest_rounds: Optional[int] = _SUGGEST["suggest_rounds"],
     ) -> None:
         """Start the leaderboard API (FastAPI on uvicorn) and its workers; the schema is upgraded on start."""
         import uvicorn
@@ -117,7 +161,10 @@ def register(app: typer.Typer) -> None:
         console = Console(stderr=True)
         settings = _settings(db, data_dir, gpu_types, requests_per_minute=requests_per_minute,
                              submissions_per_hour=submissions_per_hour, heartbeat_timeout_s=heartbeat_timeout,
-                             eval_budget_s=eval_budget_s, compile_s=compile_s, run_s=run_s)
+                             eval_budget_s=eval_budget_s, compile_s=compile_s, run_s=run_s,
+                             **_suggest_settings(suggest, suggest_screen_s=suggest_screen_s,
+                                                 suggest_cases=suggest_cases, suggest_top=suggest_top,
+                                                 suggest_rounds=suggest_rounds))
         # Bad options are refused before anything is written: the worker count, then the database URL (opening
         # it checks it), and only then the admin token file.
         count, gpus = (0, []) if ray else _worker_count(workers)
@@ -128,7 +175,7 @@ def register(app: typer.Typer) -> None:
         base = [sys.executable, "-m", "swizzlelab.cli", "worker", "--db", database.url,
                 "--gpu-types", ",".join(settings.gpu_types), "--heartbeat-timeout", str(settings.heartbeat_timeout_s),
                 "--eval-budget-s", str(settings.eval_budget_s), "--compile-s", str(settings.compile_s),
-                "--run-s", str(settings.run_s)]
+                "--run-s", str(settings.run_s), *_suggest_args(settings)]
         slots = [Slot(0, base + ["--ray", ray], dict(os.environ), "-ray")] if ray else []
         for index in range(count):
             env = dict(os.environ)
@@ -170,6 +217,11 @@ def register(app: typer.Typer) -> None:
         run_s: Optional[float] = typer.Option(None, "--run-s", help="limit on the rest of its run (s)"),
         max_jobs: Optional[int] = typer.Option(None, "--max-jobs", help="stop after this many jobs"),
         worker_id: Optional[str] = typer.Option(None, "--id", help="name in the runs table (default host:pid:gpu)"),
+        suggest: Optional[str] = _SUGGEST["suggest"],
+        suggest_screen_s: Optional[float] = _SUGGEST["suggest_screen_s"],
+        suggest_cases: Optional[int] = _SUGGEST["suggest_cases"],
+        suggest_top: Optional[int] = _SUGGEST["suggest_top"],
+        suggest_rounds: Optional[int] = _SUGGEST["suggest_rounds"],
     ) -> None:
         """Claim jobs from the database and run them through the isolated evaluator (or on Ray)."""
         from swizzlelab.leaderboard.db import open_database
@@ -178,7 +230,9 @@ def register(app: typer.Typer) -> None:
 
         settings = _settings(db, data_dir, gpu_types, heartbeat_timeout_s=heartbeat_timeout,
                              heartbeat_interval_s=heartbeat_interval, eval_budget_s=eval_budget_s, compile_s=compile_s,
-                             run_s=run_s)
+                             run_s=run_s, **_suggest_settings(suggest, suggest_screen_s=suggest_screen_s,
+                                                              suggest_cases=suggest_cases, suggest_top=suggest_top,
+                                                              suggest_rounds=suggest_rounds))
         database = open_database(settings.db_url)
         stop = threading.Event()
 
@@ -192,7 +246,9 @@ def register(app: typer.Typer) -> None:
 
                 resources = json.loads(ray_resources) if ray_resources else None
                 handle = connect(ray, num_cpus=ray_cpus, resources=resources)
-                RayDispatcher(database, settings, worker_id or default_worker_id("ray"), handle, stop=stop).run(max_jobs)
+                # The dispatcher makes no suggestions, so the results it records queue none (none would ever run).
+                RayDispatcher(database, settings.with_(suggestions=False), worker_id or default_worker_id("ray"),
+                              handle, stop=stop).run(max_jobs)
                 return
             gpus = visible_gpu_names()
             kind = gpu_type.upper() if gpu_type else (gpu_type_of(gpus[0], settings.gpu_types) if gpus else None)

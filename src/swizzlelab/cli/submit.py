@@ -1,8 +1,10 @@
 """CLI client of the leaderboard: `swizzlelab submit TASK FILE --mode ...` and a user's other requests,
-`swizzlelab submission list | show ID | cancel ID` (all through --server with the user's token).
+`swizzlelab submission list | show ID | cancel ID`, `swizzlelab suggestion ID` (all through --server with the user's
+token).
 
-submit waits with a progress display (a line every few seconds when not on a terminal) and prints the
-leaderboard-shaped report; exit 0 pass, 1 fail, 2 usage errors and refusals.
+submit waits with a progress display (a line every few seconds when not on a terminal), prints the
+leaderboard-shaped report, then the suggestion of a faster block order when one is made for the submission;
+exit 0 pass, 1 fail, 2 usage errors and refusals.
 """
 
 from __future__ import annotations
@@ -19,10 +21,12 @@ from rich.table import Table
 
 from swizzlelab.cli.common import console
 from swizzlelab.errors import UserError
+from swizzlelab.io import atomic_write_text
 from swizzlelab.leaderboard.client import DEFAULT_SERVER, FINISHED, Client
 from swizzlelab.leaderboard.settings import MODES
 
 PIPE_PROGRESS_S = 5.0  # a progress line this often when stderr is not a terminal (CI logs, pipes)
+SUGGESTION_WAIT_S = 1800.0  # submit waits this long for a suggestion by default
 submission_app = typer.Typer(help="Your submissions: list them, show one (report and code), cancel a queued one.",
                              no_args_is_help=True)
 
@@ -98,6 +102,62 @@ def print_runs(client: Client, view: dict[str, Any]) -> None:
             typer.echo(f"profile file: {f['name']} ({f['size_bytes']} bytes): GET /api/runs/{run['id']}/files/{f['id']}")
 
 
+def _figure(f: dict[str, Any] | None) -> str:
+    return f"{f['speedup']:.3f}x [{f['low']:.3f}, {f['high']:.3f}]" if f else "-"
+
+
+def suggestion_lines(view: dict[str, Any]) -> list[str]:
+    """A suggestion (GET /api/submissions/ID/suggestion) as text: the order, its proof, predicted and measured
+    speedups with their intervals, each labelled, and where the patched kernel is."""
+    sid = view["submission_id"]
+    lines = [f"## Suggestion for submission {sid}: which block order would make it faster"]
+    if view["status"] in ("queued", "running"):
+        return lines + [f"{view['status']}: made after every submission's job; `swizzlelab suggestion {sid}` shows it"]
+    if view["status"] == "failed":
+        return lines + [view["note"] or "no suggestion could be made"]
+    if view["outcome"] == "none":
+        lines.append("no order beats yours (measured)" if view["measured"] else "no order is predicted to beat yours")
+    lines.append(view["headline"])
+    order = view.get("order")
+    if order:
+        measured = order.get("measured")
+        lines += [f"order: {order['spec']}",
+                  f"proof: {order['proof']}",
+                  f"predicted: {_figure(order['predicted'])} (time model {view['model']})",
+                  "measured: " + (f"{_figure(measured)} ({measured['gpu']}, 95% interval)" if measured
+                                  else "not measured (no GPU of the leaderboard's type made this suggestion)"),
+                  "formula:", *[f"    {line}" for line in order["formula"].splitlines()]]
+        for case in (measured or {}).get("cases", []):
+            lines.append(f"  {case['case']}: {_figure(case)} measured, {case['own_ms']:.4g} ms -> "
+                         f"{case['order_ms']:.4g} ms")
+    if view.get("has_patched_code"):
+        lines.append(f"patched kernel: swizzlelab suggestion {sid} --out FILE "
+                     f"(GET /api/submissions/{sid}/suggestion/patched)")
+    if view.get("note"):
+        lines.append(f"notes: {view['note']}")
+    if view.get("seconds") is not None:
+        lines.append(f"made {view['seconds']:.0f} s after the result")
+    return lines
+
+
+def wait_for_suggestion(client: Client, submission_id: int, timeout_s: float, err: Console) -> dict[str, Any] | None:
+    """Poll the submission's suggestion until it is finished (None after timeout_s), a line every few seconds."""
+    start = time.monotonic()
+    last = -1e9
+    while True:
+        view = client.get(f"/api/submissions/{submission_id}/suggestion")
+        if view["status"] not in ("queued", "running"):
+            return view
+        now = time.monotonic()
+        if now - start > timeout_s:
+            return None
+        if now - last >= PIPE_PROGRESS_S:
+            err.print(f"suggestion for submission {submission_id}: {view['status']} ({now - start:.0f} s)",
+                      highlight=False)
+            last = now
+        time.sleep(1.0)
+
+
 @submission_app.command("list")
 def submission_list(
     limit: int = typer.Option(20, "--limit", help="newest this many"),
@@ -170,6 +230,8 @@ def register(app: typer.Typer) -> None:
         server: Optional[str] = server_option(),
         token: Optional[str] = token_option(),
         timeout: float = typer.Option(3600.0, "--timeout", help="give up waiting after this many seconds"),
+        suggestion_wait: float = typer.Option(SUGGESTION_WAIT_S, "--suggestion-wait", help="then wait this long for "
+                                              "the suggestion of a faster block order, when one is queued (0: not)"),
     ) -> None:
         """Submit a kernel to a leaderboard, wait for its runs and print the report."""
         if mode not in MODES:
@@ -192,7 +254,32 @@ def register(app: typer.Typer) -> None:
         print_runs(client, view)
         line, passed = verdict_line(view)
         typer.echo(line)
+        if view.get("suggestion") and suggestion_wait > 0:
+            found = wait_for_suggestion(client, view["id"], suggestion_wait, err)
+            typer.echo("\n".join(suggestion_lines(found)) if found else
+                       f"the suggestion is not made yet; `swizzlelab suggestion {view['id']}` shows it later")
         if not passed:
             raise typer.Exit(code=1)
+
+    @app.command("suggestion")
+    def suggestion_command(
+        submission_id: int = typer.Argument(..., help="your submission's id"),
+        wait: float = typer.Option(0.0, "--wait", help="wait this many seconds for a queued or running one"),
+        out: Optional[Path] = typer.Option(None, "--out", help="write the patched kernel (your file with only its "
+                                           "site replaced by the suggested order) here"),
+        server: Optional[str] = server_option(),
+        token: Optional[str] = token_option(),
+    ) -> None:
+        """Which block order would make your submission's kernel faster: predicted and measured speedups."""
+        client = user_client(server, token)
+        view = client.get(f"/api/submissions/{submission_id}/suggestion")
+        if wait > 0 and view["status"] in ("queued", "running"):
+            view = wait_for_suggestion(client, submission_id, wait, console(stderr=True)) or view
+        typer.echo("\n".join(suggestion_lines(view)))
+        if out is not None:
+            if not view.get("has_patched_code"):
+                raise UserError(f"submission {submission_id}'s suggestion has no patched kernel to write")
+            atomic_write_text(out, client.get(f"/api/submissions/{submission_id}/suggestion/patched").decode("utf-8"))
+            typer.echo(f"wrote {out}")
 
     app.add_typer(submission_app, name="submission")

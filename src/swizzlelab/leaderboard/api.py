@@ -27,7 +27,7 @@ from sqlalchemy import select
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from swizzlelab.errors import UserError
-from swizzlelab.leaderboard import auth, presence, service
+from swizzlelab.leaderboard import auth, presence, service, suggestions
 from swizzlelab.leaderboard.auth import Principal, authenticate, create_user
 from swizzlelab.leaderboard.bodylimit import BodyLimit
 from swizzlelab.leaderboard.db import Database, Leaderboard, ProfileFile, Submission, open_database
@@ -426,6 +426,24 @@ def api_router(db: Database, settings: Settings) -> APIRouter:
                     raise auth_result[1]  # not public: the caller's token is what is missing
                 raise NotFound(f"submission {submission_id} not found")
             return service.code_view(sub)
+
+    @router.get("/submissions/{submission_id}/suggestion",
+                summary="Which block order would make your kernel faster: predicted and measured (yours)")
+    def submission_suggestion(submission_id: int, who: Who) -> dict[str, Any]:
+        with db.read() as session:
+            return suggestions.view(suggestions.find(session, submission_id, who.user_id, who.is_admin))
+
+    @router.get("/submissions/{submission_id}/suggestion/patched",
+                summary="Your file with only its block-order site replaced by the suggested order (yours)")
+    def suggestion_patched(submission_id: int, who: Who) -> Response:
+        with db.read() as session:
+            row = suggestions.find(session, submission_id, who.user_id, who.is_admin)
+            if not row.patched_code:
+                raise NotFound(f"submission {submission_id}'s suggestion has no patched kernel "
+                               f"({row.headline or row.note or row.status})")
+            name = download_name(f"suggested_{row.submission.filename}", f"suggested-{submission_id}.py")
+            return Response(row.patched_code.encode("utf-8"), media_type="text/x-python; charset=utf-8",
+                            headers={"Content-Disposition": f'attachment; filename="{name}"'})
 
     @router.post("/submissions/{submission_id}/cancel", summary="Cancel your submission while it is queued")
     def cancel(submission_id: int, who: Who) -> dict[str, Any]:

@@ -1,7 +1,8 @@
 """One job's evaluation, the same for a local worker and a Ray task: hand the code to the isolated evaluator
-(which runs it in a child process with limits) and package what comes back as an Outcome.
+(which runs it in a child process with limits) and package what comes back as an Outcome; and one suggestion
+(optimize.suggest, whose children trace and rank in the same sandbox).
 
-Nothing here imports the submission: evaluate_isolated does that in its own child.
+Nothing here imports the submission: evaluate_isolated and the suggestion's children do that in their own.
 """
 
 from __future__ import annotations
@@ -11,11 +12,16 @@ import os
 import socket
 import tempfile
 import traceback
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 from swizzlelab.harness.isolate import IsolatedRun, Limits, evaluate_isolated
+from swizzlelab.hw import TARGETS
 from swizzlelab.leaderboard.outcome import JobSpec, Outcome
+from swizzlelab.leaderboard.settings import Settings
+from swizzlelab.leaderboard.suggestions import SuggestSpec
+from swizzlelab.optimize.suggest import Ask, SuggestFailed, Suggestion, SuggestYielded, suggest
 
 
 def _gpu_label(system: dict[str, Any]) -> str:
@@ -79,6 +85,39 @@ def execute(spec: JobSpec, max_profile_bytes: int, budget_s: float = 3.0, limits
                 raise RuntimeError(f"job {spec.job_id}: the paired secret job {spec.paired.job_id} got no run")
             outcome.paired = outcome_from_run(secret, started, max_profile_bytes)
         return outcome
+
+
+def target_for(gpu_type: str) -> str:
+    """The hardware model a leaderboard's GPU type names ("H100" -> "h100"); "auto" for a type without one."""
+    key = gpu_type.strip().lower()
+    return key if key in TARGETS else "auto"
+
+
+def suggestion(spec: SuggestSpec, settings: Settings, on_note: Callable[[str], None],
+               should_yield: Callable[[], bool] = lambda: False) -> Suggestion:
+    """Make a claimed suggestion: trace the submission at the task's benchmark cases and rank orders in sandboxed
+    children, then time the best against the submission's own order on this worker's GPU (spec.measure) or check
+    their patched files (predicted only). SuggestFailed (a note for the submitter) when none can be made; another
+    exception is the service's own failure. SuggestYielded when `should_yield()` (a submission's job waits)."""
+    from swizzlelab.runtime import device
+    from swizzlelab.tasks import load_task
+
+    loaded = load_task(spec.task)
+    cases = loaded.cases("benchmarks")
+    if not cases:
+        raise SuggestFailed(f"task {spec.task} has no benchmark case to trace at")
+    ranked = cases[:settings.suggest_cases] if settings.suggest_cases else cases
+    asked = [{"label": loaded.case_label(case), "seed": int(case.get("seed", 0)),
+              "sizes": {k: v for k, v in case.items() if k != "seed"},
+              "anchor": list(spec.anchors[i]) if i < len(spec.anchors) and spec.anchors[i] else None}
+             for i, case in enumerate(ranked)]
+    ask = Ask(task=spec.task, cases=asked, labels=[loaded.case_label(c) for c in cases],
+              target=target_for(spec.gpu_type), measure=spec.measure, top=settings.suggest_top,
+              rounds=settings.suggest_rounds, screen_s=settings.suggest_screen_s,
+              sim_engine=settings.suggest_sim_engine, budget_s=settings.eval_budget_s, kept_caches=kept_caches())
+    limits = Limits(compile_s=settings.compile_s, run_s=settings.run_s)
+    return suggest(ask, spec.code, spec.filename, limits, settings.suggest_child_s, on_gpu=device() == "cuda",
+                   on_note=on_note, should_yield=should_yield)
 
 
 def kept_caches() -> Path:

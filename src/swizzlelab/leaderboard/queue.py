@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from sqlalchemy import and_, or_, select, update
 from sqlalchemy.orm import Session
 
+from swizzlelab.leaderboard import suggestions
 from swizzlelab.leaderboard.db import Database
 from swizzlelab.leaderboard.db.models import (
     Job,
@@ -95,6 +96,13 @@ def claim(db: Database, caps: WorkerCaps, settings: Settings, pair: bool = True)
             return _spec(job, paired)
 
 
+def job_waiting(db: Database, caps: WorkerCaps) -> bool:
+    """Whether a queued job waits that this worker could run: a suggestion it is making gives way to it."""
+    with db.read() as session:
+        return session.scalar(select(Job.id).where(Job.status == JobStatus.QUEUED).where(_eligible(caps))
+                              .limit(1)) is not None
+
+
 def _take(job: Job, caps: WorkerCaps, now: dt.datetime) -> None:
     job.status = JobStatus.RUNNING
     job.claimed_by = caps.worker_id
@@ -139,14 +147,16 @@ def gpu_tasks(db: Database, caps: WorkerCaps) -> list[str]:
 
 
 def worker_lost(db: Database, worker_id: str) -> list[int]:
-    """A supervised worker died: the jobs it held are claimable now, not after the heartbeat timeout (their claim
-    tokens stay, so the dead worker could never complete them). Returns their ids."""
+    """A supervised worker died: the jobs (and suggestions) it held are claimable now, not after the heartbeat
+    timeout (their claim tokens stay, so the dead worker could never complete them). Returns the jobs' ids."""
     with db.write() as session:
         jobs = session.scalars(select(Job).where(Job.claimed_by == worker_id, Job.status == JobStatus.RUNNING)).all()
         for job in jobs:
             job.heartbeat_at = EPOCH
             job.error = f"worker {worker_id} died while running it (claim {job.attempts})"
-        return [job.id for job in jobs]
+        ids = [job.id for job in jobs]
+    suggestions.worker_lost(db, worker_id)
+    return ids
 
 
 def heartbeat(db: Database, spec: JobSpec) -> bool:
@@ -248,11 +258,12 @@ def _finalize(session: Session, sub: Submission | None, settings: Settings | Non
         sub.status, sub.passed, sub.error = SubmissionStatus.ERROR, None, errors[0] if errors else "no run recorded"
         return
     sub.status, sub.passed, sub.score_ms = SubmissionStatus.DONE, public.passed, public.score_ms
-    if sub.mode != "ranked" or not public.passed:
-        return
-    secret = next((run for run in sub.runs if run.secret), None)
-    tolerance = settings.secret_rel_tolerance if settings is not None else Settings().secret_rel_tolerance
-    sub.flagged, sub.flag_reason = secret_verdict(public, secret, tolerance)
+    if sub.mode == "ranked" and public.passed:
+        secret = next((run for run in sub.runs if run.secret), None)
+        tolerance = settings.secret_rel_tolerance if settings is not None else Settings().secret_rel_tolerance
+        sub.flagged, sub.flag_reason = secret_verdict(public, secret, tolerance)
+    # In the same transaction: a trusted result queues its suggestion job (claimed after every submission's job).
+    suggestions.queue_after(session, sub, settings or Settings())
 
 
 def secret_verdict(public: Run, secret: Run | None, tolerance: float) -> tuple[bool, str]:

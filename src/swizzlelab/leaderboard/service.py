@@ -335,7 +335,16 @@ def submission_view(sub: Submission, waiting: str = "") -> dict[str, Any]:
         "created_at": sub.created_at.isoformat(),
         "finished_at": sub.finished_at.isoformat() if sub.finished_at else None,
         "jobs": jobs, "runs": [run_summary(r) for r in sub.runs], "waiting": waiting,
+        "suggestion": suggestion_state(sub),
     }
+
+
+def suggestion_state(sub: Submission) -> dict[str, Any] | None:
+    """The state of the submission's suggestion (which block order would be faster), for its owner's view."""
+    row = sub.suggestion
+    if row is None:
+        return None
+    return {"status": row.status, "outcome": row.outcome, "headline": row.headline, "note": row.note}
 
 
 def code_view(sub: Submission) -> dict[str, Any]:

@@ -76,6 +76,19 @@ class Settings:
     # A secret run whose score differs from the public one by more than this fraction is flagged (the two runs
     # time different inputs of the same sizes; H100 repeat timings of the built-in tasks vary by well under 5%).
     secret_rel_tolerance: float = 0.15
+    # Suggestions (which block order would be faster): queued after each passing ranked run (and, with
+    # suggest_test_runs, each passing test run: predicted only, for a deployment without GPUs); the search's
+    # screening seconds over all ranked cases; wall seconds of each suggestion child (trace and rank; compile);
+    # where the simulator runs (sim.gpu.ENGINES: the CPU engine by default, the one run inside the sandbox so far);
+    # benchmark cases ranked (0: all); orders timed; interleaved rounds.
+    suggestions: bool = True
+    suggest_test_runs: bool = False
+    suggest_screen_s: float = 60.0
+    suggest_child_s: float = 1200.0
+    suggest_sim_engine: str = "cpu"
+    suggest_cases: int = 0
+    suggest_top: int = 2
+    suggest_rounds: int = 2
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -93,6 +106,12 @@ class Settings:
             raise UserError(f"the evaluation budget must be > 0 s, got {self.eval_budget_s}")
         if self.compile_s <= 0 or self.run_s <= 0:
             raise UserError(f"the evaluator's limits must be > 0 s, got compile {self.compile_s}, run {self.run_s}")
+        if self.suggest_screen_s <= 0 or self.suggest_child_s <= self.suggest_screen_s:
+            raise UserError(f"suggestions need screen seconds > 0 and a child limit above them, got "
+                            f"{self.suggest_screen_s} and {self.suggest_child_s}")
+        if self.suggest_cases < 0 or self.suggest_top < 1 or self.suggest_rounds < 2:
+            raise UserError(f"suggestions need cases >= 0 (0: all), top >= 1 and rounds >= 2 (an interval needs two "
+                            f"runs of a file), got {self.suggest_cases}, {self.suggest_top}, {self.suggest_rounds}")
         if self.heartbeat_timeout_s <= 2 * self.heartbeat_interval_s:
             raise UserError("the heartbeat timeout must exceed twice the heartbeat interval")
         return self

@@ -1,24 +1,36 @@
-"""A local worker: claim a job, heartbeat while the isolated evaluator runs it, write the run; repeat.
+"""A local worker: claim a job, heartbeat while the isolated evaluator runs it, write the run; repeat. With no job
+waiting, it makes a suggestion (which block order would be faster) instead.
 
-One worker per GPU (CUDA_VISIBLE_DEVICES picks it); a worker without a GPU takes only test jobs.
+One worker per GPU (CUDA_VISIBLE_DEVICES picks it); a worker without a GPU takes only test jobs (and suggestions
+that time nothing).
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import socket
 import subprocess
 import threading
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from swizzlelab.harness.isolate import Limits, time_library_ahead
-from swizzlelab.leaderboard import presence, queue
+from swizzlelab.leaderboard import presence, queue, suggestions
 from swizzlelab.leaderboard.db import Database
-from swizzlelab.leaderboard.execute import describe_failure, execute, kept_caches
+from swizzlelab.leaderboard.execute import (
+    SuggestFailed,
+    SuggestYielded,
+    describe_failure,
+    execute,
+    kept_caches,
+    suggestion,
+)
 from swizzlelab.leaderboard.outcome import JobSpec
 from swizzlelab.leaderboard.queue import WorkerCaps
 from swizzlelab.leaderboard.settings import Settings
+from swizzlelab.leaderboard.suggestions import SuggestSpec
 
 
 def visible_gpu_names() -> list[str]:
@@ -74,32 +86,38 @@ class Worker:
         if self.log:
             print(f"[worker {self.caps.worker_id}] {text}", flush=True)
 
-    def _heartbeat_until(self, spec: JobSpec, done: threading.Event) -> None:
+    def _heartbeat_until(self, beat: Callable[[], bool], what: str, done: threading.Event) -> None:
         while not done.wait(self.settings.heartbeat_interval_s):
             try:
-                if not queue.heartbeat(self.db, spec):
-                    self._say(f"job {spec.job_id}: claim lost (re-claimed after a missed heartbeat)")
+                if not beat():
+                    self._say(f"{what}: claim lost (re-claimed after a missed heartbeat)")
                     return
             except Exception as err:  # a database hiccup: the next beat may succeed; the timeout has slack
-                self._say(f"job {spec.job_id}: heartbeat failed: {describe_failure(err)}")
+                self._say(f"{what}: heartbeat failed: {describe_failure(err)}")
+
+    @contextlib.contextmanager
+    def _heartbeating(self, beat: Callable[[], bool], what: str) -> Iterator[None]:
+        done = threading.Event()
+        thread = threading.Thread(target=self._heartbeat_until, args=(beat, what, done), daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            done.set()
+            thread.join()
 
     def run_one(self, spec: JobSpec) -> bool:
         """Evaluate a claimed job and record it; True if this worker's run was the one recorded."""
         self._say(f"job {spec.job_id} (submission {spec.submission_id}, {spec.task} {spec.mode}"
                   f"{' secret' if spec.secret else ''}"
                   f"{f' + secret job {spec.paired.job_id} in the same child' if spec.paired else ''}, attempt {spec.attempt})")
-        done = threading.Event()
-        beat = threading.Thread(target=self._heartbeat_until, args=(spec, done), daemon=True)
-        beat.start()
         outcome, error = None, ""
-        try:
-            outcome = execute(spec, self.settings.max_profile_bytes, self.settings.eval_budget_s,
-                              Limits(compile_s=self.settings.compile_s, run_s=self.settings.run_s))
-        except Exception as err:  # the service's own failure (a bad submission is a failed Outcome instead)
-            error = describe_failure(err)
-        finally:
-            done.set()
-            beat.join()
+        with self._heartbeating(lambda: queue.heartbeat(self.db, spec), f"job {spec.job_id}"):
+            try:
+                outcome = execute(spec, self.settings.max_profile_bytes, self.settings.eval_budget_s,
+                                  Limits(compile_s=self.settings.compile_s, run_s=self.settings.run_s))
+            except Exception as err:  # the service's own failure (a bad submission is a failed Outcome instead)
+                error = describe_failure(err)
         if outcome is None:
             queue.release(self.db, spec, error, self.settings)
             return False
@@ -107,6 +125,30 @@ class Worker:
         self._say(f"job {spec.job_id}: {'passed' if outcome.passed else 'failed'}"
                   f"{'' if recorded else ' (not recorded: another worker holds the job now)'}")
         return recorded
+
+    def run_suggestion(self, spec: SuggestSpec) -> bool:
+        """Make a claimed suggestion and store it (or its note); True if this worker's result was stored."""
+        what = f"suggestion for submission {spec.submission_id}"
+        self._say(f"{what} ({spec.task}{', timed on this GPU' if spec.measure else ', predicted'}, attempt "
+                  f"{spec.attempt})")
+        with self._heartbeating(lambda: suggestions.heartbeat(self.db, spec), what):
+            try:
+                made = suggestion(spec, self.settings, lambda text: self._say(f"{what}: {text}"),
+                                  lambda: queue.job_waiting(self.db, self.caps))
+            except SuggestYielded:  # lower priority: a submission's job came in; the suggestion waits its turn
+                suggestions.yielded(self.db, spec)
+                self._say(f"{what}: gave way to a submission's job")
+                return False
+            except SuggestFailed as err:  # the code gave no suggestion: a note, not the service's failure
+                suggestions.fail(self.db, spec, f"no suggestion: {err}", self.settings, retry=False)
+                self._say(f"{what}: none ({err})")
+                return False
+            except Exception as err:  # the service's own failure: tried again, then a note
+                suggestions.fail(self.db, spec, describe_failure(err), self.settings, retry=True)
+                return False
+        stored = suggestions.complete(self.db, spec, made)
+        self._say(f"{what}: {made.headline}{'' if stored else ' (not stored: claim lost)'}")
+        return stored
 
     def _time_ahead(self) -> bool:
         """While idle, a GPU worker times one task's library rows (the task's own implementations, shown beside
@@ -145,11 +187,20 @@ class Worker:
         self._say(f"ready ({'GPU ' + self.caps.gpu_type if self.caps.gpu_type else 'no GPU: test jobs only'}; "
                   f"kernels run on {backend})")
         while not self.stop.is_set() and (max_jobs is None or handled < max_jobs):
+            wish = None
             try:
                 spec = queue.claim(self.db, self.caps, self.settings)
+                # suggestions only when no submission's job waits for this worker: they run at lower priority
+                if spec is None and self.settings.suggestions:
+                    wish = suggestions.claim(self.db, self.caps.worker_id, self.caps.types(), self.settings)
             except Exception as err:  # the database is briefly unreachable: wait and try again
                 self._say(f"claim failed: {describe_failure(err)}")
                 spec = None
+            if wish is not None:
+                handled += 1
+                self.run_suggestion(wish)
+                self._last_job_end = time.monotonic()
+                continue
             if spec is None:
                 if not self._time_ahead():
                     self.stop.wait(self.settings.poll_interval_s)

@@ -238,6 +238,7 @@ def baseline_proposal(scenario: Scenario) -> Proposal:
 class RunResult:
     state: RunState
     files: dict[str, Path]
+    stop_reason: str = ""  # the time model's one line when it stopped the run: nothing predicted to gain
 
     @property
     def best(self) -> Attempt:
@@ -280,6 +281,7 @@ def run(
     if active is None and not state.measured_note:
         state.measured_note = "no measurer"
     proposers = _make_proposers(state, on_note, on_screen)
+    stopped = ""
     cache = MeasureCache.open(options.cache_path or options.out_dir / CACHE_FILE)
 
     def record(attempt: Attempt) -> None:
@@ -320,8 +322,9 @@ def run(
             report.write_progress(state)
             raise
         if proposal is None and proposers.search.stop_reason:
-            on_note(proposers.search.stop_reason)
-            state.notes.append(proposers.search.stop_reason)
+            stopped = proposers.search.stop_reason
+            on_note(stopped)
+            state.notes.append(stopped)
             break
         if proposal is None:
             on_note("search: every enumerated order has been tried; stopping before the budget")
@@ -336,7 +339,7 @@ def run(
         _mark(state, "ncu profiles", mark)
     state.notes.append("time: " + "; ".join(f"{what} {seconds:.1f} s" for what, seconds in state.timeline))
     files = report.write_all(state)
-    return RunResult(state, files)
+    return RunResult(state, files, stopped)
 
 
 def _mark(state: RunState, what: str, since: float) -> float:

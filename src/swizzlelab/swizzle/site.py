@@ -500,3 +500,19 @@ def kernel_site(kernel: Any) -> Site:
         raise KernelSiteError(f"cannot read the source of kernel {getattr(fn, '__name__', fn)!r}: {err}") from None
     site = find_site(textwrap.dedent("".join(raw_lines)), fn.__name__, line_offset=first_line - 1)
     return replace(site, file=inspect.getsourcefile(fn), line_offset=first_line - 1)
+
+
+def reads_program_id(code: str) -> bool:
+    """Whether a file's source defines a @triton.jit function that reads its program id (a remap site, or the id
+    read directly): from the text alone, nothing of it runs (the leaderboard asks this of untrusted code)."""
+    try:
+        tree = ast.parse(code)
+    except (SyntaxError, ValueError, RecursionError, MemoryError):
+        return False
+    for node in ast.walk(tree):
+        if not isinstance(node, ast.FunctionDef):
+            continue
+        jit = any("jit" in ast.unparse(d) for d in node.decorator_list)
+        if jit and any(isinstance(n, ast.Attribute) and n.attr == "program_id" for n in ast.walk(node)):
+            return True
+    return False

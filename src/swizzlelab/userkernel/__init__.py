@@ -39,6 +39,8 @@ class UserKernel:
     marked: MarkedKernel
     analysed: str = ""  # the kernel's source as the site was read in (ifs folded, the site's helper inlined)
     request: Request | None = None  # what rebuilds it in a child process (the other Triton mode)
+    # A trace that cannot be derived interprets every program: refused when that would take longer (None: no limit).
+    max_interpret_s: float | None = None
     _trace: UserTrace | None = None
 
     @property
@@ -66,7 +68,8 @@ class UserKernel:
         kernels, else by a child process importing the file interpreted (the compiled copy is what is measured)."""
         if self._trace is None:
             if self.kernel.interpreted:
-                self._trace = trace_user_kernel(self.launcher, self.site, source=self.analysed or None)
+                self._trace = trace_user_kernel(self.launcher, self.site, source=self.analysed or None,
+                                                max_interpret_s=self.max_interpret_s)
             else:
                 if self.request is None:
                     raise UserError(f"{self.name}: compiled here and opened without a request a child can rebuild")

@@ -106,7 +106,8 @@ class Inputs:
 
 class Wrapper:
     """The user's launcher, called with keyword arguments: a function, or an autograd Function's `apply`
-    (called positionally in `forward`'s order, ctx left out)."""
+    (called positionally in `forward`'s order, ctx left out). A leaderboard submission's `custom_kernel(data)`
+    takes its inputs as one dict: given a task, its arguments are the task's data keys, packed into `data`."""
 
     def __init__(self, name: str, fn: Callable[..., Any]) -> None:
         self.__name__ = name
@@ -121,6 +122,13 @@ class Wrapper:
         self.source = launch_source(fn)
 
     @property
+    def takes_data(self) -> bool:
+        """Whether it is shaped like a task's custom_kernel(data): one parameter, `data`, without a default."""
+        params = list(self.signature.parameters.values())
+        return (not self.positional and len(params) == 1 and params[0].name == "data"
+                and params[0].default is inspect.Parameter.empty)
+
+    @property
     def globals(self) -> dict[str, Any]:
         fn = self.fn
         owner = getattr(fn, "__self__", None)
@@ -129,6 +137,8 @@ class Wrapper:
         return getattr(fn, "__globals__", {})
 
     def __call__(self, **kwargs: Any) -> Any:
+        if self.takes_data and "data" not in kwargs:
+            return self.fn(dict(kwargs))
         if not self.positional:
             return self.fn(**kwargs)
         args = []
@@ -256,6 +266,11 @@ def build_arguments(wrapper: Wrapper, inputs: Inputs, device: str, folder: Any =
     values: dict[str, Any] = {}
     if inputs.task is not None:
         data = inputs.task.generate_input({"seed": inputs.seed, **inputs.sizes})
+        if wrapper.takes_data and not (inputs.tensors or inputs.scalars or inputs.builder):
+            # custom_kernel(data) of a task: the task's data dict, its output buffer included, kept flat here (so
+            # copies and poisoning see each tensor) and packed into one dict by Wrapper.__call__; on `device`,
+            # so a file that picks its blocks by the tensors' device sees the GPU's even when interpreted
+            return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in data.items()}
         values.update({k: v for k, v in data.items() if k != "out"})
     if inputs.builder:
         values.update(_from_builder(inputs.builder, inputs, device, folder))

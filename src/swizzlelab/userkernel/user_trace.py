@@ -13,7 +13,7 @@ from typing import Any
 import numpy as np
 
 from swizzlelab.errors import UserError
-from swizzlelab.fmt import fmt_bytes, grid_text
+from swizzlelab.fmt import fmt_bytes, fmt_seconds, grid_text
 from swizzlelab.runtime import available_memory_bytes
 from swizzlelab.trace.derive import (
     BYTES_PER_ACCESS, Derivation, NotDerivable, TileOps, derive_trace, estimate_accesses, plan_programs, tile_ops,
@@ -151,11 +151,13 @@ def _same_launch(launches: list[LaunchRecord], pick: int, grid: tuple[int, int, 
 
 
 def trace_user_kernel(launcher: Launcher, site: SiteSpan, source: str | None = None,
-                      real_tensors: frozenset[str] = frozenset(), *, derive: bool = True) -> UserTrace:
+                      real_tensors: frozenset[str] = frozenset(), *, derive: bool = True,
+                      max_interpret_s: float | None = None) -> UserTrace:
     """The per-tile trace of the user's kernel at the size the wrapper's arguments give; `site` lies in `source`
     (the kernel's source by default; swizzlelab's marked copy of it). The wrapper runs first with every program
     skipped, to learn its launches (the one with the most programs is traced), then with the programs
-    trace.derive asks for (or, when the fit fails, all of that launch's programs)."""
+    trace.derive asks for (or, when the fit fails, all of that launch's programs: refused first when that would
+    not fit in memory, or take longer than `max_interpret_s` at the sampled programs' pace)."""
     start = time.perf_counter()
     name = launcher.kernel.jit_fn.fn.__name__
     wrapper = f"{launcher.wrapper.__name__}(...)"
@@ -173,15 +175,16 @@ def trace_user_kernel(launcher: Launcher, site: SiteSpan, source: str | None = N
     meta = {"kernel_file": str(launcher.kfile.path), "config": launcher.choice.label()}
     trace: AccessTrace | None = None
     derivation: Derivation | None = None
-    reason, estimate, interpreted = "derivation switched off", 0, 0
+    reason, estimate, interpreted, pace = "derivation switched off", 0, 0, None
     if derive:
         try:
             derivation, interpreted = _derived(launcher, name, pick, grid, order, real_tensors, meta)
             trace = derivation.trace
         except _Fallback as err:
-            reason, estimate = err.reason, err.estimate
+            reason, estimate, pace = err.reason, err.estimate, err.seconds_per_program
     if trace is None:
         _refuse_large(estimate, reason)
+        _refuse_slow(pace, survey[pick].n_programs, max_interpret_s, reason)
         _, launches, _ = _run(launcher, name, lambda before: None if before == pick else (), real_tensors)
         record = _same_launch(launches, pick, grid, wrapper)
         by_tile = _tiles_of(record, order, range(record.n_programs))
@@ -199,10 +202,11 @@ def trace_user_kernel(launcher: Launcher, site: SiteSpan, source: str | None = N
 
 
 class _Fallback(Exception):
-    def __init__(self, reason: str, estimate: int = 0) -> None:
+    def __init__(self, reason: str, estimate: int = 0, seconds_per_program: float | None = None) -> None:
         super().__init__(reason)
         self.reason = reason
         self.estimate = estimate
+        self.seconds_per_program = seconds_per_program  # the sampled programs' interpreted pace
 
 
 def _derived(launcher: Launcher, name: str, pick: int, grid: tuple[int, int, int], order: OwnOrder,
@@ -220,8 +224,10 @@ def _derived(launcher: Launcher, name: str, pick: int, grid: tuple[int, int, int
             program_of_tile[tiles] = program
     programs = plan_programs(order.grid, program_of_tile, tiles_of_program, seed=launcher.seed)
     chosen = frozenset(programs)
+    started = time.perf_counter()
     recorder, launches, _ = _run(launcher, name, lambda before: chosen if before == pick else (), real_tensors,
                                  describe=True)
+    pace = (time.perf_counter() - started) / max(len(programs), 1)  # the wrapper's own work counted too: an upper bound
     record = _same_launch(launches, pick, grid, f"{launcher.wrapper.__name__}(...)")
     samples: dict[int, TileOps] = {}
     try:
@@ -234,8 +240,17 @@ def _derived(launcher: Launcher, name: str, pick: int, grid: tuple[int, int, int
         derivation = derive_trace(samples, order.grid, infos, recorder.pattern_list, record.trace_meta(meta),
                                   tuple(sorted(recorder.integer_atomics)))
     except NotDerivable as err:
-        raise _Fallback(str(err), estimate_accesses(samples, recorder.pattern_list, n_tiles)) from None
+        raise _Fallback(str(err), estimate_accesses(samples, recorder.pattern_list, n_tiles), pace) from None
     return derivation, len(programs)
+
+
+def _refuse_slow(pace: float | None, n_programs: int, limit_s: float | None, reason: str) -> None:
+    """Refuse, before interpreting every program, a trace that would take longer than `limit_s`."""
+    if pace is None or limit_s is None or pace * n_programs <= limit_s:
+        return
+    raise UserError(f"the trace cannot be derived ({reason}) and interpreting every one of its {n_programs:,} "
+                    f"programs would take about {fmt_seconds(pace * n_programs)} at the sampled programs' "
+                    f"{pace * 1e3:.3g} ms each (limit {fmt_seconds(limit_s)}): trace a smaller size")
 
 
 def _refuse_large(estimate: int, reason: str) -> None:

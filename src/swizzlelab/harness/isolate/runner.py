@@ -58,8 +58,8 @@ SRC_ROOT = str(Path(swizzlelab.__file__).resolve().parent.parent)
 BOOT = (
     "import sys, json, importlib.util\n"
     "src, in_fd, out_fd, cfg = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), json.loads(sys.argv[4])\n"
-    "def _load(name, file):\n"
-    "    spec = importlib.util.spec_from_file_location(name, src + '/swizzlelab/harness/isolate/' + file)\n"
+    "def _load(name, file, root=None):\n"
+    "    spec = importlib.util.spec_from_file_location(name, (root or src + '/swizzlelab/harness/isolate') + '/' + file)\n"
     "    mod = importlib.util.module_from_spec(spec); sys.modules[name] = mod; spec.loader.exec_module(mod); return mod\n"
     "lim = _load('_swizzlelab_sandbox', 'limits.py')\n"
     # First of all: PID and mount namespaces (the process that started here stays outside and waits).
@@ -71,12 +71,18 @@ BOOT = (
     "box = lim.apply_sandbox(lim.Limits(**cfg['limits']), cfg['on_gpu'], drop, stage='early')\n"
     "box.applied[0:0] = ns['applied']; box.skipped[0:0] = ns['skipped']\n"
     "sys.path.insert(0, src)\n"
-    # The harness package's __init__ pulls in the simulator (numba): the child needs none of it, so the two
-    # packages on the way to child.py are entered without running their __init__ (submodules import as usual).
+    # The harness package's __init__ pulls in the simulator (numba): the evaluator's child needs none of it, so the
+    # two packages on the way to child.py are entered without running their __init__ (submodules import as usual).
+    # Another entry (a suggestion's child) is loaded from its file alone, its package's __init__ not run: what it
+    # imports past the sandbox's late stage (numba makes its cache folders at import) is its own business.
     "import types\n"
     "for name, sub in (('swizzlelab.harness', '/swizzlelab/harness'), ('swizzlelab.harness.isolate', '/swizzlelab/harness/isolate')):\n"
     "    pkg = types.ModuleType(name); pkg.__path__ = [src + sub]; pkg.__package__ = name; sys.modules[name] = pkg\n"
-    "from swizzlelab.harness.isolate.child import main\n"
+    "entry = cfg.get('entry') or 'swizzlelab.harness.isolate.child'\n"
+    "if entry == 'swizzlelab.harness.isolate.child':\n"
+    "    from swizzlelab.harness.isolate.child import main\n"
+    "else:\n"
+    "    main = _load(entry, entry.replace('.', '/') + '.py', src).main\n"
     "main(in_fd, out_fd, box.to_dict(), lambda: lim.apply_sandbox(lim.Limits(**cfg['limits']), cfg['on_gpu'], "
     "drop, False, cfg.get('read_paths'), cfg.get('write_paths'), stage='late', "
     "uid_tasks=cfg.get('uid_tasks', 0)).to_dict(), cfg.get('fd_socket'))\n"
@@ -342,8 +348,11 @@ class ChildProcess:
     """A sandboxed `python -I` child with two private pipes, output capture, a memory watchdog and deadlines."""
 
     def __init__(self, limits: Limits, on_gpu: bool, workdir: Path, drop_to: int | None, profiling: bool = False,
-                 extra_read: tuple[str, ...] = ()):
+                 extra_read: tuple[str, ...] = (), entry: str = ""):
         self.fd_socket: socket.socket | None = None  # device buffers' file descriptors go to the child over it
+        # The module whose main(in_fd, out_fd, sandbox, lock_down, fd_socket) the sandboxed child runs ("": the
+        # evaluator's child.py); the same BOOT, jail and limits apply to every entry.
+        self.entry = entry
         self.limits = limits
         self.extra_read = extra_read
         self.extra_env: dict[str, str] = {}
@@ -384,7 +393,7 @@ class ChildProcess:
                   "write_paths": write_paths(self.workdir), "workdir": str(self.workdir), "jail": True,
                   "tmp_bytes": int(self.limits.file_bytes), "nobody_reaches_python": nobody_can_run_python(),
                   "uid_tasks": tasks_of_uid(self.drop_to if self.drop_to is not None else os.getuid()),
-                  "fd_socket": child_socket.fileno(), "parent_pid": os.getpid()}
+                  "fd_socket": child_socket.fileno(), "parent_pid": os.getpid(), "entry": self.entry}
         cmd = [sys.executable, "-I", "-c", BOOT, SRC_ROOT, str(in_r), str(out_w), json.dumps(config)]
         try:
             self.proc = subprocess.Popen(cmd, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE,
@@ -1206,6 +1215,30 @@ def _not_dumpable() -> None:
         pass
 
 
+def child_workdir(code: str, filename: str, profiling: bool = False) -> tuple[Path, Path, int | None]:
+    """(folder, the code's file in it, uid the child drops to or None): a fresh private folder for one sandboxed
+    child, with the code written into it and the sub-folders the child may write (ChildProcess.env)."""
+    # The evaluating process's pid in the name: whoever supervises it removes what it left if it dies.
+    workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
+    # A root parent runs the child as `nobody` when the child can reach Python: in its own root filesystem
+    # (the jail binds the installation at its path) or where the host's permissions let it. Device buffers go
+    # by file descriptor (vmm.py), so the uid does not matter to CUDA. The parent also turns non-dumpable.
+    # Profile mode's child runs under ncu without a private root, so there only the host's permissions count.
+    reachable = nobody_can_run_python() or (not profiling and private_root_works())
+    drop_to = NOBODY if os.geteuid() == 0 and reachable else None
+    _not_dumpable()
+    submission = workdir / filename
+    submission.write_text(code)
+    for sub in ("tmp", "torch_extensions", "cache", "slots", ".jail"):
+        (workdir / sub).mkdir()
+    if drop_to is not None:
+        for path in [workdir, submission] + [workdir / sub for sub in ("tmp", "torch_extensions", "cache")]:
+            os.chown(path, drop_to, drop_to)
+        os.chmod(workdir / "slots", 0o711)
+    os.chmod(workdir, 0o700)
+    return workdir, submission, drop_to
+
+
 def evaluate_isolated(
     task: str | Path,
     code: str,
@@ -1271,19 +1304,7 @@ def evaluate_isolated(
             raise NoGpuError(f"--mode {mode}: this process sees {info.gpu} but runs kernels on the CPU "
                              f"(TRITON_INTERPRET={os.environ.get('TRITON_INTERPRET')!r}); unset it to time on the GPU")
     started = time.perf_counter()
-    # The evaluating process's pid in the name: whoever supervises it removes what it left if it dies.
-    workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
-    # A root parent runs the child as `nobody` when the child can reach Python: in its own root filesystem
-    # (the jail binds the installation at its path) or where the host's permissions let it. Device buffers go
-    # by file descriptor (vmm.py), so the uid does not matter to CUDA. The parent also turns non-dumpable.
-    # Profile mode's child runs under ncu without a private root, so there only the host's permissions count.
-    reachable = nobody_can_run_python() or (mode != "profile" and private_root_works())
-    drop_to = NOBODY if os.geteuid() == 0 and reachable else None
-    _not_dumpable()
-    submission = workdir / name
-    submission.write_text(code)
-    for sub in ("tmp", "torch_extensions", "cache", "slots", ".jail"):
-        (workdir / sub).mkdir()
+    workdir, submission, drop_to = child_workdir(code, name, profiling=mode == "profile")
     # Triton caches are copied in, never shared: the trusted kernels' (kept from an earlier child, snapshotted
     # before its submission ran) and this code's own from its earlier run (else a given seed); what a submission
     # writes into its copies dies with the run.
@@ -1293,14 +1314,10 @@ def evaluate_isolated(
     seed = code_cache if code_cache is not None and code_cache.is_dir() else triton_cache_seed
     caches.copy_tree(Path(seed) if seed is not None else workdir / "-", workdir / caches.SUBMISSION)
     if drop_to is not None:
-        for path in [workdir, submission] + [workdir / sub for sub in ("tmp", "torch_extensions", "cache")]:
-            os.chown(path, drop_to, drop_to)
         for tree in (caches.TRUSTED, caches.SUBMISSION):
             for root, dirs, files in os.walk(workdir / tree):
                 for name in [root, *(os.path.join(root, d) for d in dirs), *(os.path.join(root, f) for f in files)]:
                     os.chown(name, drop_to, drop_to, follow_symlinks=False)
-        os.chmod(workdir / "slots", 0o711)
-    os.chmod(workdir, 0o700)
     own = code == TASK_KERNEL_CODE
     label = source or (f"task kernel {Path(loaded.path) / 'kernel.py'}" if own else name)
     candidate = Candidate(fn=lambda data: None, source=label, order_spec=order, formula=formula,

@@ -1,5 +1,5 @@
 """SQLAlchemy 2 models of the leaderboard: users and tokens, web sessions, leaderboards, code, submissions, runs,
-jobs, limits, and the workers that announce themselves.
+jobs, limits, the workers that announce themselves, and suggestions (which block order would be faster).
 
 The schema itself is created by the Alembic migrations in db/migrations; a test checks they agree with these models.
 """
@@ -187,6 +187,7 @@ class Submission(Base):
     code: Mapped[CodeFile] = relationship()
     runs: Mapped[list[Run]] = relationship(back_populates="submission", order_by="Run.id")
     jobs: Mapped[list[Job]] = relationship(back_populates="submission", order_by="Job.id")
+    suggestion: Mapped[Suggestion | None] = relationship(back_populates="submission")
 
 
 class Job(Base):
@@ -212,6 +213,50 @@ class Job(Base):
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
     submission: Mapped[Submission] = relationship(back_populates="jobs")
+
+
+class SuggestionStatus:
+    """Values of Suggestion.status."""
+
+    QUEUED = "queued"
+    RUNNING = "running"
+    DONE = "done"  # see Suggestion.outcome
+    FAILED = "failed"  # no suggestion could be made: Suggestion.note says why (a note, never a verdict)
+    FINISHED = (DONE, FAILED)
+
+
+class Suggestion(Base):
+    """Which block order would make a submission's kernel faster: a job of its own (claimed, heartbeated and
+    re-claimed like a Job, but only when no submission's job waits) and its result. It never changes the
+    submission's verdict, score or rank; it is shown to the submission's owner and the admins only."""
+
+    __tablename__ = "suggestions"
+    __table_args__ = (Index("ix_suggestions_status_id", "status", "id"),)
+
+    id: Mapped[int] = mapped_column(Integer, primary_key=True)
+    submission_id: Mapped[int] = mapped_column(ForeignKey("submissions.id"), unique=True)
+    # "ranked run": queued when the ranked run passed; "admin NAME": asked for (a test-mode submission on a CPU-only
+    # deployment gets a predicted suggestion this way).
+    requested_by: Mapped[str] = mapped_column(String(128), default="")
+    # Time the best orders on a GPU of gpu_type (the leaderboard's); without it any worker ranks and checks only.
+    measure: Mapped[bool] = mapped_column(Boolean, default=False)
+    gpu_type: Mapped[str] = mapped_column(String(32), default="")
+    status: Mapped[str] = mapped_column(String(16), default=SuggestionStatus.QUEUED)
+    claimed_by: Mapped[str] = mapped_column(String(128), default="")
+    claim_token: Mapped[str] = mapped_column(String(64), default="")
+    claimed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    heartbeat_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    attempts: Mapped[int] = mapped_column(Integer, default=0)
+    created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
+    finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
+    outcome: Mapped[str] = mapped_column(String(16), default="")  # "order" | "none" (done); "" otherwise
+    headline: Mapped[str] = mapped_column(Text, default="")  # the one line: the order and its figures, or why none
+    note: Mapped[str] = mapped_column(Text, default="")  # why it failed, or what was left out on the way
+    gpu: Mapped[str] = mapped_column(String(128), default="")  # the GPU that measured; "" when nothing was measured
+    result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # optimize.suggest.Suggestion.to_dict()
+    patched_code: Mapped[str] = mapped_column(Text, default="")  # the submission's file with only its site replaced
+
+    submission: Mapped[Submission] = relationship(back_populates="suggestion")
 
 
 class Run(Base):

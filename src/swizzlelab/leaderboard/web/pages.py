@@ -127,6 +127,13 @@ def _set_session(response: Response, request: Request, cookie: str) -> None:
                         secure=request.url.scheme == "https", path="/")
 
 
+def _python_file(filename: str, code: str, fallback: str) -> Response:
+    """A .py download under the file's own (checked) name."""
+    name = download_name(filename, fallback)
+    return Response(code.encode("utf-8"), media_type="text/x-python; charset=utf-8",
+                    headers={"Content-Disposition": f'attachment; filename="{name}"'})
+
+
 def web_router(db: Database, settings: Settings) -> APIRouter:
     router = APIRouter(include_in_schema=False)
     csrf = CsrfGuard()
@@ -192,7 +199,7 @@ def web_router(db: Database, settings: Settings) -> APIRouter:
             return _error_page(err, viewer=who)
         view.code_html = highlight_python(view.code) if view.code_visible else ""
         return _html(render("submission.html.j2", sub=view, viewer=who,
-                            refresh_s=None if view.done else REFRESH_S))
+                            refresh_s=None if view.done and not view.suggestion_pending else REFRESH_S))
 
     @router.get("/submissions/{submission_id}/code.py")
     def submission_code(submission_id: int, request: Request) -> Response:
@@ -205,10 +212,17 @@ def web_router(db: Database, settings: Settings) -> APIRouter:
                                 "log in as its owner")
         except ServiceError as err:
             return _error_page(err, viewer=who)
-        filename, code = found
-        name = download_name(filename, f"submission-{submission_id}.py")
-        return Response(code.encode("utf-8"), media_type="text/x-python; charset=utf-8",
-                        headers={"Content-Disposition": f'attachment; filename="{name}"'})
+        return _python_file(*found, f"submission-{submission_id}.py")
+
+    @router.get("/submissions/{submission_id}/suggestion.py")
+    def suggestion_code(submission_id: int, request: Request) -> Response:
+        who = viewer(request)
+        try:
+            with db.read() as session:
+                found = queries.suggested_code(session, submission_id, who)
+        except ServiceError as err:
+            return _error_page(err, viewer=who)
+        return _python_file(*found, f"suggested-{submission_id}.py")
 
     @router.get("/runs/{run_id}/profile.ncu-rep")
     def ncu_rep(run_id: int, request: Request) -> Response:

@@ -18,7 +18,7 @@ import yaml
 from sqlalchemy import func, select
 from sqlalchemy.orm import Session, selectinload
 
-from swizzlelab.leaderboard import presence
+from swizzlelab.leaderboard import presence, suggestions
 from swizzlelab.leaderboard.auth import Principal
 from swizzlelab.leaderboard.db.models import (
     Job,
@@ -424,6 +424,12 @@ class SubmissionView:
     details_visible: bool = True  # the viewer is its owner or an admin
     code_visible: bool = True  # ... or its leaderboard has published code after the deadline
     waiting: str = ""  # why its queued jobs wait, when no connected worker can run them
+    # which block order would be faster (leaderboard.suggestions.view), for its owner and the admins only
+    suggestion: dict[str, Any] | None = None
+
+    @property
+    def suggestion_pending(self) -> bool:
+        return self.suggestion is not None and self.suggestion["status"] in ("queued", "running")
 
 
 def _phase(jobs: list[Job], now: dt.datetime) -> str:
@@ -541,7 +547,7 @@ def submission_view(session: Session, submission_id: int, viewer: Principal | No
         submitted_at=sub.created_at, status=sub.status, status_text=status_text,
         phase="" if done else _phase(list(sub.jobs), now), done=done, passed=sub.passed, score_ms=sub.score_ms,
         score_label=label, rank=rank, failure=failure, runs=runs, details_visible=details, code_visible=code_ok,
-        waiting=waiting,
+        waiting=waiting, suggestion=suggestions.view(sub.suggestion) if details and sub.suggestion else None,
     )
 
 
@@ -549,6 +555,15 @@ def submission_code(session: Session, submission_id: int, viewer: Principal | No
     """(file name, code), or None when the submission exists but its code is not the viewer's to read."""
     sub = _visible_submission(session, submission_id)
     return (sub.filename, sub.code.code) if _may_see(sub, viewer)[1] else None
+
+
+def suggested_code(session: Session, submission_id: int, viewer: Principal | None) -> tuple[str, str]:
+    """(file name, the submission's file with the suggested order at its site) for its owner or an admin."""
+    sub = _visible_submission(session, submission_id)
+    row = sub.suggestion
+    if not _may_see(sub, viewer)[0] or row is None or not row.patched_code:
+        raise NotFound(f"submission {submission_id} has no suggested kernel you may download")
+    return f"suggested_{sub.filename}", row.patched_code
 
 
 def profile_file(session: Session, run_id: int, viewer: Principal | None) -> tuple[str, bytes]:

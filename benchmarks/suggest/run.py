@@ -1,0 +1,219 @@
+"""Suggestions on a GPU: `swizzlelab serve --workers auto` (a worker per GPU), Triton submissions to the built-in
+leaderboards in ranked mode, then each one's suggestion of a faster block order: predicted and measured speedups with
+their intervals, and the seconds from the ranked result to the suggestion. One 600 s device call:
+
+    python benchmarks/suggest/run.py --out $OUT
+
+writes $OUT/suggest_<device>.json, the service's log $OUT/suggest_<device>.log, and a screenshot of a submission page
+with a measured suggestion, $OUT/suggest_page_<device>.png (Chromium through Playwright; skipped, with the reason in
+the JSON, where neither is installed). The submissions are tests/fixtures/suggest/*.py.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+HERE = Path(__file__).resolve().parent
+ROOT = HERE.parents[1]
+KERNELS = ROOT / "tests" / "fixtures" / "suggest"
+ADMIN = "suggest-benchmark-admin"
+# (user, task, file): the ones most likely to gain first, so a short call still measures them.
+SUBMISSIONS = [
+    ("alice", "histogram", "histogram_columns.py"),  # band-fastest: every channel group re-reads x
+    ("bob", "matmul", "matmul_diagonal.py"),  # a skewed tile order: resident programs share no panel
+    ("carol", "spmv", "spmv_rows.py"),  # launch order across communities (order matters; gathers)
+    ("dave", "matmul", "matmul_row_major.py"),  # row-major tiles: little to gain below 8192^3
+]
+SERVE_OPTIONS = ["--eval-budget-s", "0.5", "--suggest", "ranked", "--suggest-cases", "1", "--suggest-top", "1",
+                 "--suggest-rounds", "2", "--suggest-screen-s", "15"]
+
+
+def _free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _gpu() -> tuple[str, str]:
+    """(the first visible GPU's name, the leaderboard GPU type it is) from nvidia-smi."""
+    names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
+                           text=True, check=True, timeout=30).stdout.split("\n")
+    name = names[0].strip()
+    kind = next((k for k in ("H200", "H100") if k in name.upper()), "")
+    if not kind:
+        raise SystemExit(f"GPU {name!r} is neither an H100 nor an H200: the built-in leaderboards are for those")
+    return name, kind
+
+
+def _summary(view: dict[str, Any] | None) -> dict[str, Any]:
+    """The suggestion's figures for the JSON: predicted and measured speedups with their intervals, each labelled."""
+    if view is None:
+        return {"status": "not made within the call"}
+    order = view.get("order") or {}
+    return {
+        "status": view["status"], "outcome": view["outcome"], "headline": view["headline"], "note": view["note"],
+        "order": order.get("spec"), "formula": order.get("formula"), "proof": order.get("proof"),
+        "predicted": {**order["predicted"], "kind": f"predicted (time model {view['model']})"}
+        if order.get("predicted") else None,
+        "measured": {**order["measured"], "kind": f"measured ({order['measured']['gpu']})"}
+        if order.get("measured") else None,
+        "shown_as_gain": view["outcome"] == "order",
+        "seconds_result_to_suggestion": view["seconds"],
+        "phases_s": (view.get("result") or {}).get("phases_s"),
+        "candidates": [{"spec": c["spec"], "predicted": c["predicted"], "tests": c["tests"],
+                        "measured": (c.get("measured") or {}).get("score")}
+                       for c in (view.get("result") or {}).get("candidates", [])],
+        "cases": [{k: c.get(k) for k in ("case", "grid", "trace", "occupancy", "time_model", "anchor", "stop_reason",
+                                         "search")} for c in (view.get("result") or {}).get("cases", [])],
+    }
+
+
+def _screenshot(base: str, token: str, submission_id: int, path: Path) -> str:
+    """A full-page screenshot of the submission's page as its owner sees it; '' or why not."""
+    try:
+        from playwright.sync_api import sync_playwright
+    except ImportError:
+        return "playwright is not installed"
+    chromium = "/usr/bin/chromium"
+    with sync_playwright() as pw:
+        try:
+            browser = pw.chromium.launch(executable_path=chromium if os.path.exists(chromium) else None,
+                                         args=["--no-sandbox"])
+        except Exception as err:  # no browser here: the JSON says so
+            return f"chromium could not start: {str(err).splitlines()[0]}"
+        try:
+            page = browser.new_context(viewport={"width": 1280, "height": 900}).new_page()
+            page.goto(f"{base}/login?next=/submissions/{submission_id}")
+            page.fill("input[name=token]", token)
+            page.click("#login-form button[type=submit]")
+            page.wait_for_url(f"**/submissions/{submission_id}")
+            page.locator("#suggestion").scroll_into_view_if_needed()
+            page.screenshot(path=str(path), full_page=True)
+            page.locator("#suggestion").screenshot(path=str(path.with_name(path.stem + "_section.png")))
+        finally:
+            browser.close()
+    return ""
+
+
+def _stop(server: subprocess.Popen[bytes]) -> None:
+    if server.poll() is None:
+        os.killpg(server.pid, signal.SIGTERM)
+        try:
+            server.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            os.killpg(server.pid, signal.SIGKILL)
+            server.wait(timeout=10)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--out", type=Path, required=True, help="folder for the JSON, the log and the screenshot")
+    parser.add_argument("--timeout-s", type=float, default=560.0, help="stop waiting (and write what came) after this")
+    parser.add_argument("--serve-option", action="append", default=[], help="more `swizzlelab serve` options")
+    args = parser.parse_args()
+    started = time.monotonic()
+    gpu_name, kind = _gpu()
+    device = re.sub(r"[^a-z0-9]+", "-", kind.lower())
+    args.out.mkdir(parents=True, exist_ok=True)
+    work = Path(tempfile.mkdtemp(prefix="swizzlelab-suggest-"))
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", ""))
+                                                      if p))
+    env.pop("TRITON_INTERPRET", None)
+    command = [sys.executable, "-m", "swizzlelab.cli", "serve", "--port", str(port), "--db",
+               f"sqlite:///{work / 'lb.db'}", "--workers", "auto", "--admin-token", ADMIN, "--data-dir", str(work),
+               *SERVE_OPTIONS, *args.serve_option]
+    log_path = args.out / f"suggest_{device}.log"
+    server = subprocess.Popen(command, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, env=env,
+                              start_new_session=True)
+    out: dict[str, Any] = {"script": "benchmarks/suggest/run.py", "command": " ".join(sys.argv), "device": gpu_name,
+                           "serve": " ".join(command[2:]), "submissions": []}
+    try:
+        while True:
+            try:
+                if httpx.get(base + "/api/health", timeout=2).status_code == 200:
+                    break
+            except httpx.HTTPError:
+                pass
+            if server.poll() is not None or time.monotonic() - started > 120:
+                raise SystemExit(f"serve did not start: {log_path.read_text()[-2000:]}")
+            time.sleep(0.5)
+        admin = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30)
+        while kind not in admin.get("/api/health").json()["workers"]["gpu_types"]:  # the GPU worker announced itself
+            if time.monotonic() - started > 180:
+                raise SystemExit("no GPU worker connected within 180 s")
+            time.sleep(1.0)
+        rows = []
+        for user, task, file in SUBMISSIONS:
+            token = admin.post("/api/users", json={"name": user}).json()["token"]
+            client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
+            sent = client.post("/api/submissions", json={"task": task, "gpu_type": kind, "mode": "ranked",
+                                                         "code": (KERNELS / file).read_text(), "filename": file})
+            sent.raise_for_status()
+            rows.append({"user": user, "task": task, "file": file, "token": token, "client": client,
+                         "id": sent.json()["id"], "submitted": time.monotonic(), "view": None, "suggestion": None})
+        deadline = started + args.timeout_s
+        while time.monotonic() < deadline:
+            for row in rows:
+                if row["view"] is None or row["view"]["status"] not in ("done", "error", "cancelled"):
+                    row["view"] = row["client"].get(f"/api/submissions/{row['id']}").json()
+                    if row["view"]["status"] in ("done", "error", "cancelled"):
+                        row["result_s"] = time.monotonic() - row["submitted"]
+                state = row["view"].get("suggestion")
+                if state and (row["suggestion"] is None or row["suggestion"]["status"] in ("queued", "running")):
+                    row["suggestion"] = row["client"].get(f"/api/submissions/{row['id']}/suggestion").json()
+            if all(r["view"]["status"] in ("done", "error", "cancelled") and
+                   (not r["view"].get("suggestion") or r["suggestion"]["status"] in ("done", "failed")) for r in rows):
+                break
+            time.sleep(2.0)
+        for row in rows:
+            view = row["view"] or {}
+            out["submissions"].append({
+                "user": row["user"], "task": row["task"], "file": f"tests/fixtures/suggest/{row['file']}",
+                "submission_id": row["id"], "status": view.get("status"), "passed": view.get("passed"),
+                "flagged": view.get("flagged"), "score_ms": view.get("score_ms"),
+                "score_kind": f"measured ({gpu_name})", "submit_to_result_s": row.get("result_s"),
+                "suggestion": _summary(row["suggestion"]) if view.get("suggestion") else {"status": "none queued"},
+            })
+        shown = next((r for r in rows if r["suggestion"] and r["suggestion"].get("measured")
+                      and r["suggestion"]["outcome"] == "order"), None) or \
+            next((r for r in rows if r["suggestion"] and r["suggestion"].get("measured")), None)
+        if shown is not None:
+            path = args.out / f"suggest_page_{device}.png"
+            why = _screenshot(base, shown["token"], shown["id"], path)
+            out["screenshot"] = {"submission_id": shown["id"], "path": path.name} if not why else {"not taken": why}
+        else:
+            out["screenshot"] = {"not taken": "no suggestion was measured within the call"}
+    finally:
+        _stop(server)
+    suggestions = [s["suggestion"] for s in out["submissions"]]
+    gains = [s for s in suggestions if s.get("measured") and s["measured"]["low"] > 1.0]
+    out["summary"] = {
+        "submissions": len(out["submissions"]),
+        "suggestions_made": sum(1 for s in suggestions if s.get("status") in ("done", "failed")),
+        "measured_gains_outside_noise": len(gains),
+        # a suggestion shown as a gain must have measured one: never inside noise or slower
+        "shown_as_gain_but_not_measured_faster": sum(1 for s in suggestions if s.get("shown_as_gain") and not
+                                                     (s.get("measured") and s["measured"]["low"] > 1.0)),
+        "wall_s": time.monotonic() - started,
+    }
+    (args.out / f"suggest_{device}.json").write_text(json.dumps(out, indent=1) + "\n")
+    print(json.dumps(out["summary"], indent=1))
+
+
+if __name__ == "__main__":
+    main()

@@ -143,7 +143,7 @@ class Prepared:
     seed: int
     data0: dict[str, Any]
     pool: list[SlotSet]
-    calibration: Calibration
+    calibration: Calibration | None  # None only while start() calibrates it
     pool_size: int
 
 
@@ -608,19 +608,17 @@ class _Evaluation:
             # Every benchmark case is mapped and calibrated before the submission exists in the child, so the
             # stand-in calls that calibrate the clocks run trusted code only.
             for index, case in enumerate(self.task.cases("benchmarks")):
-                seed = self.bench_seed(case, bench_salt)
-                data0 = self.task.generate_input({"seed": seed, **case_sizes(case)})
-                pool = [self.bind(data0)]
-                want = pool_size(pool[0].nbytes(), self.on_gpu, self._gpu_total())
+                prep = self._bind_case(case, self.bench_seed(case, bench_salt), None)
                 # A few sets are enough to fit the empty requests' line; the full pool is bound when the case is
                 # timed, so memory holds one case's pool at a time.
-                while len(pool) < min(want, CALIBRATION_POOL):
-                    pool.append(self.bind(data0))
-                calibration = self._calibrate(pool, case, seed)
-                self.calibrations[index] = calibration
+                pool = prep.pool
+                while len(pool) < min(prep.pool_size, CALIBRATION_POOL):
+                    pool.append(self.bind(prep.data0))
+                prep.calibration = self.calibrations[index] = self._calibrate(pool, case, prep.seed)
                 for extra in pool[1:]:
                     self.unbind(extra)
-                self.prepared[index] = Prepared(seed, data0, pool[:1], calibration, want)
+                del pool[1:]
+                self.prepared[index] = prep
             mark = self.phase("inputs and clock calibration", mark)
         load: dict[str, Any] = {"op": "load", "path": str(submission)}
         if self.formula is not None:
@@ -850,11 +848,7 @@ class _Evaluation:
         for index, case in enumerate(self.task.cases("benchmarks")):
             mark = time.perf_counter()
             if index not in self.prepared:  # the secret phase: the same case, the leaderboard's inputs
-                seed = self.bench_seed(case, "ranked")
-                data0 = self.task.generate_input({"seed": seed, **case_sizes(case)})
-                slots = self.bind(data0)
-                want = pool_size(slots.nbytes(), self.on_gpu, self._gpu_total())
-                self.prepared[index] = Prepared(seed, data0, [slots], self.calibrations[index], want)
+                self.prepared[index] = self._bind_case(case, self.bench_seed(case, "ranked"), self.calibrations[index])
             row = self.time_case(case, index)
             self.phase(f"benchmark {index} (first call, warm-up, timed requests, checks)", mark)
             rows.append(row)
@@ -863,19 +857,22 @@ class _Evaluation:
                 return rows, self.verdicts[-1].get("reason") or row.error
         return rows, None
 
-    def _gpu_total(self) -> int:
-        if not self.on_gpu:
-            return 0
-        import torch
+    def _bind_case(self, case: dict[str, Any], seed: int, calibration: Calibration | None) -> Prepared:
+        """A case's first input bound in one slot set, and the pool size its timing will use."""
+        data0 = self.task.generate_input({"seed": seed, **case_sizes(case)})
+        slots = self.bind(data0)
+        total = 0
+        if self.on_gpu:
+            import torch
 
-        return int(torch.cuda.get_device_properties(0).total_memory)
+            total = int(torch.cuda.get_device_properties(0).total_memory)
+        return Prepared(seed, data0, [slots], calibration, pool_size(slots.nbytes(), self.on_gpu, total))
 
     def switch_to_secret(self, secret: bytes) -> None:
         """From here on, inputs come from the leaderboard's secret (the secret phase of a ranked run, in the same
         child after the public benchmarks). The clocks' calibration of each case was made before the submission
         was imported, through buffers of the same sizes, and stays valid."""
         self.secret, self.secret_given = secret, True
-        self.phases = {}
 
     def _load_group(self, group: list[SlotSet], seeds: list[int], sizes: dict[str, Any]) -> list[dict[str, Any]]:
         inputs = []
@@ -1373,7 +1370,8 @@ def evaluate_isolated(
                                      triton_cache_seed=triton_cache_seed, cpu_timing=ev.cpu_timing,
                                      kept_caches=kept_caches)
         ev.phase("library rows (each in a child of its own)", mark)
-    run = _finished(report, reason, ev, limits, secret, started, profile_files, library,
+    run = _finished(report, reason, ev, limits, secret, started, profile_files,
+                    {"library_rows": library} if library else {},
                     secret_part.tails if secret_part is not None else None)
     if secret_part is not None:
         run.secret_run = _secret_run(secret_part, report, ev, limits, secret_phase)
@@ -1401,21 +1399,23 @@ def _secret_phase(ev: _Evaluation, secret: bytes, public_reason: str | None) -> 
     (no second start, calibration or compile). Not run when the public part failed."""
     tails = (ev.child.stdout.text(), ev.child.stderr.text())
     started = time.perf_counter()
-    public_phases, public_verdicts = ev.phases, len(ev.verdicts)
     if public_reason is not None:
         return _SecretPart([], f"not run: the public run failed ({public_reason})", {}, [], tails, started, 0.0)
+    # The secret phase fills phases and verdicts of its own; the public run's are put back afterwards.
+    public_phases, public_verdicts = ev.phases, ev.verdicts
+    ev.phases, ev.verdicts = {}, []
     ev.switch_to_secret(secret)
     try:
         rows, reason = ev.time_cases()
     except ChildFailed as failure:
         rows, reason = [], failure.reason
-    phases, ev.phases = ev.phases, public_phases
-    verdicts, ev.verdicts = ev.verdicts[public_verdicts:], ev.verdicts[:public_verdicts]
-    return _SecretPart(rows, reason, phases, verdicts, tails, started, time.perf_counter() - started)
+    part = _SecretPart(rows, reason, ev.phases, ev.verdicts, tails, started, time.perf_counter() - started)
+    ev.phases, ev.verdicts = public_phases, public_verdicts
+    return part
 
 
 def _finished(report: EvalReport, reason: str | None, ev: _Evaluation, limits: Limits, secret: bytes | None,
-              started: float, profile_files: list[Path], library: str,
+              started: float, profile_files: list[Path], notes: dict[str, str],
               tails: tuple[str, str] | None) -> IsolatedRun:
     """The IsolatedRun of a finished evaluation: verdict, score, text and the isolation record."""
     from swizzlelab.harness.report import HEADLINES, render_text, report_dict
@@ -1443,8 +1443,7 @@ def _finished(report: EvalReport, reason: str | None, ev: _Evaluation, limits: L
     isolation = {"sandbox": ev.sandbox, "transport": ev.kind, "transport_note": ev.transport_note,
                  "clock": ev.clock_info, "limits": limits.to_dict(), "phases_s": ev.phases,
                  "secret": "given" if secret is not None else "random per run"}
-    if library:
-        isolation["library_rows"] = library
+    isolation.update(notes)  # where library rows came from; that a run is a secret phase
     text = text.rstrip("\n") + "\n" + _isolation_lines(isolation) + "\n"
     as_dict = report_dict(report)
     as_dict["isolated"] = True
@@ -1467,11 +1466,10 @@ def _secret_run(part: _SecretPart, public: EvalReport, ev: _Evaluation, limits: 
                         command=public.command, budget_s=public.budget_s)
     report.tests = public.tests
     report.ranked = part.rows
-    ev.phases = part.phases
-    ev.verdicts = part.verdicts
-    run = _finished(report, part.reason, ev, limits, secret, part.started, [], "", None)
-    run.duration_s = part.duration_s
-    run.isolation["secret_phase"] = "in the public run's child, after its benchmarks"
+    ev.phases, ev.verdicts = part.phases, part.verdicts
+    run = _finished(report, part.reason, ev, limits, secret, part.started, [],
+                    {"secret_phase": "in the public run's child, after its benchmarks"}, None)
+    run.duration_s = part.duration_s  # its own time, not the library rows timed after it
     return run
 
 

@@ -107,14 +107,19 @@ def screen_text(state: RunState, sim_workers: int | None = None) -> Callable[[st
     return screen
 
 
+def _measure_key(state: RunState, permutation_id: str, baseline: bool) -> str:
+    """The measure cache's key of an order (the kernel's own order is timed alone, so it has a key of its own)."""
+    scenario = state.scenario
+    return cache_key(scenario.kernel_key(), permutation_id + ("|baseline" if baseline else ""), scenario.model.name,
+                     scenario.sizes)
+
+
 def _measure(
     state: RunState, measurer: Measurer | None, cache: MeasureCache, checked: Checked, baseline: bool
 ) -> Measurement | None:
     if measurer is None:
         return None
-    scenario = state.scenario
-    key = cache_key(scenario.kernel_key(), checked.permutation_id + ("|baseline" if baseline else ""),
-                    scenario.model.name, scenario.sizes)
+    key = _measure_key(state, checked.permutation_id, baseline)
     hit = cache.get(key)
     if hit is not None and not state.options.remeasure:
         return dataclasses.replace(hit, cached=True)
@@ -145,10 +150,7 @@ def profile_at_end(state: RunState, measurer: Measurer | None, cache: MeasureCac
         if figures is None:
             continue
         attempt.measurement = dataclasses.replace(attempt.measurement, ncu=figures)
-        key = cache_key(state.scenario.kernel_key(), attempt.permutation_id + ("|baseline" if attempt.iteration == 0
-                                                                               else ""),
-                        state.scenario.model.name, state.scenario.sizes)
-        cache.put(key, attempt.measurement)
+        cache.put(_measure_key(state, attempt.permutation_id, attempt.iteration == 0), attempt.measurement)
         done.append("the kernel's own order" if attempt.iteration == 0 else f"iteration {attempt.iteration}")
     return f"ncu profiled {' and '.join(done)} after the search" if done else ""
 

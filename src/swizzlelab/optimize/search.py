@@ -424,7 +424,7 @@ class SearchProposer:
             if so_far and self.stop_rule(so_far) is None:
                 break
             self._sweep(self._pending)
-        if self._slices_noted is False and not self._pending and self.slice_s:
+        if not self._slices_noted and not self._pending and self.slice_s:
             self._slices_noted = True
             self.notes(f"search: first sweep done: {self.n_distinct()} distinct orders ranked in "
                        f"{self._spent_s:.1f} s of screening")

@@ -26,7 +26,9 @@ def test_wild_gpu_script_one_kernel_per_call_then_merged(tmp_path: Path) -> None
     row = json.loads(t03_file.read_text())["runs"]["t03"]
     assert row["rc"] == 0 and not row["timed_out"] and row["wall_s"] > 0 and row["timeout_s"] == 300
     assert row["command"].startswith("swizzlelab optimize matmul --kernel tests/wild/triton_03_matmul.py")
-    assert row["trace_method"] == "traced in this process under the Triton interpreter"
+    # --small: 6 programs, too few to derive from a sample; the line says so and where it was traced
+    assert row["trace_method"].startswith("interpreted every one of its 6 programs")
+    assert row["trace_method"].endswith("; in this process under the Triton interpreter")
     assert isinstance(row["prediction_separates_orders"], bool) and row["best_order"]["formula"]
     assert row["separation"].startswith("the predictions ")
     assert row["best_speedup"] is None  # nothing is measured without a GPU

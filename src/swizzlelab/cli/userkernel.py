@@ -118,9 +118,10 @@ def user_scenario(out_console: Any, kernel: str | KernelOption, options: KernelO
     user_kernel = open_from_options(opened.spec, resolved.model, options, kfile=opened.kfile)
     for line in user_kernel.describe():
         out_console.print(line, highlight=False)
-    out_console.print(f"trace method: {user_kernel.trace_method}", highlight=False)
     scenario = scenario_from_user_kernel(user_kernel, resolved, occupancy if simulates else occupancy or 1)
     out_console.print(user_kernel.trace().describe(), highlight=False)
+    # after the trace: the line then says whether it was derived from a sample or every program was interpreted
+    out_console.print(f"trace method: {user_kernel.trace_method}", highlight=False)
     if simulates:
         out_console.print(scenario.occupancy.text(), highlight=False)
     return scenario

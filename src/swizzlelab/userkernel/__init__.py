@@ -58,10 +58,11 @@ class UserKernel:
 
     @property
     def trace_method(self) -> str:
-        """One line: how the trace is recorded here."""
-        if self.kernel.interpreted:
-            return "traced in this process under the Triton interpreter"
-        return "traced in a child process under the Triton interpreter (kernels here run compiled on the GPU)"
+        """One line: how the trace was obtained (derived or fully interpreted, once traced) and where."""
+        where = ("in this process under the Triton interpreter" if self.kernel.interpreted else
+                 "in a child process under the Triton interpreter (kernels here run compiled on the GPU)")
+        how = self._trace.how if self._trace is not None else None
+        return f"{how.describe()}; {where}" if how is not None else f"traced {where}"
 
     def trace(self) -> UserTrace:
         """The kernel's trace, always recorded under the interpreter: here when this process interprets its

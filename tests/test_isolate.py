@@ -242,6 +242,29 @@ def test_secret_phase_in_the_same_child_and_library_rows_kept(tmp_path):
     assert third.passed and "kept by this evaluating process" in third.isolation["library_rows"]
 
 
+def test_low_priority_work_gives_way_at_once_and_keeps_nothing(tmp_path):
+    """Library rows timed ahead inside a GiveWay scope: cancelling it (a submission's job came in) kills the child
+    now, not after its 30 s budget, and the killed rows are not kept (the next idle worker times them again)."""
+    import threading
+    import time
+
+    from swizzlelab.harness.isolate.preempt import GiveWay, giving_way
+
+    scope = GiveWay("gave way to a submission's job")
+    timer = threading.Timer(4.0, scope.cancel)
+    started = time.monotonic()
+    timer.start()
+    with giving_way(scope):
+        time_library_ahead(SMALL_TASK, "ranked", limits=CPU_LIMITS, budget_s=30, kept_caches=tmp_path / "kept",
+                           cpu_timing=True)
+    took = time.monotonic() - started
+    timer.join()
+    assert scope.cancelled and took < 20, took
+    # outside any scope nothing is killed, and the rows the cancelled child was timing were not kept
+    assert time_library_ahead(SMALL_TASK, "ranked", limits=CPU_LIMITS, budget_s=0.2, kept_caches=tmp_path / "kept",
+                              cpu_timing=True) == 1
+
+
 @pytest.mark.parametrize("name", ["work_after_end_mark", pytest.param("patched_child_clock", marks=pytest.mark.slow),
                                   pytest.param("work_before_start_mark", marks=pytest.mark.slow)])
 def test_timed_flow_refuses_work_outside_the_interval(name):

@@ -17,6 +17,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
 from swizzlelab.harness.isolate import Limits, time_library_ahead
+from swizzlelab.harness.isolate.preempt import GiveWay, giving_way
 from swizzlelab.leaderboard import presence, queue, suggestions
 from swizzlelab.leaderboard.db import Database
 from swizzlelab.leaderboard.execute import (
@@ -66,6 +67,9 @@ def default_worker_id(gpu: str | None) -> str:
 LIBRARY_AHEAD_EVERY_S = 600.0
 # ... once it has had no job for this long (a job arriving meanwhile waits for one library child, ~5-15 s).
 IDLE_BEFORE_AHEAD_S = 30.0
+# How often low-priority work asks whether a submission's job waits (its children are then killed): a job waits at
+# most about this long behind it, and one indexed query a second is nothing to the database.
+GIVE_WAY_POLL_S = 1.0
 
 
 @dataclass
@@ -106,6 +110,32 @@ class Worker:
             done.set()
             thread.join()
 
+    @contextlib.contextmanager
+    def _giving_way(self) -> Iterator[GiveWay]:
+        """Low-priority work inside the block: its isolated children are killed as soon as a job this worker could
+        run is queued (checked every GIVE_WAY_POLL_S), so the job starts within about a second."""
+        scope = GiveWay("gave way to a submission's job")
+        done = threading.Event()
+
+        def watch() -> None:
+            while not done.wait(GIVE_WAY_POLL_S):
+                try:
+                    waiting = queue.job_waiting(self.db, self.caps)
+                except Exception:  # the database briefly unreachable: the work goes on
+                    continue
+                if waiting:
+                    scope.cancel()
+                    return
+
+        thread = threading.Thread(target=watch, daemon=True)
+        thread.start()
+        try:
+            with giving_way(scope):
+                yield scope
+        finally:
+            done.set()
+            thread.join()
+
     def run_one(self, spec: JobSpec) -> bool:
         """Evaluate a claimed job and record it; True if this worker's run was the one recorded."""
         self._say(f"job {spec.job_id} (submission {spec.submission_id}, {spec.task} {spec.mode}"
@@ -131,10 +161,17 @@ class Worker:
         what = f"suggestion for submission {spec.submission_id}"
         self._say(f"{what} ({spec.task}{', timed on this GPU' if spec.measure else ', predicted'}, attempt "
                   f"{spec.attempt})")
-        with self._heartbeating(lambda: suggestions.heartbeat(self.db, spec), what):
+        with self._heartbeating(lambda: suggestions.heartbeat(self.db, spec), what), self._giving_way() as scope:
             try:
-                made = suggestion(spec, self.settings, lambda text: self._say(f"{what}: {text}"),
-                                  lambda: queue.job_waiting(self.db, self.caps))
+                try:
+                    made = suggestion(spec, self.settings, lambda text: self._say(f"{what}: {text}"),
+                                      lambda: scope.cancelled or queue.job_waiting(self.db, self.caps))
+                except Exception:
+                    if scope.cancelled:  # its child was killed to give way: not the code's failure, nor ours
+                        raise SuggestYielded(scope.reason) from None
+                    raise
+                if scope.cancelled:  # a child of it was killed to give way: what it made may lack that child's part
+                    raise SuggestYielded(scope.reason)
             except SuggestYielded:  # lower priority: a submission's job came in; the suggestion waits its turn
                 suggestions.yielded(self.db, spec)
                 self._say(f"{what}: gave way to a submission's job")
@@ -153,7 +190,8 @@ class Worker:
     def _time_ahead(self) -> bool:
         """While idle, a GPU worker times one task's library rows (the task's own implementations, shown beside
         each ranked result) unless it keeps them already, so a submission does not wait ~15 s for them. One task
-        per idle poll: a job that arrives meanwhile waits for one library child at most. True if it worked."""
+        per idle poll; a job that arrives meanwhile has its child killed (it waits about a second). True if it
+        worked (or gave way)."""
         if not self.settings.library_ahead or self.caps.gpu_type is None:
             return False
         now = time.monotonic()
@@ -163,13 +201,20 @@ class Worker:
             self._ahead, self._ahead_at = queue.gpu_tasks(self.db, self.caps), now
         while self._ahead:
             task = self._ahead.pop(0)
-            try:
-                timed = time_library_ahead(task, "ranked", limits=Limits(compile_s=self.settings.compile_s,
-                                                                         run_s=self.settings.run_s),
-                                           budget_s=self.settings.eval_budget_s, kept_caches=kept_caches())
-            except Exception as err:  # a library that cannot be timed here: its rows are timed with the job
-                self._say(f"library rows of {task} not timed ahead: {describe_failure(err)}")
-                continue
+            with self._giving_way() as scope:
+                try:
+                    timed = time_library_ahead(task, "ranked", limits=Limits(compile_s=self.settings.compile_s,
+                                                                             run_s=self.settings.run_s),
+                                               budget_s=self.settings.eval_budget_s, kept_caches=kept_caches())
+                except Exception as err:  # a library that cannot be timed here: its rows are timed with the job
+                    timed = 0
+                    if not scope.cancelled:
+                        self._say(f"library rows of {task} not timed ahead: {describe_failure(err)}")
+                        continue
+            if scope.cancelled:  # a killed row is not kept; this task comes first the next time the worker idles
+                self._ahead.insert(0, task)
+                self._say(f"library rows of {task}: gave way to a submission's job")
+                return True
             if timed:
                 self._say(f"timed {timed} library row(s) of {task} ahead of its submissions")
                 return True

@@ -34,7 +34,7 @@ from swizzlelab.harness.correctness import CaseResult, RunCheck, case_sizes, cou
 from swizzlelab.harness.evaluate import MODES, BenchRow, Candidate, EvalReport, ExtraBaseline
 from swizzlelab.harness.clock_sampler import sampler_for, wait_for_first_sample
 from swizzlelab.harness.isolate import protocol
-from swizzlelab.harness.isolate import caches, vmm
+from swizzlelab.harness.isolate import caches, preempt, vmm
 from swizzlelab.harness.isolate.caches import KeptCaches
 from swizzlelab.harness.isolate.limits import NOBODY, Limits, tasks_of_uid
 from swizzlelab.harness.isolate.profiling import profile_isolated
@@ -411,6 +411,7 @@ class ChildProcess:
             watch = threading.Thread(target=self._watch_memory, daemon=True)
             watch.start()
             self._threads.append(watch)
+        preempt.child_started(self)  # low-priority work (a GiveWay scope) may kill it when a submission waits
 
     def _drain(self, stream: Any, tail: _Tail) -> None:
         while True:

@@ -160,6 +160,15 @@ def device_name() -> str:
         return "unknown"
 
 
+def told(timeline: list[list]) -> dict:
+    """What the run's own lines said of its trace and its stop: how the trace was obtained (derived from a sample
+    of programs or fully interpreted) and, where it stopped without measuring candidates, the one-line reason."""
+    lines = [line for _, line in timeline]
+    how = next((m.group(1) for m in map(re.compile(r"^  trace (.*)$").search, lines) if m), None)
+    stop = next((line for line in lines if re.search(r": nothing measurable to gain, stopping$", line)), None)
+    return {"trace_how": how, "stop_reason": stop}
+
+
 def merge(files: list[Path], out: Path) -> int:
     """One JSON of several calls' (the same device): their runs joined, each call's script line kept."""
     loaded = [json.loads(Path(f).read_text()) for f in files]
@@ -174,7 +183,8 @@ def merge(files: list[Path], out: Path) -> int:
         if twice:
             print(f"error: {name} repeats run(s) {', '.join(twice)}: merge each kernel's call once", file=sys.stderr)
             return 2
-        runs.update(data["runs"])
+        # older calls' rows lack what told() reads: their timelines hold it
+        runs.update({name: {**row, **told(row.get("timeline", []))} for name, row in data["runs"].items()})
     result = {**loaded[0], "script": [d["script"] for d in loaded], "merged_from": [Path(f).name for f in files],
               "runs": {name: runs[name] for name in sorted(runs, key=lambda n: list(RUNS).index(n))}}
     out.write_text(json.dumps(result, indent=1, default=float))
@@ -218,7 +228,8 @@ def main(argv: list[str]) -> int:
         rows[name] = {"what": what, "command": " ".join(typed), "rc": code, "timed_out": code == 124,
                       "timeout_s": args.timeout_s, "wall_s": round(wall, 1),
                       "trace_method": method.group(1) if method else None,
-                      "error": error.group(1) if error else None, "phases": phases(timeline), "timeline": timeline,
+                      "error": error.group(1) if error else None, **told(timeline), "phases": phases(timeline),
+                      "timeline": timeline,
                       **summary(folder)}
         print(json.dumps({name: {k: rows[name][k] for k in ("rc", "wall_s", "trace_method", "phases")}}), flush=True)
     slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")

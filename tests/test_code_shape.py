@@ -14,14 +14,6 @@ MARKER = "# size:"
 
 # Functions over a limit for a reason that lives outside them: path (under src/swizzlelab) and name -> why.
 ALLOWED = {
-    ("harness/isolate/runner.py", "evaluate_isolated"):
-        "split pending: the isolated runner is being split by job on another branch (issue 47)",
-    ("harness/timing.py", "time_fn"):
-        "keyword options of the timing protocol; one timing loop for the harness, the isolated runner and "
-        "harness/requests.py (issue 47) goes with the runner's split on another branch",
-    ("harness/timing.py", "compare_interleaved"):
-        "keyword options of the timing protocol; one timing loop for the harness, the isolated runner and "
-        "harness/requests.py (issue 47) goes with the runner's split on another branch",
     ("leaderboard/db/migrations/versions/0001_initial_schema.py", "upgrade"):
         "an applied Alembic migration is frozen: the schema it creates is history, not code to refactor",
 }

@@ -19,7 +19,8 @@ from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.timers import GATE_NS, GATE_NS_PER_CALL
 from swizzlelab.harness.isolate import Limits, evaluate_isolated, secret_seed, time_library_ahead
 from swizzlelab.harness.isolate.limits import seccomp_program
-from swizzlelab.harness.isolate.runner import Calibration, _Tail, clock_verdict, private_root_works, residual_ci_ok
+from swizzlelab.harness.isolate.clock_stats import Calibration, clock_verdict, residual_ci_ok
+from swizzlelab.harness.isolate.sandbox import _Tail, private_root_works
 from swizzlelab.runtime import cuda_available
 
 ROOT = Path(__file__).resolve().parent.parent

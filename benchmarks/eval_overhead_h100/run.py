@@ -102,13 +102,13 @@ def in_process_sustained(task: Any, budget_s: float) -> list[dict[str, Any]]:
     """The loop `--trusted` ranked used before it shared the request loop: the case's fixed ranked input, flush and
     poison before each call, calls back to back (a sustained load)."""
     from swizzlelab.harness.correctness import derive_seed
-    from swizzlelab.harness.timing import time_fn
+    from swizzlelab.harness.timing import TimingOptions, time_fn
 
     rows = []
     for case in task.cases("benchmarks"):
         data = task.generate_input({"seed": derive_seed(case["seed"], "ranked"), **case_sizes(case)})
         timing = time_fn(lambda d: task.custom_kernel(d, None), data, budget_s, check=lambda o: task.check(data, o),
-                         sample_clock=True)
+                         options=TimingOptions(sample_clock=True))
         rows.append({"mean_ms": timing.mean_ms, "n": timing.n, "sem_ms": timing.sem_ms, "gpu_clock": timing.gpu_clock})
     return rows
 
@@ -117,7 +117,7 @@ def in_process_same_inputs(task: Any, budget_s: float) -> list[dict[str, Any]]:
     """The in-process timing loop (flush before each call) on each of the isolated run's first inputs."""
     import torch
 
-    from swizzlelab.harness.timing import time_fn
+    from swizzlelab.harness.timing import TimingOptions, time_fn
 
     rows = []
     for case in task.cases("benchmarks"):
@@ -126,7 +126,7 @@ def in_process_same_inputs(task: Any, budget_s: float) -> list[dict[str, Any]]:
         for i in range(1, B_INPUTS + 1):
             data = task.generate_input({"seed": secret_seed(SECRET, case_seed, f"rep{i}"), **case_sizes(case)})
             timing = time_fn(lambda d: task.custom_kernel(d, None), data, budget_s / B_INPUTS,
-                             warmup_s=0.2 if i == 1 else 0.02, min_reps=5)
+                             options=TimingOptions(warmup_s=0.2 if i == 1 else 0.02, min_reps=5))
             means.append(timing.mean_ms)
             ns.append(timing.n)
             del data

@@ -16,7 +16,7 @@ from pathlib import Path
 import torch
 
 from benchmarks.lab import kdir as run
-from swizzlelab.harness.timing import compare_interleaved
+from swizzlelab.harness.timing import TimingOptions, compare_interleaved
 from swizzlelab.io import atomic_write_text
 from swizzlelab.tasks import load_task
 
@@ -47,7 +47,7 @@ def main(argv: list[str]) -> int:
     for label, base, variant in PAIRS:
         a, b = launcher(task, *base), launcher(task, *variant)
         cmp = compare_interleaved(a, b, data, budget_s=args.time_s, check_a=lambda o: task.check(data, o),
-                                  check_b=lambda o: task.check(data, o), sample_clock=True)
+                                  check_b=lambda o: task.check(data, o), options=TimingOptions(sample_clock=True))
         row = {"label": label, "base": list(base), "variant": list(variant), "speedup": cmp.speedup,
                "ci95": [cmp.ci_low, cmp.ci_high], "base_mean_ms": cmp.a.mean_ms, "variant_mean_ms": cmp.b.mean_ms,
                "n": cmp.a.n}

@@ -73,7 +73,7 @@ def main(argv: list[str]) -> int:
     if args.child:
         return child(args.child[0], int(args.child[1]), Path(args.child[2]), args.task_kernel, args.sync)
     from swizzlelab.harness.ncu import run_ncu
-    from swizzlelab.harness.timing import compare_interleaved
+    from swizzlelab.harness.timing import TimingOptions, compare_interleaved
     from swizzlelab.tasks import load_task
 
     start = time.time()
@@ -137,7 +137,7 @@ def main(argv: list[str]) -> int:
             continue
         variant = launcher(task, order, wave, args.task_kernel, args.sync)
         cmp = compare_interleaved(base, variant, data, budget_s=args.time_s, check_a=lambda o: task.check(data, o),
-                                  check_b=lambda o: task.check(data, o), sample_clock=True)
+                                  check_b=lambda o: task.check(data, o), options=TimingOptions(sample_clock=True))
         entry = {**cmp.to_dict(with_samples=False), "base": "grouped:GROUP_M=8 reverse=0",
                  "variant": f"{order} reverse=1" + (f" wave={wave}" if wave != WAVE else "") + (" sync" if args.sync else "")}
         record["timings"].append(entry)

@@ -24,7 +24,7 @@ import torch  # noqa: E402
 import triton  # noqa: E402
 import triton.language as tl  # noqa: E402
 
-from swizzlelab.harness.timing import compare_interleaved  # noqa: E402
+from swizzlelab.harness.timing import TimingOptions, compare_interleaved  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 from swizzlelab.swizzle import apply_swizzle  # noqa: E402
 from swizzlelab.tasks import load_task  # noqa: E402
@@ -134,7 +134,7 @@ def main(argv: list[str]) -> int:
         else:
             fn = make(task, order, alternate, sync)
         cmp = compare_interleaved(base, fn, data, budget_s=args.time_s, check_a=lambda out: task.check(data, out),
-                                  check_b=lambda out: task.check(data, out), sample_clock=True)
+                                  check_b=lambda out: task.check(data, out), options=TimingOptions(sample_clock=True))
         row = {"round": rep, "kernel": kernel, "order": order, "k_alternate": alternate, "wave_sync": sync,
                "speedup": cmp.speedup, "ci95": [cmp.ci_low, cmp.ci_high], "base_ms": cmp.a.mean_ms,
                "variant_ms": cmp.b.mean_ms, "n": cmp.a.n,

@@ -29,7 +29,7 @@ from benchmarks.lab import submissions as run  # inputs, timing, profiling, envi
 
 import torch  # noqa: E402
 
-from swizzlelab.harness.timing import compare_interleaved  # noqa: E402
+from swizzlelab.harness.timing import TimingOptions, compare_interleaved  # noqa: E402
 from swizzlelab.io import atomic_write_text  # noqa: E402
 
 # The last has 256 query tiles: persistent CTAs (132 on an H100) walk two, so the step between tiles is checked.
@@ -109,7 +109,7 @@ def paired_rows(base: int, others: list[int], variants: dict, inputs: Any, budge
     for vid in others:
         a, b = f"fa.cuda_v{base}", f"fa.cuda_v{vid}"
         comp = compare_interleaved(variants[a], variants[b], data, budget_s=budget_s, check_a=check, check_b=check,
-                                   sample_clock=True)
+                                   options=TimingOptions(sample_clock=True))
         rows.append({"base": a, "variant": b, "case": case, "speedup": comp.speedup,
                      "ci95": [comp.ci_low, comp.ci_high], "method": comp.method, "base_mean_ms": comp.a.mean_ms,
                      "variant_mean_ms": comp.b.mean_ms, "n": comp.a.n, "gpu_clock": comp.a.gpu_clock,

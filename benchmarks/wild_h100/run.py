@@ -91,7 +91,7 @@ def main(predicted: str | None = None) -> int:
 
     import torch
 
-    from swizzlelab.harness import compare_interleaved
+    from swizzlelab.harness import TimingOptions, compare_interleaved
     from swizzlelab.harness.ncu import NAMED_METRIC_IDS, run_ncu
     from swizzlelab.optimize.measure import kernel_metrics
     from swizzlelab.swizzle import parse_formula
@@ -109,7 +109,7 @@ def main(predicted: str | None = None) -> int:
     reference = torch.matmul(data["a"], data["b"])
     max_err = float((best_out.float() - reference.float()).abs().max())
     comparison = compare_interleaved(uk.launcher.for_data(None), uk.launcher.for_data(best_formula), data,
-                                     budget_s=6.0, poison=False)
+                                     budget_s=6.0, options=TimingOptions(poison=False))
     ncu = {}
     for label, spec in (("own", "own"), ("best", str(order_file))):
         cmd = [sys.executable, str(Path(__file__).resolve()), "--child", spec,

@@ -185,10 +185,10 @@ def eval_user_kernel(scenario: Any, order: str | None, outputs: tuple[str, ...] 
         raise UserError(f"--mode {mode} with --kernel: use test or benchmark")
     if device() != "cuda":
         raise NoGpuError("--mode benchmark needs a CUDA GPU; run --mode test on the CPU")
-    from swizzlelab.harness import compare_interleaved
+    from swizzlelab.harness import TimingOptions, compare_interleaved
 
     comparison = compare_interleaved(lambda d: task.custom_kernel(d, None), lambda d: task.custom_kernel(d, formula),
-                                     data, budget_s=budget_s, poison=False)
+                                     data, budget_s=budget_s, options=TimingOptions(poison=False))
     out_console.print(
         f"benchmark: own order {comparison.a.mean_ms:.4f} ms, {label} {comparison.b.mean_ms:.4f} ms: speedup "
         f"{comparison.speedup:.4f}x [95% CI {comparison.ci_low:.4f}, {comparison.ci_high:.4f}] over "

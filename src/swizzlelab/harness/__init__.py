@@ -17,6 +17,7 @@ from swizzlelab.harness.sysinfo import SystemInfo, system_info
 from swizzlelab.harness.timing import (
     Comparison,
     Timing,
+    TimingOptions,
     compare_interleaved,
     geometric_mean,
     ratio_ci,
@@ -33,6 +34,7 @@ __all__ = [
     "RunCheck",
     "SystemInfo",
     "Timing",
+    "TimingOptions",
     "check_correctness",
     "compare_interleaved",
     "count_poisoned",

@@ -1,7 +1,8 @@
-"""The timed-request loop both evaluation paths share: requests of k back-to-back calls on fresh seeded inputs,
-outputs checked between requests, one stop rule; run in-process here for one's own (trusted) kernels.
+"""The timed-request design both evaluation paths share: requests of k back-to-back calls on fresh seeded inputs,
+outputs checked between requests, one stop rule (RequestPlan on harness.loop); run in-process here for one's own
+(trusted) kernels.
 
-The isolated evaluator (harness.isolate.runner) drives the same design across a process boundary. Sharing it
+The isolated evaluator (harness.isolate.timed_requests) drives the same plan across a process boundary. Sharing it
 matters beyond code reuse: the duty cycle of the loop sets the GPU's clock (measured on an H100: an 8192^3 GEMM
 ran at ~1600 MHz in a sustained loop and ~1900 MHz when outputs were checked between requests, 7% apart), so a
 trusted figure and an isolated one only mean the same thing when both come from this loop.
@@ -10,7 +11,7 @@ trusted figure and an isolated one only mean the same thing when both come from 
 from __future__ import annotations
 
 import random
-import time
+from dataclasses import dataclass, field
 from typing import Any, Callable
 
 import numpy as np
@@ -19,6 +20,7 @@ from swizzlelab.errors import UserError
 from swizzlelab.harness.timers import HOST_CLOCK_DEVICE, HostClock, TrustedClock
 from swizzlelab.harness.correctness import case_sizes, derive_seed, poison_
 from swizzlelab.harness.clock_sampler import ClockSampler, sampler_for, wait_for_first_sample
+from swizzlelab.harness.loop import LoopState, run_loop, warm_up
 from swizzlelab.harness.timing import DEFAULT_REL_SEM, Timing, sem_target_reached, summarize
 
 CHECK_FRACTION = 0.5  # share of timed calls whose output is checked, chosen after each request
@@ -30,6 +32,7 @@ MAX_POOL_CPU = 4
 POOL_BYTES_GPU = 16 << 30  # and at most a fifth of the GPU's memory
 POOL_BYTES_CPU = 256 << 20
 WARMUP_S = 0.2  # full-pool requests (at most 3) until this much wall time: compiles, autotunes, fills caches
+WARMUP_REQUESTS = 3
 # Library rows are informative: they get at most this budget per case, on both paths.
 LIBRARY_BUDGET_S = 1.0
 
@@ -57,6 +60,34 @@ def stop_reason(n_requests: int, samples: list[float], pool: int, elapsed_s: flo
     if n_requests >= pool and sem_target_reached(np.asarray(samples), DEFAULT_REL_SEM, MIN_TIMED_REPS):
         return "sem"
     return "budget" if elapsed_s >= budget_s else None
+
+
+@dataclass
+class RequestPlan:
+    """The timed requests' rule for the one loop (harness.loop): request sizes in shuffled rounds of 1..pool,
+    `stop_reason` to stop; `hold(elapsed_s)` keeps a loop going past its budget (the isolated runner, until its
+    clocks can be judged)."""
+
+    budget_s: float
+    pool: int
+    rng: random.Random
+    hold: Callable[[float], bool] | None = None
+    design: list[int] = field(default_factory=list)
+
+    def stop(self, state: LoopState) -> str | None:
+        reason = stop_reason(state.n_requests, state.samples, self.pool, state.elapsed_s, self.budget_s)
+        if reason == "budget" and self.hold is not None and self.hold(state.elapsed_s):
+            return None
+        return reason
+
+    def next_size(self, state: LoopState) -> int:
+        return next_request_size(self.design, self.rng, self.pool)
+
+
+def warm_up_requests(request: Callable[[], Any]) -> None:
+    """The warm-up of both paths: full-pool requests (their figures dropped) until WARMUP_S of wall time, at
+    least one and at most WARMUP_REQUESTS."""
+    warm_up(request, WARMUP_S, 1, WARMUP_REQUESTS)
 
 
 def tensor_bytes(data: dict[str, Any]) -> int:
@@ -133,31 +164,24 @@ def time_requests(
             raise UserError(f"output wrong on {where} (the kernel breaks when repeated): {message}")
         return message
 
-    warm_start = time.perf_counter()
-    for _ in range(3):
-        request(pool, "warm")
-        if time.perf_counter() - warm_start > WARMUP_S:
-            break
+    warm_up_requests(lambda: request(pool, "warm"))
     n_calls = 0
-    samples: list[float] = []
-    design: list[int] = []
-    n_requests = 0
-    stopped_by = None
+    plan = RequestPlan(budget_s, len(pool), rng)
+
+    def timed(k: int) -> tuple[list[float]]:
+        group = pool[:k]
+        fresh, figures = request(group, "rep")
+        for j, (data, slot) in enumerate(zip(fresh, group)):
+            if n_calls - len(group) + j == 0 or rng.random() < check_fraction:
+                judge(data, slot, f"timed call {n_calls - len(group) + j + 1}")
+        return (figures,)
+
     with (sampler_for(torch) if torch is not None else ClockSampler(None)) as gpu_clock:
         wait_for_first_sample(gpu_clock)
-        started = time.perf_counter()
-        while stopped_by is None:
-            group = pool[:next_request_size(design, rng, len(pool))]
-            fresh, figures = request(group, "rep")
-            for j, (data, slot) in enumerate(zip(fresh, group)):
-                if (n_requests == 0 and j == 0) or rng.random() < check_fraction:
-                    judge(data, slot, f"timed call {n_calls - len(group) + j + 1}")
-            samples.extend(figures)
-            n_requests += 1
-            stopped_by = stop_reason(n_requests, samples, len(pool), time.perf_counter() - started, budget_s)
+        state = run_loop(timed, plan)
     fresh, _ = request(pool[:1], "last")
     device = str(torch.cuda.get_device_name(torch.cuda.current_device())) if torch is not None else HOST_CLOCK_DEVICE
-    timing = summarize(np.asarray(samples), stopped_by, device=device)
+    timing = summarize(np.asarray(state.samples), state.stopped_by, device=device)
     timing.check_after = judge(fresh[0], pool[0], "the last call")
     timing.gpu_clock = gpu_clock.summary()
     return timing
@@ -168,8 +192,11 @@ __all__ = [
     "LIBRARY_BUDGET_S",
     "MIN_REQUESTS",
     "MIN_TIMED_REPS",
+    "RequestPlan",
+    "WARMUP_REQUESTS",
     "next_request_size",
     "pool_size",
     "stop_reason",
     "time_requests",
+    "warm_up_requests",
 ]

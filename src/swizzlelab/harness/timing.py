@@ -17,6 +17,7 @@ from scipy.stats import t as student_t
 from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.correctness import poison_
 from swizzlelab.harness.clock_sampler import ClockSampler, sampler_for, wait_for_first_sample
+from swizzlelab.harness.loop import LoopState, run_loop, warm_up
 from swizzlelab.runtime import device
 
 NO_GPU_MESSAGE = "benchmark needs a CUDA GPU; run --mode test on the CPU"
@@ -221,6 +222,33 @@ def next_batch_size(n_done: int, elapsed_s: float, budget_s: float, min_reps: in
     return max(1, min(max(n_done // 2, 1), remaining_reps, max(fitting, 1)))
 
 
+@dataclass
+class RepetitionPlan:
+    """time_fn's and compare_interleaved's rule for the one loop (harness.loop): batches of about half the
+    repetitions so far, within the budget; stop once every stream's sem/mean is below `rel_sem_target`
+    ("sem"), at `max_reps`, or once the budget is spent after `min_reps` ("budget")."""
+
+    budget_s: float
+    min_reps: int = 10
+    max_reps: int = 100_000
+    rel_sem_target: float = DEFAULT_REL_SEM
+
+    def stop(self, state: LoopState) -> str | None:
+        n = len(state.samples)
+        if all(sem_target_reached(np.asarray(s), self.rel_sem_target, self.min_reps) for s in state.streams):
+            return "sem"
+        if n >= self.max_reps:
+            return "max_reps"
+        if n >= self.min_reps and state.elapsed_s >= self.budget_s:
+            return "budget"
+        return None
+
+    def next_size(self, state: LoopState) -> int:
+        n = len(state.samples)
+        batch = next_batch_size(n, state.elapsed_s, self.budget_s, self.min_reps, self.max_reps)
+        return max(batch, self.min_reps - n) if n < self.min_reps else batch
+
+
 def collect_samples(
     run_batch: Callable[[int], list[float]],
     budget_s: float,
@@ -233,20 +261,9 @@ def collect_samples(
 
     `run_batch(k)` runs k repetitions and returns their times in ms. At least `min_reps` are always collected.
     """
-    samples: list[float] = []
-    start = clock()
-    while True:
-        elapsed = clock() - start
-        if len(samples) >= min_reps and sem_target_reached(np.asarray(samples), rel_sem_target, min_reps):
-            return np.asarray(samples), "sem"
-        if len(samples) >= max_reps:
-            return np.asarray(samples), "max_reps"
-        if len(samples) >= min_reps and elapsed >= budget_s:
-            return np.asarray(samples), "budget"
-        batch = next_batch_size(len(samples), elapsed, budget_s, min_reps, max_reps)
-        if len(samples) < min_reps:
-            batch = max(batch, min_reps - len(samples))
-        samples.extend(run_batch(batch))
+    plan = RepetitionPlan(budget_s, min_reps, max_reps, rel_sem_target)
+    state = run_loop(lambda k: (run_batch(k),), plan, 1, clock)
+    return np.asarray(state.samples), state.stopped_by
 
 
 def collect_pairs(
@@ -258,24 +275,8 @@ def collect_pairs(
     clock: Callable[[], float] = time.perf_counter,
 ) -> tuple[np.ndarray, np.ndarray, str]:
     """Like `collect_samples` for interleaved pairs: stops when both A and B reach the sem target."""
-    a: list[float] = []
-    b: list[float] = []
-    start = clock()
-    while True:
-        elapsed = clock() - start
-        a_arr, b_arr = np.asarray(a), np.asarray(b)
-        if sem_target_reached(a_arr, rel_sem_target, min_reps) and sem_target_reached(b_arr, rel_sem_target, min_reps):
-            return a_arr, b_arr, "sem"
-        if len(a) >= max_reps:
-            return a_arr, b_arr, "max_reps"
-        if len(a) >= min_reps and elapsed >= budget_s:
-            return a_arr, b_arr, "budget"
-        batch = next_batch_size(len(a), elapsed, budget_s, min_reps, max_reps)
-        if len(a) < min_reps:
-            batch = max(batch, min_reps - len(a))
-        got_a, got_b = run_pairs(batch)
-        a.extend(got_a)
-        b.extend(got_b)
+    state = run_loop(run_pairs, RepetitionPlan(budget_s, min_reps, max_reps, rel_sem_target), 2, clock)
+    return np.asarray(state.streams[0]), np.asarray(state.streams[1]), state.stopped_by
 
 
 def compare_samples(
@@ -336,6 +337,7 @@ def _poison_out(data: Any) -> None:
 # GPU cycles to spin after the flush (~50-100 us at H100 clocks): the GPU is still busy when the start event
 # is recorded, so the host has enqueued the kernel by then and Python launch overhead stays out of the timing.
 LAUNCH_HIDING_CYCLES = 150_000
+MAX_WARMUP_CALLS = 1000
 
 
 class _Runner:
@@ -378,17 +380,32 @@ def _warm_up(runner: _Runner, warmup_s: float, min_calls: int = 3) -> None:
     runner.prepare()
     runner.fn(runner.data)
     runner.torch.cuda.synchronize()
-    start = time.perf_counter()
-    calls = 0
-    while calls < min_calls or time.perf_counter() - start < warmup_s:
-        runner.run_batch(1)
-        calls += 1
-        if calls >= 1000:
-            break
+    warm_up(lambda: runner.run_batch(1), warmup_s, min_calls, MAX_WARMUP_CALLS)
 
 
 def _device_name(torch: Any) -> str:
     return str(torch.cuda.get_device_name(torch.cuda.current_device()))
+
+
+@dataclass(frozen=True)
+class TimingOptions:
+    """How time_fn and compare_interleaved repeat a call: the stop rule (`min_reps`, `max_reps`,
+    `rel_sem_target`), the warm-up's wall time, poisoning data["out"] before each repetition, hiding the host's
+    launch cost behind a GPU spin, and sampling the SM clock and power while timed (`Timing.gpu_clock`)."""
+
+    min_reps: int = 10
+    max_reps: int = 100_000
+    rel_sem_target: float = DEFAULT_REL_SEM
+    warmup_s: float = 0.2
+    poison: bool = True
+    hide_launch_overhead: bool = True
+    sample_clock: bool = False
+
+    def plan(self, budget_s: float) -> RepetitionPlan:
+        return RepetitionPlan(budget_s, self.min_reps, self.max_reps, self.rel_sem_target)
+
+
+DEFAULT_OPTIONS = TimingOptions()
 
 
 def time_fn(
@@ -396,31 +413,24 @@ def time_fn(
     data: Any,
     budget_s: float = 3.0,
     *,
-    min_reps: int = 10,
-    max_reps: int = 100_000,
-    rel_sem_target: float = DEFAULT_REL_SEM,
-    warmup_s: float = 0.2,
-    poison: bool = True,
     check: Callable[[Any], Any] | None = None,
-    hide_launch_overhead: bool = True,
-    sample_clock: bool = False,
+    options: TimingOptions = DEFAULT_OPTIONS,
 ) -> Timing:
-    """Time `fn(data)`: warm-up, then repetitions (each after an L2 flush and, when `poison`, poisoning
-    data["out"]) until sem/mean < `rel_sem_target` or `budget_s` is spent.
+    """Time `fn(data)`: warm-up, then repetitions (each after an L2 flush and, when `options.poison`, poisoning
+    data["out"]) until sem/mean < `options.rel_sem_target` or `budget_s` is spent.
 
     `check(output)` (e.g. the task's check) runs on the last timed output; its verdict is kept in
     `Timing.check_after` and a failure raises UserError, so a kernel that breaks under repetition is caught.
-    With `hide_launch_overhead`, a short GPU spin before each start event keeps host-side launch cost (Python,
-    Triton's launcher) out of the measured interval: the times are GPU execution times. With `sample_clock`,
-    the SM clock and power while timed are kept in `Timing.gpu_clock`.
+    With `options.hide_launch_overhead`, a short GPU spin before each start event keeps host-side launch cost
+    (Python, Triton's launcher) out of the measured interval: the times are GPU execution times.
     """
     torch = require_cuda()
-    runner = _Runner(torch, fn, data, L2Flusher(torch), poison, hide_launch_overhead)
-    _warm_up(runner, warmup_s)
-    with (sampler_for(torch) if sample_clock else ClockSampler(None)) as clock:
+    runner = _Runner(torch, fn, data, L2Flusher(torch), options.poison, options.hide_launch_overhead)
+    _warm_up(runner, options.warmup_s)
+    with (sampler_for(torch) if options.sample_clock else ClockSampler(None)) as clock:
         wait_for_first_sample(clock)
-        samples, stopped_by = collect_samples(runner.run_batch, budget_s, min_reps, max_reps, rel_sem_target)
-    timing = summarize(samples, stopped_by, rel_sem_target, _device_name(torch))
+        state = run_loop(lambda k: (runner.run_batch(k),), options.plan(budget_s))
+    timing = summarize(np.asarray(state.samples), state.stopped_by, options.rel_sem_target, _device_name(torch))
     timing.gpu_clock = clock.summary()
     if check is not None:
         timing.check_after = _check_verdict(check, runner.last_output)
@@ -434,24 +444,20 @@ def compare_interleaved(
     data_b: Any | None = None,
     budget_s: float = 6.0,
     *,
-    min_reps: int = 10,
-    max_reps: int = 100_000,
-    rel_sem_target: float = DEFAULT_REL_SEM,
-    warmup_s: float = 0.2,
-    poison: bool = True,
     check_a: Callable[[Any], Any] | None = None,
     check_b: Callable[[Any], Any] | None = None,
-    hide_launch_overhead: bool = True,
-    sample_clock: bool = False,
+    options: TimingOptions = DEFAULT_OPTIONS,
 ) -> Comparison:
     """Time A and B interleaved (A B A B ..., L2 flushed before each) and return speedup mean_a/mean_b with a
-    95% CI (delta method on the paired samples); `is_improvement` only when the CI lies above 1.0."""
+    95% CI (delta method on the paired samples); `is_improvement` only when the CI lies above 1.0. The warm-up's
+    `options.warmup_s` is split between A and B."""
     torch = require_cuda()
     flusher = L2Flusher(torch)
-    runner_a = _Runner(torch, fn_a, data_a, flusher, poison, hide_launch_overhead)
-    runner_b = _Runner(torch, fn_b, data_b if data_b is not None else data_a, flusher, poison, hide_launch_overhead)
-    _warm_up(runner_a, warmup_s / 2)
-    _warm_up(runner_b, warmup_s / 2)
+    runner_a = _Runner(torch, fn_a, data_a, flusher, options.poison, options.hide_launch_overhead)
+    runner_b = _Runner(torch, fn_b, data_b if data_b is not None else data_a, flusher, options.poison,
+                       options.hide_launch_overhead)
+    _warm_up(runner_a, options.warmup_s / 2)
+    _warm_up(runner_b, options.warmup_s / 2)
 
     def run_pairs(k: int) -> tuple[list[float], list[float]]:
         events_a, events_b = [], []
@@ -463,10 +469,11 @@ def compare_interleaved(
         torch.cuda.synchronize()
         return ([float(s.elapsed_time(e)) for s, e in events_a], [float(s.elapsed_time(e)) for s, e in events_b])
 
-    with (sampler_for(torch) if sample_clock else ClockSampler(None)) as clock:
+    with (sampler_for(torch) if options.sample_clock else ClockSampler(None)) as clock:
         wait_for_first_sample(clock)
-        a, b, stopped_by = collect_pairs(run_pairs, budget_s, min_reps, max_reps, rel_sem_target)
-    comparison = compare_samples(a, b, stopped_by, rel_sem_target, _device_name(torch))
+        state = run_loop(run_pairs, options.plan(budget_s), 2)
+    a, b = np.asarray(state.streams[0]), np.asarray(state.streams[1])
+    comparison = compare_samples(a, b, state.stopped_by, options.rel_sem_target, _device_name(torch))
     comparison.a.gpu_clock = comparison.b.gpu_clock = clock.summary()
     if check_a is not None:
         comparison.a.check_after = _check_verdict(check_a, runner_a.last_output)

@@ -1,7 +1,7 @@
 """The isolated child: imports torch and its timing tools before the submission, then obeys the parent's frames
 (load, bind, call) and answers with JSON. Nothing it says is trusted: the parent checks outputs and clocks.
 
-Started by swizzlelab.harness.isolate.runner as `python -I -c BOOT` after the sandbox (limits.py) is applied.
+Started by swizzlelab.harness.isolate.sandbox as `python -I -c BOOT` after the sandbox (limits.py) is applied.
 """
 
 from __future__ import annotations

@@ -89,37 +89,21 @@ def test_a_kernel_that_gathers_elsewhere_is_refused_with_the_first_mismatch(tmp_
     assert how is not None and not how.model and "access model does not match it" in how.describe()
 
 
-PAIRS = """import triton
-import triton.language as tl
-
-
-@triton.jit
-def csr_pair_kernel(row_ptr, col_idx, values, x_ptr, y_ptr, BLOCK: tl.constexpr):
-    pid = tl.program_id(0)
-    for half in range(2):
-        row = pid * 2 + half
-        start = tl.load(row_ptr + row)
-        end = tl.load(row_ptr + row + 1)
-        acc = tl.zeros((BLOCK,), dtype=tl.float32)
-        for k0 in range(start, end, BLOCK):
-            offs = k0 + tl.arange(0, BLOCK)
-            ok = offs < end
-            cols = tl.load(col_idx + offs, mask=ok, other=0)
-            acc += tl.load(values + offs, mask=ok, other=0.0) * tl.load(x_ptr + cols, mask=ok, other=0.0)
-        tl.store(y_ptr + row, tl.sum(acc, axis=0))
-
-
-def custom_kernel(data):
-    out = data["out"]
-    csr_pair_kernel[(out.numel() // 2,)](data["row_ptr"], data["col_idx"], data["values"], data["x"], out, BLOCK=32)
-    return out
-"""
+def _pairs() -> str:
+    """The spmv fixture with two rows per program (a loop over the pair around its row body)."""
+    code = (FIXTURES / "spmv_rows.py").read_text()
+    head, rest = code.split("    pid = tl.program_id(0)\n")
+    body, launch = rest.split("\n\n\ndef custom_kernel")
+    looped = "\n".join("    " + line for line in body.replace("pid", "row").splitlines())
+    assert "[(out.numel(),)]" in launch
+    return (head + "    pid = tl.program_id(0)\n    for half in range(2):\n        row = pid * 2 + half\n" + looped
+            + "\n\n\ndef custom_kernel" + launch.replace("[(out.numel(),)]", "[(out.numel() // 2,)]"))
 
 
 def test_a_kernel_with_two_rows_per_program_is_not_the_models(tmp_path):
     """The model has a tile per row; this kernel's tile grid is rows / 2."""
     path = tmp_path / "spmv_pairs.py"
-    path.write_text(PAIRS)
+    path.write_text(_pairs())
     kernel = _opened(path)
     kernel.max_interpret_s = 1e-6
     with pytest.raises(UserError, match=r"access model does not match it: the task model's tile grid 3000 is not "

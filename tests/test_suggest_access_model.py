@@ -66,12 +66,16 @@ def test_the_task_model_trace_equals_the_fully_interpreted_one(monkeypatch):
     assert interpreted.how is not None and not interpreted.how.model and interpreted.how.derivation is None
     a, b = modelled.trace, interpreted.trace
     # the same lines, sectors and writes per tile (tensor for tensor: each tensor's lines relative to its base)
+    def touched(trace, tensor, tile):
+        span = slice(*trace.tile_access_range(tile))
+        return sorted({(int(line) - tensor.base_line, int(mask), bool(write)) for line, mask, write in
+                       zip(trace.lines[span], trace.sector_mask[span], trace.is_write[span])
+                       if tensor.base_line <= line < tensor.end_line})
+
+    assert [t.name for t in a.tensors] == [t.name for t in b.tensors]
     for tile in (0, 1, 1234, SPMV["rows"] - 1):
         for ta, tb in zip(a.tensors, b.tensors):
-            got = [sorted({(int(l) - t.base_line, bool(w)) for l, w in zip(tr.lines[slice(*tr.tile_access_range(tile))],
-                                                                          tr.is_write[slice(*tr.tile_access_range(tile))])
-                           if t.base_line <= l < t.end_line}) for tr, t in ((a, ta), (b, tb))]
-            assert got[0] == got[1], (tile, ta.name)
+            assert touched(a, ta, tile) == touched(b, tb, tile), (tile, ta.name)
 
 
 def test_a_kernel_that_gathers_elsewhere_is_refused_with_the_first_mismatch(tmp_path):

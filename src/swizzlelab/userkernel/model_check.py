@@ -26,10 +26,12 @@ class TaskModel:
 
     task: str
     build: Callable[[], AccessTrace]
+    accesses: Callable[[], int] | None = None  # the model's line accesses from the sizes alone, when it says
 
 
 class ModelMismatch(Exception):
-    """The kernel's sampled programs do not access what the task's model says (one line: the first difference)."""
+    """The task's model does not stand for the kernel: one line, "does not match it: <first difference>" (or "was
+    not built: <why>"), read after "the TASK task's access model"."""
 
 
 def task_model_of(task: Any, sizes: dict[str, Any], seed: int, arguments: dict[str, Any]) -> TaskModel | None:
@@ -39,7 +41,9 @@ def task_model_of(task: Any, sizes: dict[str, Any], seed: int, arguments: dict[s
         return None
     accepted = inspect.signature(task.access.access_model).parameters
     given = {k: v for k, v in arguments.items() if k in accepted and k not in sizes and k != "config"}
-    return TaskModel(str(task.name), lambda: task.access_model({"seed": seed, **sizes}, **given))
+    count = getattr(task.access, "line_accesses", None)
+    return TaskModel(str(task.name), lambda: task.access_model({"seed": seed, **sizes}, **given),
+                     (lambda: int(count(**sizes))) if callable(count) else None)
 
 
 def sample_programs(n_programs: int, seed: int, count: int = MODEL_SAMPLES) -> list[int]:
@@ -76,19 +80,15 @@ def _same(a: Touch, b: Touch) -> bool:
 
 def _difference(mine: Touch, theirs: Touch) -> str:
     """The first lines where two touches differ, as 'line L read (sectors 0x..)' phrases."""
-    def phrase(keys: np.ndarray, masks: np.ndarray) -> str:
-        shown = [f"line {k >> 1} {'written' if k & 1 else 'read'} (sectors 0x{m:x})"
-                 for k, m in zip(keys[:LINES_SHOWN].tolist(), masks[:LINES_SHOWN].tolist())]
-        more = f" and {keys.size - LINES_SHOWN} more" if keys.size > LINES_SHOWN else ""
+    def phrase(pairs: list[tuple[int, int]]) -> str:
+        shown = [f"line {k >> 1} {'written' if k & 1 else 'read'} (sectors 0x{m:x})" for k, m in pairs[:LINES_SHOWN]]
+        more = f" and {len(pairs) - LINES_SHOWN} more" if len(pairs) > LINES_SHOWN else ""
         return ", ".join(shown) + more if shown else "nothing"
 
     pairs_mine = set(zip(mine[0].tolist(), mine[1].tolist()))
     pairs_theirs = set(zip(theirs[0].tolist(), theirs[1].tolist()))
-    only_mine = sorted(pairs_mine - pairs_theirs)
-    only_theirs = sorted(pairs_theirs - pairs_mine)
-    as_arrays = lambda pairs: (np.array([p[0] for p in pairs], np.int64), np.array([p[1] for p in pairs], np.int64))  # noqa: E731
-    return (f"the kernel touches {phrase(*as_arrays(only_mine))}, the model {phrase(*as_arrays(only_theirs))} "
-            f"instead ({mine[0].size} vs {theirs[0].size} lines in all)")
+    return (f"the kernel touches {phrase(sorted(pairs_mine - pairs_theirs))}, the model "
+            f"{phrase(sorted(pairs_theirs - pairs_mine))} instead ({mine[0].size} vs {theirs[0].size} lines in all)")
 
 
 def check_against_model(tiles: dict[int, Iterable[Any]], programs: dict[int, int], tensors: list[TensorInfo],
@@ -98,7 +98,8 @@ def check_against_model(tiles: dict[int, Iterable[Any]], programs: dict[int, int
     exactly the lines and sectors the model's tile touches in a tensor of the same size. Tensors are paired by
     size and element bytes, a same-named one first; what the pairing leaves unread must be unread in the samples."""
     if tuple(model.grid) != tuple(grid):
-        raise ModelMismatch(f"the task model's tile grid {grid_text(model.grid)} is not the kernel's {grid_text(grid)}")
+        raise ModelMismatch(f"does not match it: the task model's tile grid {grid_text(model.grid)} is not the "
+                            f"kernel's {grid_text(grid)}")
     sampled = sorted(tiles)
     mine: dict[int, list[Touch]] = {}
     theirs: dict[int, list[Touch]] = {}
@@ -125,14 +126,15 @@ def check_against_model(tiles: dict[int, Iterable[Any]], programs: dict[int, int
         if not touched:
             continue  # an argument the sampled programs never touch needs no counterpart
         if not fits:
-            raise ModelMismatch(f"{where(touched[0])}: the kernel touches {tensor.name}, and the task model has no "
-                                f"tensor of its size ({tensor.n_lines} lines of {tensor.elem_bytes}-byte elements)")
+            raise ModelMismatch(f"does not match it: {where(touched[0])}: the kernel touches {tensor.name}, and the "
+                                f"task model has no tensor of its size ({tensor.n_lines} lines of "
+                                f"{tensor.elem_bytes}-byte elements)")
         best = fits[0]
         tile = next(t for t in sampled if not _same(mine[t][u], theirs[t][best]))
-        raise ModelMismatch(f"{where(tile)}: {tensor.name} differs from the task model's "
+        raise ModelMismatch(f"does not match it: {where(tile)}: {tensor.name} differs from the task model's "
                             f"{model.tensors[best].name}: {_difference(mine[tile][u], theirs[tile][best])}")
     for m, info in enumerate(model.tensors):
         used = next((t for t in sampled if theirs[t][m][0].size), None)
         if m not in taken and used is not None:
-            raise ModelMismatch(f"{where(used)}: the task model touches {info.name}, which no tensor argument of the "
-                                "kernel matches")
+            raise ModelMismatch(f"does not match it: {where(used)}: the task model touches {info.name}, which no "
+                                "tensor argument of the kernel matches")

@@ -196,7 +196,7 @@ def trace_user_kernel(launcher: Launcher, site: SiteSpan, source: str | None = N
                 trace, interpreted = _modelled(launcher, name, pick, grid, order, real_tensors, task_model, meta)
                 modelled = task_model.task
             except ModelMismatch as err:
-                reason = f"{reason}; the {task_model.task} task's access model does not match it: {err}"
+                reason = f"{reason}; the {task_model.task} task's access model {err}"
     if trace is None:
         _refuse_large(estimate, reason)
         _refuse_slow(pace, survey[pick].n_programs, max_interpret_s, reason)
@@ -263,14 +263,21 @@ def _modelled(launcher: Launcher, name: str, pick: int, grid: tuple[int, int, in
               real_tensors: frozenset[str], task_model: TaskModel, meta: dict[str, str]) -> tuple[AccessTrace, int]:
     """The task model's trace for the kernel and the number of programs interpreted to check it; ModelMismatch
     naming the first difference when a sampled program does not access what the model says its tile does."""
-    model = task_model.build()
+    need = task_model.accesses() * BYTES_PER_ACCESS if task_model.accesses is not None else 0
+    if need > available_memory_bytes() // 2:
+        raise ModelMismatch(f"was not built: its trace would take about {fmt_bytes(need)}, more than half of this "
+                            f"machine's {fmt_bytes(available_memory_bytes())} available")
+    try:
+        model = task_model.build()
+    except (UserError, TypeError, ValueError, KeyError) as err:  # a model that cannot be built at this case
+        raise ModelMismatch(f"was not built: it fails at this case ({type(err).__name__}: {err})") from None
     programs = sample_programs(int(np.prod(grid)), launcher.seed)
     chosen = frozenset(programs)
     _, launches, _ = _run(launcher, name, lambda before: chosen if before == pick else (), real_tensors)
     record = _same_launch(launches, pick, grid, f"{launcher.wrapper.__name__}(...)")
     tiles = _tiles_of(record, order, programs)
-    program_of = {int(t): p for p in programs
-                  for t in np.atleast_1d(order.perm[p] if order.iterations is None else order.perm[order.iterations[p]])}
+    program_of = {int(t): p for p in programs  # each sampled tile's program (persistent ones run several)
+                  for t in np.atleast_1d(order.perm[p if order.iterations is None else order.iterations[p]])}
     check_against_model(tiles, program_of, record.tensor_infos(), model, tuple(order.grid))
     model.meta.update({**meta, "source": f"task access model ({task_model.task})"})
     return model, len(programs)

@@ -33,6 +33,7 @@ ADMIN = "suggest-benchmark-admin"
 # (user, task, file): the ones most likely to gain first, so a short call still measures them.
 SUBMISSIONS = [
     ("alice", "histogram", "histogram_columns.py"),  # band-fastest: every channel group re-reads x
+    ("erin", "flash_attention", "attention_mblock.py"),  # m-block major: each head's K/V re-read per query block
     ("bob", "matmul", "matmul_diagonal.py"),  # a skewed tile order: resident programs share no panel
     ("carol", "spmv", "spmv_rows.py"),  # launch order across communities (order matters; gathers)
     ("dave", "matmul", "matmul_row_major.py"),  # row-major tiles: little to gain below 8192^3

@@ -20,6 +20,7 @@ from swizzlelab.userkernel.config import LAUNCH_OPTIONS, Choice, choose, parse_c
 from swizzlelab.userkernel.inline import Inlined, fold_constexpr_ifs, inline_helpers
 from swizzlelab.userkernel.launch import (Inputs, Launcher, Wrapper, build_arguments, parse_scalar, parse_tensor_spec,
                                           resolve_wrapper)
+from swizzlelab.userkernel.model_check import TaskModel, task_model_of
 from swizzlelab.userkernel.marked import MarkedKernel, Twin, mark, target_names
 from swizzlelab.userkernel.load import FoundKernel, KernelFile, TuneConfig, load_kernel_file, split_kernel_spec
 from swizzlelab.userkernel.shim import ShimInfo, device_shim, gpu_present
@@ -41,6 +42,8 @@ class UserKernel:
     request: Request | None = None  # what rebuilds it in a child process (the other Triton mode)
     # A trace that cannot be derived interprets every program: refused when that would take longer (None: no limit).
     max_interpret_s: float | None = None
+    # The task's access model, for a trace that cannot be derived (checked on a sample of programs first).
+    task_model: TaskModel | None = None
     _trace: UserTrace | None = None
 
     @property
@@ -70,7 +73,7 @@ class UserKernel:
         if self._trace is None:
             if self.kernel.interpreted:
                 self._trace = trace_user_kernel(self.launcher, self.site, source=self.analysed or None,
-                                                max_interpret_s=self.max_interpret_s)
+                                                max_interpret_s=self.max_interpret_s, task_model=self.task_model)
             else:
                 if self.request is None:
                     raise UserError(f"{self.name}: compiled here and opened without a request a child can rebuild")
@@ -326,7 +329,8 @@ def open_user_kernel(
     holder.append(mark(marking_source, found, kernel.jit_fn.fn.__globals__, twins))
     request = request_for(str(kfile.path) + (f":{kernel_name}" if kernel_name else ""), model, config, autotune_index,
                           launch, site, given)
-    return UserKernel(kfile, kernel, found, choice, launcher, holder[0], marking_source, request)
+    return UserKernel(kfile, kernel, found, choice, launcher, holder[0], marking_source, request,
+                      task_model=task_model_of(given.task, given.sizes, given.seed, arguments))
 
 
 __all__ = [

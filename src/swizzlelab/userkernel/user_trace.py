@@ -1,6 +1,7 @@
 """Trace a user kernel through its own wrapper at its real size and lay the accesses out per tile (the kernel's
 own order undone, persistent programs split into their tile iterations): derived from a few programs
-interpreted under the Triton interpreter (trace.derive) where an affine fit holds and checks, else all of them.
+interpreted under the Triton interpreter (trace.derive) where an affine fit holds and checks, else the task's access
+model where a sample of programs matches it (userkernel.model_check), else all of them.
 """
 
 from __future__ import annotations
@@ -21,6 +22,7 @@ from swizzlelab.trace.derive import (
 from swizzlelab.trace.access_trace import AccessTrace
 from swizzlelab.trace.tracer import AccessRecorder, LaunchRecord, _Program, run_guarded, record_accesses
 from swizzlelab.userkernel.launch import Launcher
+from swizzlelab.userkernel.model_check import ModelMismatch, TaskModel, check_against_model, sample_programs
 from swizzlelab.userkernel.tiles import OwnOrder, SiteSpan, own_order
 
 
@@ -35,11 +37,15 @@ class HowTraced:
     seconds: float
     launches: int  # launches of the kernel the wrapper made
     launch_index: int  # the one traced (0-based)
+    model: str = ""  # the task whose access model gave the trace, checked against the interpreted programs
 
     def describe(self) -> str:
         unit = "tile iterations" if self.persistent else "programs"
         d = self.derivation
-        if d is not None and not d.fit_tiles:
+        if self.model:
+            text = (f"task access model ({self.model}), checked against {self.interpreted_programs} interpreted "
+                    f"programs: the trace cannot be derived ({self.reason})")
+        elif d is not None and not d.fit_tiles:
             text = f"interpreted every one of its {d.exact_tiles} {unit} (too few to derive the trace from a sample)"
         elif d is not None:
             text = f"derived from {d.fit_tiles} interpreted {unit}, checked against {d.checked_tiles} more"
@@ -152,12 +158,14 @@ def _same_launch(launches: list[LaunchRecord], pick: int, grid: tuple[int, int, 
 
 def trace_user_kernel(launcher: Launcher, site: SiteSpan, source: str | None = None,
                       real_tensors: frozenset[str] = frozenset(), *, derive: bool = True,
-                      max_interpret_s: float | None = None) -> UserTrace:
+                      max_interpret_s: float | None = None, task_model: TaskModel | None = None) -> UserTrace:
     """The per-tile trace of the user's kernel at the size the wrapper's arguments give; `site` lies in `source`
     (the kernel's source by default; swizzlelab's marked copy of it). The wrapper runs first with every program
     skipped, to learn its launches (the one with the most programs is traced), then with the programs
-    trace.derive asks for (or, when the fit fails, all of that launch's programs: refused first when that would
-    not fit in memory, or take longer than `max_interpret_s` at the sampled programs' pace)."""
+    trace.derive asks for; when the fit fails, the task's access model stands for the kernel (`task_model`) if a
+    sample of its programs accesses exactly what the model says, else all of that launch's programs are
+    interpreted: refused first when that would not fit in memory, or take longer than `max_interpret_s` at the
+    sampled programs' pace."""
     start = time.perf_counter()
     name = launcher.kernel.jit_fn.fn.__name__
     wrapper = f"{launcher.wrapper.__name__}(...)"
@@ -176,12 +184,19 @@ def trace_user_kernel(launcher: Launcher, site: SiteSpan, source: str | None = N
     trace: AccessTrace | None = None
     derivation: Derivation | None = None
     reason, estimate, interpreted, pace = "derivation switched off", 0, 0, None
+    modelled = ""
     if derive:
         try:
             derivation, interpreted = _derived(launcher, name, pick, grid, order, real_tensors, meta)
             trace = derivation.trace
         except _Fallback as err:
             reason, estimate, pace = err.reason, err.estimate, err.seconds_per_program
+        if trace is None and task_model is not None:
+            try:
+                trace, interpreted = _modelled(launcher, name, pick, grid, order, real_tensors, task_model, meta)
+                modelled = task_model.task
+            except ModelMismatch as err:
+                reason = f"{reason}; the {task_model.task} task's access model {err}"
     if trace is None:
         _refuse_large(estimate, reason)
         _refuse_slow(pace, survey[pick].n_programs, max_interpret_s, reason)
@@ -194,7 +209,7 @@ def trace_user_kernel(launcher: Launcher, site: SiteSpan, source: str | None = N
         trace = tiled.to_trace(order.grid, meta)
         interpreted = record.n_programs
     how = HowTraced(derivation, reason if derivation is None else "", interpreted, order.iterations is not None,
-                    time.perf_counter() - start, len(survey), pick)
+                    time.perf_counter() - start, len(survey), pick, modelled)
     trace.meta["how"] = how.describe()
     sizes = ", ".join(f"{t.name} {grid_text(t.shape) if t.shape else 'scalar'} {t.dtype}".strip()
                       for t in survey[pick].tensors)
@@ -242,6 +257,30 @@ def _derived(launcher: Launcher, name: str, pick: int, grid: tuple[int, int, int
     except NotDerivable as err:
         raise _Fallback(str(err), estimate_accesses(samples, recorder.pattern_list, n_tiles), pace) from None
     return derivation, len(programs)
+
+
+def _modelled(launcher: Launcher, name: str, pick: int, grid: tuple[int, int, int], order: OwnOrder,
+              real_tensors: frozenset[str], task_model: TaskModel, meta: dict[str, str]) -> tuple[AccessTrace, int]:
+    """The task model's trace for the kernel and the number of programs interpreted to check it; ModelMismatch
+    naming the first difference when a sampled program does not access what the model says its tile does."""
+    need = task_model.accesses() * BYTES_PER_ACCESS if task_model.accesses is not None else 0
+    if need > available_memory_bytes() // 2:
+        raise ModelMismatch(f"was not built: its trace would take about {fmt_bytes(need)}, more than half of this "
+                            f"machine's {fmt_bytes(available_memory_bytes())} available")
+    try:
+        model = task_model.build()
+    except (UserError, TypeError, ValueError, KeyError) as err:  # a model that cannot be built at this case
+        raise ModelMismatch(f"was not built: it fails at this case ({type(err).__name__}: {err})") from None
+    programs = sample_programs(int(np.prod(grid)), launcher.seed)
+    chosen = frozenset(programs)
+    _, launches, _ = _run(launcher, name, lambda before: chosen if before == pick else (), real_tensors)
+    record = _same_launch(launches, pick, grid, f"{launcher.wrapper.__name__}(...)")
+    tiles = _tiles_of(record, order, programs)
+    program_of = {int(t): p for p in programs  # each sampled tile's program (persistent ones run several)
+                  for t in np.atleast_1d(order.perm[p if order.iterations is None else order.iterations[p]])}
+    check_against_model(tiles, program_of, record.tensor_infos(), model, tuple(order.grid))
+    model.meta.update({**meta, "source": f"task access model ({task_model.task})"})
+    return model, len(programs)
 
 
 def _refuse_slow(pace: float | None, n_programs: int, limit_s: float | None, reason: str) -> None:

@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import shutil
 import signal
 import socket
 import subprocess
@@ -143,6 +144,7 @@ def main() -> None:
                               start_new_session=True)
     out: dict[str, Any] = {"script": "benchmarks/suggest/run.py", "command": " ".join(sys.argv), "device": gpu_name,
                            "serve": " ".join(command[2:]), "submissions": []}
+    rows: list[dict[str, Any]] = []
     try:
         while True:
             try:
@@ -158,7 +160,6 @@ def main() -> None:
             if time.monotonic() - started > 180:
                 raise SystemExit("no GPU worker connected within 180 s")
             time.sleep(1.0)
-        rows = []
         for user, task, file in SUBMISSIONS:
             token = admin.post("/api/users", json={"name": user}).json()["token"]
             client = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {token}"}, timeout=30)
@@ -201,6 +202,12 @@ def main() -> None:
             out["screenshot"] = {"not taken": "no suggestion was measured within the call"}
     finally:
         _stop(server)
+        # The database (raw data, out of git) serves the same pages elsewhere when this machine has no browser:
+        # `swizzlelab serve --db sqlite:///suggest_<device>.db --workers 0` and the owner's token from the side file.
+        if (work / "lb.db").is_file():
+            shutil.copyfile(work / "lb.db", args.out / f"suggest_{device}.db")
+            (args.out / f"suggest_{device}_tokens.json").write_text(json.dumps(
+                {str(r["id"]): {"user": r["user"], "token": r["token"]} for r in rows}))
     suggestions = [s["suggestion"] for s in out["submissions"]]
     gains = [s for s in suggestions if s.get("measured") and s["measured"]["low"] > 1.0]
     out["summary"] = {

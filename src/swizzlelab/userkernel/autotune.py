@@ -75,7 +75,10 @@ def _programs(tuner: Any, args: tuple, kwargs: dict[str, Any], config: Any) -> i
             return 0
     n = 1
     for dim in (grid if isinstance(grid, (tuple, list)) else (grid,)):
-        n *= int(dim) if isinstance(dim, int) else 1
+        try:
+            n *= int(dim)  # ints, numpy and 0-d torch integers alike
+        except (TypeError, ValueError):
+            return 0
     return n
 
 

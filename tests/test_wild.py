@@ -370,3 +370,99 @@ def test_launch_option_names_the_wrapper():
     again = build_arguments(resolve_wrapper(kfile, None, kernel),
                             Inputs(tensors=(parse_tensor_spec("x=float32[R,C]"),), sizes={"R": 3, "C": 5}, seed=7), "cpu")
     assert tuple(args["x"].shape) == (3, 5) and bool((args["x"] == again["x"]).all()) and float(args["x"].abs().sum()) > 0
+
+
+
+# ------------------------------------------------------------------ which autotune config a user kernel runs with
+
+AUTOTUNED = Path(__file__).parent / "fixtures" / "autotuned_matmul.py"
+
+
+def _autotuned(m=64, n=64, k=32, **options):
+    from swizzlelab.userkernel import Inputs, open_user_kernel, parse_tensor_spec
+
+    inputs = Inputs(tensors=(parse_tensor_spec("a=float16[M,K]"), parse_tensor_spec("b=float16[K,N]")),
+                    sizes={"M": m, "N": n, "K": k}, seed=1)
+    return open_user_kernel(str(AUTOTUNED), H100, inputs=inputs, **options)
+
+
+def test_autotuned_kernel_without_a_gpu_runs_its_first_config_and_says_why():
+    from swizzlelab.tasks import load_task
+    from swizzlelab.userkernel import Inputs, open_user_kernel
+
+    uk = open_user_kernel(str(WILD / "tutorial_matmul.py"), H100, own_autotune=True,
+                          inputs=Inputs(sizes={"m": 128, "n": 128, "k": 64}, seed=3, task=load_task("matmul")))
+    assert uk.choice.config_index == 0 and uk.request.autotune_index == 0
+    assert uk.choice.values["BLOCK_SIZE_N"] == 128 and uk.choice.values["num_warps"] == 8  # config 0's
+    assert ("(autotune config 0 of 5 (BLOCK_SIZE_M=128,BLOCK_SIZE_N=128,BLOCK_SIZE_K=64,GROUP_SIZE_M=8,num_warps=8,"
+            "num_stages=3) (the first: autotuning needs a GPU; choose others with --config/--autotune-config))"
+            ) in uk.choice.describe()
+
+
+def test_autotune_config_and_config_options_still_choose_without_autotuning():
+    given = _autotuned(autotune_index=2, own_autotune=True)
+    assert given.choice.config_index == 2 and given.request.autotune_index == 2
+    assert given.choice.values["BLOCK_M"] == 32 and given.choice.values["num_warps"] == 2
+    assert "autotune config 2 of 3 (BLOCK_M=32," in given.choice.source
+    assert "(given with --autotune-config; choose others" in given.choice.source
+    overridden = _autotuned(config={"GROUP_M": 2}, own_autotune=True)
+    assert overridden.choice.config_index == 0 and overridden.choice.values["GROUP_M"] == 2
+    assert "with --config the kernel's @triton.autotune is not run" in overridden.choice.source
+    assert overridden.choice.source.endswith("overridden by --config")
+    with pytest.raises(UserError, match="has 3 configs"):
+        _autotuned(autotune_index=3)
+
+
+def test_own_autotune_reads_the_config_the_kernels_autotuner_picked_for_the_traced_launch():
+    """The file's own Autotuner runs (here under the interpreter, with the file's wall-clock benchmarker) through
+    a wrapper that launches a warm-up at another key first: the index is the one Triton cached for the launch with
+    the most programs, and the autotuner is left as it was."""
+    from swizzlelab.userkernel.autotune import _autotuner, own_pick
+    from swizzlelab.userkernel.launch import running
+
+    uk = _autotuned(m=64, launch="matmul_after_warmup")
+    tuner = _autotuner(uk.kernel.attr)
+    assert tuner is uk.kfile.module.matmul_kernel and not tuner.cache
+
+    def run():
+        with running(uk.kfile, H100):
+            uk.launcher.wrapper(**uk.launcher.arguments)
+
+    tuned = own_pick(uk.kernel, run, "matmul_after_warmup(...)")
+    assert len(tuner.cache) == 2  # the warm-up's key (M=16) and the traced launch's (M=64)
+    traced_key = next(key for key in tuner.cache if key[0] == 64)
+    assert tuned.index == tuner.configs.index(tuner.cache[traced_key])
+    assert tuned.seconds is not None and tuned.seconds > 0
+    assert tuned.why.startswith(": chosen by the kernel's @triton.autotune on the CPU (Triton interpreter) in ")
+    assert "(measured; 3 of 3 configs timed; choose others with --config/--autotune-config)" in tuned.why
+    assert "run" not in vars(tuner)  # its own run method again
+
+
+@pytest.mark.gpu
+def test_on_a_gpu_the_config_is_the_one_the_kernels_own_autotuner_picks():
+    """On a GPU with neither --config nor --autotune-config, a timing command runs the config the kernel's own
+    @triton.autotune picks: the same one a fresh copy of the file's Autotuner, called directly, picks (config 0,
+    16x16 tiles on one warp, is deliberately the slowest, so the pick is not the default)."""
+    import importlib.util
+    import sys
+
+    import torch
+
+    uk = _autotuned(m=2048, n=2048, k=2048, own_autotune=True)
+    assert not uk.kernel.interpreted
+    spec = importlib.util.spec_from_file_location("autotuned_matmul_direct", AUTOTUNED)
+    direct = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = direct  # as an import would: Triton reads a kernel's globals through its module
+    spec.loader.exec_module(direct)
+    a, b = uk.launcher.arguments["a"], uk.launcher.arguments["b"]
+    direct.matmul(a, b)
+    expected = direct.matmul_kernel.configs.index(direct.matmul_kernel.best_config)
+    assert expected != 0
+    assert uk.choice.config_index == expected and uk.request.autotune_index == expected
+    assert ": chosen by the kernel's @triton.autotune on " in uk.choice.source
+    assert "(measured; 3 of 3 configs timed" in uk.choice.source
+    # the launcher forces that config: its output is the product
+    out = uk.launcher(None)
+    torch.testing.assert_close(out.float(), a.float() @ b.float(), atol=0.5, rtol=2e-2)
+    # the choice was made once: a forced launch does not go through the autotuner again
+    assert "run" not in vars(uk.kfile.module.matmul_kernel)

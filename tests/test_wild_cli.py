@@ -67,3 +67,20 @@ def test_site_option_errors_are_one_line():
     partial = _invoke(["simulate", "matmul", "--kernel", str(WILD / "attention_fwd.py"), "--site", "55-56",
                        "--tensor", "q=float16[N,D]"])
     assert isinstance(partial.exception, UserError) and "not whole statements" in str(partial.exception)
+
+
+def test_eval_of_an_autotuned_kernel_says_which_config_and_why():
+    """Without a GPU an autotuned file runs its first config, and the command says so (on a GPU, eval --mode
+    benchmark and optimize run the config its own @triton.autotune picks: tests/test_wild.py, gpu)."""
+    fixture = Path(__file__).parent / "fixtures" / "autotuned_matmul.py"
+    args = ["eval", "--kernel", str(fixture), "--tensor", "a=float16[M,K]", "--tensor", "b=float16[K,N]",
+            "--size", "M=64", "--size", "N=64", "--size", "K=32", "--order", "column_major"]
+    result = _invoke(args)
+    assert result.exit_code == 0, result.output
+    assert ("constexprs/launch options: BLOCK_M=16,BLOCK_N=16,BLOCK_K=16,GROUP_M=4,num_warps=1,num_stages=1 "
+            "(autotune config 0 of 3 (BLOCK_M=16,BLOCK_N=16,BLOCK_K=16,GROUP_M=4,num_warps=1,num_stages=1) "
+            "(the first: autotuning needs a GPU; choose others with --config/--autotune-config))") in result.output
+    assert "passed" in result.output
+    chosen = _invoke([*args, "--autotune-config", "2"])
+    assert chosen.exit_code == 0, chosen.output
+    assert "(autotune config 2 of 3 (BLOCK_M=32," in chosen.output and "given with --autotune-config" in chosen.output

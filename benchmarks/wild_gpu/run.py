@@ -101,6 +101,7 @@ def run_command(argv: list[str], log: Path, timeout_s: float) -> tuple[int, floa
 
 
 PHASES = {  # name -> a pattern of the line that ends it (its first number, if any, is that phase's own seconds)
+    "autotuned": r"chosen by the kernel's @triton\.autotune on .* in ([\d.]+) s",
     "traced": r"^  trace .*traced in ([\d.]+) s",
     "baseline": r"^baseline \(kernel default site\)",
     "first_sweep": r"^search: first sweep .* in ([\d.]+) s",
@@ -224,14 +225,18 @@ def main(argv: list[str]) -> int:
         code, wall, output, timeline = run_command(swizzlelab_command() + typed[1:], folder / "cli.log",
                                                    args.timeout_s)
         method = re.search(r"^trace method: (.*)$", output, re.MULTILINE)
+        config = re.search(r"^constexprs/launch options: (.*)$", output, re.MULTILINE)
         error = re.search(r"^error: (.*)$", output, re.MULTILINE)
         rows[name] = {"what": what, "command": " ".join(typed), "rc": code, "timed_out": code == 124,
                       "timeout_s": args.timeout_s, "wall_s": round(wall, 1),
                       "trace_method": method.group(1) if method else None,
+                      # the config every order ran at, and where it came from (the kernel's own autotuner on a GPU)
+                      "config": config.group(1) if config else None,
                       "error": error.group(1) if error else None, **told(timeline), "phases": phases(timeline),
                       "timeline": timeline,
                       **summary(folder)}
-        print(json.dumps({name: {k: rows[name][k] for k in ("rc", "wall_s", "trace_method", "phases")}}), flush=True)
+        print(json.dumps({name: {k: rows[name][k] for k in ("rc", "wall_s", "config", "trace_method", "phases")}}),
+              flush=True)
     slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
     result = {"study": "wild_gpu: published kernel files optimized on a GPU as typed (no environment variable)",
               "device": device, "script": "python benchmarks/wild_gpu/run.py " + " ".join(argv),

@@ -45,7 +45,7 @@ def register(app: typer.Typer) -> None:
         workers: int | None = typer.Option(None, "--workers", help="threads that rank orders with the simulator (default: all usable CPUs)"),
         sim_engine: str = typer.Option("auto", "--sim-engine", help="auto (a GPU where one is usable, else the CPU) | cpu | gpu: where the simulator runs; the same predictions on each"),
         config: list[str] = typer.Option([], "--config", help=uk_cli.CONFIG_HELP),
-        autotune_config: int = typer.Option(0, "--autotune-config", help=uk_cli.AUTOTUNE_HELP),
+        autotune_config: int | None = typer.Option(None, "--autotune-config", help=uk_cli.AUTOTUNE_HELP),
         launch: str | None = typer.Option(None, "--launch", help=uk_cli.LAUNCH_HELP),
         tensor: list[str] = typer.Option([], "--tensor", help=uk_cli.TENSOR_HELP),
         arg: list[str] = typer.Option([], "--arg", help=uk_cli.ARG_HELP),
@@ -58,7 +58,9 @@ def register(app: typer.Typer) -> None:
         out_console = console()
         opened = uk_cli.load_kernel_option(kernel, target)
         if opened is not None and not opened.is_task_kernel:
-            options = uk_cli.KernelOptions(task, config, autotune_config, launch, tensor, arg, size, site, inputs)
+            # optimize measures orders: they run at the config the kernel's own autotuner picks (on a GPU)
+            options = uk_cli.KernelOptions(task, config, autotune_config, launch, tensor, arg, size, site, inputs,
+                                           own_autotune=True)
             scenario = uk_cli.user_scenario(out_console, opened, options, target=target, occupancy=occupancy,
                                             k_dir=k_dir, wave_sync=wave_sync)
         else:

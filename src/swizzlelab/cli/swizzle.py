@@ -104,7 +104,7 @@ def register(app: typer.Typer) -> None:
         show_code: bool = typer.Option(False, "--emit", help="also print the Triton code to splice in"),
         kernel: Optional[str] = uk_cli.kernel_opt(),
         config: list[str] = uk_cli.config_opt(),
-        autotune_config: int = uk_cli.autotune_opt(),
+        autotune_config: Optional[int] = uk_cli.autotune_opt(),
         launch: Optional[str] = uk_cli.launch_opt(),
         tensor: list[str] = uk_cli.tensor_opt(),
         site: Optional[str] = uk_cli.site_opt(),

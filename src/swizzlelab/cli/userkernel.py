@@ -11,8 +11,8 @@ import typer
 
 from swizzlelab.errors import UserError
 
-CONFIG_HELP = "constexprs/launch options forced on the kernel, e.g. BLOCK_SIZE_M=128,GROUP_SIZE_M=8,num_warps=8 (default: the first autotune config, else the launch's own)"
-AUTOTUNE_HELP = "which @triton.autotune config to start from (0-based; printed)"
+CONFIG_HELP = "constexprs/launch options forced on the kernel, e.g. BLOCK_SIZE_M=128,GROUP_SIZE_M=8,num_warps=8 (default: an autotuned kernel's config as --autotune-config says, else the launch's own)"
+AUTOTUNE_HELP = "which @triton.autotune config to run (0-based; printed). Default: on a GPU, for commands that time the kernel (optimize, eval --mode benchmark), the one the kernel's own @triton.autotune picks at these inputs; else the first"
 LAUNCH_HELP = "the wrapper that launches the kernel: FUNCTION of the kernel file, FILE.py:FUNCTION or module:function (default: the file's one function that launches it)"
 TENSOR_HELP = "an input of the wrapper: NAME=DTYPE[DIM,...], dims numbers or --size names, e.g. a=float16[M,K]; a list of tensors as NAME=[DTYPE[DIM,...],...]"
 INPUTS_HELP = "FILE.py:FUNCTION returning the wrapper's arguments as a dict (for inputs with structure, e.g. MoE routing); its parameters are filled from --size, seed and device"
@@ -23,11 +23,13 @@ ARG_HELP = "a scalar input of the wrapper: NAME=VALUE, e.g. sm_scale=0.125"
 @dataclass(frozen=True)
 class KernelOptions:
     """How to open and launch a kernel file as people write it: --config, --autotune-config, --launch, --tensor,
-    --arg, --size, --site, --inputs, and the task whose generate_input makes the wrapper's inputs."""
+    --arg, --size, --site, --inputs, and the task whose generate_input makes the wrapper's inputs. `own_autotune`:
+    the command times the kernel, so without --config/--autotune-config an autotuned kernel on a GPU runs the
+    config its own @triton.autotune picks (commands that only predict keep the first: no autotuning wait)."""
 
     task: str | None = None
     config: list[str] = field(default_factory=list)
-    autotune_config: int = 0
+    autotune_config: int | None = None
     launch: str | None = None
     tensor: list[str] = field(default_factory=list)
     arg: list[str] = field(default_factory=list)
@@ -35,6 +37,7 @@ class KernelOptions:
     site: str | None = None
     inputs: str | None = None
     seed: int = 0
+    own_autotune: bool = False
 
 
 @dataclass(frozen=True)
@@ -96,7 +99,8 @@ def open_from_options(kernel: str, target_model: Any, options: KernelOptions, kf
     given = Inputs(tuple(parse_tensor_spec(t) for t in options.tensor), dict(parse_scalar(a) for a in options.arg),
                    sizes, seed, loaded, options.inputs)
     return open_user_kernel(kernel, target_model, config=overrides, autotune_index=options.autotune_config,
-                            launch=options.launch, inputs=given, site=options.site, kfile=kfile)
+                            launch=options.launch, inputs=given, site=options.site, kfile=kfile,
+                            own_autotune=options.own_autotune)
 
 
 def user_scenario(out_console: Any, kernel: str | KernelOption, options: KernelOptions, *, target: str | Any,
@@ -140,7 +144,7 @@ def config_opt() -> Any:
 
 
 def autotune_opt() -> Any:
-    return typer.Option(0, "--autotune-config", help=AUTOTUNE_HELP)
+    return typer.Option(None, "--autotune-config", help=AUTOTUNE_HELP)
 
 
 def launch_opt() -> Any:

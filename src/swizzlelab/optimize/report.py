@@ -148,6 +148,10 @@ def write_best_kernel(state: RunState) -> Path | None:
             f"read {fmt_bytes(pred.dram_read_bytes if pred else 0)}"
         ),
     ]
+    choice = getattr(getattr(scenario.task, "user_kernel", None), "choice", None)
+    if choice is not None and choice.config_index is not None:
+        # the file keeps its @triton.autotune: elsewhere (another GPU, other sizes) it may pick another config
+        lines.append(f"# orders compared at {choice.source}")
     if scenario.k_wave:
         lines.append(
             f"# found with K alternating (--k-dir alternate: odd waves of {scenario.k_wave} launches walk K backwards):"

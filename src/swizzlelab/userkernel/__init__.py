@@ -1,5 +1,5 @@
-"""Kernels as people write them: import a kernel file on any machine, unwrap autotune, choose its config,
-launch it through the user's own wrapper, find its swizzle site, trace it (always under the interpreter) to
+"""Kernels as people write them: import a kernel file on any machine, unwrap autotune, choose its config (the
+one its own @triton.autotune picks, on a GPU), launch it through the user's own wrapper, find its swizzle site, trace it (always under the interpreter) to
 predict its L2 behaviour, and write the file back with an order at its site.
 """
 
@@ -15,11 +15,12 @@ from swizzlelab.errors import KernelSiteError, UserError
 from swizzlelab.hw import HardwareModel
 from swizzlelab.runtime import device
 from swizzlelab.swizzle.emit import find_site
+from swizzlelab.userkernel.autotune import index_for
 from swizzlelab.userkernel.child import Request, request_for, run_in_child
 from swizzlelab.userkernel.config import LAUNCH_OPTIONS, Choice, choose, parse_config_option
 from swizzlelab.userkernel.inline import Inlined, fold_constexpr_ifs, inline_helpers
 from swizzlelab.userkernel.launch import (Inputs, Launcher, Wrapper, build_arguments, parse_scalar, parse_tensor_spec,
-                                          resolve_wrapper)
+                                          resolve_wrapper, running)
 from swizzlelab.userkernel.model_check import TaskModel, task_model_of
 from swizzlelab.userkernel.marked import MarkedKernel, Twin, mark, target_names
 from swizzlelab.userkernel.load import FoundKernel, KernelFile, TuneConfig, load_kernel_file, split_kernel_spec
@@ -164,11 +165,12 @@ def analyse(kernel: FoundKernel, values: dict[str, Any]) -> Analysed:
     return Analysed(inlined.source, inlined, folded)
 
 
-def known_values(kernel: FoundKernel, config: dict[str, Any] | None, autotune_index: int) -> dict[str, Any]:
+def known_values(kernel: FoundKernel, config: dict[str, Any] | None, autotune_index: int | None) -> dict[str, Any]:
     """Constexpr values known before any launch: the signature's defaults, the autotune config, --config."""
     values = {k: v for k, v in kernel.defaults.items() if k in kernel.constexprs}
-    if kernel.autotune_configs and 0 <= autotune_index < len(kernel.autotune_configs):
-        values.update(kernel.autotune_configs[autotune_index].kwargs)
+    index = autotune_index or 0  # None: not chosen yet; the first config's values fold the `if`s until then
+    if kernel.autotune_configs and 0 <= index < len(kernel.autotune_configs):
+        values.update(kernel.autotune_configs[index].kwargs)
     values.update({k: v for k, v in (config or {}).items() if k not in LAUNCH_OPTIONS})
     return values
 
@@ -287,16 +289,20 @@ def open_user_kernel(
     model: HardwareModel,
     *,
     config: dict[str, Any] | None = None,
-    autotune_index: int = 0,
+    autotune_index: int | None = None,
     launch: str | None = None,
     inputs: Inputs | None = None,
     site: str | None = None,
     interpret: bool | None = None,
     kfile: KernelFile | None = None,
+    own_autotune: bool = False,
 ) -> UserKernel:
     """`spec` is FILE or FILE:KERNEL. Imports the file, picks the kernel, its site, config and launcher.
     `interpret`: import the file's kernels interpreted/compiled (default: as kernels run on this machine); `kfile`:
-    the file already imported (load_kernel_file) for `model` in that mode."""
+    the file already imported (load_kernel_file) for `model` in that mode. `autotune_index` None: with
+    `own_autotune` (commands that time the kernel), on a GPU, the config the kernel's own @triton.autotune picks
+    at these inputs (autotune.index_for: its wrapper runs once more for that); else the first."""
+    # ten parameters: what a --kernel command was given, passed through as one call (and rebuilt in a child)
     path, kernel_name = split_kernel_spec(spec)
     if kfile is None:
         kfile = load_kernel_file(path, model, interpret=interpret)
@@ -306,7 +312,7 @@ def open_user_kernel(
             raise UserError(f"{kfile.path.name}: no @triton.jit kernel {kernel_name!r} (kernels: {', '.join(kfile.kernels)})")
     else:
         kernel = pick_kernel(kfile, None, site, lambda k: known_values(k, config, autotune_index))[0]
-    choice = choose(kernel, dict(config or {}), autotune_index)
+    choose(kernel, dict(config or {}), autotune_index or 0)  # a wrong --config/--autotune-config is said first
     try:
         wrapper = resolve_wrapper(kfile, launch, kernel)
     except UserError:
@@ -318,6 +324,14 @@ def open_user_kernel(
     with kfile.folder_on_path():
         # on a GPU machine inputs live on the GPU, also for the interpreted copy (the interpreter copies them)
         arguments = build_arguments(wrapper, given, "cuda" if gpu_present() else device(), kfile.path.parent)
+
+    def run_own() -> None:
+        with running(kfile, model):
+            wrapper(**arguments)
+
+    tuned = index_for(kernel, autotune_index, bool(config), own_autotune, run_own, f"{wrapper.__name__}(...)")
+    autotune_index = tuned.index
+    choice = choose(kernel, dict(config or {}), autotune_index, tuned.why)
     holder: list[MarkedKernel] = []
     launcher = Launcher(kfile, kernel, wrapper, arguments, choice, model,
                         splice=lambda _jit_fn, formula: holder[0].spliced(formula), seed=given.seed, launch_spec=launch)

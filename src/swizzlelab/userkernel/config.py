@@ -1,5 +1,6 @@
 """Choose the constexpr values (block sizes, ...) and launch options a user kernel runs with: from
-`--config NAME=VALUE,...`, else an autotune config (the first by default), else what the launch passes.
+`--config NAME=VALUE,...`, else an autotune config (the one the kernel's @triton.autotune picks on a GPU, see
+userkernel.autotune; the first elsewhere), else what the launch passes.
 """
 
 from __future__ import annotations
@@ -19,7 +20,8 @@ class Choice:
     """Values forced onto every launch of the kernel (constexprs and launch options) and where they came from."""
 
     values: dict[str, Any]
-    source: str  # one line: "autotune config 1 of 5", "--config", "the launch's own arguments"
+    # one line: "autotune config 1 of 5 (...): chosen by the kernel's @triton.autotune ...", "--config", ...
+    source: str
     extra: dict[str, Any] = field(default_factory=dict)  # config kwargs that are not kernel parameters
     config_index: int | None = None  # the autotune config started from
     pre_hook: Any = field(default=None, compare=False)  # that config's pre_hook, run before every launch
@@ -29,7 +31,9 @@ class Choice:
         return shown or "(none)"
 
     def describe(self) -> str:
-        return f"constexprs/launch options: {self.label()} ({self.source}; choose others with --config NAME=VALUE,...)"
+        # an autotune config's source says how to choose another itself
+        hint = "" if self.config_index is not None else "; choose others with --config NAME=VALUE,..."
+        return f"constexprs/launch options: {self.label()} ({self.source}{hint})"
 
 
 def parse_config_option(texts: list[str] | tuple[str, ...] | str | None) -> dict[str, Any]:
@@ -60,8 +64,9 @@ def _value(raw: str) -> Any:
         return raw.strip("'\"")
 
 
-def choose(kernel: FoundKernel, overrides: dict[str, Any], autotune_index: int = 0) -> Choice:
-    """The values to force: an autotune config (index `autotune_index`) overlaid with `overrides`."""
+def choose(kernel: FoundKernel, overrides: dict[str, Any], autotune_index: int = 0, why: str = "") -> Choice:
+    """The values to force: an autotune config (index `autotune_index`) overlaid with `overrides`; `why` follows
+    the config in the source line: how that index was chosen (userkernel.autotune.index_for)."""
     known = set(kernel.params) | set(LAUNCH_OPTIONS)
     extra_known = {k for c in kernel.autotune_configs for k in c.kwargs}
     unknown = [k for k in overrides if k not in known and k not in extra_known]
@@ -91,7 +96,7 @@ def choose(kernel: FoundKernel, overrides: dict[str, Any], autotune_index: int =
             values["num_warps"] = config.num_warps
         if config.num_stages is not None:
             values["num_stages"] = config.num_stages
-        source = f"autotune config {autotune_index} of {n} ({config.label()})"
+        source = f"autotune config {autotune_index} of {n} ({config.label()}){why}"
         if overrides:
             source += ", overridden by --config"
     else:

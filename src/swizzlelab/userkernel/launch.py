@@ -374,6 +374,14 @@ class _ForcedLaunch:
         return self[grid](*args, **kwargs)
 
 
+@contextlib.contextmanager
+def running(kfile: KernelFile, model: HardwareModel) -> Iterator[None]:
+    """Where the user's wrapper runs: under the device shim, with its file's folder on sys.path and what the
+    file prints sent to stderr (stdout stays the command's own, e.g. --json)."""
+    with device_shim(model), kfile.folder_on_path(), contextlib.redirect_stdout(sys.stderr):
+        yield
+
+
 @dataclass
 class Launcher:
     """Calls the user's wrapper with fixed inputs; `__call__(formula)` runs it with `formula` at the site."""
@@ -402,8 +410,7 @@ class Launcher:
         for ns, key in replaced:
             ns[key] = proxy
         try:
-            # what the file prints while it runs goes to stderr: stdout stays the command's own (e.g. --json)
-            with device_shim(self.model), self.kfile.folder_on_path(), contextlib.redirect_stdout(sys.stderr):
+            with running(self.kfile, self.model):
                 yield proxy
         finally:
             for ns, key in replaced:

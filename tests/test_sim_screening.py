@@ -78,3 +78,7 @@ def test_measuring_runs_propose_after_a_slice_and_rank_the_rest_between_measurem
     else:
         assert first is None and proposer.stop_reason == "nothing to gain"
         assert len({t for t in screened}) >= len({c.spec for c in cands}) - 1  # the whole sweep, then the stop
+        # what it would have tried next is still named (a suggestion on an idle GPU times it anyway): the
+        # best-ranked untried order, the one the screen predicted fewest DRAM bytes for (the last screened here)
+        (text, spec), = proposer.best_untried([base])
+        assert text == screened[-1] and proposer.screened[spec].text == text

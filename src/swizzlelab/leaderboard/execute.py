@@ -10,6 +10,7 @@ from __future__ import annotations
 import datetime as dt
 import os
 import socket
+import subprocess
 import tempfile
 import traceback
 from collections.abc import Callable
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from swizzlelab.harness.isolate import IsolatedRun, Limits, evaluate_isolated
+from swizzlelab.harness.isolate.limits import GIB
 from swizzlelab.hw import TARGETS
 from swizzlelab.leaderboard.outcome import JobSpec, Outcome
 from swizzlelab.leaderboard.settings import Settings
@@ -114,10 +116,29 @@ def suggestion(spec: SuggestSpec, settings: Settings, on_note: Callable[[str], N
     ask = Ask(task=spec.task, cases=asked, labels=[loaded.case_label(c) for c in cases],
               target=target_for(spec.gpu_type), measure=spec.measure, top=settings.suggest_top,
               rounds=settings.suggest_rounds, screen_s=settings.suggest_screen_s,
-              sim_engine=settings.suggest_sim_engine, budget_s=settings.eval_budget_s, kept_caches=kept_caches())
+              sim_engine=settings.suggest_sim_engine, budget_s=settings.eval_budget_s, kept_caches=kept_caches(),
+              child_mem_bytes=suggest_child_mem_bytes(settings))
     limits = Limits(compile_s=settings.compile_s, run_s=settings.run_s)
     return suggest(ask, spec.code, spec.filename, limits, settings.suggest_child_s, on_gpu=device() == "cuda",
                    on_note=on_note, should_yield=should_yield)
+
+
+def suggest_child_mem_bytes(settings: Settings) -> int:
+    """A ranking child's resident memory: as set, else half of this machine's memory shared by one worker per GPU
+    (at least the evaluator's 32 GiB): every local worker may rank at once."""
+    if settings.suggest_child_mem_gib:
+        return int(settings.suggest_child_mem_gib * GIB)
+    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+    return max(32 * GIB, total // (2 * _host_gpus()))
+
+
+def _host_gpus() -> int:
+    """GPUs of this host, whatever this worker's CUDA_VISIBLE_DEVICES says (each may have a worker); 1 if none."""
+    try:
+        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return 1
+    return max(1, sum(1 for line in out.splitlines() if line.startswith("GPU ")))
 
 
 def kept_caches() -> Path:

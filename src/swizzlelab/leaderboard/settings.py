@@ -89,6 +89,7 @@ class Settings:
     suggest_cases: int = 0
     suggest_top: int = 2
     suggest_rounds: int = 2
+    suggest_child_mem_gib: float = 0.0  # a ranking child's resident memory; 0: half the host's per GPU, >= 32
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -112,6 +113,8 @@ class Settings:
         if self.suggest_cases < 0 or self.suggest_top < 1 or self.suggest_rounds < 2:
             raise UserError(f"suggestions need cases >= 0 (0: all), top >= 1 and rounds >= 2 (an interval needs two "
                             f"runs of a file), got {self.suggest_cases}, {self.suggest_top}, {self.suggest_rounds}")
+        if self.suggest_child_mem_gib < 0:
+            raise UserError(f"a ranking child's memory must be >= 0 GiB (0: automatic), got {self.suggest_child_mem_gib}")
         if self.heartbeat_timeout_s <= 2 * self.heartbeat_interval_s:
             raise UserError("the heartbeat timeout must exceed twice the heartbeat interval")
         return self

@@ -10,7 +10,7 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -241,6 +241,8 @@ class RunResult:
     state: RunState
     files: dict[str, Path]
     stop_reason: str = ""  # the time model's one line when it stopped the run: nothing predicted to gain
+    # (formula, family spec) of the best-ranked untried order when it stopped: what it would have tried next
+    next_untried: list[tuple[str, str]] = field(default_factory=list)
 
     @property
     def best(self) -> Attempt:
@@ -284,6 +286,7 @@ def run(
         state.measured_note = "no measurer"
     proposers = _make_proposers(state, on_note, on_screen)
     stopped = ""
+    untried: list[tuple[str, str]] = []
     cache = MeasureCache.open(options.cache_path or options.out_dir / CACHE_FILE)
 
     def record(attempt: Attempt) -> None:
@@ -325,6 +328,7 @@ def run(
             raise
         if proposal is None and proposers.search.stop_reason:
             stopped = proposers.search.stop_reason
+            untried = proposers.search.best_untried(state.attempts)
             on_note(stopped)
             state.notes.append(stopped)
             break
@@ -341,7 +345,7 @@ def run(
         _mark(state, "ncu profiles", mark)
     state.notes.append("time: " + "; ".join(f"{what} {seconds:.1f} s" for what, seconds in state.timeline))
     files = report.write_all(state)
-    return RunResult(state, files, stopped)
+    return RunResult(state, files, stopped, untried)
 
 
 def _mark(state: RunState, what: str, since: float) -> float:

@@ -383,6 +383,12 @@ class SearchProposer:
     def n_distinct(self) -> int:
         return len({s.permutation_id for s in self.screened.values() if s.prediction is not None})
 
+    def best_untried(self, history: list[Attempt], n: int = 1) -> list[tuple[str, str]]:
+        """(formula text, family spec) of the `n` best-ranked orders not tried yet: what a run stopped by the time
+        model would have proposed next."""
+        seen = {a.permutation_id for a in history if a.permutation_id}
+        return [(s.text, s.candidate.spec) for s in self._ranked(seen)[:n]]
+
     def propose(self, history: list[Attempt], best: Attempt) -> Proposal | None:
         """The next candidate, or None when every enumerated order has been tried."""
         seen = {a.permutation_id for a in history if a.permutation_id}

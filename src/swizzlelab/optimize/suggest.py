@@ -240,10 +240,12 @@ def _tail_reason(reason: str, child: ChildProcess) -> str:
     return f"{reason}" + (f" (last line of its stderr: {last})" if last and last not in reason else "")
 
 
-def child_limits(limits: Limits, wall_s: float) -> Limits:
-    """A suggestion child's limits: the evaluator's, with `wall_s` for its whole answer and CPU time for every
-    thread it may run (the simulator screens orders on all usable CPUs)."""
-    return replace(limits, compile_s=wall_s, run_s=1.0, cpu_s=wall_s * default_workers())
+def child_limits(limits: Limits, wall_s: float, mem_bytes: int | None = None) -> Limits:
+    """A suggestion child's limits: the evaluator's, with `wall_s` for its whole answer, CPU time for every
+    thread it may run (the simulator screens orders on all usable CPUs) and `mem_bytes` of resident memory where
+    given."""
+    out = replace(limits, compile_s=wall_s, run_s=1.0, cpu_s=wall_s * default_workers())
+    return out if mem_bytes is None else replace(out, host_mem_bytes=mem_bytes)
 
 
 # ---------------------------------------------------------------- measuring on the GPU
@@ -365,13 +367,26 @@ class Ask:
     budget_s: float = 3.0  # per benchmark case and timing run
     kept_caches: Path | None = None  # the evaluator's kept Triton caches (round 2 reuses round 1's compiles)
     cpu_timing: bool = False  # tests of the timed flow without a GPU: interpreter wall times, labelled CPU
+    # resident memory of a ranking child (None: the evaluator's): a trace at a benchmark size (545 M line accesses
+    # of an attention case) outgrows what a submission's own run needs
+    child_mem_bytes: int | None = None
+
+
+def _candidate(order: RankedOrder) -> Candidate:
+    return Candidate(order.spec, order.formula, order.proof, Figure(order.speedup, order.low, order.high),
+                     [c.model_dump() for c in order.cases], order.patched)
 
 
 def _candidates(ranking: Ranking, top: int) -> list[Candidate]:
     """The orders predicted to gain more than the time model resolves (its noise), best first, at most `top`."""
-    return [Candidate(o.spec, o.formula, o.proof, Figure(o.speedup, o.low, o.high),
-                      [c.model_dump() for c in o.cases], o.patched)
-            for o in ranking.orders if o.speedup > 1.0 + ranking.noise][:top]
+    return [_candidate(o) for o in ranking.orders if o.speedup > 1.0 + ranking.noise][:top]
+
+
+def _worth_timing(ranking: Ranking) -> list[Candidate]:
+    """Where no order is predicted above the model's noise: the best order predicted to gain at all (the time
+    model missed order effects on compute-heavy kernels that measurements showed, issue 43)."""
+    best = max(ranking.orders, key=lambda o: o.speedup, default=None)
+    return [_candidate(best)] if best is not None and best.speedup > 1.0 else []
 
 
 def _none_predicted(ranking: Ranking) -> str:
@@ -393,7 +408,7 @@ def suggest(ask: Ask, code: str, filename: str, limits: Limits, child_s: float, 
     orders against the submission's own on this GPU (ask.measure) or check their patched files with the task's
     tests (predicted only), through the evaluator under `limits`. SuggestFailed (one line) when none can be made;
     SuggestYielded between children when `should_yield()` says a submission's job waits."""
-    children = child_limits(limits, child_s)
+    children = child_limits(limits, child_s, ask.child_mem_bytes)
     phases: dict[str, float] = {}
     mark = time.perf_counter()
     notes: list[str] = []
@@ -425,6 +440,11 @@ def suggest(ask: Ask, code: str, filename: str, limits: Limits, child_s: float, 
         note(f"ranked at {len(ask.cases)} of the {len(ask.labels)} benchmark cases "
              f"({', '.join(c['label'] for c in ask.cases)})" + ("; timed at every case" if ask.measure else ""))
     result.candidates = _candidates(ranking, ask.top)
+    if not result.candidates and ask.measure:
+        result.candidates = _worth_timing(ranking)
+        if result.candidates:
+            note(f"{_none_predicted(ranking)}; {result.candidates[0].spec} is timed anyway: this GPU is otherwise "
+                 "idle, the model can miss what an order changes, and only a measured gain is shown")
     if not result.candidates:
         result.headline = _none_predicted(ranking)
         return result

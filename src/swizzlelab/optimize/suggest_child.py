@@ -158,6 +158,10 @@ def _rank(msg: dict[str, Any]) -> dict[str, Any]:
         for attempt in result.state.attempts[1:]:
             if attempt.status == EVALUATED and attempt.time is not None:
                 proposed.setdefault(attempt.formula, attempt.label)
+    # A case the time model stopped still names its best untried order: on a GPU it may be timed anyway
+    for _, _, result, _ in searched:
+        for formula, spec in result.next_untried:
+            proposed.setdefault(formula, spec)
     orders = []
     for formula, spec in proposed.items():
         per_case, proofs, why = [], [], ""

@@ -18,6 +18,7 @@ import re
 import shutil
 import signal
 import socket
+import sqlite3
 import subprocess
 import sys
 import tempfile
@@ -120,6 +121,50 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
             server.wait(timeout=10)
 
 
+def _start(db: Path, work: Path, env: dict[str, str], log: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
+    """`swizzlelab serve` on `db` and a free port, healthy: (the process, its base URL)."""
+    port = _free_port()
+    base = f"http://127.0.0.1:{port}"
+    command = [sys.executable, "-m", "swizzlelab.cli", "serve", "--port", str(port), "--db", f"sqlite:///{db}",
+               "--admin-token", ADMIN, "--data-dir", str(work), *options]
+    server = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env,
+                              start_new_session=True)
+    started = time.monotonic()
+    while True:
+        try:
+            if httpx.get(base + "/api/health", timeout=2).status_code == 200:
+                return server, base
+        except httpx.HTTPError:
+            pass
+        if server.poll() is not None or time.monotonic() - started > 120:
+            _stop(server)
+            raise SystemExit(f"serve did not start: {log.read_text()[-2000:]}")
+        time.sleep(0.5)
+
+
+def page_from(db: Path, out: Path) -> None:
+    """The screenshot of a GPU run's measured suggestion, taken where a browser is: its database served here
+    (no worker), the owner's token from the side file, the submission the run's JSON names."""
+    device = db.stem.removeprefix("suggest_")
+    data = json.loads(db.with_name(f"suggest_{device}.json").read_text())
+    tokens = json.loads(db.with_name(f"suggest_{device}_tokens.json").read_text())
+    shown = next((s for s in data["submissions"] if s["suggestion"].get("shown_as_gain")), None)
+    if shown is None:
+        raise SystemExit(f"{db.name}: no suggestion of that run measured a gain: nothing to show")
+    work = Path(tempfile.mkdtemp(prefix="swizzlelab-suggest-page-"))
+    shutil.copyfile(db, work / "lb.db")  # serving may write (sessions): the run's own file stays as it came
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", ""))
+                                                      if p))
+    server, base = _start(work / "lb.db", work, env, work / "serve.log", "--workers", "0")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        path = out / f"suggest_page_{device}.png"
+        why = _screenshot(base, tokens[str(shown["submission_id"])]["token"], shown["submission_id"], path)
+    finally:
+        _stop(server)
+    print(why or path)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True, help="folder for the JSON, the log and the screenshot")
@@ -127,7 +172,11 @@ def main() -> None:
     parser.add_argument("--serve-option", action="append", default=[], help="more `swizzlelab serve` options")
     parser.add_argument("--only", action="append", choices=[u for u, _, _ in SUBMISSIONS],
                         help="submit only these users' kernels (repeatable; a one-GPU call cannot make all five)")
+    parser.add_argument("--page-from", type=Path, help="a run's suggest_<device>.db: serve it here and take the "
+                        "page's screenshot into --out (for a GPU machine without a browser)")
     args = parser.parse_args()
+    if args.page_from:
+        return page_from(args.page_from, args.out)
     started = time.monotonic()
     gpu_name, kind = _gpu()
     device = re.sub(r"[^a-z0-9]+", "-", kind.lower())
@@ -207,7 +256,9 @@ def main() -> None:
         # The database (raw data, out of git) serves the same pages elsewhere when this machine has no browser:
         # `swizzlelab serve --db sqlite:///suggest_<device>.db --workers 0` and the owner's token from the side file.
         if (work / "lb.db").is_file():
-            shutil.copyfile(work / "lb.db", args.out / f"suggest_{device}.db")
+            # SQLite's backup, not a file copy: rows still in the write-ahead log (lb.db-wal) come along
+            with sqlite3.connect(work / "lb.db") as source, sqlite3.connect(args.out / f"suggest_{device}.db") as copy:
+                source.backup(copy)
             (args.out / f"suggest_{device}_tokens.json").write_text(json.dumps(
                 {str(r["id"]): {"user": r["user"], "token": r["token"]} for r in rows}))
     suggestions = [s["suggestion"] for s in out["submissions"]]

@@ -380,10 +380,13 @@ class _FakeTorch:
     cuda = _FakeCuda()
 
 
-def test_gpu_measurer_glue_with_harness_doubles(tmp_path: Path, monkeypatch) -> None:
+@pytest.mark.parametrize("keep_going", [True, False])
+def test_gpu_measurer_glue_with_harness_doubles(tmp_path: Path, monkeypatch, keep_going: bool) -> None:
     """GpuMeasurer wires the harness (correctness, interleaved timing, ncu) into records the log understands.
 
-    The harness's CUDA parts are replaced by doubles fed with seeded random samples; everything else is real."""
+    The harness's CUDA parts are replaced by doubles fed with seeded random samples; everything else is real.
+    The doubles' times make the kernel compute-bound, so the time model stops the run: with --keep-going it
+    measures anyway; without, it measures its best untried order once before stopping, and finds the gain."""
     from swizzlelab import harness
     from swizzlelab.harness import timing
     from swizzlelab.harness.correctness import CaseResult, RunCheck
@@ -419,9 +422,10 @@ def test_gpu_measurer_glue_with_harness_doubles(tmp_path: Path, monkeypatch) -> 
     monkeypatch.setattr(harness.correctness, "check_correctness", fake_check, raising=False)
     problem = small_problem("h100")
     measurer = GpuMeasurer(problem, budget_s=0.1)
-    # The doubles' times are compute-bound for this size, so the time model would stop: --keep-going measures.
-    result = run(problem, Options(out_dir=tmp_path, budget=2, screen_s=30, stop_without_gain=False), measurer=measurer)
+    result = run(problem, Options(out_dir=tmp_path, budget=2, screen_s=30, stop_without_gain=not keep_going),
+                 measurer=measurer)
     log = (tmp_path / "log.txt").read_text()
+    assert ("one check first: the best untried order" in log) is (not keep_going)
     assert "measured (FakeH100 (test double), ncu)" in log
     assert "Successfully improved L2 cache hit rate by 20.00 percentage points, from 40.0% to 60.0%" in log
     import re

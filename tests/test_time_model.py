@@ -82,11 +82,13 @@ def test_a_family_that_measured_slower_is_excluded_and_the_correction_learns():
     assert learn.adjust(1.2) < 1.2 and "hilbert (0.900x)" in learn.describe()
 
 
-def test_optimize_stops_on_a_compute_bound_kernel_without_measuring(tmp_path: Path):
+def test_optimize_stops_on_a_compute_bound_kernel_after_one_check(tmp_path: Path):
     problem = small_problem("mi300x")
     measurer = RecordingMeasurer(problem, fixed_ms=5.0)  # milliseconds of compute behind microseconds of traffic
     result = run(problem, Options(out_dir=tmp_path, budget=4, screen_s=30), measurer=measurer)
-    assert measurer.calls == 1  # the kernel's own order only
+    # the kernel's own order, then its best untried order once (no gain: the same 5 ms), then the stop
+    assert measurer.calls == 2
+    assert any("one check first: the best untried order" in note for note in result.state.notes)
     assert any(note.startswith("compute-bound: predicted gain <") for note in result.state.notes)
     assert "nothing measurable to gain" in (tmp_path / "log.txt").read_text()
 

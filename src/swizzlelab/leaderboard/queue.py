@@ -12,11 +12,12 @@ import datetime as dt
 import secrets
 from dataclasses import dataclass
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from swizzlelab.leaderboard import suggestions
 from swizzlelab.leaderboard.db import Database
+from swizzlelab.leaderboard.db.claims import claimable, oldest_claimable
 from swizzlelab.leaderboard.db.models import (
     Job,
     JobStatus,
@@ -63,15 +64,7 @@ def claim(db: Database, caps: WorkerCaps, settings: Settings, pair: bool = True)
         with db.write() as session:
             now = utcnow()
             expired = now - dt.timedelta(seconds=settings.heartbeat_timeout_s)
-            job = session.scalar(
-                select(Job)
-                .where(or_(Job.status == JobStatus.QUEUED,
-                           and_(Job.status == JobStatus.RUNNING, Job.heartbeat_at < expired)))
-                .where(_eligible(caps))
-                .order_by(Job.id)
-                .limit(1)
-                .with_for_update(skip_locked=True)
-            )
+            job = oldest_claimable(session, Job, JobStatus, _eligible(caps), expired)
             if job is None:
                 return None
             if job.status == JobStatus.RUNNING and job.attempts >= KILLS_FOR_VERDICT:
@@ -126,7 +119,7 @@ def _free_secret_sibling(session: Session, job: Job, expired: dt.datetime, setti
     sibling = session.scalar(
         select(Job)
         .where(Job.submission_id == job.submission_id, Job.secret.is_(True), Job.mode == job.mode,
-               or_(Job.status == JobStatus.QUEUED, and_(Job.status == JobStatus.RUNNING, Job.heartbeat_at < expired)))
+               claimable(Job, JobStatus, expired))
         .limit(1)
         .with_for_update(skip_locked=True)
     )

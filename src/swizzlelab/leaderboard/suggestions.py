@@ -12,10 +12,11 @@ import secrets
 from dataclasses import dataclass
 from typing import Any
 
-from sqlalchemy import and_, or_, select, update
+from sqlalchemy import or_, select, update
 from sqlalchemy.orm import Session
 
 from swizzlelab.leaderboard.db import Database
+from swizzlelab.leaderboard.db.claims import oldest_claimable
 from swizzlelab.leaderboard.db.models import (
     Submission,
     SubmissionStatus,
@@ -105,15 +106,7 @@ def claim(db: Database, worker_id: str, types: tuple[str, ...], settings: Settin
         with db.write() as session:
             now = utcnow()
             expired = now - dt.timedelta(seconds=settings.heartbeat_timeout_s)
-            row = session.scalar(
-                select(Suggestion)
-                .where(or_(Suggestion.status == SuggestionStatus.QUEUED,
-                           and_(Suggestion.status == SuggestionStatus.RUNNING, Suggestion.heartbeat_at < expired)))
-                .where(_eligible(types))
-                .order_by(Suggestion.id)
-                .limit(1)
-                .with_for_update(skip_locked=True)
-            )
+            row = oldest_claimable(session, Suggestion, SuggestionStatus, _eligible(types), expired)
             if row is None:
                 return None
             if row.attempts >= settings.max_attempts:

@@ -65,7 +65,8 @@ def _column_major() -> str:
     return "pid_m = pid % num_pid_m\npid_n = pid // num_pid_m\n"
 
 
-def _grouped(GROUP_M: int) -> str:
+def _group_rows(GROUP_M: int) -> str:
+    """The band of GROUP_M tile rows program `pid` falls in, and its row pid_m there (grouped and its variants)."""
     return (
         f"GROUP_M = {GROUP_M}\n"
         "num_pid_in_group = GROUP_M * num_pid_n\n"
@@ -73,8 +74,11 @@ def _grouped(GROUP_M: int) -> str:
         "first_pid_m = group_id * GROUP_M\n"
         "group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)\n"
         "pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)\n"
-        "pid_n = (pid % num_pid_in_group) // group_size_m\n"
     )
+
+
+def _grouped(GROUP_M: int) -> str:
+    return _group_rows(GROUP_M) + "pid_n = (pid % num_pid_in_group) // group_size_m\n"
 
 
 def _xcd(NUM_XCDS: int) -> str:
@@ -445,13 +449,7 @@ def family_names(kind: str | None = None) -> list[str]:
 
 
 def _grouped_serpentine(GROUP_M: int) -> str:
-    return (
-        f"GROUP_M = {GROUP_M}\n"
-        "num_pid_in_group = GROUP_M * num_pid_n\n"
-        "group_id = pid // num_pid_in_group\n"
-        "first_pid_m = group_id * GROUP_M\n"
-        "group_size_m = tl.minimum(num_pid_m - first_pid_m, GROUP_M)\n"
-        "pid_m = first_pid_m + ((pid % num_pid_in_group) % group_size_m)\n"
+    return _group_rows(GROUP_M) + (
         "col = (pid % num_pid_in_group) // group_size_m\n"
         "pid_n = tl.where(group_id % 2 == 1, num_pid_n - 1 - col, col)\n"
     )

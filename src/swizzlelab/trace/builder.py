@@ -48,6 +48,16 @@ class _OpBatch:
     site: int = -1  # source-site id for auto_steps (-1: this call's own id)
 
 
+def _block_batch(tile: np.ndarray, step: np.ndarray, write: bool, base_byte: np.ndarray, row_stride_bytes: np.ndarray,
+                 n_rows: np.ndarray, col0_bytes: np.ndarray, col1_bytes: np.ndarray) -> _OpBatch:
+    """Block ops (block() and span()): n_rows rows from base_byte, row_stride_bytes apart, bytes [col0, col1) of
+    each (an empty range where col1 < col0)."""
+    zeros = np.zeros(tile.size, dtype=np.int64)
+    return _OpBatch(tile=tile, step=step, kind=_KIND_BLOCK, write=write, base_byte=base_byte,
+                    row_stride_bytes=row_stride_bytes, n_rows=n_rows, col0_bytes=col0_bytes,
+                    col1_bytes=np.maximum(col1_bytes, col0_bytes), explicit_start=zeros, explicit_count=zeros)
+
+
 class TraceBuilder:
     """Collect tensors and memory ops of every tile, then `build()` one AccessTrace.
 
@@ -148,22 +158,10 @@ class TraceBuilder:
         width_bytes = (c1c - c0c) * eb
         if row_stride_bytes < int(width_bytes.max(initial=0)) and int((r1c - r0c).max(initial=0)) > 1:
             raise UserError(f"block() on {tensor.name}: rows overlap in memory (row stride < block width)")
-        self._add(
-            _OpBatch(
-                tile=tile_a,
-                step=step_a,
-                kind=_KIND_BLOCK,
-                write=write,
-                base_byte=tensor.base_byte + (offset + r0c * tensor.strides[-2]) * eb,
-                row_stride_bytes=np.full(tile_a.size, row_stride_bytes, dtype=np.int64),
-                n_rows=np.maximum(r1c - r0c, 0),
-                col0_bytes=c0c * eb,
-                col1_bytes=np.maximum(c1c, c0c) * eb,
-                explicit_start=np.zeros(tile_a.size, dtype=np.int64),
-                explicit_count=np.zeros(tile_a.size, dtype=np.int64),
-            ),
-            site,
-        )
+        base_byte = tensor.base_byte + (offset + r0c * tensor.strides[-2]) * eb
+        strides = np.full(tile_a.size, row_stride_bytes, dtype=np.int64)
+        batch = _block_batch(tile_a, step_a, write, base_byte, strides, np.maximum(r1c - r0c, 0), c0c * eb, c1c * eb)
+        self._add(batch, site)
 
     def span(
         self,
@@ -184,22 +182,11 @@ class TraceBuilder:
         numel = int(np.prod(tensor.shape))
         s0c, s1c = np.clip(s0, 0, numel), np.clip(s1, 0, numel)
         eb = tensor.elem_bytes
-        self._add(
-            _OpBatch(
-                tile=tile_a,
-                step=step_a,
-                kind=_KIND_BLOCK,
-                write=write,
-                base_byte=np.full(tile_a.size, tensor.base_byte, dtype=np.int64),
-                row_stride_bytes=np.zeros(tile_a.size, dtype=np.int64),
-                n_rows=(s1c > s0c).astype(np.int64),
-                col0_bytes=s0c * eb,
-                col1_bytes=np.maximum(s1c, s0c) * eb,
-                explicit_start=np.zeros(tile_a.size, dtype=np.int64),
-                explicit_count=np.zeros(tile_a.size, dtype=np.int64),
-            ),
-            site,
-        )
+        # one "row" per op: the flat range itself
+        base_byte = np.full(tile_a.size, tensor.base_byte, dtype=np.int64)
+        no_stride = np.zeros(tile_a.size, dtype=np.int64)
+        n_rows = (s1c > s0c).astype(np.int64)
+        self._add(_block_batch(tile_a, step_a, write, base_byte, no_stride, n_rows, s0c * eb, s1c * eb), site)
 
     def gather(
         self,

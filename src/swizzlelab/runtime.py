@@ -77,7 +77,33 @@ def device() -> str:
     return "cuda" if cuda_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
 
 
-def available_memory_bytes() -> int:
+# A process memory limit its parent enforces (bytes; harness.isolate's ChildProcess sets it from Limits.host_mem_bytes,
+# whose watcher kills the child's process group beyond it): what is available is then what is left under it.
+MEM_LIMIT_ENV = "SWIZZLELAB_MEM_LIMIT_BYTES"
+
+
+def memory_limit_bytes() -> int | None:
+    """The process memory limit from MEM_LIMIT_ENV, or None when unset or not a positive whole number."""
+    try:
+        limit = int(os.environ.get(MEM_LIMIT_ENV, ""))
+    except ValueError:
+        return None
+    return limit if limit > 0 else None
+
+
+def resident_bytes() -> int:
+    """This process's resident memory now (VmRSS), 0 where /proc cannot say."""
+    try:
+        with open("/proc/self/status", encoding="ascii") as handle:
+            for line in handle:
+                if line.startswith("VmRSS:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return 0
+
+
+def machine_available_bytes() -> int:
     """Memory this machine can still give a process (MemAvailable on Linux, else physical memory)."""
     try:
         with open("/proc/meminfo", encoding="ascii") as handle:
@@ -90,3 +116,14 @@ def available_memory_bytes() -> int:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
         return 1 << 62  # unknown: never refuse on this ground
+
+
+def available_memory_bytes() -> int:
+    """Memory this process can still take: the machine's (machine_available_bytes), and under a process limit
+    (MEM_LIMIT_ENV) at most the limit less this process's resident memory: a sandboxed child is killed at its
+    limit long before a large host runs out."""
+    available = machine_available_bytes()
+    limit = memory_limit_bytes()
+    if limit is None:
+        return available
+    return max(min(available, limit - resident_bytes()), 0)

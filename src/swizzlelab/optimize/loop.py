@@ -47,9 +47,11 @@ from swizzlelab.optimize.state import (
     read_jsonl,
     record_attempt,
 )
+from swizzlelab.runtime import available_memory_bytes
 from swizzlelab.scenario import Checked, Scenario
 from swizzlelab.sim import Engine, default_workers
 from swizzlelab.sim.gpu import release_device
+from swizzlelab.sim.setup import screening_bytes
 from swizzlelab.sim.timemodel import stop_reason
 
 # ---------------------------------------------------------------------------------------------- evaluation
@@ -105,6 +107,25 @@ def screen_text(state: RunState, sim_workers: int | None = None) -> Callable[[st
         return checked.permutation_id, prediction, wave, ""
 
     return screen
+
+
+def screening_threads(state: RunState, wanted: int, note: Callable[[str], None]) -> int:
+    """How many orders the search may screen at once: `wanted`, fewer where the trace's shared caches and that
+    many orders' own memory would not fit in what is available (runtime.available_memory_bytes: under a sandboxed
+    child's limit, the limit); says so in one line when capped."""
+    n_access = int(state.scenario.trace.lines.size)
+    sampled = SCREEN_SET_FRACTION.get(state.engine, 1.0) < 1.0 and n_access > SCREEN_SAMPLE_ACCESSES
+    shared, per_order = screening_bytes(n_access, sampled)
+    if wanted <= 1:
+        return 1
+    available = available_memory_bytes()
+    fits = max(1, (available - shared) // per_order)
+    if fits >= wanted:
+        return wanted
+    note(f"search: screening on {fits} thread{'s' if fits > 1 else ''} of {wanted} (memory: {fmt_bytes(available)} "
+         f"available, {fmt_bytes(shared)} for the trace's shared caches, {fmt_bytes(per_order)} per order screened "
+         "at once)")
+    return int(fits)
 
 
 def _measure_key(state: RunState, permutation_id: str, baseline: bool) -> str:
@@ -399,7 +420,7 @@ def _make_proposers(
             state.notes.append(text)
             on_note(text)
 
-    workers = state.options.workers or default_workers()
+    workers = screening_threads(state, state.options.workers or default_workers(), note)
     jsonl = state.options.out_dir / JSONL
     lock = threading.Lock()
 

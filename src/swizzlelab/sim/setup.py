@@ -87,6 +87,22 @@ def default_workers() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
+# Host bytes per line access a search needs beyond the trace, measured by peak RSS (VmHWM) of searches of
+# tests/fixtures/suggest/attention_mblock.py on a 2-core host: the per-trace caches its orders share (set indices,
+# set-group splits, sampled accesses: ~20 B at 34M accesses screened exactly, ~24 B at 68M screened on a quarter
+# of the sets), and each order simulated at the same time (~0.5 B exact; 2.90, 3.09 and 3.63 GiB peak on 1, 2 and
+# 4 threads at 68M on a quarter of the sets: ~3.8 B), with a floor per order for the walk's own state.
+SHARED_BYTES_PER_ACCESS = 24
+ORDER_BYTES_PER_ACCESS = {"exact": 1, "sampled": 4}
+ORDER_MIN_BYTES = 32 << 20
+
+
+def screening_bytes(n_access: int, sampled: bool) -> tuple[int, int]:
+    """(bytes shared by a search's orders, bytes of each order simulated at once) for a trace of `n_access`."""
+    per_order = ORDER_BYTES_PER_ACCESS["sampled" if sampled else "exact"] * int(n_access)
+    return SHARED_BYTES_PER_ACCESS * int(n_access), max(per_order, ORDER_MIN_BYTES)
+
+
 def trace_upper_bound_lines(trace: Any, n_access: int) -> int:
     """An upper bound on distinct lines (from the tensors' extents when the trace lists them)."""
     tensors = getattr(trace, "tensors", None) or []

@@ -91,27 +91,28 @@ def memory_limit_bytes() -> int | None:
     return limit if limit > 0 else None
 
 
-def resident_bytes() -> int:
-    """This process's resident memory now (VmRSS), 0 where /proc cannot say."""
+def _proc_bytes(path: str, field: str) -> int | None:
+    """A "Field:  N kB" line of a /proc file, in bytes; None where it cannot be read."""
     try:
-        with open("/proc/self/status", encoding="ascii") as handle:
+        with open(path, encoding="ascii") as handle:
             for line in handle:
-                if line.startswith("VmRSS:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
-    return 0
+    return None
+
+
+def resident_bytes() -> int:
+    """This process's resident memory now (VmRSS), 0 where /proc cannot say."""
+    return _proc_bytes("/proc/self/status", "VmRSS") or 0
 
 
 def machine_available_bytes() -> int:
     """Memory this machine can still give a process (MemAvailable on Linux, else physical memory)."""
-    try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
-            for line in handle:
-                if line.startswith("MemAvailable:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
+    found = _proc_bytes("/proc/meminfo", "MemAvailable")
+    if found is not None:
+        return found
     try:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):

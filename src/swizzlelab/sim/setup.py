@@ -154,19 +154,11 @@ def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers
     2 permuted; kernels._set_and_home), cached per trace array: a search simulates many orders of one trace, and
     both depend only on the line."""
     key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), int(set_map))
-    hit = _SET_INDEX_CACHE.get(key)
-    if hit is not None and hit[0]() is lines:
-        return hit[1]
-    build = _building(("set_index", *key))
-    with build.lock:
-        hit = _SET_INDEX_CACHE.get(key)
-        if hit is not None and hit[0]() is lines:
-            return hit[1]
-        return _set_index_array(lines, n_sets, n_partitions, n_workers, set_map, key)
+    return _built_once(_SET_INDEX_CACHE, key, lines,
+                       lambda: _set_index_array(lines, n_sets, n_partitions, n_workers, set_map), 4)
 
 
-def _set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers: int, set_map: int,
-                     key: tuple) -> np.ndarray:
+def _set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers: int, set_map: int) -> np.ndarray:
     pbits = partition_bits(n_partitions)
     out = np.empty(lines.size, dtype=np.uint16 if (n_sets << pbits) <= 1 << 16 else np.int32)
     chunks = np.linspace(0, lines.size, max(n_workers, 1) + 1).astype(np.int64)
@@ -181,7 +173,6 @@ def _set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_worker
     else:
         for i in range(max(n_workers, 1)):
             fill(i)
-    _cache_put(_SET_INDEX_CACHE, key, (weakref.ref(lines), out), 4)
     return out
 
 
@@ -219,6 +210,22 @@ def _cache_put(cache: dict, key: tuple, entry: tuple, limit: int) -> None:
         if len(cache) >= limit:
             cache.pop(next(iter(cache)))
         cache[key] = entry
+
+
+def _built_once(cache: dict, key: tuple, lines: np.ndarray, build: Any, limit: int) -> Any:
+    """The entry of `cache` for `key` and trace array `lines`, made by `build()` and stored (_cache_put) when missing;
+    one thread builds it while the others asking for it wait (_building)."""
+    hit = cache.get(key)
+    if hit is not None and hit[0]() is lines:
+        return hit[1]
+    build_lock = _building((id(cache), *key))  # held here: the registry keeps it only while someone does
+    with build_lock.lock:
+        hit = cache.get(key)
+        if hit is not None and hit[0]() is lines:
+            return hit[1]
+        found = build()
+        _cache_put(cache, key, (weakref.ref(lines), found), limit)
+        return found
 
 
 # Sets whose entries fill about this many bytes form one group: they stay in a host core's L2 cache while the
@@ -319,19 +326,13 @@ def sampled_accesses(trace: TraceArrays, geometry: L2Geometry, n_workers: int) -
     n_sets, n_partitions, ways, set_map = geometry.n_sets, geometry.n_partitions, geometry.ways, geometry.set_map
     key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), int(ways), SATURATION_SAMPLE_EVERY,
            int(set_map))
-    hit = _SAMPLE_CACHE.get(key)
-    if hit is not None and hit[0]() is lines:
-        return hit[1]
-    build = _building(("sample", *key))
-    with build.lock:
-        hit = _SAMPLE_CACHE.get(key)
-        if hit is not None and hit[0]() is lines:
-            return hit[1]
+
+    def build() -> tuple[np.ndarray, ...]:
         set_home = set_index_array(lines, n_sets, n_partitions, n_workers, set_map)
-        found = kernels.sample_accesses(step_ptr, lines, writes, set_home, np.int64(partition_bits(n_partitions)),
-                                        np.int64(SATURATION_SAMPLE_EVERY), np.int64(n_partitions), np.int64(ways))
-        _cache_put(_SAMPLE_CACHE, key, (weakref.ref(lines), found), 2)
-        return found
+        return kernels.sample_accesses(step_ptr, lines, writes, set_home, np.int64(partition_bits(n_partitions)),
+                                       np.int64(SATURATION_SAMPLE_EVERY), np.int64(n_partitions), np.int64(ways))
+
+    return _built_once(_SAMPLE_CACHE, key, lines, build, 2)
 
 
 _PAGE_CACHE: dict[tuple[Any, ...], tuple[Any, np.ndarray]] = {}
@@ -346,19 +347,12 @@ def sampled_page_share(trace: TraceArrays, geometry: L2Geometry, sample_ptr: np.
     page_lines = max(DRAM_PAGE_BYTES // line_bytes, 1)
     key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), SATURATION_SAMPLE_EVERY, int(set_map),
            page_lines)
-    hit = _PAGE_CACHE.get(key)
-    if hit is not None and hit[0]() is lines:
-        return hit[1]
-    build = _building(("page", *key))
-    with build.lock:
-        hit = _PAGE_CACHE.get(key)
-        if hit is not None and hit[0]() is lines:
-            return hit[1]
+    def build() -> np.ndarray:
         set_home = set_index_array(lines, n_sets, n_partitions, n_workers, set_map)
-        found = kernels.sample_page_share(step_ptr, lines, set_home, np.int64(partition_bits(n_partitions)),
-                                          np.int64(SATURATION_SAMPLE_EVERY), np.int64(page_lines), sample_ptr)
-        _cache_put(_PAGE_CACHE, key, (weakref.ref(lines), found), 2)
-        return found
+        return kernels.sample_page_share(step_ptr, lines, set_home, np.int64(partition_bits(n_partitions)),
+                                         np.int64(SATURATION_SAMPLE_EVERY), np.int64(page_lines), sample_ptr)
+
+    return _built_once(_PAGE_CACHE, key, lines, build, 2)
 
 
 def trace_known(trace: Any) -> bool:

@@ -20,8 +20,8 @@ from swizzlelab.harness.timers import GATE_NS, GATE_NS_PER_CALL
 from swizzlelab.harness.isolate import Limits, evaluate_isolated, secret_seed, time_library_ahead
 from swizzlelab.harness.isolate.limits import seccomp_program
 from swizzlelab.harness.isolate.clock_stats import Calibration, clock_verdict, residual_ci_ok
-from swizzlelab.harness.isolate.sandbox import _Tail, private_root_works
-from swizzlelab.runtime import cuda_available
+from swizzlelab.harness.isolate.sandbox import ChildProcess, _Tail, private_root_works
+from swizzlelab.runtime import MEM_LIMIT_ENV, cuda_available
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "tests" / "fixtures" / "submissions"
@@ -425,3 +425,10 @@ def test_cli_trusted_exit_at_import_is_a_one_line_error():
     done = _cli("eval", "matmul", str(SOLUTIONS / "wrong" / "sys_exit_import.py"), "--trusted")
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "SystemExit" in done.stderr
+
+
+def test_a_child_is_told_its_memory_limit(tmp_path: Path) -> None:
+    """The child's memory checks (runtime.available_memory_bytes) read the limit its watcher kills at."""
+    limited = ChildProcess(Limits(host_mem_bytes=3 << 30), False, tmp_path, None)
+    assert limited.env()[MEM_LIMIT_ENV] == str(3 << 30)
+    assert MEM_LIMIT_ENV not in ChildProcess(Limits(host_mem_bytes=None), False, tmp_path, None).env()

@@ -575,3 +575,50 @@ def test_a_predicted_best_within_the_models_resolution_says_so(tmp_path: Path) -
     assert state.best().iteration == 1 and "below the model's resolution" in describe_best(state)
     state.attempts.append(predicted(2, 0.90, 0.02))  # 10% fewer reads: resolved
     assert state.best().iteration == 2 and "below the model's resolution" not in describe_best(state)
+
+
+def test_available_memory_honours_the_process_limit(monkeypatch) -> None:
+    from swizzlelab import runtime
+
+    machine = runtime.machine_available_bytes()
+    monkeypatch.delenv(runtime.MEM_LIMIT_ENV, raising=False)
+    assert runtime.memory_limit_bytes() is None and runtime.available_memory_bytes() > 0
+    rss = runtime.resident_bytes()
+    assert rss > 10 << 20  # this interpreter's VmRSS, read from /proc
+    monkeypatch.setenv(runtime.MEM_LIMIT_ENV, str(rss + (64 << 20)))
+    assert runtime.available_memory_bytes() <= min(64 << 20, machine)
+    monkeypatch.setenv(runtime.MEM_LIMIT_ENV, str(rss // 2))  # already over the limit: nothing is available
+    assert runtime.available_memory_bytes() == 0
+    for bad in ("", "lots", "-5", "0"):
+        monkeypatch.setenv(runtime.MEM_LIMIT_ENV, bad)
+        assert runtime.memory_limit_bytes() is None
+
+
+def test_screening_threads_are_capped_by_the_memory_limit(tmp_path: Path, monkeypatch) -> None:
+    """A search whose orders would not fit under the process limit screens on fewer threads, and says so; without
+    the limit the same search screens on every thread asked for. Each order is taken to need 1 GiB (as on a trace
+    of ~250M accesses; the small matmul's own floor is 32 MiB) so that the limit leaves room for the rest."""
+    from swizzlelab import runtime
+    from swizzlelab.optimize.state import RunState
+    from swizzlelab.sim import setup
+
+    monkeypatch.delenv(runtime.MEM_LIMIT_ENV, raising=False)
+    free = run(small_problem("h100"), Options(out_dir=tmp_path / "free", budget=2, screen_s=60, workers=4),
+               measurer=None)
+    assert not [n for n in free.state.notes if "screening on" in n], free.state.notes
+    floor = setup.ORDER_MIN_BYTES
+    monkeypatch.setattr(setup, "ORDER_MIN_BYTES", 1 << 30)
+    # Room for one order at once, not for two
+    monkeypatch.setenv(runtime.MEM_LIMIT_ENV, str(runtime.resident_bytes() + (3 << 29)))
+    capped = run(small_problem("h100"), Options(out_dir=tmp_path / "capped", budget=2, screen_s=60, workers=4),
+                 measurer=None)
+    said = [n for n in capped.state.notes if "screening on" in n]
+    assert len(said) == 1 and said[0].startswith("search: screening on 1 thread of 4 (memory: "), capped.state.notes
+    assert said[0].endswith(", 1.00 GB per order screened at once)"), said[0]
+    assert [a.permutation_id for a in capped.state.attempts] == [a.permutation_id for a in free.state.attempts]
+    state = RunState(small_problem("h100"), Options(out_dir=tmp_path / "direct", workers=4))
+    notes: list[str] = []
+    assert loop.screening_threads(state, 4, notes.append) == 1 and len(notes) == 1
+    monkeypatch.setattr(setup, "ORDER_MIN_BYTES", floor)
+    monkeypatch.delenv(runtime.MEM_LIMIT_ENV)
+    assert loop.screening_threads(state, 4, notes.append) == 4 and len(notes) == 1

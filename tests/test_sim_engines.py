@@ -247,3 +247,37 @@ def test_interleaved_set_map_fills_sets_evenly_and_both_engines_run_it():
         assert other.per_domain[0].evictions != got.per_domain[0].evictions  # the map reaches the kernels
     with pytest.raises(UserError, match="l2_set_map"):
         replace(hashed, l2_set_map="xor")
+
+
+def test_threads_asking_for_a_traces_caches_at_once_share_one_build():
+    """A search's threads start screening together: each per-trace structure is built once, not once per thread
+    (at 545M accesses one copy per thread of the set-group split passed a 63 GiB limit)."""
+    import threading
+
+    from swizzlelab.sim import setup
+
+    rng = np.random.default_rng(7)
+    n, n_steps = 1 << 21, 1 << 12
+    lines = rng.integers(0, 1 << 18, n, dtype=np.int64)
+    step_ptr = np.linspace(0, n, n_steps + 1).astype(np.int64)
+    trace = TraceArrays(lines, rng.integers(1, 16, n, dtype=np.uint8), rng.random(n) < 0.1, step_ptr,
+                        np.arange(0, n_steps + 1, 8, dtype=np.int64))
+    geometry = L2Geometry(n_partitions=2, capacity=8192, n_sets=512, assoc=16, set_map=0, pair=0)
+    width = 4
+    start = threading.Barrier(width)
+    got: list = [None] * width
+
+    def ask(i: int) -> None:
+        start.wait()
+        home = setup.set_index_array(lines, geometry.n_sets, geometry.n_partitions, 1)
+        got[i] = (home, setup.set_groups(trace, home, geometry, geometry.n_sets // 4),
+                  setup.sampled_accesses(trace, geometry, 1))
+
+    threads = [threading.Thread(target=ask, args=(i,)) for i in range(width)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert got[0][1] is not None
+    for i in range(1, width):
+        assert got[i][0] is got[0][0] and got[i][1] is got[0][1] and got[i][2] is got[0][2]

@@ -77,16 +77,54 @@ def device() -> str:
     return "cuda" if cuda_available() and os.environ.get("TRITON_INTERPRET") != "1" else "cpu"
 
 
-def available_memory_bytes() -> int:
-    """Memory this machine can still give a process (MemAvailable on Linux, else physical memory)."""
+# A process memory limit its parent enforces (bytes; harness.isolate's ChildProcess sets it from Limits.host_mem_bytes,
+# whose watcher kills the child's process group beyond it): what is available is then what is left under it.
+MEM_LIMIT_ENV = "SWIZZLELAB_MEM_LIMIT_BYTES"
+
+
+def memory_limit_bytes() -> int | None:
+    """The process memory limit from MEM_LIMIT_ENV, or None when unset or not a positive whole number."""
     try:
-        with open("/proc/meminfo", encoding="ascii") as handle:
+        limit = int(os.environ.get(MEM_LIMIT_ENV, ""))
+    except ValueError:
+        return None
+    return limit if limit > 0 else None
+
+
+def _proc_bytes(path: str, field: str) -> int | None:
+    """A "Field:  N kB" line of a /proc file, in bytes; None where it cannot be read."""
+    try:
+        with open(path, encoding="ascii") as handle:
             for line in handle:
-                if line.startswith("MemAvailable:"):
+                if line.startswith(field + ":"):
                     return int(line.split()[1]) * 1024
     except (OSError, ValueError, IndexError):
         pass
+    return None
+
+
+def resident_bytes() -> int:
+    """This process's resident memory now (VmRSS), 0 where /proc cannot say."""
+    return _proc_bytes("/proc/self/status", "VmRSS") or 0
+
+
+def machine_available_bytes() -> int:
+    """Memory this machine can still give a process (MemAvailable on Linux, else physical memory)."""
+    found = _proc_bytes("/proc/meminfo", "MemAvailable")
+    if found is not None:
+        return found
     try:
         return int(os.sysconf("SC_PAGE_SIZE")) * int(os.sysconf("SC_PHYS_PAGES"))
     except (ValueError, OSError, AttributeError):
         return 1 << 62  # unknown: never refuse on this ground
+
+
+def available_memory_bytes() -> int:
+    """Memory this process can still take: the machine's (machine_available_bytes), and under a process limit
+    (MEM_LIMIT_ENV) at most the limit less this process's resident memory: a sandboxed child is killed at its
+    limit long before a large host runs out."""
+    available = machine_available_bytes()
+    limit = memory_limit_bytes()
+    if limit is None:
+        return available
+    return max(min(available, limit - resident_bytes()), 0)

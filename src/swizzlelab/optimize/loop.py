@@ -47,9 +47,11 @@ from swizzlelab.optimize.state import (
     read_jsonl,
     record_attempt,
 )
+from swizzlelab.runtime import available_memory_bytes
 from swizzlelab.scenario import Checked, Scenario
 from swizzlelab.sim import Engine, default_workers
 from swizzlelab.sim.gpu import release_device
+from swizzlelab.sim.setup import screening_bytes, trace_known
 from swizzlelab.sim.timemodel import stop_reason
 
 # ---------------------------------------------------------------------------------------------- evaluation
@@ -105,6 +107,26 @@ def screen_text(state: RunState, sim_workers: int | None = None) -> Callable[[st
         return checked.permutation_id, prediction, wave, ""
 
     return screen
+
+
+def screening_threads(state: RunState, wanted: int, note: Callable[[str], None]) -> int:
+    """How many orders the search may screen at once: `wanted`, fewer where the trace's shared caches still to be
+    built and that many orders' own memory would not fit in what is available (runtime.available_memory_bytes: under a sandboxed
+    child's limit, the limit); says so in one line when capped."""
+    if wanted <= 1:
+        return 1
+    trace = state.scenario.trace
+    n_access = int(trace.lines.size)
+    sampled = SCREEN_SET_FRACTION.get(state.engine, 1.0) < 1.0 and n_access > SCREEN_SAMPLE_ACCESSES
+    shared, per_order = screening_bytes(n_access, trace_known(trace), sampled)
+    available = available_memory_bytes()
+    fits = max(1, (available - shared) // per_order)
+    if fits >= wanted:
+        return wanted
+    note(f"search: screening on {fits} thread{'s' if fits > 1 else ''} of {wanted} (memory: {fmt_bytes(available)} "
+         f"available, {fmt_bytes(shared)} for the trace's shared caches, {fmt_bytes(per_order)} per order screened "
+         "at once)")
+    return int(fits)
 
 
 def _measure_key(state: RunState, permutation_id: str, baseline: bool) -> str:
@@ -312,6 +334,9 @@ def run(
         on_note(time_note)
         state.notes.append(time_note)
     _rank_by_time(state, proposers.search)
+    # Sized once the trace and the caches the kernel's own order built are resident (runtime.available_memory_bytes
+    # then counts them), before the first screening
+    proposers.search.workers = screening_threads(state, proposers.search.workers, proposers.note)
 
     while len(state.attempts) - 1 < options.budget:
         iteration = state.next_iteration()
@@ -406,6 +431,7 @@ class _Proposers:
     mode: str
     search: SearchProposer
     llm: LlmProposer | None
+    note: Callable[[str], None]  # adds a line to the run's notes once
 
     def pick(self, iteration: int) -> Any:
         if self.llm is not None and self.llm.available and (self.mode == "llm" or iteration % 2 == 1):
@@ -454,7 +480,7 @@ def _make_proposers(
     llm = None
     if state.options.proposer in ("llm", "both"):
         llm = LlmProposer(config=state.options.llm or config_from_env(), state=state, notes=note)
-    return _Proposers(state.options.proposer, search, llm)
+    return _Proposers(state.options.proposer, search, llm, note)
 
 
 __all__ = [

@@ -87,6 +87,26 @@ def default_workers() -> int:
         return max(os.cpu_count() or 1, 1)
 
 
+# Host bytes per line access a search needs beyond the trace, measured by peak RSS (VmHWM) of searches of
+# tests/fixtures/suggest/attention_mblock.py on a 2-core host: the per-trace caches its orders share (set indices,
+# set-group splits, sampled accesses: ~20 B at 34M accesses screened exactly, ~23 B at 68M screened on a quarter
+# of the sets, of which ~4 B the quarter's own split and samples, built at the first order screened), and each
+# order simulated at the same time (68M on a quarter of the sets: 2.90 and 2.96 GiB peak on 1 and 4 threads, ~0.3
+# B; 0.45 B for one order alone by tracemalloc), with a floor per order.
+SHARED_BYTES_PER_ACCESS = 24
+SAMPLED_BYTES_PER_ACCESS = 4
+ORDER_BYTES_PER_ACCESS = 1
+ORDER_MIN_BYTES = 32 << 20
+
+
+def screening_bytes(n_access: int, built: bool, sampled: bool) -> tuple[int, int]:
+    """(bytes the search's shared caches still take, bytes of each order simulated at once) for a trace of
+    `n_access`; `built`: an exact simulation of the trace built its caches already (trace_known), `sampled`: the
+    orders are screened on a sample of the sets."""
+    shared = (SAMPLED_BYTES_PER_ACCESS if sampled else 0) if built else SHARED_BYTES_PER_ACCESS
+    return shared * int(n_access), max(ORDER_BYTES_PER_ACCESS * int(n_access), ORDER_MIN_BYTES)
+
+
 def trace_upper_bound_lines(trace: Any, n_access: int) -> int:
     """An upper bound on distinct lines (from the tensors' extents when the trace lists them)."""
     tensors = getattr(trace, "tensors", None) or []
@@ -134,9 +154,11 @@ def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers
     2 permuted; kernels._set_and_home), cached per trace array: a search simulates many orders of one trace, and
     both depend only on the line."""
     key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), int(set_map))
-    hit = _SET_INDEX_CACHE.get(key)
-    if hit is not None and hit[0]() is lines:
-        return hit[1]
+    return _built_once(_SET_INDEX_CACHE, key, lines,
+                       lambda: _set_index_array(lines, n_sets, n_partitions, n_workers, set_map), 4)
+
+
+def _set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers: int, set_map: int) -> np.ndarray:
     pbits = partition_bits(n_partitions)
     out = np.empty(lines.size, dtype=np.uint16 if (n_sets << pbits) <= 1 << 16 else np.int32)
     chunks = np.linspace(0, lines.size, max(n_workers, 1) + 1).astype(np.int64)
@@ -151,11 +173,31 @@ def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers
     else:
         for i in range(max(n_workers, 1)):
             fill(i)
-    _cache_put(_SET_INDEX_CACHE, key, (weakref.ref(lines), out), 4)
     return out
 
 
 _CACHE_LOCK = threading.Lock()
+_BUILD_LOCKS: "weakref.WeakValueDictionary[tuple, Any]" = weakref.WeakValueDictionary()
+
+
+class _BuildLock:
+    """A lock per cache key (weakly held: gone once no thread waits on it)."""
+
+    def __init__(self) -> None:
+        self.lock = threading.Lock()
+
+
+def _building(key: tuple) -> _BuildLock:
+    """The lock under which one thread builds the cache entry `key` while the others wait for it: a search's
+    threads start screening together, and each built its own copy of a per-trace structure otherwise (flash
+    attention at 68M accesses screened on a quarter of the sets: ~0.24 GiB more peak per thread; on a 32-CPU host
+    at 545M, past a 63 GiB limit)."""
+    with _CACHE_LOCK:
+        held = _BUILD_LOCKS.get(key)
+        if held is None:
+            held = _BuildLock()
+            _BUILD_LOCKS[key] = held
+        return held
 
 
 def _cache_put(cache: dict, key: tuple, entry: tuple, limit: int) -> None:
@@ -168,6 +210,22 @@ def _cache_put(cache: dict, key: tuple, entry: tuple, limit: int) -> None:
         if len(cache) >= limit:
             cache.pop(next(iter(cache)))
         cache[key] = entry
+
+
+def _built_once(cache: dict, key: tuple, lines: np.ndarray, build: Any, limit: int) -> Any:
+    """The entry of `cache` for `key` and trace array `lines`, made by `build()` and stored (_cache_put) when missing;
+    one thread builds it while the others asking for it wait (_building)."""
+    hit = cache.get(key)
+    if hit is not None and hit[0]() is lines:
+        return hit[1]
+    build_lock = _building((id(cache), *key))  # held here: the registry keeps it only while someone does
+    with build_lock.lock:
+        hit = cache.get(key)
+        if hit is not None and hit[0]() is lines:
+            return hit[1]
+        found = build()
+        _cache_put(cache, key, (weakref.ref(lines), found), limit)
+        return found
 
 
 # Sets whose entries fill about this many bytes form one group: they stay in a host core's L2 cache while the
@@ -216,13 +274,25 @@ def group_bytes_per_access(max_step: int) -> int:
 def set_groups(trace: TraceArrays, set_home: np.ndarray, geometry: L2Geometry, n_simulated: int) -> SetGroups | None:
     """The trace's accesses of sets 0..n_simulated-1 split into set groups, cached per trace (it does not depend
     on the order: a search reuses it for every candidate); None when it would not fit in the memory left."""
-    lines, masks, writes, step_ptr, _ = trace
+    lines = trace.lines
     n_sets, n_partitions, ways = geometry.n_sets, geometry.n_partitions, geometry.ways
     # The split depends on the set map too, which `set_home` (itself cached per trace and map) carries.
     key = (id(lines), int(lines.size), id(set_home), int(n_sets), int(n_partitions), int(ways), int(n_simulated))
     hit = _GROUP_CACHE.get(key)
     if hit is not None and hit[0]() is lines and hit[2]() is set_home:
         return hit[1]
+    build = _building(("groups", *key))
+    with build.lock:
+        hit = _GROUP_CACHE.get(key)
+        if hit is not None and hit[0]() is lines and hit[2]() is set_home:
+            return hit[1]
+        return _set_groups(trace, set_home, geometry, n_simulated, key)
+
+
+def _set_groups(trace: TraceArrays, set_home: np.ndarray, geometry: L2Geometry, n_simulated: int,
+                key: tuple) -> SetGroups | None:
+    lines, masks, writes, step_ptr, _ = trace
+    n_sets, n_partitions, ways = geometry.n_sets, geometry.n_partitions, geometry.ways
     longest = max_step(step_ptr)
     per_group = max(1, GROUP_BYTES // (n_partitions * walk.set_words(ways) * 8))
     n_groups = max(1, min(n_simulated, max(-(-n_simulated // per_group), MIN_GROUPS)))
@@ -256,14 +326,13 @@ def sampled_accesses(trace: TraceArrays, geometry: L2Geometry, n_workers: int) -
     n_sets, n_partitions, ways, set_map = geometry.n_sets, geometry.n_partitions, geometry.ways, geometry.set_map
     key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), int(ways), SATURATION_SAMPLE_EVERY,
            int(set_map))
-    hit = _SAMPLE_CACHE.get(key)
-    if hit is not None and hit[0]() is lines:
-        return hit[1]
-    set_home = set_index_array(lines, n_sets, n_partitions, n_workers, set_map)
-    found = kernels.sample_accesses(step_ptr, lines, writes, set_home, np.int64(partition_bits(n_partitions)),
-                                    np.int64(SATURATION_SAMPLE_EVERY), np.int64(n_partitions), np.int64(ways))
-    _cache_put(_SAMPLE_CACHE, key, (weakref.ref(lines), found), 2)
-    return found
+
+    def build() -> tuple[np.ndarray, ...]:
+        set_home = set_index_array(lines, n_sets, n_partitions, n_workers, set_map)
+        return kernels.sample_accesses(step_ptr, lines, writes, set_home, np.int64(partition_bits(n_partitions)),
+                                       np.int64(SATURATION_SAMPLE_EVERY), np.int64(n_partitions), np.int64(ways))
+
+    return _built_once(_SAMPLE_CACHE, key, lines, build, 2)
 
 
 _PAGE_CACHE: dict[tuple[Any, ...], tuple[Any, np.ndarray]] = {}
@@ -278,14 +347,12 @@ def sampled_page_share(trace: TraceArrays, geometry: L2Geometry, sample_ptr: np.
     page_lines = max(DRAM_PAGE_BYTES // line_bytes, 1)
     key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), SATURATION_SAMPLE_EVERY, int(set_map),
            page_lines)
-    hit = _PAGE_CACHE.get(key)
-    if hit is not None and hit[0]() is lines:
-        return hit[1]
-    set_home = set_index_array(lines, n_sets, n_partitions, n_workers, set_map)
-    found = kernels.sample_page_share(step_ptr, lines, set_home, np.int64(partition_bits(n_partitions)),
-                                      np.int64(SATURATION_SAMPLE_EVERY), np.int64(page_lines), sample_ptr)
-    _cache_put(_PAGE_CACHE, key, (weakref.ref(lines), found), 2)
-    return found
+    def build() -> np.ndarray:
+        set_home = set_index_array(lines, n_sets, n_partitions, n_workers, set_map)
+        return kernels.sample_page_share(step_ptr, lines, set_home, np.int64(partition_bits(n_partitions)),
+                                         np.int64(SATURATION_SAMPLE_EVERY), np.int64(page_lines), sample_ptr)
+
+    return _built_once(_PAGE_CACHE, key, lines, build, 2)
 
 
 def trace_known(trace: Any) -> bool:

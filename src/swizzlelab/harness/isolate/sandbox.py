@@ -20,6 +20,7 @@ from typing import Any
 import swizzlelab
 from swizzlelab.harness.isolate import caches, preempt, protocol
 from swizzlelab.harness.isolate.limits import NOBODY, Limits, tasks_of_uid
+from swizzlelab.runtime import MEM_LIMIT_ENV
 
 SRC_ROOT = str(Path(swizzlelab.__file__).resolve().parent.parent)
 # Loads limits.py by path and locks the process down before the swizzlelab package (and torch) is imported.
@@ -255,6 +256,10 @@ class ChildProcess:
             # Idle OpenMP workers spin after each op; on a small CPU box they would take the cores the
             # parent needs to read its wall clock promptly.
             env["OMP_NUM_THREADS"] = "1"
+        if self.limits.host_mem_bytes is not None:
+            # The child's memory checks (runtime.available_memory_bytes) then refuse or shrink work under the limit
+            # the watcher kills at, not under the host's free memory.
+            env[MEM_LIMIT_ENV] = str(int(self.limits.host_mem_bytes))
         env.update(self.extra_env)
         return env
 

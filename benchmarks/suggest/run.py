@@ -121,19 +121,27 @@ def _stop(server: subprocess.Popen[bytes]) -> None:
             server.wait(timeout=10)
 
 
-def _start(db: Path, work: Path, env: dict[str, str], log: Path, *options: str) -> tuple[subprocess.Popen[bytes], str]:
-    """`swizzlelab serve` on `db` and a free port, healthy: (the process, its base URL)."""
+def _env() -> dict[str, str]:
+    """This checkout's swizzlelab first; kernels compiled (no interpreter) where a GPU serves."""
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", ""))
+                                                      if p))
+    env.pop("TRITON_INTERPRET", None)
+    return env
+
+
+def _start(db: Path, work: Path, log: Path, *options: str) -> tuple[subprocess.Popen[bytes], str, list[str]]:
+    """`swizzlelab serve` on `db` and a free port, healthy: (the process, its base URL, its command)."""
     port = _free_port()
     base = f"http://127.0.0.1:{port}"
     command = [sys.executable, "-m", "swizzlelab.cli", "serve", "--port", str(port), "--db", f"sqlite:///{db}",
                "--admin-token", ADMIN, "--data-dir", str(work), *options]
-    server = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=env,
+    server = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=_env(),
                               start_new_session=True)
     started = time.monotonic()
     while True:
         try:
             if httpx.get(base + "/api/health", timeout=2).status_code == 200:
-                return server, base
+                return server, base, command
         except httpx.HTTPError:
             pass
         if server.poll() is not None or time.monotonic() - started > 120:
@@ -153,9 +161,7 @@ def page_from(db: Path, out: Path) -> None:
         raise SystemExit(f"{db.name}: no suggestion of that run measured a gain: nothing to show")
     work = Path(tempfile.mkdtemp(prefix="swizzlelab-suggest-page-"))
     shutil.copyfile(db, work / "lb.db")  # serving may write (sessions): the run's own file stays as it came
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", ""))
-                                                      if p))
-    server, base = _start(work / "lb.db", work, env, work / "serve.log", "--workers", "0")
+    server, base, _ = _start(work / "lb.db", work, work / "serve.log", "--workers", "0")
     try:
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"suggest_page_{device}.png"
@@ -182,30 +188,13 @@ def main() -> None:
     device = re.sub(r"[^a-z0-9]+", "-", kind.lower())
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="swizzlelab-suggest-"))
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", ""))
-                                                      if p))
-    env.pop("TRITON_INTERPRET", None)
-    command = [sys.executable, "-m", "swizzlelab.cli", "serve", "--port", str(port), "--db",
-               f"sqlite:///{work / 'lb.db'}", "--workers", "auto", "--admin-token", ADMIN, "--data-dir", str(work),
-               *SERVE_OPTIONS, *args.serve_option]
     log_path = args.out / f"suggest_{device}.log"
-    server = subprocess.Popen(command, stdout=open(log_path, "w"), stderr=subprocess.STDOUT, env=env,
-                              start_new_session=True)
+    server, base, command = _start(work / "lb.db", work, log_path, "--workers", "auto", *SERVE_OPTIONS,
+                                   *args.serve_option)
     out: dict[str, Any] = {"script": "benchmarks/suggest/run.py", "command": " ".join(sys.argv), "device": gpu_name,
                            "serve": " ".join(command[2:]), "submissions": []}
     rows: list[dict[str, Any]] = []
     try:
-        while True:
-            try:
-                if httpx.get(base + "/api/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            if server.poll() is not None or time.monotonic() - started > 120:
-                raise SystemExit(f"serve did not start: {log_path.read_text()[-2000:]}")
-            time.sleep(0.5)
         admin = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30)
         while kind not in admin.get("/api/health").json()["workers"]["gpu_types"]:  # the GPU worker announced itself
             if time.monotonic() - started > 180:

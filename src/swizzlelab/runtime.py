@@ -9,6 +9,7 @@ import ctypes
 import importlib.util
 import os
 import re
+import subprocess
 import sys
 from pathlib import Path
 
@@ -36,6 +37,23 @@ def driver_sees_gpu() -> bool:
         return cuda.cuInit(0) == 0 and cuda.cuDeviceGetCount(ctypes.byref(count)) == 0 and count.value > 0
     except (AttributeError, OSError):
         return False
+
+
+def nvidia_gpu_names(visible_only: bool = True) -> list[str]:
+    """Names of the host's NVIDIA GPUs from nvidia-smi, restricted to CUDA_VISIBLE_DEVICES unless `visible_only` is
+    False (the whole host: each GPU may have a worker); [] without nvidia-smi."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name", "--format=csv,noheader"],
+                             capture_output=True, text=True, timeout=20, check=True).stdout
+    except (OSError, subprocess.SubprocessError):
+        return []
+    gpus = [(idx.strip(), name.strip()) for idx, name in
+            (line.split(",", 1) for line in out.splitlines() if "," in line)]
+    visible = os.environ.get("CUDA_VISIBLE_DEVICES") if visible_only else None
+    if visible is not None:
+        wanted = [v.strip() for v in visible.split(",") if v.strip()]
+        gpus = [g for g in gpus if g[0] in wanted]
+    return [name for _, name in gpus]
 
 
 def torch_built_with_cuda() -> bool:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import datetime as dt
 import os
 import socket
-import subprocess
 import tempfile
 import traceback
 from collections.abc import Callable
@@ -24,6 +23,7 @@ from swizzlelab.leaderboard.outcome import JobSpec, Outcome
 from swizzlelab.leaderboard.settings import Settings
 from swizzlelab.leaderboard.suggestions import SuggestSpec
 from swizzlelab.optimize.suggest import Ask, SuggestFailed, Suggestion, SuggestYielded, suggest
+from swizzlelab.runtime import nvidia_gpu_names
 
 
 def _gpu_label(system: dict[str, Any]) -> str:
@@ -129,16 +129,8 @@ def suggest_child_mem_bytes(settings: Settings) -> int:
     if settings.suggest_child_mem_gib:
         return int(settings.suggest_child_mem_gib * GIB)
     total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    return max(32 * GIB, total // (2 * _host_gpus()))
-
-
-def _host_gpus() -> int:
-    """GPUs of this host, whatever this worker's CUDA_VISIBLE_DEVICES says (each may have a worker); 1 if none."""
-    try:
-        out = subprocess.run(["nvidia-smi", "-L"], capture_output=True, text=True, timeout=20, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return 1
-    return max(1, sum(1 for line in out.splitlines() if line.startswith("GPU ")))
+    # every GPU of the host, whatever this worker's CUDA_VISIBLE_DEVICES says: each may have a worker
+    return max(32 * GIB, total // (2 * max(1, len(nvidia_gpu_names(visible_only=False)))))
 
 
 def kept_caches() -> Path:

@@ -10,7 +10,6 @@ from __future__ import annotations
 import contextlib
 import os
 import socket
-import subprocess
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -32,22 +31,12 @@ from swizzlelab.leaderboard.outcome import JobSpec
 from swizzlelab.leaderboard.queue import WorkerCaps
 from swizzlelab.leaderboard.settings import Settings
 from swizzlelab.leaderboard.suggestions import SuggestSpec
+from swizzlelab.runtime import nvidia_gpu_names
 
 
 def visible_gpu_names() -> list[str]:
     """Names of the NVIDIA GPUs this process may use (nvidia-smi, restricted to CUDA_VISIBLE_DEVICES); [] if none."""
-    try:
-        out = subprocess.run(["nvidia-smi", "--query-gpu=index,name", "--format=csv,noheader"],
-                             capture_output=True, text=True, timeout=20, check=True).stdout
-    except (OSError, subprocess.SubprocessError):
-        return []
-    gpus = [(idx.strip(), name.strip()) for idx, name in
-            (line.split(",", 1) for line in out.splitlines() if "," in line)]
-    visible = os.environ.get("CUDA_VISIBLE_DEVICES")
-    if visible is not None:
-        wanted = [v.strip() for v in visible.split(",") if v.strip()]
-        gpus = [g for g in gpus if g[0] in wanted]
-    return [name for _, name in gpus]
+    return nvidia_gpu_names()
 
 
 def gpu_type_of(device_name: str, gpu_types: tuple[str, ...]) -> str | None:

@@ -79,19 +79,17 @@ class Worker:
         if self.log:
             print(f"[worker {self.caps.worker_id}] {text}", flush=True)
 
-    def _heartbeat_until(self, beat: Callable[[], bool], what: str, done: threading.Event) -> None:
-        while not done.wait(self.settings.heartbeat_interval_s):
-            try:
-                if not beat():
-                    self._say(f"{what}: claim lost (re-claimed after a missed heartbeat)")
-                    return
-            except Exception as err:  # a database hiccup: the next beat may succeed; the timeout has slack
-                self._say(f"{what}: heartbeat failed: {describe_failure(err)}")
-
+    @staticmethod
     @contextlib.contextmanager
-    def _heartbeating(self, beat: Callable[[], bool], what: str) -> Iterator[None]:
+    def _every(period_s: float, tick: Callable[[], bool]) -> Iterator[None]:
+        """While the block runs, `tick()` every `period_s` in a thread of its own, until it returns False."""
         done = threading.Event()
-        thread = threading.Thread(target=self._heartbeat_until, args=(beat, what, done), daemon=True)
+
+        def loop() -> None:
+            while not done.wait(period_s) and tick():
+                pass
+
+        thread = threading.Thread(target=loop, daemon=True)
         thread.start()
         try:
             yield
@@ -99,31 +97,35 @@ class Worker:
             done.set()
             thread.join()
 
+    def _heartbeating(self, beat: Callable[[], bool], what: str) -> contextlib.AbstractContextManager[None]:
+        def tick() -> bool:
+            try:
+                if not beat():
+                    self._say(f"{what}: claim lost (re-claimed after a missed heartbeat)")
+                    return False
+            except Exception as err:  # a database hiccup: the next beat may succeed; the timeout has slack
+                self._say(f"{what}: heartbeat failed: {describe_failure(err)}")
+            return True
+
+        return self._every(self.settings.heartbeat_interval_s, tick)
+
     @contextlib.contextmanager
     def _giving_way(self) -> Iterator[GiveWay]:
         """Low-priority work inside the block: its isolated children are killed as soon as a job this worker could
         run is queued (checked every GIVE_WAY_POLL_S), so the job starts within about a second."""
         scope = GiveWay("gave way to a submission's job")
-        done = threading.Event()
 
-        def watch() -> None:
-            while not done.wait(GIVE_WAY_POLL_S):
-                try:
-                    waiting = queue.job_waiting(self.db, self.caps)
-                except Exception:  # the database briefly unreachable: the work goes on
-                    continue
-                if waiting:
-                    scope.cancel()
-                    return
+        def tick() -> bool:
+            try:
+                waiting = queue.job_waiting(self.db, self.caps)
+            except Exception:  # the database briefly unreachable: the work goes on
+                return True
+            if waiting:
+                scope.cancel()
+            return not waiting
 
-        thread = threading.Thread(target=watch, daemon=True)
-        thread.start()
-        try:
-            with giving_way(scope):
-                yield scope
-        finally:
-            done.set()
-            thread.join()
+        with self._every(GIVE_WAY_POLL_S, tick), giving_way(scope):
+            yield scope
 
     def run_one(self, spec: JobSpec) -> bool:
         """Evaluate a claimed job and record it; True if this worker's run was the one recorded."""

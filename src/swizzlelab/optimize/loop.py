@@ -354,8 +354,10 @@ def run(
         if proposal is None and proposers.search.stop_reason:
             check = _check_before_stopping(state, proposers.search, active)
             if check is not None:
-                on_note(state.notes[-1])
-                record(evaluate(state, iteration, check, active, cache))
+                proposal, why = check
+                on_note(why)
+                state.notes.append(why)
+                record(evaluate(state, iteration, proposal, active, cache))
                 mark = _mark(state, f"iteration {iteration}: the check before stopping, simulated, measured", mark)
                 continue
             stopped = proposers.search.stop_reason
@@ -386,13 +388,12 @@ def _mark(state: RunState, what: str, since: float) -> float:
     return now
 
 
-# Seconds of screening before each measured proposal while the first sweep is unfinished.
-SLICE_S = 15.0
-def _check_before_stopping(state: RunState, search: SearchProposer, measurer: Measurer | None) -> Proposal | None:
+def _check_before_stopping(state: RunState, search: SearchProposer,
+                           measurer: Measurer | None) -> tuple[Proposal, str] | None:
     """Where the time model would stop a measuring run before any candidate was measured: the best untried order,
     to measure once first. The model can miss what an order changes (on an H200 it put a diagonal-order matmul's
-    best order at 1.03x; it measured 1.11x at 4096^3 and 1.93x at 8192^3); one measurement costs seconds. None once
-    a candidate was measured, without a measurer, or with nothing untried."""
+    best order at 1.03x; it measured 1.11x at 4096^3 and 1.93x at 8192^3); one measurement costs seconds. Returns it
+    with the run's one-line note; None once a candidate was measured, without a measurer, or with nothing untried."""
     if measurer is None or any(a.measured for a in state.attempts[1:]):
         return None
     untried = search.best_untried(state.attempts)
@@ -400,10 +401,14 @@ def _check_before_stopping(state: RunState, search: SearchProposer, measurer: Me
         return None
     text, spec = untried[0]
     reason, search.stop_reason = search.stop_reason, ""  # the next proposal decides again, with this measurement
-    state.notes.append(f"{reason.removesuffix(', stopping')}; one check first: the best untried order, {spec}, is "
-                       "measured (the model can miss what an order changes)")
+    why = (f"{reason.removesuffix(', stopping')}; one check first: the best untried order, {spec}, is measured (the "
+           "model can miss what an order changes)")
     return Proposal(formula_text=text, hypothesis=f"{spec}: the best-ranked untried order, measured once before "
-                    "the time model's stop", proposer="search", label=spec)
+                    "the time model's stop", proposer="search", label=spec), why
+
+
+# Seconds of screening before each measured proposal while the first sweep is unfinished.
+SLICE_S = 15.0
 
 
 # The stop rule looks at this many of the best-ranked untried orders.

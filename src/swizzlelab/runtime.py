@@ -121,9 +121,14 @@ def _proc_bytes(path: str, field: str) -> int | None:
     return None
 
 
-def resident_bytes() -> int:
-    """This process's resident memory now (VmRSS), 0 where /proc cannot say."""
-    return _proc_bytes("/proc/self/status", "VmRSS") or 0
+def resident_bytes(pid: int | str = "self") -> int:
+    """A process's resident memory now (this one's by default), 0 where /proc cannot say. Read from statm: it is
+    what harness.isolate's memory watcher sums over a child's processes to enforce MEM_LIMIT_ENV."""
+    try:
+        with open(f"/proc/{pid}/statm", encoding="ascii") as handle:
+            return int(handle.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
+    except (OSError, IndexError, ValueError):
+        return 0
 
 
 def machine_available_bytes() -> int:

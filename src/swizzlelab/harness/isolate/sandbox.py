@@ -20,7 +20,7 @@ from typing import Any
 import swizzlelab
 from swizzlelab.harness.isolate import caches, preempt, protocol
 from swizzlelab.harness.isolate.limits import NOBODY, Limits, tasks_of_uid
-from swizzlelab.runtime import MEM_LIMIT_ENV
+from swizzlelab.runtime import MEM_LIMIT_ENV, resident_bytes
 
 SRC_ROOT = str(Path(swizzlelab.__file__).resolve().parent.parent)
 # Loads limits.py by path and locks the process down before the swizzlelab package (and torch) is imported.
@@ -173,14 +173,6 @@ class _Tail:
         return (f"[... {dropped} earlier bytes dropped]\n" if dropped > 0 else "") + body
 
 
-def _rss_bytes(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/statm") as handle:
-            return int(handle.read().split()[1]) * PAGE_BYTES
-    except (OSError, IndexError, ValueError):
-        return 0
-
-
 def _tree_pids(root: int) -> list[int]:
     """`root` and its descendants, from /proc/PID/task/TID/children (cheap: no scan of every process)."""
     pids, todo = [], [root]
@@ -212,7 +204,6 @@ def _session_pids(sid: int) -> list[int]:
     return pids
 
 
-PAGE_BYTES = os.sysconf("SC_PAGE_SIZE")
 # The tree is walked often; the whole session (orphans included) is scanned rarely, because a scan of /proc
 # holds the GIL long enough to delay the parent's wall clock readings.
 WATCH_PERIOD_S = 0.2
@@ -310,7 +301,7 @@ class ChildProcess:
             rounds += 1
             if rounds % SESSION_SCAN_EVERY == 1:
                 pids = _session_pids(self.proc.pid)
-            rss = sum(_rss_bytes(pid) for pid in set(pids) | set(_tree_pids(self.proc.pid)))
+            rss = sum(resident_bytes(pid) for pid in set(pids) | set(_tree_pids(self.proc.pid)))
             if rss > limit:
                 self.kill(f"exceeded the host memory limit ({rss / 2**30:.2f} GiB resident > {limit / 2**30:.2f} GiB)")
                 return

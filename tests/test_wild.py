@@ -68,6 +68,23 @@ def test_config_choice_and_errors():
         parse_config_option("BLOCK_SIZE_M")
 
 
+def test_an_amd_kernels_compile_options_are_passed_only_to_a_backend_that_knows_them():
+    """rocm_gemm.py's autotune configs carry waves_per_eu/kpack/matrix_instr_nonkdim: AMD's Triton backend takes
+    them, NVIDIA's refuses them ("Keyword argument waves_per_eu was specified but unrecognised", seen on an
+    H200); the kernel itself runs on either."""
+    from triton.backends.compiler import GPUTarget
+
+    from swizzlelab.userkernel import choose, load_kernel_file
+    from swizzlelab.userkernel.config import backend_options
+
+    kernel = load_kernel_file(WILD / "rocm_gemm.py", get_model("mi300x")).kernels["matmul_kernel"]
+    choice = choose(kernel, {}, autotune_index=1)
+    assert {"waves_per_eu", "kpack", "matrix_instr_nonkdim"} <= set(choice.extra)
+    cuda, hip = backend_options(GPUTarget("cuda", 90, 32)), backend_options(GPUTarget("hip", "gfx942", 64))
+    assert "num_warps" in cuda and "num_warps" in hip
+    assert not set(choice.extra) & cuda and set(choice.extra) <= hip
+
+
 def test_tutorial_matmul_trace_and_own_order_from_the_kernel_itself():
     from swizzlelab.swizzle import family, to_permutation
 

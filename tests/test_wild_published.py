@@ -182,7 +182,13 @@ def test_published_kernel_file_with_another_order_runs(name: str, tmp_path: Path
 def test_a_broken_file_taken_home_is_caught(name: str, tmp_path: Path) -> None:
     """The comparison above is not vacuous: a file whose site sends every program to tile (0, 0) (a launcher in
     another file importing it by name included) computes another output, and the check says so."""
+    from swizzlelab.runtime import device
     from swizzlelab.swizzle import parse_formula
+
+    if name == "xcd" and device() == "cuda":
+        # the kernel states `tl.assume(pid_m > 0)`: compiled, tile (0, 0) breaks that promise and the launch's
+        # behaviour is undefined (seen: the CUDA context lost, failing every later test in the process)
+        pytest.skip("a compiled site that breaks the kernel's tl.assume is undefined behaviour on a GPU")
 
     options, _, target, *task = PUBLISHED[name]
     user_kernel = _open(options, target, task=task[0] if task else None)

@@ -17,14 +17,14 @@ from swizzlelab.runtime import device
 from swizzlelab.swizzle.emit import find_site
 from swizzlelab.userkernel.autotune import index_for
 from swizzlelab.userkernel.child import Request, request_for, run_in_child
-from swizzlelab.userkernel.config import LAUNCH_OPTIONS, Choice, choose, parse_config_option
+from swizzlelab.userkernel.config import LAUNCH_OPTIONS, Choice, choose, dropped_options, parse_config_option
 from swizzlelab.userkernel.inline import Inlined, fold_constexpr_ifs, inline_helpers
 from swizzlelab.userkernel.launch import (Inputs, Launcher, Wrapper, build_arguments, parse_scalar, parse_tensor_spec,
                                           resolve_wrapper, running)
 from swizzlelab.userkernel.model_check import TaskModel, task_model_of
 from swizzlelab.userkernel.marked import MarkedKernel, Twin, mark, target_names
 from swizzlelab.userkernel.load import FoundKernel, KernelFile, TuneConfig, load_kernel_file, split_kernel_spec
-from swizzlelab.userkernel.shim import ShimInfo, device_shim, gpu_present
+from swizzlelab.userkernel.shim import ShimInfo, device_shim
 from swizzlelab.userkernel.tiles import OwnOrder, SiteSpan
 from swizzlelab.userkernel.user_trace import UserTrace, trace_user_kernel
 
@@ -121,6 +121,9 @@ class UserKernel:
             lines.append(f"  (its lines defining {', '.join(self.marked.hoisted)} do not depend on the program id: "
                          "swizzlelab's copy computes them before the site, the file is untouched)")
         lines.append(self.choice.describe())
+        if not self.kfile.interpreted and device() == "cuda" and (dropped := dropped_options(self.choice)):
+            lines.append(f"  not passed: {', '.join(dropped)} (options of another GPU's Triton compiler; this one "
+                         "refuses them)")
         lines.append(self.launcher.describe())
         return lines
 
@@ -322,8 +325,8 @@ def open_user_kernel(
         raise
     given = inputs or Inputs()
     with kfile.folder_on_path():
-        # on a GPU machine inputs live on the GPU, also for the interpreted copy (the interpreter copies them)
-        arguments = build_arguments(wrapper, given, "cuda" if gpu_present() else device(), kfile.path.parent)
+        # an interpreted copy's inputs live on the CPU, also beside a GPU (see device_shim)
+        arguments = build_arguments(wrapper, given, "cpu" if kfile.interpreted else device(), kfile.path.parent)
 
     def run_own() -> None:
         with running(kfile, model):

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import signal
 import subprocess
 import sys
 import tempfile
@@ -64,7 +65,9 @@ def run_in_child(request: Request, op: str, interpret: bool, timeout_s: float = 
             raise UserError(f"the {'interpreted' if interpret else 'compiled'} copy of {request.spec} did not "
                             f"finish {op} within {timeout_s:.0f} s") from None
         if not answer.is_file():
-            tail = (done.stderr.strip().splitlines() or ["no output"])[-1]
+            # a child killed by a signal (a segfault in the interpreter, say) may print nothing: name the signal
+            died = f"killed by {signal.Signals(-done.returncode).name}" if done.returncode < 0 else "no output"
+            tail = (done.stderr.strip().splitlines() or [died])[-1]
             raise UserError(f"the {'interpreted' if interpret else 'compiled'} copy of {request.spec} failed "
                             f"({op}): {tail}")
         with open(answer, "rb") as stream:

@@ -6,6 +6,7 @@ userkernel.autotune; the first elsewhere), else what the launch passes.
 from __future__ import annotations
 
 import ast
+import functools
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -109,15 +110,34 @@ def choose(kernel: FoundKernel, overrides: dict[str, Any], autotune_index: int =
 
 def apply(choice: Choice, kernel: FoundKernel, kwargs: dict[str, Any], interpreting: bool) -> dict[str, Any]:
     """A launch's keyword arguments with the choice forced in; launch options are dropped under the
-    interpreter (it ignores them) and config-only keys (e.g. waves_per_eu) are passed on the GPU only."""
+    interpreter (it ignores them) and config-only keys (e.g. waves_per_eu) are passed on the GPU only, and
+    only those this GPU's compiler knows: an AMD kernel's waves_per_eu is refused by Triton's CUDA backend,
+    and its autotune configs are written for AMD's (the kernel itself runs on either)."""
     out = dict(kwargs)
     for key, value in choice.values.items():
         if key in LAUNCH_OPTIONS and interpreting:
             continue
         out[key] = value
     if not interpreting:
-        out.update(choice.extra)
+        known = backend_options()
+        out.update({k: v for k, v in choice.extra.items() if k in known})
     return out
+
+
+@functools.cache
+def backend_options(target: Any = None) -> frozenset[str]:
+    """The compile options a Triton backend accepts (num_warps, ..., waves_per_eu on AMD's): the active
+    GPU's, or `target`'s (a triton GPUTarget)."""
+    import triton
+    from triton.compiler.compiler import make_backend
+
+    return frozenset(vars(make_backend(target or triton.runtime.driver.active.get_current_target()).parse_options({})))
+
+
+def dropped_options(choice: Choice) -> list[str]:
+    """The choice's config-only keys this GPU's compiler does not know (not passed; see apply)."""
+    known = backend_options()
+    return [k for k in choice.extra if k not in known]
 
 
 def _in_kernel_constants(kernel: FoundKernel) -> dict[str, int]:

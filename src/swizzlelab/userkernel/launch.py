@@ -271,7 +271,7 @@ def build_arguments(wrapper: Wrapper, inputs: Inputs, device: str, folder: Any =
             # copies and poisoning see each tensor) and packed into one dict by Wrapper.__call__; on `device`,
             # so a file that picks its blocks by the tensors' device sees the GPU's even when interpreted
             return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in data.items()}
-        values.update({k: v for k, v in data.items() if k != "out"})
+        values.update({k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in data.items() if k != "out"})
     if inputs.builder:
         values.update(_from_builder(inputs.builder, inputs, device, folder))
     generator = torch.Generator(device="cpu").manual_seed(inputs.seed)
@@ -378,7 +378,7 @@ class _ForcedLaunch:
 def running(kfile: KernelFile, model: HardwareModel) -> Iterator[None]:
     """Where the user's wrapper runs: under the device shim, with its file's folder on sys.path and what the
     file prints sent to stderr (stdout stays the command's own, e.g. --json)."""
-    with device_shim(model), kfile.folder_on_path(), contextlib.redirect_stdout(sys.stderr):
+    with device_shim(model, kfile.interpreted), kfile.folder_on_path(), contextlib.redirect_stdout(sys.stderr):
         yield
 
 

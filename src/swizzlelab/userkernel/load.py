@@ -345,7 +345,7 @@ def load_kernel_file(path: str | Path, model: HardwareModel, interpret: bool | N
     sys.modules[name] = module  # triton resolves a kernel's globals through its module
     try:
         # what the file prints at import goes to stderr: stdout stays the command's own (e.g. --json)
-        with _interpret(interpreted), folder_on_path(file.parent), device_shim(model) as shim, \
+        with _interpret(interpreted), folder_on_path(file.parent), device_shim(model, interpreted) as shim, \
                 contextlib.redirect_stdout(sys.stderr):
             if interpreted:
                 from swizzlelab.interpreter_compat import fix_interpreter_scalar_index

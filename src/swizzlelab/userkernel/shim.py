@@ -1,5 +1,5 @@
 """Answer the device queries kernel files make at import or launch (`driver.active`, device properties)
-when no GPU is present, so a file written for a GPU imports and runs under the CPU interpreter unchanged.
+for the interpreted copy of a file (and anywhere no GPU is present), so a file written for a GPU runs unchanged.
 """
 
 from __future__ import annotations
@@ -25,10 +25,12 @@ class ShimInfo:
     backend: str
     arch: str
     n_units: int
+    gpu_here: bool = False  # a GPU is present: only the interpreted copy (the trace's) is answered so
 
     def describe(self) -> str:
-        return (f"no GPU here: the file's driver queries were answered as a {self.model} "
-                f"(backend {self.backend}, arch {self.arch}, {self.n_units} SMs/CUs) and it runs under the Triton interpreter")
+        who = "the file's interpreted copy (the trace's; inputs on the CPU)" if self.gpu_here else "no GPU here: the file"
+        return (f"{who}: its driver queries were answered as a {self.model} (backend {self.backend}, arch "
+                f"{self.arch}, {self.n_units} SMs/CUs) and it runs under the Triton interpreter")
 
 
 class _Utils:
@@ -98,7 +100,7 @@ class InterpreterDriver:
 
 def _device_properties(model: HardwareModel) -> Any:
     return SimpleNamespace(
-        name=f"{model.name} (described by swizzlelab; no GPU here)",
+        name=f"{model.name} (described by swizzlelab for the Triton interpreter)",
         multi_processor_count=model.n_units,
         total_memory=80 * 2**30,
         L2_cache_size=int(model.l2_bytes_per_domain * model.n_domains),
@@ -121,10 +123,14 @@ def gpu_present() -> bool:
 
 
 @contextlib.contextmanager
-def device_shim(model: HardwareModel) -> Iterator[ShimInfo | None]:
-    """Within this block, when no GPU is present, Triton's active driver and torch.cuda's device queries
-    describe `model`; both are restored after. Yields None (and changes nothing) where a GPU answers them."""
-    if gpu_present():
+def device_shim(model: HardwareModel, interpreted: bool) -> Iterator[ShimInfo | None]:
+    """Within this block, for an interpreted copy or when no GPU is present, Triton's active driver and
+    torch.cuda's device queries describe `model`; both are restored after. Yields None (and changes nothing)
+    for a compiled copy where a GPU answers them. An interpreted copy is answered so even beside a GPU: its
+    inputs live on the CPU, where the interpreter can follow pointers a file stores in tensors (a grouped
+    GEMM's arrays of `x.data_ptr()`; GPU addresses there would be read as host memory)."""
+    gpu_here = gpu_present()
+    if gpu_here and not interpreted:
         yield None
         return
     import torch
@@ -141,7 +147,7 @@ def device_shim(model: HardwareModel) -> Iterator[ShimInfo | None]:
     torch.cuda.get_device_capability = lambda device=None: (props.major, props.minor)  # type: ignore[assignment]
     backend, arch, _ = _TARGETS[model.vendor]
     try:
-        yield ShimInfo(model.name, backend, str(arch), model.n_units)
+        yield ShimInfo(model.name, backend, str(arch), model.n_units, gpu_here)
     finally:
         config._active = saved_active
         torch.cuda.get_device_properties = saved_props  # type: ignore[assignment]

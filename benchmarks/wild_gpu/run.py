@@ -161,13 +161,21 @@ def device_name() -> str:
         return "unknown"
 
 
-def told(timeline: list[list]) -> dict:
-    """What the run's own lines said of its trace and its stop: how the trace was obtained (derived from a sample
-    of programs or fully interpreted) and, where it stopped without measuring candidates, the one-line reason."""
-    lines = [line for _, line in timeline]
+ITERATION = re.compile(r"^iteration (\d+) \((.+?)\): .*; ([\d.]+)x \[([\d.]+), ([\d.]+)\] measured \((.+?)\): (\w[\w ]*)$")
+
+
+def told(lines: list[str]) -> dict:
+    """What the run's own lines said (whole, not the timeline's cut ones): how the trace was obtained (derived
+    from a sample of programs or fully interpreted), where it stopped, the one-line reason, and each order it
+    measured with its interval."""
     how = next((m.group(1) for m in map(re.compile(r"^  trace (.*)$").search, lines) if m), None)
     stop = next((line for line in lines if re.search(r": nothing measurable to gain, stopping$", line)), None)
-    return {"trace_how": how, "stop_reason": stop}
+    # every order measured against the kernel's own, as its iteration line said it (also where none beat it)
+    measured = [{"iteration": int(m.group(1)), "order": m.group(2), "speedup": float(m.group(3)),
+                 "ci95": [float(m.group(4)), float(m.group(5))], "kind": f"measured ({m.group(6)})",
+                 "verdict": m.group(7)}
+                for m in map(ITERATION.search, lines) if m]
+    return {"trace_how": how, "stop_reason": stop, "measured_orders": measured}
 
 
 def merge(files: list[Path], out: Path) -> int:
@@ -184,8 +192,13 @@ def merge(files: list[Path], out: Path) -> int:
         if twice:
             print(f"error: {name} repeats run(s) {', '.join(twice)}: merge each kernel's call once", file=sys.stderr)
             return 2
-        # older calls' rows lack what told() reads: their timelines hold it
-        runs.update({name: {**row, **told(row.get("timeline", []))} for name, row in data["runs"].items()})
+        # what told() reads, from the run's whole output where its folder is beside the JSON (OUT/<name>/cli.log),
+        # else from the timeline (lines cut at 240 characters: the measured intervals at a line's end are lost)
+        for run, row in data["runs"].items():
+            log = Path(name).parent / run / "cli.log"
+            lines = log.read_text(errors="replace").splitlines() if log.is_file() else \
+                [line for _, line in row.get("timeline", [])]
+            runs[run] = {**row, **told(lines)}
     result = {**loaded[0], "script": [d["script"] for d in loaded], "merged_from": [Path(f).name for f in files],
               "runs": {name: runs[name] for name in sorted(runs, key=lambda n: list(RUNS).index(n))}}
     out.write_text(json.dumps(result, indent=1, default=float))
@@ -232,7 +245,7 @@ def main(argv: list[str]) -> int:
                       "trace_method": method.group(1) if method else None,
                       # the config every order ran at, and where it came from (the kernel's own autotuner on a GPU)
                       "config": config.group(1) if config else None,
-                      "error": error.group(1) if error else None, **told(timeline), "phases": phases(timeline),
+                      "error": error.group(1) if error else None, **told(output.splitlines()), "phases": phases(timeline),
                       "timeline": timeline,
                       **summary(folder)}
         print(json.dumps({name: {k: rows[name][k] for k in ("rc", "wall_s", "config", "trace_method", "phases")}}),

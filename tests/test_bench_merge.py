@@ -54,7 +54,7 @@ def test_wild_gpu_reads_each_measured_order_from_the_runs_lines() -> None:
             "[0.840, 1.196] predicted (time model H200-SXM); 1.012x [1.010, 1.013] measured (NVIDIA H200): improvement")
     found = told(["  trace derived from 3 interpreted programs", line, line[:240]])
     assert found["trace_how"] == "derived from 3 interpreted programs"
-    # the whole line is read; the timeline's cut copy (240 characters) holds no measurement and adds none
+    # the whole line is read; an older timeline's cut copy (240 characters) holds no measurement and adds none
     assert found["measured_orders"] == [{"iteration": 1, "order": "hilbert:SIDE=8>column_major@11x12",
                                          "speedup": 1.012, "ci95": [1.01, 1.013], "kind": "measured (NVIDIA H200)",
                                          "verdict": "improvement"}]

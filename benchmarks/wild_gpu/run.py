@@ -86,7 +86,8 @@ def run_command(argv: list[str], log: Path, timeout_s: float) -> tuple[int, floa
                 out.flush()
                 text = line.rstrip()
                 if text and "━" not in text:
-                    timeline.append([round(time.perf_counter() - started, 1), text[:240]])
+                    # whole lines up to 1,000 characters: an autotuned config's line states its seconds near 450
+                    timeline.append([round(time.perf_counter() - started, 1), text[:1000]])
 
         reader = threading.Thread(target=read, daemon=True)
         reader.start()
@@ -193,7 +194,7 @@ def merge(files: list[Path], out: Path) -> int:
             print(f"error: {name} repeats run(s) {', '.join(twice)}: merge each kernel's call once", file=sys.stderr)
             return 2
         # what told() reads, from the run's whole output where its folder is beside the JSON (OUT/<name>/cli.log),
-        # else from the timeline (lines cut at 240 characters: the measured intervals at a line's end are lost)
+        # else from the timeline (older calls cut lines at 240 characters, losing the measured intervals at their end)
         for run, row in data["runs"].items():
             log = Path(name).parent / run / "cli.log"
             lines = log.read_text(errors="replace").splitlines() if log.is_file() else \

@@ -16,7 +16,6 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,10 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))  # run by its path (as the README types it): benchmarks.lab from this checkout
+
+from benchmarks.lab.serve import start, stop  # noqa: E402
+
 SUITE = ROOT / "tests" / "fixtures" / "submissions"
 KERNELS = ROOT / "benchmarks" / "leaderboard_h100" / "kernels"
 ADMIN = "chaos-bench-admin"
@@ -45,12 +48,6 @@ QUEUE = [
     ("dave", "matmul", "test", SUITE / "honest" / "torch_matmul.py", "honest"),
 ]
 KILL_DURING = 2  # the queue index whose job the worker is killed (SIGKILL, from outside) in the middle of
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _workers_of(pid: int) -> list[int]:
@@ -79,27 +76,13 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="swizzlelab-chaos-"))
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p))
-    log = open(work / "serve.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "swizzlelab.cli", "serve", "--port", str(port), "--db", f"sqlite:///{work / 'lb.db'}",
-         "--workers", "auto", "--admin-token", ADMIN, "--data-dir", str(work), "--eval-budget-s",
-         str(args.eval_budget_s), "--compile-s", str(args.compile_s), "--heartbeat-timeout", "10"],
-        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    served = start(f"sqlite:///{work / 'lb.db'}", work, work / "serve.log", "--workers", "auto", "--admin-token", ADMIN,
+                   "--eval-budget-s", str(args.eval_budget_s), "--compile-s", str(args.compile_s),
+                   "--heartbeat-timeout", "10")
+    base, server = served.base, served.process
     out: dict = {"script": "benchmarks/chaos/run.py", "command": "python benchmarks/chaos/run.py " +
                  " ".join(shlex.quote(a) for a in sys.argv[1:])}
     try:
-        while True:
-            if server.poll() is not None or time.monotonic() - started > 120:
-                raise SystemExit(f"serve did not come up: {(work / 'serve.log').read_text()[-3000:]}")
-            try:
-                if httpx.get(base + "/api/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
         try:
             gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                                   text=True).stdout.strip().splitlines()
@@ -183,11 +166,7 @@ def main() -> None:
             "total_s": time.monotonic() - started,
         })
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop(server)
         out["serve_log_tail"] = (work / "serve.log").read_text()[-6000:]
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(out, indent=1, default=str) + "\n")

@@ -1,5 +1,6 @@
 """Code the studies under benchmarks/ share, in one package instead of scripts importing each other's files: imported
-as benchmarks.lab.<module> by scripts run as `python -m benchmarks.<study>.<script>` from the repository root.
+as benchmarks.lab.<module> by scripts run as `python -m benchmarks.<study>.<script>` from the repository root, or run
+by their path with the repository root put first on sys.path.
 """
 
 from __future__ import annotations

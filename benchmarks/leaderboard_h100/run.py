@@ -11,11 +11,8 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import platform
 import shlex
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -27,18 +24,16 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))  # run by its path (as the README types it): benchmarks.lab from this checkout
+
+from benchmarks.lab.serve import start, stop  # noqa: E402
+
 ADMIN = "h100-bench-admin"
 SUBMISSIONS = (  # user, kernel file
     ("alice", "task_triton.py"),
     ("bob", "torch_bincount.py"),
     ("carol", "channel_histogram.py"),
 )
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def main() -> None:
@@ -51,24 +46,10 @@ def main() -> None:
     started_all = time.monotonic()
 
     work = Path(tempfile.mkdtemp(prefix="swizzlelab-lb-gpu-"))
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p))
-    log = open(work / "serve.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "swizzlelab.cli", "serve", "--port", str(port), "--db", f"sqlite:///{work / 'lb.db'}",
-         "--workers", "auto", "--admin-token", ADMIN, "--data-dir", str(work), "--eval-budget-s", str(args.eval_budget_s)],
-        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    served = start(f"sqlite:///{work / 'lb.db'}", work, work / "serve.log", "--workers", "auto", "--admin-token", ADMIN,
+                   "--eval-budget-s", str(args.eval_budget_s))
+    base, server = served.base, served.process
     try:
-        for _ in range(600):
-            if server.poll() is not None:
-                raise SystemExit(f"serve exited: {(work / 'serve.log').read_text()[-3000:]}")
-            try:
-                if httpx.get(base + "/api/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
         ready_s = time.monotonic() - started_all
         gpu_names = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                                    text=True).stdout.strip().splitlines() if args.mode != "test" else []
@@ -152,11 +133,7 @@ def main() -> None:
                                         round(r["submit_to_result_s"], 1)) for r in out["submissions"]}
         print(json.dumps(summary, indent=2))
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop(server)
         sys.stdout.write((work / "serve.log").read_text()[-4000:])
 
 

@@ -14,10 +14,7 @@ import json
 import os
 import platform
 import shlex
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import threading
@@ -32,6 +29,10 @@ from swizzlelab.io import atomic_write_text
 from swizzlelab.leaderboard.db import Job, Run, Submission, open_database
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # run by its path (as the README types it): benchmarks.lab from this checkout
+
+from benchmarks.lab.serve import start, stop  # noqa: E402
+
 ADMIN = "bench-admin-token"
 # The per-channel tl.histogram submission of the service's GPU run (benchmarks/leaderboard_h100): on the CPU it runs
 # under the interpreter with 64-row blocks.
@@ -45,12 +46,6 @@ def kernel_source(correct: bool = True) -> str:
     if wrong == code:
         raise SystemExit(f"{KERNEL}: no 'counts, sem=' to make the wrong kernel from")
     return code if correct else wrong
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _percentile(values: list[float], q: float) -> float:
@@ -70,22 +65,10 @@ def main() -> None:
 
     work = Path(tempfile.mkdtemp(prefix="swizzlelab-throughput-"))
     db_url = f"sqlite:///{work / 'leaderboard.db'}"
-    port = _free_port()
-    env = dict(os.environ, PYTHONPATH=str(ROOT / "src"))
-    log = open(work / "serve.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "swizzlelab.cli", "serve", "--port", str(port), "--db", db_url,
-         "--workers", str(args.workers), "--admin-token", ADMIN, "--data-dir", str(work),
-         "--requests-per-minute", "1000000", "--submissions-per-hour", "100000"],
-        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
-    base = f"http://127.0.0.1:{port}"
+    served = start(db_url, work, work / "serve.log", "--workers", str(args.workers), "--admin-token", ADMIN,
+                   "--requests-per-minute", "1000000", "--submissions-per-hour", "100000")
+    base, server = served.base, served.process
     try:
-        for _ in range(300):
-            try:
-                if httpx.get(base + "/api/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                time.sleep(0.3)
         tokens = []
         with httpx.Client(base_url=base, headers={"Authorization": f"Bearer {ADMIN}"}) as admin:
             for i in range(args.clients):
@@ -188,11 +171,7 @@ def main() -> None:
         if errors or result["lost"] or result["duplicated"]:
             sys.exit(1)
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop(server)
 
 
 if __name__ == "__main__":

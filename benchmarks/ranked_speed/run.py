@@ -11,10 +11,7 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shlex
-import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -25,6 +22,10 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))  # run by its path (as the README types it): benchmarks.lab from this checkout
+
+from benchmarks.lab.serve import start, stop  # noqa: E402
+
 KERNELS = ROOT / "benchmarks" / "leaderboard_h100" / "kernels"
 ADMIN = "ranked-speed-admin"
 # (user, file, edit): an edit makes new code (no Triton cache of its own) with the same kernel.
@@ -36,12 +37,6 @@ QUEUE = [
 ]
 
 
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, required=True)
@@ -49,26 +44,11 @@ def main() -> None:
     args = parser.parse_args()
     started = time.monotonic()
     work = Path(tempfile.mkdtemp(prefix="swizzlelab-ranked-speed-"))
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", "")) if p))
-    log = open(work / "serve.log", "w")
-    server = subprocess.Popen(
-        [sys.executable, "-m", "swizzlelab.cli", "serve", "--port", str(port), "--db", f"sqlite:///{work / 'lb.db'}",
-         "--workers", "auto", "--admin-token", ADMIN, "--data-dir", str(work)],
-        stdout=log, stderr=subprocess.STDOUT, env=env, start_new_session=True)
+    served = start(f"sqlite:///{work / 'lb.db'}", work, work / "serve.log", "--workers", "auto", "--admin-token", ADMIN)
+    base = served.base
     out: dict = {"script": "benchmarks/ranked_speed/run.py", "command": "python benchmarks/ranked_speed/run.py " +
                  " ".join(shlex.quote(a) for a in sys.argv[1:]), "settings": "serve's defaults"}
     try:
-        while True:
-            if server.poll() is not None or time.monotonic() - started > 120:
-                raise SystemExit(f"serve did not come up: {(work / 'serve.log').read_text()[-3000:]}")
-            try:
-                if httpx.get(base + "/api/health", timeout=2).status_code == 200:
-                    break
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
         gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,
                               text=True).stdout.strip().splitlines()
         gpu_type = "H200" if "H200" in gpus[0] else "H100"
@@ -116,11 +96,7 @@ def main() -> None:
                     "max_submit_to_result_s": max(r["submit_to_result_s"] for r in results),
                     "all_passed": all(r["passed"] and not r["flagged"] for r in results)})
     finally:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
+        stop(served.process)
         out["serve_log_tail"] = (work / "serve.log").read_text()[-4000:]
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(out, indent=1, default=str) + "\n")

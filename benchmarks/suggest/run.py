@@ -16,8 +16,6 @@ import json
 import os
 import re
 import shutil
-import signal
-import socket
 import sqlite3
 import subprocess
 import sys
@@ -30,6 +28,10 @@ import httpx
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
+sys.path.insert(0, str(ROOT))  # run by its path (as the README types it): benchmarks.lab from this checkout
+
+from benchmarks.lab.serve import serve_env, start, stop  # noqa: E402
+
 KERNELS = ROOT / "tests" / "fixtures" / "suggest"
 ADMIN = "suggest-benchmark-admin"
 # (user, task, file): the ones most likely to gain first, so a short call still measures them.
@@ -42,12 +44,6 @@ SUBMISSIONS = [
 ]
 SERVE_OPTIONS = ["--eval-budget-s", "0.5", "--suggest", "ranked", "--suggest-cases", "1", "--suggest-top", "1",
                  "--suggest-rounds", "2", "--suggest-screen-s", "15"]
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 def _gpu() -> tuple[str, str]:
@@ -111,45 +107,6 @@ def _screenshot(base: str, token: str, submission_id: int, path: Path) -> str:
     return ""
 
 
-def _stop(server: subprocess.Popen[bytes]) -> None:
-    if server.poll() is None:
-        os.killpg(server.pid, signal.SIGTERM)
-        try:
-            server.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            os.killpg(server.pid, signal.SIGKILL)
-            server.wait(timeout=10)
-
-
-def _env() -> dict[str, str]:
-    """This checkout's swizzlelab first; kernels compiled (no interpreter) where a GPU serves."""
-    env = dict(os.environ, PYTHONPATH=os.pathsep.join(p for p in (str(ROOT / "src"), os.environ.get("PYTHONPATH", ""))
-                                                      if p))
-    env.pop("TRITON_INTERPRET", None)
-    return env
-
-
-def _start(db: Path, work: Path, log: Path, *options: str) -> tuple[subprocess.Popen[bytes], str, list[str]]:
-    """`swizzlelab serve` on `db` and a free port, healthy: (the process, its base URL, its command)."""
-    port = _free_port()
-    base = f"http://127.0.0.1:{port}"
-    command = [sys.executable, "-m", "swizzlelab.cli", "serve", "--port", str(port), "--db", f"sqlite:///{db}",
-               "--admin-token", ADMIN, "--data-dir", str(work), *options]
-    server = subprocess.Popen(command, stdout=open(log, "w"), stderr=subprocess.STDOUT, env=_env(),
-                              start_new_session=True)
-    started = time.monotonic()
-    while True:
-        try:
-            if httpx.get(base + "/api/health", timeout=2).status_code == 200:
-                return server, base, command
-        except httpx.HTTPError:
-            pass
-        if server.poll() is not None or time.monotonic() - started > 120:
-            _stop(server)
-            raise SystemExit(f"serve did not start: {log.read_text()[-2000:]}")
-        time.sleep(0.5)
-
-
 def page_from(db: Path, out: Path) -> None:
     """The screenshot of a GPU run's measured suggestion, taken where a browser is: its database served here
     (no worker), the owner's token from the side file, the submission the run's JSON names."""
@@ -161,13 +118,13 @@ def page_from(db: Path, out: Path) -> None:
         raise SystemExit(f"{db.name}: no suggestion of that run measured a gain: nothing to show")
     work = Path(tempfile.mkdtemp(prefix="swizzlelab-suggest-page-"))
     shutil.copyfile(db, work / "lb.db")  # serving may write (sessions): the run's own file stays as it came
-    server, base, _ = _start(work / "lb.db", work, work / "serve.log", "--workers", "0")
+    served = start(f"sqlite:///{work / 'lb.db'}", work, work / "serve.log", "--workers", "0", "--admin-token", ADMIN)
     try:
         out.mkdir(parents=True, exist_ok=True)
         path = out / f"suggest_page_{device}.png"
-        why = _screenshot(base, tokens[str(shown["submission_id"])]["token"], shown["submission_id"], path)
+        why = _screenshot(served.base, tokens[str(shown["submission_id"])]["token"], shown["submission_id"], path)
     finally:
-        _stop(server)
+        stop(served.process)
     print(why or path)
 
 
@@ -231,8 +188,9 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     work = Path(tempfile.mkdtemp(prefix="swizzlelab-suggest-"))
     log_path = args.out / f"suggest_{device}.log"
-    server, base, command = _start(work / "lb.db", work, log_path, "--workers", "auto", *SERVE_OPTIONS,
-                                   *args.serve_option)
+    served = start(f"sqlite:///{work / 'lb.db'}", work, log_path, "--workers", "auto", "--admin-token", ADMIN,
+                   *SERVE_OPTIONS, *args.serve_option, env=serve_env(compiled=True))
+    base, command = served.base, served.command
     out: dict[str, Any] = {"script": "benchmarks/suggest/run.py", "command": " ".join(sys.argv), "device": gpu_name,
                            "serve": " ".join(command[2:]), "submissions": []}
     rows: list[dict[str, Any]] = []
@@ -283,7 +241,7 @@ def main() -> None:
         else:
             out["screenshot"] = {"not taken": "no suggestion was measured within the call"}
     finally:
-        _stop(server)
+        stop(served.process)
         # The database (raw data, out of git) serves the same pages elsewhere when this machine has no browser:
         # `swizzlelab serve --db sqlite:///suggest_<device>.db --workers 0` and the owner's token from the side file.
         if (work / "lb.db").is_file():

@@ -19,9 +19,7 @@ import json
 import os
 import platform
 import random
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -39,6 +37,10 @@ from swizzlelab.leaderboard.settings import Settings
 from swizzlelab.tasks.registry import BUILTIN_DIR
 
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))  # run by its path (as the README types it): benchmarks.lab from this checkout
+
+from benchmarks.lab.serve import start, stop  # noqa: E402
+
 EVAL_DIR = ROOT / "benchmarks" / "eval_h100"
 BUDGET_MS = 200.0
 SAMPLES_KEPT = 50  # timing samples kept per case in the stored results (the real reports hold 15 to a few hundred)
@@ -163,31 +165,6 @@ def fill(db_url: str, n_runs: int, seed: int = 7) -> dict:
             "failed_submission": failed_sub}
 
 
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
-
-
-def start_server(db_url: str, port: int, workdir: Path) -> subprocess.Popen:
-    """`swizzlelab serve` with no workers (the pages only read), waiting for /api/health."""
-    command = [sys.executable, "-m", "swizzlelab.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-               "--db", db_url, "--workers", "0", "--data-dir", str(workdir / "data"),
-               "--requests-per-minute", "1000000"]
-    proc = subprocess.Popen(command, env=dict(os.environ), cwd=workdir)
-    deadline = time.monotonic() + 90
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise RuntimeError(f"serve exited with {proc.returncode}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/api/health", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            time.sleep(0.3)
-    proc.kill()
-    raise RuntimeError("server did not start within 90 s")
-
-
 def stats(samples: list[float]) -> dict:
     ordered = sorted(samples)
     return {"n": len(ordered), "p50_ms": round(statistics.median(ordered), 2),
@@ -279,18 +256,18 @@ def main() -> int:
             "user": f"/users/{filled['top_user']}",
             "submit_form": "/submit",
         }
-        port = free_port()
-        server = start_server(db_url, port, Path(tmp))
+        # no workers: the pages only read
+        served = start(db_url, Path(tmp) / "data", Path(tmp) / "serve.log", "--workers", "0",
+                       "--requests-per-minute", "1000000", cwd=Path(tmp), timeout_s=90)
         try:
-            base = f"http://127.0.0.1:{port}"
-            http = time_http(base, paths, args.requests, server.pid)
+            base = served.base
+            http = time_http(base, paths, args.requests, served.process.pid)
             for name, row in http.items():
                 print(f"{name:20s} {row['path']:40s} p50 {row['p50_ms']:7.2f} ms  p95 {row['p95_ms']:7.2f} ms  "
                       f"server CPU {row['server_cpu_ms_per_request']:6.2f} ms  {row['html_bytes']} B", flush=True)
             browser = time_browser(base, paths, args.browser_loads)
         finally:
-            server.terminate()
-            server.wait(timeout=30)
+            stop(served.process)
         db_mb = db_path.stat().st_size / 1e6
     result = {
         "study": "web_pageload",

@@ -1,5 +1,6 @@
-"""The GPU studies' JSON joins, run here on their committed results: benchmarks/suggest/run.py --merge (calls of
-one device, each user once) and benchmarks/wild_gpu/run.py's reading of each measured order from a run's lines."""
+"""The GPU studies' JSON joins, run here on their committed results: `python -m benchmarks.suggest.run --merge`
+(calls of one device, each user once) and benchmarks/wild_gpu/run.py's reading of each measured order from a
+run's lines."""
 
 from __future__ import annotations
 
@@ -21,8 +22,8 @@ def _module(path: Path):
 
 
 def _merge(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SUGGEST / "run.py"), "--merge", *args], capture_output=True, text=True,
-                          timeout=120, check=False)
+    return subprocess.run([sys.executable, "-m", "benchmarks.suggest.run", "--merge", *args], cwd=ROOT,
+                          capture_output=True, text=True, timeout=120, check=False)
 
 
 def test_suggest_calls_merged_recount_the_summary_and_refuse_a_user_twice(tmp_path: Path) -> None:

@@ -4,7 +4,7 @@ secrets), and a worker killed from outside mid-job. Records each submission's ve
 the runs per job (nothing lost, nothing duplicated), the isolated runs' phase times, and whether the server and its
 workers are alive at the end.
 
-    python benchmarks/chaos/run.py --out $OUT/chaos_h100.json
+    python -m benchmarks.chaos.run --out $OUT/chaos_h100.json
 
 `--mode-honest test` on a CPU is a dry run of the flow (the Triton interpreter); its output is not a GPU result.
 """
@@ -25,12 +25,10 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.lab.serve import start, stop
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT))  # run by its path (as the README types it): benchmarks.lab from this checkout
-
-from benchmarks.lab.serve import start, stop  # noqa: E402
-
 SUITE = ROOT / "tests" / "fixtures" / "submissions"
 KERNELS = ROOT / "benchmarks" / "leaderboard_h100" / "kernels"
 ADMIN = "chaos-bench-admin"
@@ -80,7 +78,7 @@ def main() -> None:
                    "--eval-budget-s", str(args.eval_budget_s), "--compile-s", str(args.compile_s),
                    "--heartbeat-timeout", "10")
     base, server = served.base, served.process
-    out: dict = {"script": "benchmarks/chaos/run.py", "command": "python benchmarks/chaos/run.py " +
+    out: dict = {"script": "benchmarks/chaos/run.py", "command": "python -m benchmarks.chaos.run " +
                  " ".join(shlex.quote(a) for a in sys.argv[1:])}
     try:
         try:

@@ -2,7 +2,7 @@
 histogram kernels (the task's Triton kernel, torch.bincount, a per-channel tl.histogram kernel); records the ranking
 as the service returned it, the device, and each submission's time from submit to result.
 
-    python benchmarks/leaderboard_h100/run.py [--out FILE] [--eval-budget-s 1.0] [--mode ranked]
+    python -m benchmarks.leaderboard_h100.run [--out FILE] [--eval-budget-s 1.0] [--mode ranked]
 
 `--mode test` runs the same flow on a CPU (the Triton interpreter) as a dry run; its output is not a GPU result.
 """
@@ -22,12 +22,10 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.lab.serve import start, stop
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT))  # run by its path (as the README types it): benchmarks.lab from this checkout
-
-from benchmarks.lab.serve import start, stop  # noqa: E402
-
 ADMIN = "h100-bench-admin"
 SUBMISSIONS = (  # user, kernel file
     ("alice", "task_triton.py"),
@@ -115,7 +113,7 @@ def main() -> None:
             "nvidia_smi": gpu_names,
             "mode": args.mode,
             "eval_budget_s_per_case": args.eval_budget_s,
-            "command": "python benchmarks/leaderboard_h100/run.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+            "command": "python -m benchmarks.leaderboard_h100.run " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             "script": "benchmarks/leaderboard_h100/run.py",
             "platform": platform.platform(),
             "server_ready_s": ready_s,

@@ -2,7 +2,7 @@
 `swizzlelab serve` (SQLite, local CPU workers); checks that none is lost or run twice, and records p50/p95 API
 latency and jobs per minute.
 
-    python benchmarks/leaderboard_throughput/run.py [--submissions 200] [--clients 20] [--workers 2]
+    python -m benchmarks.leaderboard_throughput.run [--submissions 200] [--clients 20] [--workers 2]
 
 Writes benchmarks/leaderboard_throughput/leaderboard_throughput.json (or --out). Not a timed test.
 """
@@ -28,11 +28,9 @@ from swizzlelab.harness.sysinfo import cpu_name
 from swizzlelab.io import atomic_write_text
 from swizzlelab.leaderboard.db import Job, Run, Submission, open_database
 
+from benchmarks.lab.serve import start, stop
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # run by its path (as the README types it): benchmarks.lab from this checkout
-
-from benchmarks.lab.serve import start, stop  # noqa: E402
-
 ADMIN = "bench-admin-token"
 # The per-channel tl.histogram submission of the service's GPU run (benchmarks/leaderboard_h100): on the CPU it runs
 # under the interpreter with 64-row blocks.
@@ -137,7 +135,7 @@ def main() -> None:
             "what": "leaderboard service throughput: test-mode histogram submissions (Triton interpreter on the CPU)",
             "measured_on": f"CPU only: {cpu_name()}, {os.cpu_count()} cores; {platform.platform()}",
             "device": f"CPU only: {cpu_name()}",
-            "command": "python benchmarks/leaderboard_throughput/run.py " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
+            "command": "python -m benchmarks.leaderboard_throughput.run " + " ".join(shlex.quote(a) for a in sys.argv[1:]),
             "script": "benchmarks/leaderboard_throughput/run.py",
             "database": "SQLite (WAL)",
             "server": "swizzlelab serve (uvicorn, one process)",

@@ -1,7 +1,7 @@
 """Submit-to-result of honest ranked submissions on an idle leaderboard: `swizzlelab serve --workers auto` on a GPU
 machine, one submission at a time, each timed from its POST until its result (public and secret run) is stored.
 
-    python benchmarks/ranked_speed/run.py --out $OUT/ranked_speed_<device>.json
+    python -m benchmarks.ranked_speed.run --out $OUT/ranked_speed_<device>.json
 
 Records per submission the submit-to-result seconds, each run's duration and phases (where the time goes), and
 whether the worker had to time the library rows or kept them from an earlier submission.
@@ -20,12 +20,10 @@ from pathlib import Path
 
 import httpx
 
+from benchmarks.lab.serve import start, stop
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT))  # run by its path (as the README types it): benchmarks.lab from this checkout
-
-from benchmarks.lab.serve import start, stop  # noqa: E402
-
 KERNELS = ROOT / "benchmarks" / "leaderboard_h100" / "kernels"
 ADMIN = "ranked-speed-admin"
 # (user, file, edit): an edit makes new code (no Triton cache of its own) with the same kernel.
@@ -46,7 +44,7 @@ def main() -> None:
     work = Path(tempfile.mkdtemp(prefix="swizzlelab-ranked-speed-"))
     served = start(f"sqlite:///{work / 'lb.db'}", work, work / "serve.log", "--workers", "auto", "--admin-token", ADMIN)
     base = served.base
-    out: dict = {"script": "benchmarks/ranked_speed/run.py", "command": "python benchmarks/ranked_speed/run.py " +
+    out: dict = {"script": "benchmarks/ranked_speed/run.py", "command": "python -m benchmarks.ranked_speed.run " +
                  " ".join(shlex.quote(a) for a in sys.argv[1:]), "settings": "serve's defaults"}
     try:
         gpus = subprocess.run(["nvidia-smi", "--query-gpu=name", "--format=csv,noheader"], capture_output=True,

@@ -2,7 +2,7 @@
 leaderboards in ranked mode, then each one's suggestion of a faster block order: predicted and measured speedups with
 their intervals, and the seconds from the ranked result to the suggestion. One 600 s device call:
 
-    python benchmarks/suggest/run.py --out $OUT
+    python -m benchmarks.suggest.run --out $OUT
 
 writes $OUT/suggest_<device>.json, the service's log $OUT/suggest_<device>.log, and a screenshot of a submission page
 with a measured suggestion, $OUT/suggest_page_<device>.png (Chromium through Playwright; skipped, with the reason in
@@ -15,6 +15,7 @@ import argparse
 import json
 import os
 import re
+import shlex
 import shutil
 import sqlite3
 import subprocess
@@ -26,12 +27,10 @@ from typing import Any
 
 import httpx
 
+from benchmarks.lab.serve import serve_env, start, stop
+
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parents[1]
-sys.path.insert(0, str(ROOT))  # run by its path (as the README types it): benchmarks.lab from this checkout
-
-from benchmarks.lab.serve import serve_env, start, stop  # noqa: E402
-
 KERNELS = ROOT / "tests" / "fixtures" / "suggest"
 ADMIN = "suggest-benchmark-admin"
 # (user, task, file): the ones most likely to gain first, so a short call still measures them.
@@ -191,7 +190,7 @@ def main() -> None:
     served = start(f"sqlite:///{work / 'lb.db'}", work, log_path, "--workers", "auto", "--admin-token", ADMIN,
                    *SERVE_OPTIONS, *args.serve_option, env=serve_env(compiled=True))
     base, command = served.base, served.command
-    out: dict[str, Any] = {"script": "benchmarks/suggest/run.py", "command": " ".join(sys.argv), "device": gpu_name,
+    out: dict[str, Any] = {"script": "benchmarks/suggest/run.py", "command": "python -m benchmarks.suggest.run " + " ".join(shlex.quote(a) for a in sys.argv[1:]), "device": gpu_name,
                            "serve": " ".join(command[2:]), "submissions": []}
     rows: list[dict[str, Any]] = []
     try:

@@ -7,7 +7,7 @@ response (HTTP client, N sequential requests after warm-up) and a full load in c
 timing, static files cached; for the leaderboard also the time until its Plotly plots are drawn). Writes
 web_pageload_cpu.json next to this file (or --out).
 
-    python benchmarks/web_pageload/run.py [--runs 10000] [--requests 40] [--out PATH]
+    python -m benchmarks.web_pageload.run [--runs 10000] [--requests 40] [--out PATH]
 """
 
 from __future__ import annotations
@@ -36,11 +36,9 @@ from swizzlelab.leaderboard.service import seed_fresh_database, store_code
 from swizzlelab.leaderboard.settings import Settings
 from swizzlelab.tasks.registry import BUILTIN_DIR
 
+from benchmarks.lab.serve import start, stop
+
 ROOT = Path(__file__).resolve().parents[2]
-sys.path.insert(0, str(ROOT))  # run by its path (as the README types it): benchmarks.lab from this checkout
-
-from benchmarks.lab.serve import start, stop  # noqa: E402
-
 EVAL_DIR = ROOT / "benchmarks" / "eval_h100"
 BUDGET_MS = 200.0
 SAMPLES_KEPT = 50  # timing samples kept per case in the stored results (the real reports hold 15 to a few hundred)
@@ -279,7 +277,7 @@ def main() -> int:
                                               "note": "other jobs shared this machine's 2 cores during the run"},
                         "niceness": os.nice(0),
                         "platform": platform.platform(), "python": platform.python_version()},
-        "command": (f"nice -n {os.nice(0)} " if os.nice(0) else "") + "python benchmarks/web_pageload/run.py "
+        "command": (f"nice -n {os.nice(0)} " if os.nice(0) else "") + "python -m benchmarks.web_pageload.run "
                    + " ".join(sys.argv[1:]),
         "data": {"kind": "synthetic load data: 300 users, submission times over 45 days; run results are the "
                          "committed H100 eval reports (benchmarks/eval_h100) with times rescaled per user, "

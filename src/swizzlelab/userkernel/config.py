@@ -119,8 +119,8 @@ def apply(choice: Choice, kernel: FoundKernel, kwargs: dict[str, Any], interpret
             continue
         out[key] = value
     if not interpreting:
-        known = backend_options()
-        out.update({k: v for k, v in choice.extra.items() if k in known})
+        dropped = dropped_options(choice)
+        out.update({k: v for k, v in choice.extra.items() if k not in dropped})
     return out
 
 

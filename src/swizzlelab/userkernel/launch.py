@@ -265,13 +265,14 @@ def build_arguments(wrapper: Wrapper, inputs: Inputs, device: str, folder: Any =
 
     values: dict[str, Any] = {}
     if inputs.task is not None:
-        data = inputs.task.generate_input({"seed": inputs.seed, **inputs.sizes})
+        # on `device`, where the copy's kernels run (the CPU for an interpreted copy, also beside a GPU)
+        data = {k: v.to(device) if isinstance(v, torch.Tensor) else v
+                for k, v in inputs.task.generate_input({"seed": inputs.seed, **inputs.sizes}).items()}
         if wrapper.takes_data and not (inputs.tensors or inputs.scalars or inputs.builder):
             # custom_kernel(data) of a task: the task's data dict, its output buffer included, kept flat here (so
-            # copies and poisoning see each tensor) and packed into one dict by Wrapper.__call__; on `device`,
-            # so a file that picks its blocks by the tensors' device sees the GPU's even when interpreted
-            return {k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in data.items()}
-        values.update({k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in data.items() if k != "out"})
+            # copies and poisoning see each tensor) and packed into one dict by Wrapper.__call__
+            return data
+        values.update({k: v for k, v in data.items() if k != "out"})
     if inputs.builder:
         values.update(_from_builder(inputs.builder, inputs, device, folder))
     generator = torch.Generator(device="cpu").manual_seed(inputs.seed)

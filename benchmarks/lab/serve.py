@@ -4,14 +4,12 @@ port, returned once healthy, and stopped with its workers (they share its proces
 
 from __future__ import annotations
 
-import contextlib
 import os
 import signal
 import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -80,12 +78,3 @@ def start(db_url: str, data_dir: Path, log: Path, *options: str, env: dict[str, 
             raise SystemExit(f"serve did not come up: {log.read_text(errors='replace')[-3000:]}")
         time.sleep(0.2)
 
-
-@contextlib.contextmanager
-def serving(db_url: str, data_dir: Path, log: Path, *options: str, **kwargs) -> Iterator[Served]:
-    """start(...) for the block; stopped after it, whatever happens inside."""
-    served = start(db_url, data_dir, log, *options, **kwargs)
-    try:
-        yield served
-    finally:
-        stop(served.process)

@@ -131,14 +131,14 @@ def summarize(submissions: list[dict[str, Any]], wall_s: float) -> dict[str, Any
     """The counts issue 48 asks for: suggestions made, measured gains outside noise (the whole interval above
     1), and suggestions shown as gains without one (must be 0)."""
     suggestions = [s["suggestion"] for s in submissions]
-    gains = [s for s in suggestions if s.get("measured") and s["measured"]["low"] > 1.0]
+    gained = [bool(s.get("measured") and s["measured"]["low"] > 1.0) for s in suggestions]
     return {
         "submissions": len(submissions),
         "suggestions_made": sum(1 for s in suggestions if s.get("status") in ("done", "failed")),
-        "measured_gains_outside_noise": len(gains),
+        "measured_gains_outside_noise": sum(gained),
         # a suggestion shown as a gain must have measured one: never inside noise or slower
-        "shown_as_gain_but_not_measured_faster": sum(1 for s in suggestions if s.get("shown_as_gain") and not
-                                                     (s.get("measured") and s["measured"]["low"] > 1.0)),
+        "shown_as_gain_but_not_measured_faster": sum(1 for s, g in zip(suggestions, gained)
+                                                     if s.get("shown_as_gain") and not g),
         "wall_s": wall_s,
     }
 
@@ -149,7 +149,8 @@ def merge(files: list[Path], out: Path) -> None:
     loaded = [json.loads(f.read_text()) for f in files]
     devices = sorted({d["device"] for d in loaded})
     if len(devices) != 1:
-        raise SystemExit(f"error: these files come from {len(devices)} devices ({', '.join(devices)}): merge one device's")
+        raise SystemExit(f"error: these files come from {len(devices)} devices ({', '.join(devices)}): "
+                         "merge one device's")
     users = [s["user"] for d in loaded for s in d["submissions"]]
     if len(users) != len(set(users)):
         raise SystemExit(f"error: a user's submission appears in more than one call ({', '.join(users)})")
@@ -190,8 +191,9 @@ def main() -> None:
     served = start(f"sqlite:///{work / 'lb.db'}", work, log_path, "--workers", "auto", "--admin-token", ADMIN,
                    *SERVE_OPTIONS, *args.serve_option, env=serve_env(compiled=True))
     base, command = served.base, served.command
-    out: dict[str, Any] = {"script": "benchmarks/suggest/run.py", "command": "python -m benchmarks.suggest.run " + " ".join(shlex.quote(a) for a in sys.argv[1:]), "device": gpu_name,
-                           "serve": " ".join(command[2:]), "submissions": []}
+    out: dict[str, Any] = {"script": "benchmarks/suggest/run.py",
+                           "command": "python -m benchmarks.suggest.run " + shlex.join(sys.argv[1:]),
+                           "device": gpu_name, "serve": " ".join(command[2:]), "submissions": []}
     rows: list[dict[str, Any]] = []
     try:
         admin = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {ADMIN}"}, timeout=30)

@@ -162,7 +162,10 @@ def device_name() -> str:
         return "unknown"
 
 
-ITERATION = re.compile(r"^iteration (\d+) \((.+?)\): .*; ([\d.]+)x \[([\d.]+), ([\d.]+)\] measured \((.+?)\): (\w[\w ]*)$")
+# an optimize run's line for each measured order:
+# "iteration N (ORDER): ...; 1.012x [1.010, 1.013] measured (GPU): VERDICT"
+ITERATION = re.compile(r"^iteration (\d+) \((.+?)\): .*; ([\d.]+)x \[([\d.]+), ([\d.]+)\] measured \((.+?)\): "
+                       r"(\w[\w ]*)$")
 
 
 def told(lines: list[str]) -> dict:

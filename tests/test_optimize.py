@@ -385,12 +385,15 @@ def test_gpu_measurer_glue_with_harness_doubles(tmp_path: Path, monkeypatch, kee
     """GpuMeasurer wires the harness (correctness, interleaved timing, ncu) into records the log understands.
 
     The harness's CUDA parts are replaced by doubles fed with seeded random samples; everything else is real.
-    The doubles' times make the kernel compute-bound, so the time model stops the run: with --keep-going it
-    measures anyway; without, it measures its best untried order once before stopping, and finds the gain."""
+    The doubles' times make the kernel compute-bound, so the time model predicts no gain: the measured search
+    races the first sweep anyway, confirms its leader alone and finds the gain; with --keep-going it goes on
+    refining until the budget."""
     from swizzlelab import harness
     from swizzlelab.harness import timing
     from swizzlelab.harness.correctness import CaseResult, RunCheck
     from swizzlelab.harness.ncu import KernelMetrics
+    from swizzlelab.harness.race import RaceResult
+    from swizzlelab.optimize import measure as measure_module
     from swizzlelab.optimize.measure import GpuMeasurer
 
     rng = np.random.default_rng(7)
@@ -415,6 +418,12 @@ def test_gpu_measurer_glue_with_harness_doubles(tmp_path: Path, monkeypatch, kee
                   "gpu__time_duration.sum": 2e6}
         return [KernelMetrics(kernel_name="matmul_kernel", launch_index=0, values=values)]
 
+    def fake_race(reference, variants, data, plan, check=None, options=None):
+        comparisons = {name: timing.compare_samples(2.0 + rng.normal(0, 0.01, 20), 1.6 + rng.normal(0, 0.01, 20),
+                                                    "resolved", device="FakeH100 (test double)") for name in variants}
+        return RaceResult(comparisons, {}, 20, 0.1, "resolved", "FakeH100 (test double)")
+
+    monkeypatch.setattr(measure_module, "race", fake_race)
     monkeypatch.setattr(harness, "check_correctness", fake_check)
     monkeypatch.setattr(harness, "compare_interleaved", fake_compare)
     monkeypatch.setattr(harness, "time_fn", fake_time)
@@ -425,7 +434,8 @@ def test_gpu_measurer_glue_with_harness_doubles(tmp_path: Path, monkeypatch, kee
     result = run(problem, Options(out_dir=tmp_path, budget=2, screen_s=30, stop_without_gain=not keep_going),
                  measurer=measurer)
     log = (tmp_path / "log.txt").read_text()
-    assert ("one check first: the best untried order" in log) is (not keep_going)
+    assert "raced 1.2" in log and "confirmed alone: 1.2" in log
+    assert len(result.state.attempts) - 1 == 2 or not keep_going
     assert "measured (FakeH100 (test double), ncu)" in log
     assert "Successfully improved L2 cache hit rate by 20.00 percentage points, from 40.0% to 60.0%" in log
     import re

@@ -11,6 +11,8 @@ import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
+from swizzlelab.errors import UserError
+
 # Piped output is read by programs and pasted into issues: one record per line, never cut mid-sentence.
 PIPE_WIDTH = 10_000
 
@@ -54,3 +56,22 @@ def outputs_option() -> str:
 def split_outputs(text: str | None) -> list[str] | None:
     """'pid_m, pid_n' -> ['pid_m', 'pid_n']; None stays None."""
     return [name.strip() for name in text.split(",") if name.strip()] if text else None
+
+
+_DURATION_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "min": 60.0, "h": 3600.0}
+
+
+def parse_duration(text: str | None, option: str) -> float | None:
+    """'3m', '90s', '90', '1.5min' -> seconds (None for None); a one-line UserError naming `option` otherwise."""
+    if text is None:
+        return None
+    raw = text.strip().lower()
+    number = raw.rstrip("abcdefghijklmnopqrstuvwxyz")
+    unit = raw[len(number):]
+    try:
+        seconds = float(number) * _DURATION_UNITS[unit]
+    except (ValueError, KeyError):
+        raise UserError(f"{option} {text!r}: give a duration such as 90s, 3m or 180") from None
+    if not seconds > 0 or seconds == float("inf"):
+        raise UserError(f"{option} {text!r}: give a positive, finite duration such as 90s or 3m")
+    return seconds

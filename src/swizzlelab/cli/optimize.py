@@ -13,7 +13,15 @@ import typer
 from rich.console import Console
 
 from swizzlelab.cli import userkernel as uk_cli
-from swizzlelab.cli.common import console, k_dir_opt, outputs_option, progress_bar, split_outputs, wave_sync_opt
+from swizzlelab.cli.common import (
+    console,
+    k_dir_opt,
+    outputs_option,
+    parse_duration,
+    progress_bar,
+    split_outputs,
+    wave_sync_opt,
+)
 from swizzlelab.hw import targets_help
 from swizzlelab.optimize.loop import JSONL, Options, describe_best, read_jsonl, run
 from swizzlelab.optimize.report import separation
@@ -30,7 +38,10 @@ def register(app: typer.Typer) -> None:
         task: str | None = typer.Argument(None, help="task name (see `swizzlelab tasks`) or a task folder (default matmul); with --kernel, the task whose generate_input makes the wrapper's inputs"),
         kernel: str | None = typer.Option(None, "--kernel", help="your kernel file: a @triton.jit function with a swizzle site"),
         target: str = typer.Option("auto", "--target", help=f"{targets_help()} | auto (the local GPU, else h100)"),
-        budget: int = typer.Option(20, "--budget", help="iterations after the baseline"),
+        budget: int = typer.Option(20, "--budget", help="iterations after the baseline (orders evaluated)"),
+        time_budget: str | None = typer.Option(None, "--time-budget", help="with a local GPU: wall time the run may "
+                                               "take from its start, e.g. 3m or 90s (default: sized to the kernel's "
+                                               "measured time, 75-150 s); no new race of orders starts after it"),
         proposer: str = typer.Option("search", "--proposer", help="search | llm | both (alternating)"),
         out: str | None = typer.Option(None, "--out", help=f"output folder (default ./{DEFAULT_OUT}/<task>-<target>)"),
         size: list[str] = typer.Option([], "--size", help="override a size of the first benchmark case: NAME=VALUE"),
@@ -56,6 +67,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Find a faster block order for a kernel: propose, prove, predict, measure (on the GPU), report."""
         out_console = console()
+        time_budget_s = parse_duration(time_budget, "--time-budget")
         opened = uk_cli.load_kernel_option(kernel, target)
         if opened is not None and not opened.is_task_kernel:
             # optimize measures orders: they run at the config the kernel's own autotuner picks (on a GPU)
@@ -74,6 +86,7 @@ def register(app: typer.Typer) -> None:
         options = Options(
             out_dir=out_dir, budget=budget, proposer=proposer, remeasure=remeasure, screen_s=screen_s,
             measure_s=measure_s, use_ncu=ncu, workers=workers, sim_engine=sim_engine, stop_without_gain=not keep_going,
+            time_budget_s=time_budget_s,
             command="swizzlelab " + shlex.join(sys.argv[1:]),
         )
         with progress_bar(out_console, transient=False, label="[bold]optimize[/]") as progress:

@@ -91,7 +91,7 @@ def suggest_options() -> dict[str, object]:
                                          "orders with the simulator, over all cases (default 60)"),
         "suggest_cases": typer.Option(None, "--suggest-cases", help="benchmark cases a suggestion traces and ranks "
                                       "at (default 0: every one; timing always covers all)"),
-        "suggest_top": typer.Option(None, "--suggest-top", help="orders a suggestion times on the GPU (default 2)"),
+        "suggest_top": typer.Option(None, "--suggest-top", help="orders a suggestion times on the GPU, the slower half leaving after each round (default 6)"),
         "suggest_rounds": typer.Option(None, "--suggest-rounds", help="interleaved timing runs of each file "
                                        "(default 2)"),
     }

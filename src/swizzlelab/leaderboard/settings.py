@@ -87,7 +87,7 @@ class Settings:
     suggest_child_s: float = 1200.0
     suggest_sim_engine: str = "cpu"
     suggest_cases: int = 0
-    suggest_top: int = 2
+    suggest_top: int = 6
     suggest_rounds: int = 2
     suggest_child_mem_gib: float = 0.0  # a ranking child's resident memory; 0: half the host's per GPU, >= 32
 

@@ -59,7 +59,7 @@ def performance_line(attempt: Attempt, measured_note: str) -> str:
     measurement = attempt.measurement
     if measurement is not None and measurement.passed is False:
         return f"Performance Gain: none: the output was wrong on {measurement.device} ({measurement.check_message})."
-    comparison = measurement.comparison if measurement is not None else None
+    comparison = attempt.timed
     if comparison is None:
         pred = attempt.prediction
         extra = ""
@@ -70,11 +70,14 @@ def performance_line(attempt: Attempt, measured_note: str) -> str:
     change = (1 - b_ms / a_ms) * 100
     direction = "reduced" if b_ms < a_ms else "increased"
     cached = ", from the measurement cache" if measurement.cached else ""
+    how = (f"interleaved A B A B, {comparison.n_pairs} pairs" if comparison.stage == "pair" else
+           f"raced against the kernel's order with other orders, {comparison.n_pairs} rounds; not re-measured alone, "
+           "so not reported as a gain")
+    left = f"; {comparison.note}" if comparison.note else ""
     return (
         f"Performance Gain: Achieved {comparison.speedup:.2f}x speedup with execution time {direction} from "
         f"{_ms(a_ms)} to {_ms(b_ms)} ({abs(change):.1f}% {'faster' if change > 0 else 'slower'}; 95% CI "
-        f"{comparison.ci_text()}, {comparison.verdict()}; interleaved A B A B, {comparison.n_pairs} pairs, measured "
-        f"({measurement.device}){cached})."
+        f"{comparison.ci_text()}, {comparison.verdict()}; {how}{left}, measured ({measurement.device}){cached})."
     )
 
 

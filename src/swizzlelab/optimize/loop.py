@@ -35,6 +35,7 @@ from swizzlelab.optimize.records import (
     Wave,
 )
 from swizzlelab.optimize.search import Screened, SearchProposer
+from swizzlelab.optimize.sweep import SWEEP_SIZE, Sweep, default_time_budget
 from swizzlelab.optimize.state import (
     JSONL,
     PREDICTIONS,
@@ -293,6 +294,7 @@ def run(
 ) -> RunResult:
     """Run (or resume) the optimizer until `options.budget` iterations after the baseline are recorded.
     `on_screen(done, total)` follows the search's ranking of candidates with the simulator."""
+    started = time.perf_counter()
     state = RunState(scenario, options)
     load_or_start(state)
     for note in state.notes:
@@ -338,7 +340,13 @@ def run(
     # then counts them), before the first screening
     proposers.search.workers = screening_threads(state, proposers.search.workers, proposers.note)
 
-    while len(state.attempts) - 1 < options.budget:
+    if _measures_broadly(state, active):
+        sweep = _sweep(state, proposers, active, cache, record, started)
+        stopped = sweep.run()
+        on_note(stopped)
+        state.notes.append(stopped)
+        mark = time.perf_counter()
+    while len(state.attempts) - 1 < options.budget and not (stopped and options.proposer == "search"):
         iteration = state.next_iteration()
         proposer = proposers.pick(iteration)
         try:
@@ -371,6 +379,10 @@ def run(
             break
         record(evaluate(state, iteration, proposal, active, cache))
         mark = _mark(state, f"iteration {iteration}: simulated" + (", measured" if active is not None else ""), mark)
+    if options.report_untried:
+        proposers.search.start()
+        picks = proposers.search.picks(set(state.seen()), options.report_untried)
+        untried += [(s.text, s.candidate.spec) for s in picks if (s.text, s.candidate.spec) not in untried]
     profiled = profile_at_end(state, active, cache)
     if profiled:
         on_note(profiled)
@@ -379,6 +391,40 @@ def run(
     state.notes.append("time: " + "; ".join(f"{what} {seconds:.1f} s" for what, seconds in state.timeline))
     files = report.write_all(state)
     return RunResult(state, files, stopped, untried)
+
+
+def _measures_broadly(state: RunState, measurer: Measurer | None) -> bool:
+    """Whether this run takes the measurement-led search (optimize.sweep): a local GPU that can race orders, a
+    search proposer, and an anchored time model to order the visits."""
+    return (measurer is not None and hasattr(measurer, "race") and state.options.proposer in ("search", "both")
+            and state.time_model is not None and state.time_model.base_ms is not None)
+
+
+def _sweep(state: RunState, proposers: _Proposers, measurer: Any, cache: MeasureCache,
+           record: Callable[[Attempt], None], started: float) -> Sweep:
+    """The measured search of this run, its deadline counted from the run's start."""
+    if state.options.time_budget_s is None:
+        state.options.time_budget_s = default_time_budget(state.time_model.base_ms)
+    deadline = started + state.options.time_budget_s
+    search = proposers.search
+    # The first sweep is ranked before anything is raced: its slices go on while fewer orders than a sweep are
+    # ranked, for at most a quarter of the time budget.
+    search.start(want=SWEEP_SIZE, until=time.perf_counter() + state.options.time_budget_s / 4)
+    last = [time.perf_counter()]
+
+    def mark(what: str) -> None:
+        last[0] = _mark(state, what, last[0])
+
+    mark("the first sweep ranked with the simulator")
+
+    def confirm(attempt: Attempt) -> Measurement | None:
+        checked = state.scenario.check(state.scenario.formula(attempt.formula))
+        return _measure(state, measurer, cache, checked, baseline=False)
+
+    return Sweep(state=state, search=search, measurer=measurer,
+                 evaluate=lambda iteration, proposal: evaluate(state, iteration, proposal, None, cache),
+                 confirm=confirm, record=record, note=proposers.note, mark=mark, deadline=deadline,
+                 keep_going=not state.options.stop_without_gain)
 
 
 def _mark(state: RunState, what: str, since: float) -> float:

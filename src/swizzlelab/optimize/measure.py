@@ -11,6 +11,7 @@ from typing import Any, Protocol
 
 from swizzlelab.errors import UserError
 from swizzlelab import harness
+from swizzlelab.harness.race import RacePlan, race
 from swizzlelab.io import atomic_write_text
 from swizzlelab.optimize.records import BaselineTiming, Measurement, NcuFigures, Speedup
 
@@ -27,6 +28,14 @@ class Measurer(Protocol):
     def measure(self, formula: Any) -> Measurement: ...
 
     def profile(self, formula: Any) -> NcuFigures | None: ...
+
+
+class RaceMeasurer(Measurer, Protocol):
+    """A measurer that can also check many orders ahead and race them against the kernel's own order."""
+
+    def prepare(self, formula: Any) -> Measurement | None: ...
+
+    def race(self, formulas: dict[str, Any], budget_s: float) -> dict[str, Measurement]: ...
 
 
 def cache_key(kernel_hash: str, permutation_id: str, target: str, sizes: dict[str, Any]) -> str:
@@ -135,6 +144,35 @@ class GpuMeasurer:
     def profile(self, formula: Any) -> NcuFigures | None:
         """ncu's figures of the kernel with `formula` (None: its own order), or None when ncu is off."""
         return self._ncu(formula)
+
+    def prepare(self, formula: Any) -> Measurement | None:
+        """Compile the order's kernel and check its output once: None when it is right, else the failed
+        Measurement (which keeps it out of any race)."""
+        result = harness.check_correctness(self.scenario.task, self._launcher(formula), self.scenario.case,
+                                           recheck=False)
+        if result.passed:
+            return None
+        return Measurement(device=self.device, passed=False, check_message=result.message)
+
+    def race(self, formulas: dict[str, Any], budget_s: float) -> dict[str, Measurement]:
+        """Every order (already prepared) raced against the kernel's own in shared interleaved rounds, the slower
+        ones halved out (harness.race); each gets a Measurement whose `raced` figure is its speedup with a 95% CI
+        over the rounds it ran, or an error saying why it has none."""
+        task, case = self.scenario.task, self.scenario.case
+        data = task.generate_input(case)
+        result = race(self._launcher(None), {key: self._launcher(formula) for key, formula in formulas.items()},
+                      data, RacePlan(budget_s=budget_s), check=lambda out: task.check(data, out))
+        out = {}
+        for key in formulas:
+            comparison = result.comparisons.get(key)
+            dropped = result.dropped.get(key, "")
+            if comparison is None:
+                out[key] = Measurement(device=self.device, passed=False if "wrong output" in dropped else None,
+                                       check_message=dropped, error=dropped or "not timed")
+                continue
+            out[key] = Measurement(device=self.device, passed=True, check_message="checked before and after the race",
+                                   raced=Speedup.of(comparison, stage="race", note=dropped))
+        return out
 
     def measure(self, formula: Any) -> Measurement:
         task, case = self.scenario.task, self.scenario.case

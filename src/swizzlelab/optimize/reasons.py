@@ -90,11 +90,12 @@ def measured_clause(
         return ""
     if measurement.passed is False:
         return f"wrong output on {measurement.device}: {measurement.check_message}"
-    comparison = measurement.comparison
+    comparison = measurement.comparison or measurement.raced
     if comparison is None:
         return measurement.error
     verdict = comparison.verdict()
-    text = f"{comparison.ci_text()} vs the kernel's default order, measured ({measurement.device}): {verdict}"
+    raced = " in a race of orders" if comparison.stage == "race" else ""
+    text = f"{comparison.ci_text()} vs the kernel's default order{raced}, measured ({measurement.device}): {verdict}"
     if verdict == "improvement" and best is not None and best.iteration != this.iteration and best.comparison:
         text += f", below the best so far ({best.name()}: {best.comparison.ci_text()})"
     ncu = measurement.ncu

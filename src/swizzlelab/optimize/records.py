@@ -184,6 +184,10 @@ class Speedup:
     n_pairs: int = 0
     method: str = ""
     is_improvement: bool = False
+    # "pair": an A/B interleaved timing of this order alone against the kernel's own (what a gain is reported on);
+    # "race": its figure in a race of many orders against the kernel's own (harness.race), which ranks and prunes
+    stage: str = "pair"
+    note: str = ""  # e.g. why a raced order left the race early
 
     def verdict(self) -> str:
         """'improvement', 'regression' or 'within noise': only a CI that excludes 1.0 counts."""
@@ -199,12 +203,13 @@ class Speedup:
         return f"{self.speedup:.3f}x [{low:.3f}, {high:.3f}]"
 
     @classmethod
-    def of(cls, comparison: Any) -> Speedup:
+    def of(cls, comparison: Any, stage: str = "pair", note: str = "") -> Speedup:
         """From harness.timing.Comparison."""
         return cls(speedup=comparison.speedup, ci95=(comparison.ci_low, comparison.ci_high),
                    baseline_ms=comparison.a.mean_ms, candidate_ms=comparison.b.mean_ms,
                    baseline_sem_ms=comparison.a.sem_ms, candidate_sem_ms=comparison.b.sem_ms,
-                   n_pairs=comparison.a.n, method=comparison.method, is_improvement=comparison.is_improvement)
+                   n_pairs=comparison.a.n, method=comparison.method, is_improvement=comparison.is_improvement,
+                   stage=stage, note=note)
 
     @classmethod
     def from_dict(cls, record: dict[str, Any]) -> Speedup:
@@ -254,7 +259,8 @@ class Measurement:
     passed: bool | None = None  # output correct (None: not checked, the baseline)
     check_message: str = ""
     timing: BaselineTiming | None = None  # the baseline's own timing
-    comparison: Speedup | None = None
+    comparison: Speedup | None = None  # the order timed alone against the kernel's own: what a gain stands on
+    raced: Speedup | None = None  # its figure in a race of many orders (ranks them; never reported as a gain alone)
     ncu: NcuFigures | None = None
     error: str = ""
     cached: bool = False
@@ -274,6 +280,7 @@ class Measurement:
             data.setdefault("check_message", record["correctness"].get("message", ""))
         data["timing"] = BaselineTiming.from_dict(data["timing"]) if data.get("timing") else None
         data["comparison"] = Speedup.from_dict(data["comparison"]) if data.get("comparison") else None
+        data["raced"] = Speedup.from_dict(data["raced"]) if data.get("raced") else None
         data["ncu"] = NcuFigures.from_dict(data["ncu"]) if data.get("ncu") else None
         return cls(**data)
 
@@ -309,11 +316,19 @@ class Attempt:
 
     @property
     def measured(self) -> bool:
-        return self.measurement is not None and self.measurement.comparison is not None
+        return self.timed is not None
 
     @property
     def comparison(self) -> Speedup | None:
+        """The order's own A/B timing against the kernel's order: the only figure a gain is reported on."""
         return self.measurement.comparison if self.measurement is not None else None
+
+    @property
+    def timed(self) -> Speedup | None:
+        """The order's measured speedup: its own A/B timing where it has one, else its figure in a race."""
+        if self.measurement is None:
+            return None
+        return self.measurement.comparison or self.measurement.raced
 
     @property
     def ncu(self) -> NcuFigures | None:

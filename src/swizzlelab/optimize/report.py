@@ -235,6 +235,8 @@ def _plots(state: RunState) -> list[tuple[str, str]]:
         ax.legend()
     out.append((title, _png(fig)))
 
+    out.append(("Predicted and measured speedup of every timed order", _speedup_png(state, evaluated)))
+
     pairs = [(a.prediction.l2_hit_rate * 100, a.ncu.l2_hit_rate_pct) for a in evaluated
              if a.ncu is not None and a.ncu.l2_hit_rate_pct is not None]
     if pairs:
@@ -251,6 +253,36 @@ def _plots(state: RunState) -> list[tuple[str, str]]:
 
     out.append(("Where each tile of the best order runs", _placement_png(state)))
     return out
+
+
+def _speedup_png(state: RunState, evaluated: list[Attempt]) -> str:
+    """Measured speedup (95% CI) against the time model's predicted speedup (its interval) of every timed order;
+    those timed alone against the kernel's own (what a gain is reported on) apart from those only raced."""
+    timed = [a for a in evaluated if a.iteration > 0 and a.timed is not None and a.time is not None]
+    if not timed:
+        return ""
+    plt = _pyplot()
+    fig, ax = plt.subplots(figsize=(5.5, 4.5))
+    for stage, marker, label in (("race", "o", "raced with other orders"), ("pair", "s", "timed alone (A/B)")):
+        rows = [a for a in timed if a.timed.stage == stage]
+        if not rows:
+            continue
+        x = [a.time.speedup for a in rows]
+        y = [a.timed.speedup for a in rows]
+        xerr = [[a.time.speedup - a.time.low for a in rows], [a.time.high - a.time.speedup for a in rows]]
+        yerr = [[a.timed.speedup - a.timed.ci95[0] for a in rows], [a.timed.ci95[1] - a.timed.speedup for a in rows]]
+        ax.errorbar(x, y, xerr=xerr, yerr=yerr, fmt=marker, alpha=0.75, elinewidth=0.7, label=label)
+    values = [a.timed.speedup for a in timed] + [a.time.speedup for a in timed] + [1.0]
+    lo, hi = min(values) - 0.03, max(values) + 0.03
+    ax.plot([lo, hi], [lo, hi], "k--", lw=0.8)
+    ax.axhline(1.0, color="grey", lw=0.6)
+    ax.set_xlim(lo, hi)
+    ax.set_ylim(lo, hi)
+    ax.set_xlabel(f"predicted speedup (time model {state.scenario.model.name})")
+    ax.set_ylabel(f"measured speedup ({state.device}), 95% CI")
+    ax.legend(fontsize=8)
+    ax.grid(alpha=0.3)
+    return _png(fig)
 
 
 def _placement_png(state: RunState) -> str:
@@ -292,11 +324,14 @@ def render_html(state: RunState) -> str:
     rows = []
     for a in state.attempts:
         pred, comparison, ncu = a.prediction, a.comparison, a.ncu
+        raced = a.measurement.raced if a.measurement is not None else None
         rows.append(
             "<tr>" + "".join(f"<td>{html.escape(str(c))}</td>" for c in (
                 a.iteration, a.proposer, a.label, a.status, a.permutation_id or "",
                 pct(pred.l2_hit_rate) if pred else "",
                 fmt_bytes(pred.dram_read_bytes) if pred else "",
+                a.time.text() if a.time is not None else "",
+                raced.ci_text() if raced else "",
                 comparison.ci_text() if comparison else "",
                 f"{ncu.l2_hit_rate_pct:.1f}%" if ncu is not None and ncu.l2_hit_rate_pct is not None else "",
                 a.message,
@@ -322,7 +357,8 @@ Measurements: {device}.</p>
 <h3>Best formula</h3><pre>{html.escape(state.best().formula)}</pre>
 <h3>Iterations</h3>
 <table><tr><th>#</th><th>proposer</th><th>order</th><th>status</th><th>permutation id</th>
-<th>hit (predicted)</th><th>DRAM read (predicted)</th><th>speedup [95% CI] (measured)</th><th>hit (ncu)</th>
+<th>hit (predicted)</th><th>DRAM read (predicted)</th><th>speedup (predicted, time model)</th>
+<th>speedup [95% CI] raced with other orders (measured)</th><th>speedup [95% CI] timed alone (measured)</th><th>hit (ncu)</th>
 <th>message</th></tr>
 {''.join(rows)}</table>
 {plots}

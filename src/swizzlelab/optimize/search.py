@@ -361,6 +361,10 @@ class SearchProposer:
         kept = [s for s in by_id.values() if not self.excluded(s.candidate.group())]
         return sorted(kept, key=lambda s: self.rank_key(s.prediction))
 
+    def ranked(self, seen: set[str]) -> list[Screened]:
+        """The screened orders not in `seen`, one per permutation, best-ranked first."""
+        return self._ranked(seen)
+
     def rejection_counts(self) -> list[tuple[str, int]]:
         """(reason, how many candidates it rejected), most common first."""
         counts: dict[str, int] = {}
@@ -389,30 +393,81 @@ class SearchProposer:
         seen = {a.permutation_id for a in history if a.permutation_id}
         return [(s.text, s.candidate.spec) for s in self._ranked(seen)[:n]]
 
+    def start(self, want: int = 0, until: float | None = None) -> None:
+        """Build and screen the first sweep, once: its first slice (all of it without slices), then more slices
+        while fewer than `want` distinct orders are ranked and the clock (time.perf_counter) is before `until`.
+        Notes what was ranked; raises when no candidate could be ranked at all."""
+        if self._coarse_done:
+            return
+        cands = coarse_candidates(self.grid, self.n_domains, self.periods() if len(self.grid) == 1 else (),
+                                  resident=self.resident)
+        self._sweep(cands)
+        while self._pending and self.n_distinct() < want and (until is None or time.perf_counter() < until):
+            self._sweep(self._pending)
+        self._coarse_done = True
+        self._coarse_distinct = self.n_distinct()
+        rest = (f"; {len(self._pending)} more are ranked between measurements ({self.slice_s:.0f} s before each)"
+                if self._pending else "")
+        self.notes(
+            f"search: first sweep ranked {self._coarse_distinct} distinct orders ({len(self.screened)} "
+            f"candidates) with the simulator in {self._spent_s:.1f} s{rest}"
+        )
+        summary = self.rejection_summary()
+        if summary:
+            self.notes(summary)
+        if self.screened and self.n_distinct() == 0:
+            reason, count = self.rejection_counts()[0]
+            raise UserError(
+                f"search: 0 of {len(self.screened)} candidate orders could be ranked; the most common reason "
+                f"({count} of {len(self.screened)}): {reason}"
+            )
+
+    def picks(self, seen: set[str], n: int, spread: bool = True) -> list[Screened]:
+        """Up to `n` untried distinct orders to measure together, in the ranking's order of visits: with `spread`,
+        the best-ranked order of each family group first (the model ranks within what it can see; measuring
+        decides between families), then the best-ranked of the rest."""
+        ranked = self._ranked(seen)
+        if not spread:
+            return ranked[:n]
+        first, groups = [], set()
+        for item in ranked:
+            if item.candidate.group() not in groups:
+                groups.add(item.candidate.group())
+                first.append(item)
+        chosen = {id(item) for item in first[:n]}
+        rest = [item for item in ranked if id(item) not in chosen]
+        picked = first[:n] + rest[:max(n - len(first), 0)]
+        order = {id(item): rank for rank, item in enumerate(ranked)}
+        return sorted(picked, key=lambda item: order[id(item)])
+
+    def refinements(self, specs: list[str], seen: set[str], n: int, seconds: float) -> list[Screened]:
+        """The untried neighbours (search.neighbours) of the orders named by `specs`, screened for up to `seconds`
+        more (beyond the screening budget: a measured family earns them) and ranked; up to `n`, spread over the
+        anchors in turn so each measured family gets its neighbours tried."""
+        anchors = [self.screened[spec].candidate for spec in specs if spec in self.screened]
+        per_anchor = [neighbours(a, self.grid, self.n_domains) for a in anchors]
+        self.screen_budget_s = max(self.screen_budget_s, self._spent_s + seconds)
+        self.screen_all([c for group in per_anchor for c in group])
+        ranked_ids = {id(item): rank for rank, item in enumerate(self._ranked(seen))}
+        lists = [sorted((self.screened[c.spec] for c in group if c.spec in self.screened
+                         and id(self.screened[c.spec]) in ranked_ids), key=lambda item: ranked_ids[id(item)])
+                 for group in per_anchor]
+        out: list[Screened] = []
+        taken: set[str] = set()
+        while len(out) < n and any(lists):
+            for items in lists:
+                while items and items[0].permutation_id in taken:
+                    items.pop(0)
+                if items and len(out) < n:
+                    item = items.pop(0)
+                    taken.add(item.permutation_id or "")
+                    out.append(item)
+        return out
+
     def propose(self, history: list[Attempt], best: Attempt) -> Proposal | None:
         """The next candidate, or None when every enumerated order has been tried."""
         seen = {a.permutation_id for a in history if a.permutation_id}
-        if not self._coarse_done:
-            cands = coarse_candidates(self.grid, self.n_domains, self.periods() if len(self.grid) == 1 else (),
-                                      resident=self.resident)
-            self._sweep(cands)
-            self._coarse_done = True
-            self._coarse_distinct = self.n_distinct()
-            rest = (f"; {len(self._pending)} more are ranked between measurements ({self.slice_s:.0f} s before each)"
-                    if self._pending else "")
-            self.notes(
-                f"search: first sweep ranked {self._coarse_distinct} distinct orders ({len(self.screened)} "
-                f"candidates) with the simulator in {self._spent_s:.1f} s{rest}"
-            )
-            summary = self.rejection_summary()
-            if summary:
-                self.notes(summary)
-            if self.screened and self.n_distinct() == 0:
-                reason, count = self.rejection_counts()[0]
-                raise UserError(
-                    f"search: 0 of {len(self.screened)} candidate orders could be ranked; the most common reason "
-                    f"({count} of {len(self.screened)}): {reason}"
-                )
+        self.start()
         if not self._replayed:
             # A resumed run first refines as the interrupted one did before each of its search proposals, so it
             # proposes what that run would have proposed next.
@@ -457,7 +512,7 @@ class SearchProposer:
                      if s.candidate.group() not in tried_groups and score(s.prediction)[0] <= limit]
             if fresh:
                 pick, mode = fresh[0], "explore"
-        return self._proposal(pick, mode, ranked, best)
+        return self.proposal(pick, mode, ranked, best)
 
     def _refine(self, seen: set[str], best: Attempt) -> None:
         """Screen the neighbours of the best attempt so far and of the two best screened candidates not yet tried."""
@@ -468,16 +523,19 @@ class SearchProposer:
             anchors.insert(0, best_spec.candidate)
         self.screen_all([n for a in anchors for n in neighbours(a, self.grid, self.n_domains)])
 
-    def _proposal(self, pick: Screened, mode: str, ranked: list[Screened], best: Attempt) -> Proposal:
+    def proposal(self, pick: Screened, mode: str, ranked: list[Screened], best: Attempt) -> Proposal:
         pred = pick.prediction
         assert pred is not None
         position = ranked.index(pick) + 1
-        why = (
-            "exploit: the best-predicted order not yet tried"
-            if mode == "exploit"
-            else f"explore: the best order of family group {pick.candidate.group()}, not tried yet "
-            f"(rank {position} of {len(ranked)} untried)"
-        )
+        why = {
+            "exploit": "exploit: the best-predicted order not yet tried",
+            "explore": f"explore: the best order of family group {pick.candidate.group()}, not tried yet "
+                       f"(rank {position} of {len(ranked)} untried)",
+            "sweep": f"measure broadly: the best-ranked order of its family group or the next best (rank {position} "
+                     f"of {len(ranked)} untried), timed with the others against the kernel's own",
+            "refine": f"refine: a neighbour of an order that measured well (rank {position} of {len(ranked)} "
+                      "untried)",
+        }[mode]
         top = ", ".join(
             f"{s.candidate.spec} {pct(s.prediction.l2_hit_rate)} / {fmt_bytes(s.prediction.dram_read_bytes)}"
             for s in ranked[:3]

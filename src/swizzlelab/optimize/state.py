@@ -65,6 +65,12 @@ class Options:
     # A measurement of the kernel's own order made elsewhere, (mean ms, where): e.g. the leaderboard's ranked run of
     # a submission. It anchors the time model when this run measures nothing itself.
     anchor: tuple[float, str] | None = None
+    # Wall seconds a measuring run may take from its start (--time-budget; None: optimize.sweep sizes it to the
+    # kernel's measured time). No new race starts after it; what is running finishes and is confirmed.
+    time_budget_s: float | None = None
+    # Untried orders the run names at its end, the best-ranked of each family group first (RunResult.next_untried):
+    # a leaderboard suggestion times them on its GPU (0: only the best untried one where the time model stopped).
+    report_untried: int = 0
 
     def __post_init__(self) -> None:
         self.out_dir = Path(self.out_dir)
@@ -74,6 +80,8 @@ class Options:
             raise UserError(f"--workers {self.workers}: give at least 1 thread")
         if self.sim_engine not in ENGINES:
             raise UserError(f"--sim-engine {self.sim_engine!r} is unknown: use one of {', '.join(ENGINES)}")
+        if self.time_budget_s is not None and self.time_budget_s <= 0:
+            raise UserError(f"--time-budget {self.time_budget_s:g} s: give a positive time (e.g. 3m or 90s)")
         if self.proposer not in PROPOSERS:
             raise UserError(f"--proposer {self.proposer!r} is unknown: use one of {', '.join(PROPOSERS)}")
 
@@ -179,7 +187,7 @@ class RunState:
 
     def learn(self, attempt: Attempt) -> None:
         """Feed a measured attempt to the run's correction (and its family group, if it measured slower)."""
-        comparison = attempt.comparison
+        comparison = attempt.timed
         if self.correction is None or comparison is None or attempt.prediction is None or attempt.iteration == 0:
             return
         figures = self.time_model.predict(traffic_of(attempt.prediction)) if self.time_model else None

@@ -21,13 +21,15 @@ from pydantic import BaseModel, Field, ValidationError
 from swizzlelab.harness.isolate import Limits, evaluate_isolated
 from swizzlelab.harness.isolate.runner import ChildFailed, ChildProcess, child_workdir, timed_rows
 from swizzlelab.harness.timing import t_quantile_975
+from swizzlelab.optimize.state import group_of_spec
 from swizzlelab.sim.simulate import default_workers
 
 CHILD_ENTRY = "swizzlelab.optimize.suggest_child"
-# The site's replacement is timed for at most this many orders (the issue's "top few"), each run this many times
-# interleaved with the submission's own file: round r runs own, A, B then B, A, own, so a drift of the GPU over the
-# rounds cancels.
-TOP = 2
+# The site's replacement is timed for at most this many orders (those predicted to gain, then the best-ranked of each
+# other family: the time model misses what many orders change, benchmarks/time_model), interleaved with the
+# submission's own file: round r runs own, A, B then B, A, own, so a drift of the GPU over the rounds cancels; after
+# each round but the last the slower half of the orders leaves (successive halving), so the leaders get the runs.
+TOP = 6
 ROUNDS = 2
 MEASURE_METHOD = ("interleaved isolated runs (the submission's own file and the file with only its site replaced, "
                   "each in ranked mode with the task's tests): speedup of the mean run score, 95% interval from the "
@@ -319,6 +321,8 @@ def measure(ask: Ask, code: str, filename: str, candidates: list[Candidate], lim
     dropped: set[int] = set()
     gpu = ""
     for round_index in range(ask.rounds):
+        if round_index:
+            dropped |= _halved(runs, dropped, candidates, note)
         order = list(range(len(files)))
         for index in order if round_index % 2 == 0 else reversed(order):
             if index in dropped:
@@ -344,6 +348,24 @@ def measure(ask: Ask, code: str, filename: str, candidates: list[Candidate], lim
     for cand, measured in zip(candidates, compare_runs(runs, ask.labels, gpu, [c.spec for c in candidates])):
         cand.measured = measured if cand.passed else None
     return gpu
+
+
+def _halved(runs: list[list[dict[str, Any]]], dropped: set[int], candidates: list[Candidate],
+            note: Callable[[str], None]) -> set[int]:
+    """The file indices that leave before the next round: the slower half of the live orders by their last run's
+    score against the own file's last run (never the last one standing)."""
+    live = [i for i in range(1, len(runs)) if i not in dropped and runs[i]]
+    if len(live) < 2 or not runs[0]:
+        return set()
+    own = runs[0][-1]["score_ms"]
+    ranked = sorted(live, key=lambda i: runs[i][-1]["score_ms"])
+    out = set(ranked[math.ceil(len(ranked) / 2):])
+    for index in sorted(out):
+        cand = candidates[index - 1]
+        cand.tests = cand.tests or "passed"
+        note(f"order {cand.spec} halved out after round {len(runs[0])}: {own / runs[index][-1]['score_ms']:.3f}x "
+             "in its last run, slower than the other half")
+    return out
 
 
 # ---------------------------------------------------------------- the whole suggestion
@@ -377,16 +399,18 @@ def _candidate(order: RankedOrder) -> Candidate:
                      [c.model_dump() for c in order.cases], order.patched)
 
 
-def _candidates(ranking: Ranking, top: int) -> list[Candidate]:
-    """The orders predicted to gain more than the time model resolves (its noise), best first, at most `top`."""
-    return [_candidate(o) for o in ranking.orders if o.speedup > 1.0 + ranking.noise][:top]
-
-
-def _worth_timing(ranking: Ranking) -> list[Candidate]:
-    """Where no order is predicted above the model's noise: the best order predicted to gain at all (the time
-    model missed order effects on compute-heavy kernels that measurements showed, issue 43)."""
-    best = max(ranking.orders, key=lambda o: o.speedup, default=None)
-    return [_candidate(best)] if best is not None and best.speedup > 1.0 else []
+def _candidates(ranking: Ranking, top: int, spread: bool = False) -> list[Candidate]:
+    """The orders predicted to gain more than the time model resolves (its noise), best first; with `spread` (a
+    GPU times them), then the best-ranked order of each family not in the list yet, since the model misses what
+    many orders change; at most `top`."""
+    picked = [o for o in ranking.orders if o.speedup > 1.0 + ranking.noise]
+    if spread:
+        groups = {group_of_spec(o.spec) for o in picked}
+        for order in ranking.orders:
+            if group_of_spec(order.spec) not in groups and order not in picked:
+                groups.add(group_of_spec(order.spec))
+                picked.append(order)
+    return [_candidate(o) for o in picked[:top]]
 
 
 def _none_predicted(ranking: Ranking) -> str:
@@ -428,7 +452,8 @@ def suggest(ask: Ask, code: str, filename: str, limits: Limits, child_s: float, 
         raise SuggestYielded("a submission's job is waiting")
     mark = time.perf_counter()
     # a case whose trace has to interpret every program may take a quarter of the child's time
-    message = {"op": "rank", **base, "top": ask.top, "screen_s": ask.screen_s, "sim_engine": ask.sim_engine,
+    message = {"op": "rank", **base, "top": ask.top, "sweep": ask.top if ask.measure else 0,
+               "screen_s": ask.screen_s, "sim_engine": ask.sim_engine,
                "resources": resources.model_dump() if resources else None, "interpret_s": child_s / 4}
     ranking = _ask(code, filename, message, children, on_gpu, interpret=True).ranking
     phases["trace and rank (sandboxed child)"] = time.perf_counter() - mark
@@ -439,12 +464,11 @@ def suggest(ask: Ask, code: str, filename: str, limits: Limits, child_s: float, 
     if len(ask.cases) < len(ask.labels):
         note(f"ranked at {len(ask.cases)} of the {len(ask.labels)} benchmark cases "
              f"({', '.join(c['label'] for c in ask.cases)})" + ("; timed at every case" if ask.measure else ""))
-    result.candidates = _candidates(ranking, ask.top)
-    if not result.candidates and ask.measure:
-        result.candidates = _worth_timing(ranking)
-        if result.candidates:
-            note(f"{_none_predicted(ranking)}; {result.candidates[0].spec} is timed anyway: this GPU is otherwise "
-                 "idle, the model can miss what an order changes, and only a measured gain is shown")
+    result.candidates = _candidates(ranking, ask.top, spread=ask.measure)
+    if ask.measure and not _candidates(ranking, ask.top) and result.candidates:
+        note(f"{_none_predicted(ranking)}; {len(result.candidates)} orders of different families are timed anyway: "
+             "this GPU is otherwise idle, the model can miss what an order changes, and only a measured gain is "
+             "shown")
     if not result.candidates:
         result.headline = _none_predicted(ranking)
         return result

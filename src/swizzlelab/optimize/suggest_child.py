@@ -108,7 +108,8 @@ def _searched(msg: dict[str, Any], index: int, resources: Any) -> tuple[Any, Any
     anchor = (float(case["anchor"][0]), str(case["anchor"][1])) if case.get("anchor") else None
     options = Options(out_dir=Path(os.environ.get("TMPDIR", ".")) / "suggest" / f"case{index}",
                       budget=int(msg["top"]), screen_s=float(msg["screen_s"]) / len(msg["cases"]), use_ncu=False,
-                      sim_engine=str(msg["sim_engine"]), anchor=anchor, command="leaderboard suggestion")
+                      sim_engine=str(msg["sim_engine"]), anchor=anchor, command="leaderboard suggestion",
+                      report_untried=int(msg.get("sweep", 0)))
     result = run(scenario, options, measurer=None)
     state = result.state
     model = state.time_model

@@ -126,6 +126,9 @@ class HiddenGainGpu:
             return Measurement(device=self.device, passed=False, check_message="12 of 4096 elements wrong")
         return None
 
+    def prepare_many(self, formulas: dict) -> dict[str, Measurement | None]:
+        return {key: self.prepare(formula) for key, formula in formulas.items()}
+
     def race(self, formulas: dict, budget_s: float) -> dict[str, Measurement]:
         self.races.append(len(formulas))
         out = {}

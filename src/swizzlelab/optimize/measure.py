@@ -5,6 +5,7 @@ the cache of measured results keyed by (kernel source hash, permutation id, targ
 from __future__ import annotations
 
 import json
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -13,6 +14,7 @@ from swizzlelab.errors import UserError
 from swizzlelab import harness
 from swizzlelab.harness.race import RacePlan, race
 from swizzlelab.io import atomic_write_text
+from swizzlelab.sim import default_workers
 from swizzlelab.optimize.records import BaselineTiming, Measurement, NcuFigures, Speedup
 
 CACHE_FILE = "measure-cache.json"
@@ -34,6 +36,8 @@ class RaceMeasurer(Measurer, Protocol):
     """A measurer that can also check many orders ahead and race them against the kernel's own order."""
 
     def prepare(self, formula: Any) -> Measurement | None: ...
+
+    def prepare_many(self, formulas: dict[str, Any]) -> dict[str, Measurement | None]: ...
 
     def race(self, formulas: dict[str, Any], budget_s: float) -> dict[str, Measurement]: ...
 
@@ -101,6 +105,7 @@ class GpuMeasurer:
     use_ncu: bool = True
     ncu_dir: Path | None = None
     device: str = ""
+    compile_threads: int = field(default_factory=lambda: min(8, default_workers()))
 
     def __post_init__(self) -> None:
         torch = harness.timing.require_cuda()
@@ -153,6 +158,15 @@ class GpuMeasurer:
         if result.passed:
             return None
         return Measurement(device=self.device, passed=False, check_message=result.message)
+
+    def prepare_many(self, formulas: dict[str, Any]) -> dict[str, Measurement | None]:
+        """`prepare` of every order, on `compile_threads` threads: Triton compiles each order's kernel on its first
+        launch, and much of that time (ptxas, LLVM) runs outside the GIL; each check makes its own inputs."""
+        if self.compile_threads <= 1 or len(formulas) < 2:
+            return {key: self.prepare(formula) for key, formula in formulas.items()}
+        with ThreadPoolExecutor(max_workers=min(self.compile_threads, len(formulas))) as pool:
+            futures = {key: pool.submit(self.prepare, formula) for key, formula in formulas.items()}
+            return {key: future.result() for key, future in futures.items()}
 
     def race(self, formulas: dict[str, Any], budget_s: float) -> dict[str, Measurement]:
         """Every order (already prepared) raced against the kernel's own in shared interleaved rounds, the slower

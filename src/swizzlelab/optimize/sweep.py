@@ -101,17 +101,19 @@ class Sweep:
         first = state.next_iteration()
         attempts = [self.evaluate(first + i, self.search.proposal(pick, mode, ranked, state.best()))
                     for i, pick in enumerate(picks)]
+        formulas = {str(a.iteration): state.scenario.formula(a.formula) for a in attempts if a.status == EVALUATED}
+        checked = self.measurer.prepare_many(formulas)
         ready: dict[str, tuple[Attempt, Any]] = {}
         for attempt in attempts:
-            if attempt.status != EVALUATED:
+            key = str(attempt.iteration)
+            if key not in formulas:
                 continue
-            formula = state.scenario.formula(attempt.formula)
-            failed = self.measurer.prepare(formula)
+            failed = checked[key]
             if failed is not None:
                 attempt.measurement = failed
                 attempt.message += f"; WRONG OUTPUT on {failed.device}: {failed.check_message}"
                 continue
-            ready[str(attempt.iteration)] = (attempt, formula)
+            ready[key] = (attempt, formulas[key])
         self.mark(f"{mode}: {len(ready)} of {len(attempts)} orders compiled and checked on the GPU")
         if ready:
             seconds = min(MAX_RACE_S, max(MIN_RACE_S, self.time_left() / 2))

@@ -190,3 +190,20 @@ def test_sweep_keeps_the_iteration_budget(tmp_path: Path) -> None:
     gpu = HiddenGainGpu(problem)
     result = run(problem, Options(out_dir=tmp_path, budget=5, screen_s=60), measurer=gpu)
     assert len(result.state.attempts) == 6 and gpu.races == [5]
+
+
+def test_a_failed_race_is_recorded_and_the_run_ends_cleanly(tmp_path: Path) -> None:
+    from swizzlelab.errors import UserError
+
+    problem = _problem()
+    gpu = HiddenGainGpu(problem)
+
+    def broken(formulas, budget_s):
+        raise UserError("output wrong after timing (the kernel breaks when repeated): 3 bad")
+
+    gpu.race = broken
+    result = run(problem, Options(out_dir=tmp_path, budget=6, screen_s=60), measurer=gpu)
+    raced = result.state.attempts[1:]
+    assert raced and all(a.timed is None for a in raced)
+    assert any("race failed: output wrong after timing" in (a.measurement.error if a.measurement else "") for a in raced)
+    assert result.stop_reason.startswith("nothing measurable to gain") and result.state.best().iteration == 0

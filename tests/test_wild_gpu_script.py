@@ -1,4 +1,4 @@
-"""benchmarks/wild_gpu/run.py (the GPU study of published kernel files, run by hand on a GPU) on the CPU with
+"""python -m benchmarks.wild_gpu.run (the GPU study of published kernel files, run by hand on a GPU) on the CPU with
 --small inputs: one kernel per call, the command as typed, the trace method line, when each phase ended, the
 report, a JSON per call, and --merge joining the calls' JSONs."""
 
@@ -10,12 +10,11 @@ import sys
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-SCRIPT = ROOT / "benchmarks" / "wild_gpu" / "run.py"
 
 
 def _run(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, str(SCRIPT), *args], capture_output=True, text=True, timeout=400,
-                          check=False)
+    return subprocess.run([sys.executable, "-m", "benchmarks.wild_gpu.run", *args], capture_output=True, text=True,
+                          timeout=400, check=False, cwd=ROOT)
 
 
 def test_wild_gpu_script_one_kernel_per_call_then_merged(tmp_path: Path) -> None:

@@ -17,7 +17,7 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks.wild_gpu.run import run_command, swizzlelab_command
+from benchmarks.lab.commands import run_command, swizzlelab_command
 
 FIXTURES = Path("tests") / "fixtures" / "suggest"
 MATMUL = ["matmul"]

@@ -9,10 +9,10 @@ predictions told orders apart, and the best order's measured speedup with its 95
 Every command runs in its own process group under a timeout (killed with its children past it: rc 124), so
 one call of this script lasts at most about the sum of its kernels' timeouts.
 
-Usage: python benchmarks/wild_gpu/run.py OUT_DIR [--only t03|t09|t06 ...] [--timeout-s 540] [--budget 4] [--small]
+Usage: python -m benchmarks.wild_gpu.run OUT_DIR [--only t03|t09|t06 ...] [--timeout-s 540] [--budget 4] [--small]
   writes OUT_DIR/wild_gpu_<device>_<names>.json (one per call) and per kernel OUT_DIR/<name>/ (the optimizer's
   files and cli.log);
-       python benchmarks/wild_gpu/run.py --merge A.json B.json ... --out wild_gpu_<device>.json
+       python -m benchmarks.wild_gpu.run --merge A.json B.json ... --out wild_gpu_<device>.json
   joins the calls' JSONs (one device) into one.
 """
 
@@ -20,17 +20,12 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import re
-import shutil
-import signal
-import subprocess
 import sys
-import threading
-import time
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[2]
+from benchmarks.lab.commands import ROOT, run_command, swizzlelab_command
+
 WILD = Path("tests") / "wild"  # relative to ROOT, where the commands run: as a user in the checkout types them
 MATMUL_SIZES = ["--size", "m=8192", "--size", "n=8192", "--size", "k=8192"]
 ATTENTION = ["--tensor", "q=float16[Z,H,S,D]", "--tensor", "k=float16[Z,H,S,D]", "--tensor", "v=float16[Z,H,S,D]",
@@ -60,45 +55,6 @@ def small(name: str, rest: list[str]) -> list[str]:
     """`rest` with its --size options replaced by SMALL's."""
     kept = [a for i, a in enumerate(rest) if a != "--size" and (i == 0 or rest[i - 1] != "--size")]
     return kept + SMALL[name]
-
-
-def swizzlelab_command() -> list[str]:
-    """The console script a user runs; `python -m swizzlelab.cli` where it is not on PATH (same program)."""
-    found = shutil.which("swizzlelab")
-    return [found] if found else [sys.executable, "-m", "swizzlelab.cli"]
-
-
-def run_command(argv: list[str], log: Path, timeout_s: float) -> tuple[int, float, str, list[list]]:
-    """(exit code, wall seconds, output, timeline) of argv in its own process group; past `timeout_s` the whole
-    group is killed and the code is 124. The timeline holds [seconds since start, line] for each output line
-    but progress bars: when the trace, the baseline, the sweep and each iteration finished."""
-    env = {k: v for k, v in os.environ.items() if k != "TRITON_INTERPRET"}  # the user sets nothing
-    env["PYTHONUNBUFFERED"] = "1"  # output only: each line arrives when printed, so the timeline is its time
-    timeline: list[list] = []
-    started = time.perf_counter()
-    with open(log, "w") as out:
-        process = subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, env=env, cwd=ROOT,
-                                   start_new_session=True, text=True, errors="replace")
-
-        def read() -> None:
-            for line in process.stdout:
-                out.write(line)
-                out.flush()
-                text = line.rstrip()
-                if text and "━" not in text:
-                    # whole lines up to 1,000 characters: an autotuned config's line states its seconds near 450
-                    timeline.append([round(time.perf_counter() - started, 1), text[:1000]])
-
-        reader = threading.Thread(target=read, daemon=True)
-        reader.start()
-        try:
-            code = process.wait(timeout=timeout_s)
-        except subprocess.TimeoutExpired:
-            os.killpg(process.pid, signal.SIGKILL)
-            process.wait()
-            code = 124
-        reader.join(timeout=10)
-    return code, time.perf_counter() - started, log.read_text(errors="replace"), timeline
 
 
 PHASES = {  # name -> a pattern of the line that ends it (its first number, if any, is that phase's own seconds)
@@ -256,7 +212,7 @@ def main(argv: list[str]) -> int:
               flush=True)
     slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
     result = {"study": "wild_gpu: published kernel files optimized on a GPU as typed (no environment variable)",
-              "device": device, "script": "python benchmarks/wild_gpu/run.py " + " ".join(argv),
+              "device": device, "script": "python -m benchmarks.wild_gpu.run " + " ".join(argv),
               "kind": f"measured ({device}) where a row says so; predictions are the simulator's", "runs": rows}
     path = args.out / f"wild_gpu_{slug}_{'-'.join(names)}{'_small' if args.small else ''}.json"
     path.write_text(json.dumps(result, indent=1, default=float))

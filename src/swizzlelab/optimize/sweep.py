@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
+from swizzlelab.errors import UserError
 from swizzlelab.optimize.records import EVALUATED, Attempt, Measurement, Proposal, Speedup
 from swizzlelab.optimize.search import Screened, SearchProposer
 from swizzlelab.optimize.state import RunState
@@ -117,7 +118,11 @@ class Sweep:
         self.mark(f"{mode}: {len(ready)} of {len(attempts)} orders compiled and checked on the GPU")
         if ready:
             seconds = min(MAX_RACE_S, max(MIN_RACE_S, self.time_left() / 2))
-            results = self.measurer.race({key: formula for key, (_, formula) in ready.items()}, seconds)
+            try:
+                results = self.measurer.race({key: formula for key, (_, formula) in ready.items()}, seconds)
+            except UserError as err:  # e.g. an order that passed its check fails when repeated: recorded, not fatal
+                failed = Measurement(device=self.state.device, error=f"race failed: {err}")
+                results = {key: failed for key in ready}
             for key, (attempt, _) in ready.items():
                 attempt.measurement = results[key]
                 attempt.message += "; " + _raced_text(results[key])

@@ -407,10 +407,10 @@ def _sweep(state: RunState, proposers: _Proposers, measurer: Any, cache: Measure
         state.options.time_budget_s = default_time_budget(state.time_model.base_ms)
     deadline = started + state.options.time_budget_s
     search = proposers.search
+    last = [time.perf_counter()]
     # The first sweep is ranked before anything is raced: its slices go on while fewer orders than a sweep are
     # ranked, for at most a quarter of the time budget.
     search.start(want=SWEEP_SIZE, until=time.perf_counter() + state.options.time_budget_s / 4)
-    last = [time.perf_counter()]
 
     def mark(what: str) -> None:
         last[0] = _mark(state, what, last[0])

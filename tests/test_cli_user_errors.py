@@ -44,6 +44,21 @@ def test_optimize_out_that_cannot_be_written(monkeypatch, capsys) -> None:
     assert "--out /proc/swizzlelab-x" in line and "writable folder" in line
 
 
+@pytest.mark.parametrize("given", ["soon", "-3m", "0", "inf", "3 weeks"])
+def test_optimize_time_budget_that_is_not_a_duration(given: str, monkeypatch, capsys) -> None:
+    line = one_error_line(*cli(["optimize", "matmul", *SMALL_MATMUL, "--target", "h100", "--budget", "1",
+                                "--time-budget", given], monkeypatch, capsys)[::2])
+    assert f"--time-budget {given!r}" in line and "3m" in line
+
+
+def test_durations_people_type() -> None:
+    from swizzlelab.cli.common import parse_duration
+
+    assert parse_duration("3m", "--x") == 180 and parse_duration("90s", "--x") == 90
+    assert parse_duration("1.5min", "--x") == 90 and parse_duration(" 120 ", "--x") == 120
+    assert parse_duration("1h", "--x") == 3600 and parse_duration(None, "--x") is None
+
+
 def test_optimize_out_that_is_a_file(tmp_path: Path, monkeypatch, capsys) -> None:
     existing = tmp_path / "notes.txt"
     existing.write_text("mine\n")

@@ -28,7 +28,7 @@ def traffic_of(prediction: Prediction) -> Traffic:
     """The time model's input from a simulated order: DRAM bytes both ways and far-partition bytes."""
     llc = max(prediction.l2_miss_read_bytes - prediction.dram_read_bytes, 0)  # served by AMD's Infinity Cache
     return Traffic(dram_bytes=float(prediction.dram_bytes), fabric_bytes=float(prediction.fabric_bytes),
-                   llc_bytes=float(llc))
+                   llc_bytes=float(llc), partial_write_bytes=float(prediction.partial_write_bytes))
 
 
 def group_of_spec(spec: str) -> str:

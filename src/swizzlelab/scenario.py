@@ -233,8 +233,11 @@ class Scenario:
         return self._fit(parse_formula(text, tuple(outputs), rank=self.rank), check_site=False, where=str(spec))
 
     def _fit(self, formula: Formula, check_site: bool, where: str = "formula") -> Formula:
+        self._check_launch(formula, where)
         formula = continue_kernel(formula, self.site, self.available_names(), f"{self.task.name}'s kernel", where)
-        formula = self._launch_fitted(formula, where)
+        if N_AXIS0 in self.args:
+            # a user's kernel launched 2-D: swizzlelab evaluates its site over the launch index
+            formula = over_launch_index(formula, N_AXIS0)
         formula = self._site_outputs(formula, where)
         if check_site:
             # Splicing checks the names the formula needs are defined before the kernel's site.
@@ -246,18 +249,14 @@ class Scenario:
         """The kernel's swizzle site: its launch rank and the lines before it a formula may continue."""
         return find_site(self.kernel.source, self.kernel.name)
 
-    def _launch_fitted(self, formula: Formula, where: str) -> Formula:
-        """A formula that reads tl.program_id(1) needs a kernel launched 2-D (axis 0 fastest); over a user's kernel,
-        whose site swizzlelab evaluates over the launch index, it is read through that index."""
-        if formula.launch_rank <= 1:
-            return formula
+    def _check_launch(self, formula: Formula, where: str) -> None:
+        """A formula that reads tl.program_id(1) needs a kernel launched 2-D (axis 0 fastest)."""
         if formula.launch_rank > self.site.launch_rank:
             raise FormulaError(
                 f"{where} reads tl.program_id({formula.launch_rank - 1}) but {self.task.name}'s kernel launches a "
                 f"{self.site.launch_rank}-D grid of {self.n_tiles} programs: write the order over tl.program_id(0) "
                 "(tile = launch index)"
             )
-        return over_launch_index(formula, N_AXIS0) if N_AXIS0 in self.args else formula
 
     def _site_outputs(self, formula: Formula, where: str) -> Formula:
         """The formula with the outputs the kernel's site assigns: pid (1-D) or pid_m, pid_n (2-D). A linear

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -95,6 +96,14 @@ class Traffic:
     occupancy: int | None = None
     llc_bytes: float = 0.0  # L2 misses a memory-side cache served (AMD), not DRAM
     partial_write_bytes: float = 0.0  # bytes of written-back lines they did not hold dirty (partial-line writes)
+
+    @classmethod
+    def of(cls, figures: Any) -> Traffic:
+        """The traffic of a simulated order: a SimResult, or a record with its byte fields (optimize's Prediction)."""
+        llc = max(figures.l2_miss_read_bytes - figures.dram_read_bytes, 0)  # served by AMD's Infinity Cache
+        return cls(dram_bytes=float(figures.dram_read_bytes + figures.dram_write_bytes),
+                   fabric_bytes=float(figures.fabric_bytes), llc_bytes=float(llc),
+                   partial_write_bytes=float(figures.partial_write_bytes))
 
 
 @dataclass(frozen=True)

@@ -2,8 +2,8 @@
 # iteration 1, tests/fixtures/seed_formulas/transpose/iteration_01.txt): a 2-D launch (tl.program_id(0) and (1),
 # axis 0 fastest) over the transpose task's names M, N, BLOCK_SIZE_M, BLOCK_SIZE_N. Consecutive launch indices go to
 # different XCDs; this order gives each XCD one contiguous run of tiles. A bijection when the tile count is a multiple
-# of 8. Run: swizzlelab simulate transpose --order examples/transpose_mi300x.py --order row_major --target mi300x
-#                --size m=4096 --size n=4096 --size tile_m=32 --size tile_n=32
+# of 8. At the built-in sub-line case (4096^2 fp16, 32 x 32 tiles) it is predicted 25% against the own order's 0%:
+# Run: swizzlelab simulate transpose --order examples/transpose_mi300x.py --target mi300x --size tile_m=32 --size tile_n=32 --size m=4096 --size n=4096
 pid_m = tl.program_id(0)
 pid_n = tl.program_id(1)
 num_xcds = 8

@@ -110,9 +110,9 @@ def test_system_info_on_this_machine():
 def test_eval_command_test_mode_writes_reports(tmp_path):
     result = CliRunner().invoke(app, ["eval", "transpose", "--mode", "test", "--out", str(tmp_path)])
     assert result.exit_code == 0, result.output
-    assert "## Passed 5/5 tests:" in result.output  # transpose task.yml: 5 test cases
+    assert "## Passed 6/6 tests:" in result.output  # transpose task.yml: 6 test cases
     data = json.loads((tmp_path / "transpose-test.json").read_text())
-    assert data["tests"]["passed"] == 5 and data["success"] is True
+    assert data["tests"]["passed"] == 6 and data["success"] is True
     assert (tmp_path / "transpose-test.txt").read_text().startswith("> Testing successful")
 
 
@@ -121,7 +121,7 @@ def test_eval_command_failing_submission_exits_1(tmp_path):
     sub.write_text("def custom_kernel(data):\n    return data['out'].copy_(data['x'].t() + 1)\n")
     result = CliRunner().invoke(app, ["eval", "transpose", str(sub), "--mode", "test"])
     assert result.exit_code == 1
-    assert "## Passed 0/5 tests:" in result.output and "elements differ" in result.output
+    assert "## Passed 0/6 tests:" in result.output and "elements differ" in result.output
 
 
 @pytest.mark.skipif(cuda_available(), reason="checks the CPU-only error")

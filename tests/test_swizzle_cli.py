@@ -33,14 +33,14 @@ def test_correct_formula_passes_with_id_and_domain_table():
 
 def test_formula_with_kernel_args_and_constexprs():
     result = _check(
-        str(EXAMPLES / "transpose_mi300x.py"), "--grid", "64x64", "--arg", "m=4096", "--arg", "n=4096",
-        "--const", "BLOCK_M=64", "--const", "BLOCK_N=64",
+        str(EXAMPLES / "transpose_mi300x.py"), "--grid", "64x64", "--arg", "M=4096", "--arg", "N=4096",
+        "--const", "BLOCK_SIZE_M=64", "--const", "BLOCK_SIZE_N=64",
     )
     assert result.returncode == 0 and "bijection on grid 64x64" in result.stdout
     # the same formula is not a bijection when the tile count is not a multiple of 8
     bad = _check(
-        str(EXAMPLES / "transpose_mi300x.py"), "--grid", "63x63", "--arg", "m=4032", "--arg", "n=4032",
-        "--const", "BLOCK_M=64", "--const", "BLOCK_N=64",
+        str(EXAMPLES / "transpose_mi300x.py"), "--grid", "63x63", "--arg", "M=4032", "--arg", "N=4032",
+        "--const", "BLOCK_SIZE_M=64", "--const", "BLOCK_SIZE_N=64",
     )
     assert bad.returncode == 1 and "never run" in bad.stdout
 

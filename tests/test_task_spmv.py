@@ -53,4 +53,4 @@ def test_bad_communities_is_a_user_error():
 def test_grid_and_args():
     bench = TASK.cases("benchmarks")[0]
     assert TASK.tile_grid(bench, TASK.kernel.GPU_CONFIG) == (4194304,)
-    assert TASK.swizzle_args(bench, TASK.kernel.GPU_CONFIG) == ({"n_rows": 4194304}, {"BLOCK": 32})
+    assert TASK.swizzle_args(bench, TASK.kernel.GPU_CONFIG) == ({"M": 4194304}, {"BLOCK": 32})

@@ -16,7 +16,7 @@ def test_tile_n_narrows_the_tile_grid_and_bad_values_are_one_line_errors():
     task = load_task("transpose")
     config = task.kernel.GPU_CONFIG
     assert task.tile_grid(CASE, config) == (65536 // 64, 64 // 8)
-    assert task.swizzle_args(CASE, config)[1]["BLOCK_N"] == 8
+    assert task.swizzle_args(CASE, config)[1]["BLOCK_SIZE_N"] == 8
     assert task.tile_grid({k: v for k, v in CASE.items() if k != "tile_n"}, config) == (1024, 1)
     for bad in (0, 3, "8"):
         with pytest.raises(UserError, match="tile_n"):

@@ -11,6 +11,7 @@ import math
 import textwrap
 from collections.abc import Sequence
 from dataclasses import dataclass, field, fields, is_dataclass, replace
+from functools import cached_property
 from pathlib import Path
 from types import ModuleType
 from typing import Any
@@ -21,9 +22,10 @@ from swizzlelab.errors import FormulaError, KernelSiteError, UserError
 from swizzlelab.fmt import fmt_bytes, grid_text
 from swizzlelab.hw import HardwareModel, Target, nvidia_blocks_per_sm, resolve_target
 from swizzlelab.runtime import available_memory_bytes
-from swizzlelab.swizzle import Formula, Permutation, compose, family, find_site, parse_formula, to_permutation
+from swizzlelab.swizzle import Formula, Permutation, Site, compose, family, find_site, parse_formula, to_permutation
 from swizzlelab.swizzle.emit import splice_source
 from swizzlelab.swizzle.evaluate import evaluate, implicit_names
+from swizzlelab.swizzle.fitting import continue_kernel, over_launch_index
 from swizzlelab.swizzle.lang import read_formula_file
 from swizzlelab.swizzle.proof import Proof, permutation_id, prove_outputs
 from swizzlelab.tasks import KernelTask, Task, load_task
@@ -31,6 +33,7 @@ from swizzlelab.trace import AccessTrace
 from swizzlelab.trace.kdir import alternate_by_wave
 from swizzlelab.trace.tracer import trace_call
 from swizzlelab.userkernel.load import KernelFile, load_kernel_file
+from swizzlelab.userkernel.marked import N_AXIS0
 
 # Kernel launch configurations a scenario may use: the GPU one (what predictions and measurements are for), the
 # CPU interpreter's, or whichever this process's backend would pick ("backend").
@@ -38,8 +41,6 @@ CONFIGS = {"gpu": "GPU_CONFIG", "cpu": "CPU_CONFIG", "backend": ""}
 # K directions a kernel with a `k_wave` field in its configuration can take (--k-dir): forwards in every program,
 # or backwards in odd waves of the programs resident at once (tasks/matmul/kernel.py; k_wave = -1).
 K_DIRS = {"forward": 0, "alternate": -1}
-# Task kernels launch a 1-D grid of prod(tile grid) programs (docs/ARCHITECTURE.md, "Launch").
-KERNEL_LAUNCH_RANK = 1
 # Peak memory while a formula is evaluated and proved on the grid, per program (tracemalloc on a 2048x2048 grid:
 # grouped:GROUP_M=8 73 bytes, xcd+grouped 97, hilbert:SIDE=8 216; the largest family sets the figure).
 PERM_BYTES_PER_PROGRAM = 216
@@ -232,17 +233,30 @@ class Scenario:
         return self._fit(parse_formula(text, tuple(outputs), rank=self.rank), check_site=False, where=str(spec))
 
     def _fit(self, formula: Formula, check_site: bool, where: str = "formula") -> Formula:
-        if formula.launch_rank > KERNEL_LAUNCH_RANK:
-            raise FormulaError(
-                f"{where} reads tl.program_id({formula.launch_rank - 1}) but {self.task.name}'s kernel launches a "
-                f"1-D grid of {self.n_tiles} programs: write the order over tl.program_id(0) (tile = launch index)"
-            )
+        self._check_launch(formula, where)
+        formula = continue_kernel(formula, self.site, self.available_names(), f"{self.task.name}'s kernel", where)
+        if N_AXIS0 in self.args:
+            # a user's kernel launched 2-D: swizzlelab evaluates its site over the launch index
+            formula = over_launch_index(formula, N_AXIS0)
         formula = self._site_outputs(formula, where)
-        self._check_names(formula, where)
         if check_site:
             # Splicing checks the names the formula needs are defined before the kernel's site.
             splice_source(self.kernel.source, formula, self.kernel.name, self.kernel.name)
         return formula
+
+    @cached_property
+    def site(self) -> Site:
+        """The kernel's swizzle site: its launch rank and the lines before it a formula may continue."""
+        return find_site(self.kernel.source, self.kernel.name)
+
+    def _check_launch(self, formula: Formula, where: str) -> None:
+        """A formula that reads tl.program_id(1) needs a kernel launched 2-D (axis 0 fastest)."""
+        if formula.launch_rank > self.site.launch_rank:
+            raise FormulaError(
+                f"{where} reads tl.program_id({formula.launch_rank - 1}) but {self.task.name}'s kernel launches a "
+                f"{self.site.launch_rank}-D grid of {self.n_tiles} programs: write the order over tl.program_id(0) "
+                "(tile = launch index)"
+            )
 
     def _site_outputs(self, formula: Formula, where: str) -> Formula:
         """The formula with the outputs the kernel's site assigns: pid (1-D) or pid_m, pid_n (2-D). A linear
@@ -270,15 +284,6 @@ class Scenario:
     def available_names(self) -> set[str]:
         """Names a formula may read at this kernel's site besides tl.*: the grid sizes and the kernel's args."""
         return set(implicit_names(self.grid)) | set(self.args) | set(self.consts)
-
-    def _check_names(self, formula: Formula, where: str) -> None:
-        unknown = sorted(set(formula.free_names) - self.available_names())
-        if unknown:
-            known = ", ".join(sorted(self.available_names()))
-            raise FormulaError(
-                f"{where} reads {', '.join(unknown)}, which {self.task.name}'s kernel does not define at its swizzle "
-                f"site: it may read {known} (sizes come from the case; change them with --size)"
-            )
 
     def check(self, formula: Formula) -> Checked:
         """Evaluate `formula` on every program: the proof (never raises on defects) and the tile order."""
@@ -633,8 +638,6 @@ def scenario_from_user_kernel(
     # it) are runtime values, the same in every program, that formulas may read
     hoisted = dict(order.defined or {})
     if user_kernel.marked.launch_rank == 2:
-        from swizzlelab.userkernel.marked import N_AXIS0
-
         hoisted[N_AXIS0] = int(traced.launch_grid[0])
     return Scenario(
         task=task, case=case, config_name="user", config=user_kernel.choice, grid=tuple(order.grid),

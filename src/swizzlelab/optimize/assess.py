@@ -39,6 +39,7 @@ def predict(scenario: Scenario, perm: np.ndarray, footprint: Any = None, engine:
         llc_hit_rate=result.llc_hit_rate,
         set_fraction=float(result.set_fraction),
         fabric_bytes=int(result.fabric_bytes),
+        partial_write_bytes=int(result.partial_write_bytes),
     )
 
 

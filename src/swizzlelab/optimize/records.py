@@ -90,6 +90,7 @@ class Prediction:
     llc_hit_rate: float | None = None  # AMD Infinity Cache share of those reads
     set_fraction: float = 1.0  # < 1: a screening estimate from a sample of the L2 sets
     fabric_bytes: int = 0  # bytes looked up again at a far L2 partition (Hopper's two partitions; 0 with one)
+    partial_write_bytes: int = 0  # bytes of written-back lines they did not hold dirty (partial-line DRAM writes)
 
     @property
     def kind(self) -> str:

@@ -25,10 +25,9 @@ from swizzlelab.sim.timemodel import TimeModel, Traffic, calibration_for
 
 
 def traffic_of(prediction: Prediction) -> Traffic:
-    """The time model's input from a simulated order: DRAM bytes both ways and far-partition bytes."""
-    llc = max(prediction.l2_miss_read_bytes - prediction.dram_read_bytes, 0)  # served by AMD's Infinity Cache
-    return Traffic(dram_bytes=float(prediction.dram_bytes), fabric_bytes=float(prediction.fabric_bytes),
-                   llc_bytes=float(llc))
+    """The time model's input from a simulated order: DRAM bytes both ways, far-partition bytes, Infinity Cache hits and
+    partial-line writes."""
+    return Traffic.of(prediction)
 
 
 def group_of_spec(spec: str) -> str:

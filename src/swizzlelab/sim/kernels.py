@@ -25,6 +25,7 @@ from swizzlelab.sim.walk import (  # noqa: F401 - the statistics columns are par
     ST_PROGRAMS,
     ST_REQ_SECTORS,
     ST_TCC_HITS,
+    ST_WRITEBACK_LINES,
     flush_sets,
     walk_records,
 )
@@ -505,6 +506,7 @@ def run_domain(
     lookups = 0
     line_lookups = 0
     tcc_hits = 0
+    writebacks = 0
     while n_active > 0:
         s = heap[0]
         step = slot_step[s]
@@ -565,6 +567,8 @@ def run_domain(
                     if set_count[st] == ways:  # the set's LRU line leaves, written back if dirty
                         node = set_tail[st]
                         dram_write += popcount[node_info[4 * node + 3]]
+                        if node_info[4 * node + 3] != 0:
+                            writebacks += 1
                         evictions += 1
                         _drop(table, direct, node_key[node], shift)
                         p = node_info[4 * node]
@@ -634,6 +638,8 @@ def run_domain(
     # Write back what is still dirty at the end of the kernel.
     for node in range(n_used):
         dram_write += popcount[node_info[4 * node + 3]]
+        if node_info[4 * node + 3] != 0:
+            writebacks += 1
     stats[ST_REQ_SECTORS] += req
     stats[ST_HIT_SECTORS] += hit_sectors
     stats[ST_LINE_ACCESSES] += accesses
@@ -646,6 +652,7 @@ def run_domain(
     stats[ST_LINE_LOOKUPS] += line_lookups
     stats[ST_FABRIC_SECTORS] += fabric
     stats[ST_TCC_HITS] += tcc_hits
+    stats[ST_WRITEBACK_LINES] += writebacks
 
 
 # size: a numba kernel takes its arrays and scalars as separate arguments (what njit compiles and types one by one).

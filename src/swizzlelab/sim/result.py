@@ -52,6 +52,7 @@ class DomainStats:
     dram_write_bytes: int
     evictions: int
     tcc_hits: int = 0  # line requests that hit as AMD's TCC_HIT counts them
+    dram_write_lines: int = 0  # dirty lines written back: DRAM write requests, each of a whole or part of a line
 
     @property
     def l2_hit_rate(self) -> float:
@@ -111,6 +112,14 @@ class SimResult:
     start_jitter: float = 0.0  # ... steps over which a step's requests arrive (0 = off)
     page_noise: float = 0.0  # ... spread of the time of steps whose misses read DRAM pages densely (0 = off)
     program_cv: float = 0.0  # ... spread of a program's own pace, one draw for all its steps (0 = off)
+    dram_write_lines: int = 0  # dirty lines the L2s wrote back (DRAM write requests)
+    line_bytes: int = 128
+
+    @property
+    def partial_write_bytes(self) -> int:
+        """Bytes of the lines written back that they did not hold dirty: a line whose halves two L2s (or one L2
+        at two times) wrote back is two partial-line DRAM writes where one would do (AMD's XCDs; sim/timemodel)."""
+        return max(self.dram_write_lines * self.line_bytes - self.dram_write_bytes, 0)
 
     @property
     def best_hit_rate(self) -> float:
@@ -137,6 +146,7 @@ class SimResult:
         record["kind"] = f"predicted (model {self.model}" + (", replaying a given schedule)" if self.replayed else ")")
         record["best_hit_rate"] = self.best_hit_rate
         record["dram_avoided_rate"] = self.dram_avoided_rate
+        record["partial_write_bytes"] = self.partial_write_bytes
         record["per_domain"] = [
             {**asdict(d), "l2_hit_rate": d.l2_hit_rate, "line_hit_rate": d.line_hit_rate} for d in self.per_domain
         ]

@@ -175,6 +175,7 @@ def _domain_stats(d: int, programs: np.ndarray, stats: np.ndarray, sector_bytes:
         dram_write_bytes=int(stats[kernels.ST_DRAM_WRITE_SECTORS]) * sector_bytes,
         evictions=int(stats[kernels.ST_EVICTIONS]),
         tcc_hits=int(stats[kernels.ST_TCC_HITS]),
+        dram_write_lines=int(stats[kernels.ST_WRITEBACK_LINES]),
     )
 
 
@@ -235,6 +236,8 @@ def _result(run: Run, work: Work, all_stats: list[np.ndarray], llc: LlcStats | N
         start_jitter=progress.start_jitter,
         page_noise=progress.page_noise,
         program_cv=progress.program_cv,
+        dram_write_lines=sum(d.dram_write_lines for d in per_domain),
+        line_bytes=model.line_bytes,
         **fields,
     )
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 import math
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 from scipy.optimize import least_squares
@@ -29,7 +30,9 @@ class Calibration:
     the rows fitted, for intervals; noise: the relative change below which measured speedups are not explained by
     traffic (the spread of measured orders whose predicted traffic barely changes: index arithmetic, DRAM page
     and L2 slice effects the simulator does not model); splice_bias: the speedup of an order whose traffic is
-    the kernel's own (1.0 unless fitted with FitOptions.splice)."""
+    the kernel's own (1.0 unless fitted with FitOptions.splice); partial_write_cost: the time of one byte a
+    written-back line did not hold dirty (a partial-line DRAM write: `SimResult.partial_write_bytes`), as a share of
+    the time of one byte moved (0: DRAM bytes alone count)."""
 
     model: str
     dram_efficiency: float
@@ -42,6 +45,7 @@ class Calibration:
     source: str
     llc_s_per_gb: float = 0.0
     splice_bias: float = 1.0
+    partial_write_cost: float = 0.0
 
 
 # Fitted by benchmarks/time_model/fit.py (its summary JSON holds the rows, the fit and the held-out figures).
@@ -60,6 +64,12 @@ FALLBACK = "H100-SXM"
 # AMD's CDNA 3 white paper: the Infinity Cache (MALL) peaks at 17.2 TB/s; used for every model that has one until a
 # measured calibration exists (none here: no AMD GPU is lent to this project).
 LLC_S_PER_GB = 1e9 / 17.2e12
+# The original MI300X swizzle work (tests/fixtures/seed_formulas/transpose, its iteration 1) measured a 32768^2 fp16
+# transpose with 32 x 32 tiles 12.4% faster under an order that the simulator gives the same DRAM bytes but whose
+# output lines each XCD writes back whole, where the kernel's own order has two XCDs write back half a line each
+# (benchmarks/seed_orders). Memory-bound, (R + W + c W) / (R + W) = 1.124 with R = W: c = 0.248. One published row,
+# no AMD GPU here to measure more: a prior for AMD models, 0 elsewhere (no NVIDIA row has shown it).
+PARTIAL_WRITE_COST_AMD = 0.248
 
 
 def calibration_for(hw: HardwareModel) -> Calibration:
@@ -67,10 +77,13 @@ def calibration_for(hw: HardwareModel) -> Calibration:
     if cal is not None:
         return cal
     base = CALIBRATIONS[FALLBACK]
+    amd = hw.vendor == "amd"
     return replace(base, model=hw.name, fabric_s_per_gb=0.0 if hw.l2_partitions <= 1 else base.fabric_s_per_gb,
                    llc_s_per_gb=LLC_S_PER_GB if hw.llc_bytes else 0.0,
-                   source=f"{base.source} ({FALLBACK}'s constants" + (", Infinity Cache at AMD's 17.2 TB/s peak)"
-                                                                      if hw.llc_bytes else ")"))
+                   partial_write_cost=PARTIAL_WRITE_COST_AMD if amd else base.partial_write_cost,
+                   source=f"{base.source} ({FALLBACK}'s constants" + (", Infinity Cache at AMD's 17.2 TB/s peak"
+                                                                      if hw.llc_bytes else "")
+                   + (", partial-line writes at the original MI300X transpose's cost" if amd else "") + ")")
 
 
 @dataclass(frozen=True)
@@ -82,6 +95,15 @@ class Traffic:
     fabric_bytes: float = 0.0
     occupancy: int | None = None
     llc_bytes: float = 0.0  # L2 misses a memory-side cache served (AMD), not DRAM
+    partial_write_bytes: float = 0.0  # bytes of written-back lines they did not hold dirty (partial-line writes)
+
+    @classmethod
+    def of(cls, figures: Any) -> Traffic:
+        """The traffic of a simulated order: a SimResult, or a record with its byte fields (optimize's Prediction)."""
+        llc = max(figures.l2_miss_read_bytes - figures.dram_read_bytes, 0)  # served by AMD's Infinity Cache
+        return cls(dram_bytes=float(figures.dram_read_bytes + figures.dram_write_bytes),
+                   fabric_bytes=float(figures.fabric_bytes), llc_bytes=float(llc),
+                   partial_write_bytes=float(figures.partial_write_bytes))
 
 
 @dataclass(frozen=True)
@@ -117,7 +139,8 @@ class TimeModel:
 
     def memory_s(self, traffic: Traffic) -> float:
         bandwidth = self.hw.dram_bw_bytes_per_s * self.cal.dram_efficiency
-        return (traffic.dram_bytes / bandwidth + traffic.fabric_bytes / 1e9 * self.cal.fabric_s_per_gb
+        moved = traffic.dram_bytes + traffic.partial_write_bytes * self.cal.partial_write_cost
+        return (moved / bandwidth + traffic.fabric_bytes / 1e9 * self.cal.fabric_s_per_gb
                 + traffic.llc_bytes / 1e9 * self.cal.llc_s_per_gb)
 
     def _rest_s(self) -> float | None:

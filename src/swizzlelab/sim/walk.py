@@ -25,7 +25,8 @@ ST_LOOKUP_SECTORS = 8  # near lookups + lookups at a far home partition (what nc
 ST_LINE_LOOKUPS = 9
 ST_FABRIC_SECTORS = 10  # sectors that crossed to a far partition
 ST_TCC_HITS = 11  # line requests that hit as AMD's TCC_HIT counts them
-N_STATS = 12
+ST_WRITEBACK_LINES = 12  # dirty lines written back to DRAM (evicted or left at the end): DRAM write requests
+N_STATS = 13
 
 
 EMPTY = -256  # an unused way: line -1 (no line), no valid or dirty sectors
@@ -73,6 +74,7 @@ def walk_records(rec, shw, lo, hi, pbits, n_partitions, ways, sets, stats, row, 
     lookups = 0
     line_lookups = 0
     tcc_hits = 0
+    writebacks = 0
     record = got.shape[0] > 0
     pmask = (1 << pbits) - 1
     for r in range(lo, hi):
@@ -138,6 +140,8 @@ def walk_records(rec, shw, lo, hi, pbits, n_partitions, ways, sets, stats, row, 
                 d = (t >> 4) & 15
                 c = (d & 5) + ((d >> 1) & 5)
                 dram_write += (c & 3) + (c >> 2)
+                if d != 0:
+                    writebacks += 1
                 evictions += 1
             e = (line << 8) | m
             if w != 0:
@@ -176,6 +180,8 @@ def walk_records(rec, shw, lo, hi, pbits, n_partitions, ways, sets, stats, row, 
                         d = (t >> 4) & 15
                         c = (d & 5) + ((d >> 1) & 5)
                         dram_write += (c & 3) + (c >> 2)
+                        if d != 0:
+                            writebacks += 1
                         evictions += 1
                     he = line << 8
                 hv = he & 15
@@ -200,14 +206,19 @@ def walk_records(rec, shw, lo, hi, pbits, n_partitions, ways, sets, stats, row, 
     stats[row, ST_LINE_LOOKUPS] += line_lookups
     stats[row, ST_FABRIC_SECTORS] += fabric
     stats[row, ST_TCC_HITS] += tcc_hits
+    stats[row, ST_WRITEBACK_LINES] += writebacks
 
 
 def flush_sets(sets, st_lo, st_hi, n_partitions, ways, stats, row):
     """Add the dirty sectors still held by sets st_lo..st_hi-1 (every partition) to stats[row]: the write-back at
     the end of the kernel (unused ways hold none)."""
     written = 0
+    lines = 0
     for i in range(st_lo * n_partitions * ways, st_hi * n_partitions * ways):
         d = (sets[i] >> 4) & 15
         c = (d & 5) + ((d >> 1) & 5)
         written += (c & 3) + (c >> 2)
+        if d != 0:
+            lines += 1
     stats[row, ST_DRAM_WRITE_SECTORS] += written
+    stats[row, ST_WRITEBACK_LINES] += lines

@@ -380,8 +380,15 @@ def _sinks(statements: list[Statement]) -> list[Statement]:
     return out
 
 
+def _reads_launch(statements: list[Statement]) -> bool:
+    """Whether the statements read a program id or a name they do not assign first (a kernel's own)."""
+    free, _ = _free_and_assigned(statements)
+    return bool(free) or any(_max_axis(s.expr) >= 0 for s in statements)
+
+
 def _choose_outputs(statements: list[Statement], rank: int | None) -> tuple[str, ...]:
-    """The outputs a formula yields when none are named: pid_m, pid_n on 2-D grids, pid on 1-D ones.
+    """The outputs a formula yields when none are named: pid_m, pid_n on 2-D grids, pid on 1-D ones, else the
+    one value a fragment ends with.
 
     A formula that assigns only one of pid_m/pid_n is an error (nothing may fill in the other); on a 1-D
     grid pid_m/pid_n are intermediates when pid is assigned after them."""
@@ -402,6 +409,10 @@ def _choose_outputs(statements: list[Statement], rank: int | None) -> tuple[str,
         return OUTPUT_CANDIDATES_2D
     if has_pid:
         return OUTPUT_CANDIDATES_1D
+    if len(sinks) == 1 and sinks[0] is statements[-1] and _reads_launch(statements):
+        # A fragment that continues a kernel's own lines (`new_pid = ...` from the kernel's pid_m, pid_n) ends
+        # with the one value it computes: the remapped linear tile index.
+        return (sinks[0].target,)
     names = ",".join(s.target for s in sinks[-2:])
     raise FormulaError(
         "formula assigns neither `pid` nor both `pid_m` and `pid_n`: assign the names the kernel uses, "

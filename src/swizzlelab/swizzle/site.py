@@ -10,6 +10,7 @@ import ast
 import inspect
 import re
 import textwrap
+from collections.abc import Collection, Iterable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -52,6 +53,12 @@ class Site:
     kept: tuple[str, ...] = field(default=())
     file: str | None = None
     line_offset: int = 0
+    # The kernel's own lines before the site in the blocks that hold it, as formula statements in source order
+    # (`pid_m = tl.program_id(0) // num_pid_n`), its parameters, and the names earlier code assigns in ways a formula
+    # cannot evaluate (a load, a loop), each with the line that does: what a formula continuing the kernel may read.
+    prior: tuple[str, ...] = field(default=())
+    params: tuple[str, ...] = field(default=())
+    opaque: tuple[tuple[str, str], ...] = field(default=())
 
     @property
     def start_line(self) -> int:
@@ -89,6 +96,38 @@ class Site:
         head = [f"{self.index_name} = tl.program_id(0)"] if self.kind == "loop" and self.index_name else []
         body = textwrap.dedent("\n".join(self.lines)).strip("\n")
         return "\n".join([*head, *self.definitions, body]) + "\n"
+
+    def computed_names(self) -> tuple[str, ...]:
+        """The names the kernel's own lines compute up to the end of its site, in order: what a formula continuing
+        them may read besides the kernel's arguments and constexprs."""
+        return tuple(dict.fromkeys(line.split("=", 1)[0].strip() for line in (*self.prior, *self._own_lines())))
+
+    def lines_for(self, names: Iterable[str], given: Collection[str] = ()) -> tuple[str, ...]:
+        """The kernel's own lines that compute `names`, and what those read, in source order: its lines before the
+        site, then the site's own (a fragment continues the kernel's lines: `new_pid = ...` from the tile ids the
+        site computed). Names in `given` (values the caller has: arguments, constexprs, the grid's sizes) and the
+        parameters end the chain; so does a name earlier code assigns in a way no formula can evaluate (`opaque`):
+        the caller reports those."""
+        wanted = {n for n in names if n not in given}
+        taken: list[str] = []
+        for line in reversed((*self.prior, *self._own_lines())):
+            target = line.split("=", 1)[0].strip()
+            if target not in wanted:
+                continue
+            # The latest assignment is the value the formula sees; what it reads comes earlier.
+            wanted.discard(target)
+            taken.append(line)
+            wanted |= {n for n in _names_read(ast.parse(line)) if n not in given and n != "tl"}
+        return tuple(reversed(taken))
+
+    def _own_lines(self) -> tuple[str, ...]:
+        """The site's lines as formula statements (a loop site's over its tile index as the launch index)."""
+        head = [f"{self.index_name} = tl.program_id(0)"] if self.kind == "loop" and self.index_name else []
+        try:
+            statements = parse_statements("\n".join([*head, textwrap.dedent("\n".join(self.lines)).strip("\n")]))
+        except (FormulaError, SyntaxError):
+            return ()
+        return tuple(f"{s.target} = {ast.unparse(s.expr)}" for s in statements)
 
 
 KernelSite = Site  # the name of the first version, kept for callers
@@ -464,7 +503,37 @@ def _with_inputs(site: Site, lines: list[str], func: ast.FunctionDef, kernel: _K
             derived |= set(_targets(stmt))
         elif _targets(stmt) and _formula_statements(stmt) is not None:
             kept.append(ast.unparse(plain_assignment(stmt)))
-    return replace(site, inputs=tuple(inputs), definitions=definitions, kept=tuple(kept))
+    prior, opaque = _prior_lines(func.body, site.start)
+    return replace(site, inputs=tuple(inputs), definitions=definitions, kept=tuple(kept), prior=prior,
+                   params=tuple(kernel.params), opaque=opaque)
+
+
+def _prior_lines(body: list[ast.stmt], start: int) -> tuple[tuple[str, ...], tuple[tuple[str, str], ...]]:
+    """The formula lines of `body` before source line index `start` (0-based: the site's first line is start + 1),
+    descending into the compound statement that holds the site; and (name, line) for what earlier code assigns
+    that no formula can evaluate (a load, a loop, a branch)."""
+    lines: list[str] = []
+    opaque: list[tuple[str, str]] = []
+    for stmt in body:
+        if stmt.lineno > start:
+            break
+        where = f"line {stmt.lineno}: {ast.unparse(stmt).splitlines()[0]}"
+        if (stmt.end_lineno or stmt.lineno) <= start:
+            compound = isinstance(stmt, (ast.For, ast.While, ast.If, ast.With))
+            statements = None if compound else _formula_statements(stmt)
+            if statements is not None:
+                lines += [f"{s.target} = {ast.unparse(s.expr)}" for s in statements]
+                continue
+            opaque += [(name, where) for node in ast.walk(stmt) for name in _targets(node)]
+            continue
+        if isinstance(stmt, ast.For):
+            opaque += [(name, where) for name in _targets(stmt)]
+        for part in (getattr(stmt, "body", []), getattr(stmt, "orelse", [])):
+            if part and part[0].lineno <= start + 1 <= (part[-1].end_lineno or part[-1].lineno):
+                more, hidden = _prior_lines(part, start)
+                lines += more
+                opaque += hidden
+    return tuple(lines), tuple(opaque)
 
 
 def find_site(source: str, kernel_name: str = "kernel", line_offset: int = 0) -> Site:

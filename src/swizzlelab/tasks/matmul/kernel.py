@@ -123,6 +123,12 @@ def matmul_kernel(
 ):
     num_pid_m = tl.cdiv(M, BLOCK_M)  # noqa: F841 - read by swizzle formulas
     num_pid_n = tl.cdiv(N, BLOCK_N)
+    # Names the original work's MI300X orders read (tests/fixtures/seed_formulas/matmul: `new_pid = ...` from the
+    # site's tile ids, the tile count and the XCD count): read by formulas only, so they compile away. Rounded up, a
+    # grid of fewer than 8 tiles still has a divisor.
+    total_blocks = num_pid_m * num_pid_n
+    num_XCD = 8  # noqa: N806 - the original's spelling
+    blocks_per_xcd = tl.cdiv(total_blocks, num_XCD)  # noqa: F841
     # swizzle: begin
     pid = tl.program_id(0)
     GROUP_M = 8

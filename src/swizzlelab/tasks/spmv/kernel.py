@@ -44,7 +44,8 @@ def default_config() -> SpmvConfig:
 
 
 @triton.jit
-def spmv_kernel(row_ptr, col_idx, values, x_ptr, y_ptr, n_rows, BLOCK: tl.constexpr):
+def spmv_kernel(row_ptr, col_idx, values, x_ptr, y_ptr, M, BLOCK: tl.constexpr):
+    # M: the rows of A, one program each (the name the original MI300X work's formulas read: `num_blocks = M`).
     pid = tl.program_id(0)
     start = tl.load(row_ptr + pid)
     end = tl.load(row_ptr + pid + 1)
@@ -66,7 +67,7 @@ def tile_grid(*, rows: int, config: SpmvConfig | None = None, **_: Any) -> tuple
 def swizzle_args(*, rows: int, config: SpmvConfig | None = None, **_: Any) -> tuple[dict[str, int], dict[str, int]]:
     """Runtime scalars and constexprs a swizzle formula may name at this kernel's site."""
     cfg = config or default_config()
-    return {"n_rows": rows}, {"BLOCK": cfg.block}
+    return {"M": rows}, {"BLOCK": cfg.block}
 
 
 def kernel_for(order: Any = None) -> Any:

@@ -16,16 +16,16 @@ from swizzlelab.trace import AccessTrace, TraceBuilder
 ELEM_BYTES = {"float16": 2, "float32": 4}
 
 
-def access_model(*, m: int, n: int, dtype: str = "float32", config: Any = None, tile_n: int | None = None,
-                 **_: Any) -> AccessTrace:
+def access_model(*, m: int, n: int, dtype: str = "float32", config: Any = None, tile_m: int | None = None,
+                 tile_n: int | None = None, **_: Any) -> AccessTrace:
     """Tile (pid_m, pid_n) reads x[pid_m*BM:+BM, pid_n*BN:+BN] then writes out[pid_n*BN:+BN, pid_m*BM:+BM]."""
-    # Predictions are for the benchmark (GPU) configuration, with the case's tile width when it names one.
-    cfg = kernel.with_tile_n(config or kernel.GPU_CONFIG, tile_n)
+    # Predictions are for the benchmark (GPU) configuration, with the case's tile shape where it names one.
+    cfg = kernel.with_tile(config or kernel.GPU_CONFIG, tile_m, tile_n)
     elem_bytes = _elem_bytes(dtype)
     grid = kernel.tile_grid(m=m, n=n, config=cfg)
     builder = TraceBuilder(grid)
-    x = builder.tensor("x_ptr", (m, n), elem_bytes)
-    out = builder.tensor("out_ptr", (n, m), elem_bytes)
+    x = builder.tensor("input_ptr", (m, n), elem_bytes)
+    out = builder.tensor("output_ptr", (n, m), elem_bytes)
     tile = np.arange(grid[0] * grid[1], dtype=np.int64)
     row0 = (tile // grid[1]) * cfg.block_m
     col0 = (tile % grid[1]) * cfg.block_n
@@ -41,10 +41,10 @@ def _elem_bytes(dtype: str) -> int:
     return ELEM_BYTES[dtype]
 
 
-def line_accesses(*, m: int, n: int, dtype: str = "float32", config: Any = None, tile_n: int | None = None,
-                  **_: Any) -> int:
+def line_accesses(*, m: int, n: int, dtype: str = "float32", config: Any = None, tile_m: int | None = None,
+                  tile_n: int | None = None, **_: Any) -> int:
     """How many line accesses access_model builds (aligned rows; an estimate the scenario checks memory with)."""
-    cfg = kernel.with_tile_n(config or kernel.GPU_CONFIG, tile_n)
+    cfg = kernel.with_tile(config or kernel.GPU_CONFIG, tile_m, tile_n)
     elem = ELEM_BYTES.get(dtype, 4)
     rows, cols = kernel.tile_grid(m=m, n=n, config=cfg)
     per_tile = cfg.block_m * -(-cfg.block_n * elem // 128) + cfg.block_n * -(-cfg.block_m * elem // 128)

@@ -23,16 +23,18 @@ def torch_dtype(name: str) -> torch.dtype:
     return DTYPES[name]
 
 
-def generate_input(seed: int, m: int, n: int, dtype: str = "float32", tile_n: int | None = None) -> dict[str, Any]:
-    """x: [m, n] random normal on the kernel device; out: [n, m] preallocated (NaN-filled); a case's tile_n
-    (the kernel's tile width) travels with the data."""
+def generate_input(seed: int, m: int, n: int, dtype: str = "float32", tile_m: int | None = None,
+                   tile_n: int | None = None) -> dict[str, Any]:
+    """x: [m, n] random normal on the kernel device; out: [n, m] preallocated (NaN-filled); a case's tile_m and
+    tile_n (the kernel's tile shape) travel with the data."""
     dev = device()
     gen = torch.Generator(device=dev).manual_seed(seed)
     x = torch.randn((m, n), generator=gen, device=dev, dtype=torch.float32).to(torch_dtype(dtype))
     out = torch.full((n, m), float("nan"), dtype=x.dtype, device=dev)
     data = {"x": x, "out": out}
-    if tile_n is not None:
-        data["tile_n"] = int(tile_n)
+    for name, value in (("tile_m", tile_m), ("tile_n", tile_n)):
+        if value is not None:
+            data[name] = int(value)
     return data
 
 

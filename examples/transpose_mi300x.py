@@ -1,5 +1,5 @@
 # The MI300X transpose order of docs/formats/iteration-log-example.txt as written there (the original work's
-# iteration 1, tests/fixtures/seed_formulas/transpose/iteration_01.txt): a 2-D launch (tl.program_id(0) and (1),
+# iteration 1, ../shared/seed_formulas/transpose/iteration_01.txt): a 2-D launch (tl.program_id(0) and (1),
 # axis 0 fastest) over the transpose task's names M, N, BLOCK_SIZE_M, BLOCK_SIZE_N. Consecutive launch indices go to
 # different XCDs; this order gives each XCD one contiguous run of tiles. A bijection when the tile count is a multiple
 # of 8. At the built-in sub-line case (4096^2 fp16, 32 x 32 tiles) it is predicted 25% against the own order's 0%:

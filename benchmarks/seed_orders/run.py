@@ -28,7 +28,8 @@ from swizzlelab.sim.timemodel import TimeModel, Traffic, calibration_for
 from swizzlelab.trace import AccessTrace
 
 ROOT = Path(__file__).resolve().parents[2]
-SEEDS = ROOT / "tests" / "fixtures" / "seed_formulas"
+# The original work's formulas, where their owner keeps them: beside the checkout, never copied into it.
+SEEDS = ROOT.parent / "shared" / "seed_formulas"
 OUT = ROOT / "benchmarks" / "seed_orders" / "seed_orders_cpu.json"
 TARGET = "mi300x"
 REPOSITORY = "AMDResearch/intelliperf"

@@ -64,7 +64,7 @@ FALLBACK = "H100-SXM"
 # AMD's CDNA 3 white paper: the Infinity Cache (MALL) peaks at 17.2 TB/s; used for every model that has one until a
 # measured calibration exists (none here: no AMD GPU is lent to this project).
 LLC_S_PER_GB = 1e9 / 17.2e12
-# The original MI300X swizzle work (tests/fixtures/seed_formulas/transpose, its iteration 1) measured a 32768^2 fp16
+# The original MI300X swizzle work (../shared/seed_formulas/transpose, its iteration 1) measured a 32768^2 fp16
 # transpose with 32 x 32 tiles 12.4% faster under an order that the simulator gives the same DRAM bytes but whose
 # output lines each XCD writes back whole, where the kernel's own order has two XCDs write back half a line each
 # (benchmarks/seed_orders). Memory-bound, (R + W + c W) / (R + W) = 1.124 with R = W: c = 0.248. One published row,

@@ -123,7 +123,7 @@ def matmul_kernel(
 ):
     num_pid_m = tl.cdiv(M, BLOCK_M)  # noqa: F841 - read by swizzle formulas
     num_pid_n = tl.cdiv(N, BLOCK_N)
-    # Names the original work's MI300X orders read (tests/fixtures/seed_formulas/matmul: `new_pid = ...` from the
+    # Names the original work's MI300X orders read (../shared/seed_formulas/matmul: `new_pid = ...` from the
     # site's tile ids, the tile count and the XCD count): read by formulas only, so they compile away. Rounded up, a
     # grid of fewer than 8 tiles still has a divisor.
     total_blocks = num_pid_m * num_pid_n

@@ -74,7 +74,7 @@ def transpose_kernel(
 ):
     # A 2-D launch over the tile grid, axis 0 fastest as the hardware dispatches it: the kernel's own order runs the
     # tiles of one tile column of the input (pid_n) one after another. The original MI300X work's kernel had this
-    # shape and these names; its formulas read them (tests/fixtures/seed_formulas/transpose).
+    # shape and these names; its formulas read them (../shared/seed_formulas/transpose).
     pid_m = tl.program_id(0)
     pid_n = tl.program_id(1)
     offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)

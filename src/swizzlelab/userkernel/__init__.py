@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from swizzlelab.errors import KernelSiteError, UserError
@@ -25,6 +25,7 @@ from swizzlelab.userkernel.model_check import TaskModel, task_model_of
 from swizzlelab.userkernel.marked import MarkedKernel, Twin, mark, target_names
 from swizzlelab.userkernel.load import FoundKernel, KernelFile, TuneConfig, load_kernel_file, split_kernel_spec
 from swizzlelab.userkernel.shim import ShimInfo, device_shim
+from swizzlelab.userkernel.terms import GridTerms, grid_terms
 from swizzlelab.userkernel.tiles import OwnOrder, SiteSpan
 from swizzlelab.userkernel.user_trace import UserTrace, trace_user_kernel
 
@@ -45,6 +46,8 @@ class UserKernel:
     max_interpret_s: float | None = None
     # The task's access model, for a trace that cannot be derived (checked on a sample of programs first).
     task_model: TaskModel | None = None
+    # The kernel's own names for the tile counts family orders read (grid_m, ...), found from its source.
+    terms: GridTerms = field(default_factory=GridTerms)
     _trace: UserTrace | None = None
 
     @property
@@ -120,6 +123,8 @@ class UserKernel:
         if self.marked.hoisted:
             lines.append(f"  (its lines defining {', '.join(self.marked.hoisted)} do not depend on the program id: "
                          "swizzlelab's copy computes them before the site, the file is untouched)")
+        if terms := self.terms.describe():
+            lines.append(f"  {terms}")
         lines.append(self.choice.describe())
         if not self.kfile.interpreted and device() == "cuda" and (dropped := dropped_options(self.choice)):
             lines.append(f"  not passed: {', '.join(dropped)} (options of another GPU's Triton compiler; this one "
@@ -343,11 +348,15 @@ def open_user_kernel(
     values = {**known_values(kernel, config, autotune_index), **launched}
     kernel, found, analysed = pick_kernel(kfile, kernel.name, site, lambda k: values)
     marking_source, twins = _marking(analysed, found)
-    holder.append(mark(marking_source, found, kernel.jit_fn.fn.__globals__, twins))
+    marked = mark(marking_source, found, kernel.jit_fn.fn.__globals__, twins)
+    holder.append(marked)
     request = request_for(str(kfile.path) + (f":{kernel_name}" if kernel_name else ""), model, config, autotune_index,
                           launch, site, given)
-    return UserKernel(kfile, kernel, found, choice, launcher, holder[0], marking_source, request,
-                      task_model=task_model_of(given.task, given.sizes, given.seed, arguments))
+    own_names = {new: old for old, new in marked.renamed.items()}
+    terms = grid_terms(marked.source, marked.site.start, marked.site.stop, marked.site.outputs,
+                       (own_names.get("pid_m", "pid_m"), own_names.get("pid_n", "pid_n")), set(kernel.params))
+    return UserKernel(kfile, kernel, found, choice, launcher, marked, marking_source, request,
+                      task_model=task_model_of(given.task, given.sizes, given.seed, arguments), terms=terms)
 
 
 __all__ = [

@@ -85,9 +85,20 @@ def parse_tensor_spec(text: str) -> TensorSpec:
 
 
 def parse_scalar(text: str) -> tuple[str, Any]:
+    """`--arg NAME=VALUE`: a Python literal, or a dtype as torch or Triton spells it (`torch.float16`,
+    `tl.float32`), which launchers take as arguments (vLLM's `out_dtype`)."""
     name, sep, raw = text.partition("=")
     if not sep or not name.isidentifier():
         raise UserError(f"--arg {text!r}: write NAME=VALUE, e.g. --arg sm_scale=0.125")
+    dtype = re.fullmatch(r"(torch|tl|triton\.language)\.(\w+)", raw.strip())
+    if dtype:
+        import torch
+        import triton.language as tl
+
+        value = getattr(torch if dtype[1] == "torch" else tl, dtype[2], None)
+        if not isinstance(value, (torch.dtype, tl.dtype)):
+            raise UserError(f"--arg {text!r}: {raw.strip()} is not a {dtype[1]} dtype (e.g. {dtype[1]}.float16)")
+        return name, value
     return name, config_mod._value(raw)
 
 
@@ -455,8 +466,14 @@ class Launcher:
 
 
 def case_value(value: Any) -> Any:
-    """A wrapper argument as a case records it: tensors and lists of them by shape and dtype, others as they are."""
-    return _shown(value) if _is_tensors(value) or hasattr(value, "shape") else value
+    """A wrapper argument as a case records it (a JSON value: the run's identity and logs hold it): tensors and
+    lists of them by shape and dtype, numbers, text, True/False/None as they are, anything else (a torch dtype, a
+    triton.Config) as its text."""
+    if _is_tensors(value) or hasattr(value, "shape"):
+        return _shown(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
 
 
 def _is_tensors(value: Any) -> bool:

@@ -219,6 +219,38 @@ def _loop_stop(func: ast.FunctionDef, loop_var: str) -> str:
     raise KernelSiteError(f"no `for {loop_var} in range(...)` loop holds the swizzle site")
 
 
+class _Renamed(ast.NodeTransformer):
+    def __init__(self, mapping: dict[str, str]) -> None:
+        self.mapping = mapping
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.copy_location(ast.Name(id=self.mapping.get(node.id, node.id), ctx=node.ctx), node)
+
+
+def _own_temporaries(tree: ast.Module, before: set[str], outputs: tuple[str, ...], after: str) -> ast.Module:
+    """The site's block with names the kernel defines before it and the block reassigns (torchao's `GROUP_M =
+    min(num_pid_m - first_pid_m, GROUP_M)` over its constexpr) renamed to the block's own `swz_` temporaries
+    from that assignment on, so an order replacing the block leaves the kernel's value alone; refused where the
+    kernel reads the reassigned value after the site (the block is then more than an order)."""
+    mapping: dict[str, str] = {}
+    body = []
+    for stmt in tree.body:
+        stmt = _Renamed(mapping).visit(stmt) if mapping else stmt
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name) and target.id in before and target.id not in outputs \
+                        and not target.id.startswith("swz_"):
+                    if re.search(rf"\b{re.escape(target.id)}\b", after):
+                        raise KernelSiteError(
+                            f"the swizzle site reassigns {target.id}, which the kernel reads after it: give the lines "
+                            "that only compute the tile ids with --site A-B")
+                    mapping[target.id] = f"swz_{target.id}"
+                    target.id = mapping[target.id]
+        body.append(stmt)
+    tree.body = body
+    return ast.fix_missing_locations(tree)
+
+
 def target_names(stmt: ast.stmt) -> list[str]:
     """Names a plain assignment or an in-kernel constant (`NAME: tl.constexpr = VALUE`) binds."""
     if isinstance(stmt, ast.Assign):
@@ -243,6 +275,7 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any], twins: tuple[T
     except SyntaxError as err:
         raise KernelSiteError(f"the swizzle site does not parse on its own: {err.msg}") from None
     outputs = site.outputs
+    tree = _own_temporaries(tree, _assigned_before(func, site.start + 1), outputs, "\n".join(lines[site.stop:]))
     renamed: dict[str, str] = {}
     if len(outputs) == 2 and outputs != ("pid_m", "pid_n"):
         renamed = {outputs[0]: "pid_m", outputs[1]: "pid_n"}

@@ -18,7 +18,8 @@ from swizzlelab.swizzle.emit import find_site
 from swizzlelab.userkernel.autotune import index_for
 from swizzlelab.userkernel.child import Request, request_for, run_in_child
 from swizzlelab.userkernel.config import LAUNCH_OPTIONS, Choice, choose, dropped_options, parse_config_option
-from swizzlelab.userkernel.inline import Inlined, fold_constexpr_ifs, inline_helpers
+from swizzlelab.userkernel.inductor import seeded_inputs
+from swizzlelab.userkernel.inline import Inlined, fold_constexpr_ifs, inline_helpers, plain_program_ids
 from swizzlelab.userkernel.launch import (Inputs, Launcher, Wrapper, build_arguments, parse_scalar, parse_tensor_spec,
                                           resolve_wrapper, running)
 from swizzlelab.userkernel.model_check import TaskModel, task_model_of
@@ -48,6 +49,7 @@ class UserKernel:
     task_model: TaskModel | None = None
     # The kernel's own names for the tile counts family orders read (grid_m, ...), found from its source.
     terms: GridTerms = field(default_factory=GridTerms)
+    chosen: str = ""  # why this kernel of several (torch.compile's output: the one with the most programs)
     _trace: UserTrace | None = None
 
     @property
@@ -112,7 +114,11 @@ class UserKernel:
             lines.append(self.kfile.shim.describe())
         lines += [f"import: {note}" for note in self.kfile.notes]
         wrapped = f" (unwrapped from {' > '.join(self.kernel.wrappers)})" if self.kernel.wrappers else ""
+        if self.kfile.inductor is not None:
+            wrapped += " (torch.compile's output: the kernel's source string, at its lines of the file)"
         lines.append(f"kernel {self.kernel.name}{wrapped} in {self.kfile.path}")
+        if self.chosen:
+            lines.append(f"  {self.chosen}")
         loop = f", inside the loop over {self.site.loop_var}" if self.site.loop_var else ""
         how = f" ({self.site.how})" if self.site.how else ""
         lines.append(f"swizzle site: {self.site_lines()}{how}{loop}, yielding {', '.join(self.site.outputs)}")
@@ -168,7 +174,7 @@ class Analysed:
 
 
 def analyse(kernel: FoundKernel, values: dict[str, Any]) -> Analysed:
-    folded = fold_constexpr_ifs(kernel.source, values)
+    folded = plain_program_ids(fold_constexpr_ifs(kernel.source, values))
     inlined = inline_helpers(folded, kernel.jit_fn.fn.__globals__, kernel.jit_fn.fn.__module__)
     return Analysed(inlined.source, inlined, folded)
 
@@ -314,10 +320,13 @@ def open_user_kernel(
     path, kernel_name = split_kernel_spec(spec)
     if kfile is None:
         kfile = load_kernel_file(path, model, interpret=interpret)
+    chosen = ""  # why this kernel, where the file has several and none was named
     if kernel_name or len(kfile.kernels) == 1:
         kernel = kfile.kernels.get(kernel_name) if kernel_name else next(iter(kfile.kernels.values()))
         if kernel is None:
             raise UserError(f"{kfile.path.name}: no @triton.jit kernel {kernel_name!r} (kernels: {', '.join(kfile.kernels)})")
+    elif kfile.inductor is not None and not site:
+        kernel, chosen = _inductor_default(kfile, lambda k: known_values(k, config, autotune_index))
     else:
         kernel = pick_kernel(kfile, None, site, lambda k: known_values(k, config, autotune_index))[0]
     choose(kernel, dict(config or {}), autotune_index or 0)  # a wrong --config/--autotune-config is said first
@@ -329,9 +338,12 @@ def open_user_kernel(
         pick_kernel(kfile, kernel_name or None, site, lambda k: known_values(k, config, autotune_index))
         raise
     given = inputs or Inputs()
+    where = "cpu" if kfile.interpreted else device()
+    launch = kfile.inductor.launches.get(kernel.name) if kfile.inductor is not None else None
     with kfile.folder_on_path():
         # an interpreted copy's inputs live on the CPU, also beside a GPU (see device_shim)
-        arguments = build_arguments(wrapper, given, "cpu" if kfile.interpreted else device(), kfile.path.parent)
+        arguments = build_arguments(wrapper, given, where, kfile.path.parent,
+                                    seeded_inputs(launch, given.seed, where) if launch is not None else None)
 
     def run_own() -> None:
         with running(kfile, model):
@@ -356,7 +368,21 @@ def open_user_kernel(
     terms = grid_terms(marked.source, marked.site.start, marked.site.stop, marked.site.outputs,
                        (own_names.get("pid_m", "pid_m"), own_names.get("pid_n", "pid_n")), set(kernel.params))
     return UserKernel(kfile, kernel, found, choice, launcher, marked, marking_source, request,
-                      task_model=task_model_of(given.task, given.sizes, given.seed, arguments), terms=terms)
+                      task_model=task_model_of(given.task, given.sizes, given.seed, arguments), terms=terms,
+                      chosen=chosen)
+
+
+def _inductor_default(kfile: KernelFile, values: Any) -> tuple[FoundKernel, str]:
+    """torch.compile's output with no kernel named: the one with a swizzle site launching the most programs."""
+    with_site = []
+    for kernel in kfile.kernels.values():
+        try:
+            site_of(kernel, analyse(kernel, values(kernel)))
+        except KernelSiteError:
+            continue
+        with_site.append(kernel.name)
+    name, why = kfile.inductor.default_kernel(with_site)  # type: ignore[union-attr]
+    return kfile.kernels[name], why
 
 
 __all__ = [

@@ -31,6 +31,7 @@ from swizzlelab.errors import UserError
 from swizzlelab.hw import HardwareModel
 from swizzlelab.io import module_name_for
 from swizzlelab.tasks.registry import KERNEL_FUNCTIONS
+from swizzlelab.userkernel.inductor import InductorFile, find_output_code, is_inductor_output, read_inductor_file
 from swizzlelab.userkernel.shim import ShimInfo, device_shim, interpreting
 
 
@@ -96,6 +97,7 @@ class KernelFile:
     notes: tuple[str, ...] = ()  # one line per statement the import skipped
     model: HardwareModel | None = None
     interpreted: bool = True  # whether its kernels run under the interpreter
+    inductor: InductorFile | None = None  # torch.compile's output: its kernels' launches from call()
 
     def folder_on_path(self) -> contextlib.AbstractContextManager[None]:
         return folder_on_path(self.path.parent)
@@ -324,11 +326,12 @@ def _skip_reason(err: BaseException) -> str | None:
 
 
 def run_module_file(file: Path, module: ModuleType, spec_text: str,
-                    model: HardwareModel | None = None) -> tuple[str, ...]:
+                    model: HardwareModel | None = None, source: str | None = None) -> tuple[str, ...]:
     """Execute `file` in `module` one top-level statement at a time; returns notes on the statements skipped.
     UserError naming FILE:LINE when a statement fails for any other reason. `model`: the target, whose values
-    stand in for device predicates a missing package would have defined."""
-    source = file.read_text()
+    stand in for device predicates a missing package would have defined; `source`: the text to run in the file's
+    name and lines (torch.compile's output: its kernels, out of their strings), else the file's."""
+    source = file.read_text() if source is None else source
     try:
         tree = ast.parse(source, str(file))
     except SyntaxError as err:
@@ -379,9 +382,9 @@ def _import_failure(spec_text: str, file: Path, stmt: ast.stmt, err: BaseExcepti
 
 
 def split_kernel_spec(spec: str) -> tuple[str, str]:
-    """--kernel FILE[:KERNEL] -> (FILE, KERNEL or "")."""
+    """--kernel FILE[:KERNEL] (FILE a .py file, or a TORCH_COMPILE_DEBUG folder) -> (FILE, KERNEL or "")."""
     path, sep, kernel_name = spec.rpartition(":")
-    if not sep or not path.endswith(".py"):
+    if not sep or not (path.endswith(".py") or Path(path).expanduser().is_dir()):
         return spec, ""
     return path, kernel_name
 
@@ -393,6 +396,8 @@ def load_kernel_file(path: str | Path, model: HardwareModel, interpret: bool | N
 
     `interpret`: build interpreted kernels (True), compiled ones (False) or as kernels run here (None)."""
     file = Path(path).expanduser().resolve()
+    if file.is_dir():
+        file = find_output_code(file)  # a TORCH_COMPILE_DEBUG folder: the output_code.py in it
     if not file.is_file():
         raise UserError(f"--kernel {path}: no such file; give a .py file with a @triton.jit kernel")
     from swizzlelab.runtime import ensure_triton_backend
@@ -400,6 +405,7 @@ def load_kernel_file(path: str | Path, model: HardwareModel, interpret: bool | N
     ensure_triton_backend()
     interpreted = interpreting() if interpret is None else interpret
     module_source = file.read_text()
+    inductor = read_inductor_file(file, module_source) if is_inductor_output(module_source) else None
     # a copy of the file in the other mode than kernels run here (traced, or compiled for resources) is a second
     # module of its own
     suffix = "" if interpreted == interpreting() else ("_interpreted" if interpreted else "_compiled")
@@ -417,7 +423,7 @@ def load_kernel_file(path: str | Path, model: HardwareModel, interpret: bool | N
                 from swizzlelab.interpreter_compat import fix_interpreter_scalar_index
 
                 fix_interpreter_scalar_index(force=True)
-            notes = run_module_file(file, module, str(path), model)
+            notes = run_module_file(file, module, str(path), model, inductor.module_text if inductor else None)
     except BaseException:
         sys.modules.pop(name, None)
         raise
@@ -432,7 +438,7 @@ def load_kernel_file(path: str | Path, model: HardwareModel, interpret: bool | N
     if not kernels:
         raise UserError(f"--kernel {path}: the file defines no @triton.jit function")
     return KernelFile(file, module, module_source, hashlib.sha256(module_source.encode()).hexdigest()[:16],
-                      kernels, functions, shim, notes, model, interpreted)
+                      kernels, functions, shim, notes, model, interpreted, inductor)
 
 
 def launch_source(fn: Any) -> str:

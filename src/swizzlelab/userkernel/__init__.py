@@ -8,7 +8,7 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from swizzlelab.errors import KernelSiteError, UserError
@@ -26,6 +26,7 @@ from swizzlelab.userkernel.model_check import TaskModel, task_model_of
 from swizzlelab.userkernel.marked import MarkedKernel, Twin, mark, target_names
 from swizzlelab.userkernel.load import FoundKernel, KernelFile, TuneConfig, load_kernel_file, split_kernel_spec
 from swizzlelab.userkernel.shim import ShimInfo, device_shim
+from swizzlelab.userkernel.sites import OtherSite, inline_twins, others, promoted
 from swizzlelab.userkernel.terms import GridTerms, grid_terms
 from swizzlelab.userkernel.tiles import OwnOrder, SiteSpan
 from swizzlelab.userkernel.user_trace import UserTrace, trace_user_kernel
@@ -50,6 +51,7 @@ class UserKernel:
     # The kernel's own names for the tile counts family orders read (grid_m, ...), found from its source.
     terms: GridTerms = field(default_factory=GridTerms)
     chosen: str = ""  # why this kernel of several (torch.compile's output: the one with the most programs)
+    other_sites: tuple[OtherSite, ...] = ()  # remaps of the kernel neither its site nor a twin of it
     _trace: UserTrace | None = None
 
     @property
@@ -124,8 +126,14 @@ class UserKernel:
         lines.append(f"swizzle site: {self.site_lines()}{how}{loop}, yielding {', '.join(self.site.outputs)}")
         first = self.kernel.first_line
         for twin in self.marked.twins:
-            lines.append(f"  the same remap runs again at line {first + self.site.start - self.marked.span[0] + twin.start}"
-                         f" (over {twin.index}): orders are spliced there too")
+            at = first + self.site.start - self.marked.span[0] + twin.start
+            span = f"line {at}" if twin.stop - twin.start <= 1 else f"lines {at}-{at + twin.stop - twin.start - 1}"
+            lines.append(f"  the same remap runs again at {span} (over {twin.index}, yielding {', '.join(twin.targets)}): "
+                         "one order is spliced at both, optimized together")
+        for other in self.other_sites:
+            span = SiteSpan(other.start, other.stop, other.outputs).lines_label(first)
+            lines.append(f"  another remap at {span} (yielding {', '.join(other.outputs)}) is not this run's: optimize it "
+                         f"with --site {span.split()[-1]}")
         if self.marked.hoisted:
             lines.append(f"  (its lines defining {', '.join(self.marked.hoisted)} do not depend on the program id: "
                          "swizzlelab's copy computes them before the site, the file is untouched)")
@@ -197,7 +205,8 @@ def site_of(kernel: FoundKernel, analysed: Analysed | None = None) -> SiteSpan:
     kind = getattr(found, "kind", "")
     loop_var = getattr(found, "index_name", None) if kind == "loop" else None
     how = "between the swizzle markers" if kind == "markers" else "found automatically"
-    return SiteSpan(found.start, found.stop, tuple(found.outputs), loop_var, how)
+    span, index = promoted(source, SiteSpan(found.start, found.stop, tuple(found.outputs), loop_var, how), kernel.name)
+    return replace(span, index=index)
 
 
 def site_from_lines(kernel: FoundKernel, spec: str, analysed: Analysed | None = None) -> SiteSpan:
@@ -279,9 +288,10 @@ def pick_kernel(kfile: KernelFile, name: str | None, site: str | None = None,
     )
 
 
-def _marking(analysed: Analysed, site: SiteSpan) -> tuple[str, tuple[Twin, ...]]:
-    """The source the marked copies are made from (helper calls as written, but the site's own, inlined) and the
-    other calls of the helper the site inlines, after it: its twins."""
+def _marking(analysed: Analysed, site: SiteSpan, kernel_name: str) -> tuple[str, tuple[Twin, ...], tuple[OtherSite, ...]]:
+    """The source the marked copies are made from (helper calls as written, but the site's own, inlined), the
+    site's twins (later calls of the helper the site inlines, and the same remap written again inline), and the
+    kernel's other remaps."""
     folded = analysed.folded.splitlines()
     inlined = analysed.source.splitlines()
     lines = folded[:site.start] + inlined[site.start:site.stop] + folded[site.stop:]
@@ -295,7 +305,10 @@ def _marking(analysed: Analysed, site: SiteSpan) -> tuple[str, tuple[Twin, ...]]
         for call in calls:
             if call.helper == helper.helper and call.start >= site.stop:
                 twins.append(Twin(call.start, call.stop, call.args[position], call.targets, call.indent))
-    return "\n".join(lines) + "\n", tuple(twins)
+    text = "\n".join(lines) + "\n"
+    twins += inline_twins(text, site, site.loop_var or site.index, tuple(twins))
+    twins.sort(key=lambda t: t.start)
+    return text, tuple(twins), others(text, site, tuple(twins), kernel_name)
 
 
 def open_user_kernel(
@@ -359,7 +372,7 @@ def open_user_kernel(
     launched = {k: v for k, v in launcher.probe().items() if k in kernel.constexprs}
     values = {**known_values(kernel, config, autotune_index), **launched}
     kernel, found, analysed = pick_kernel(kfile, kernel.name, site, lambda k: values)
-    marking_source, twins = _marking(analysed, found)
+    marking_source, twins, other_sites = _marking(analysed, found, kernel.name)
     marked = mark(marking_source, found, kernel.jit_fn.fn.__globals__, twins)
     holder.append(marked)
     request = request_for(str(kfile.path) + (f":{kernel_name}" if kernel_name else ""), model, config, autotune_index,
@@ -369,7 +382,7 @@ def open_user_kernel(
                        (own_names.get("pid_m", "pid_m"), own_names.get("pid_n", "pid_n")), set(kernel.params))
     return UserKernel(kfile, kernel, found, choice, launcher, marked, marking_source, request,
                       task_model=task_model_of(given.task, given.sizes, given.seed, arguments), terms=terms,
-                      chosen=chosen)
+                      chosen=chosen, other_sites=other_sites)
 
 
 def _inductor_default(kfile: KernelFile, values: Any) -> tuple[FoundKernel, str]:

@@ -36,6 +36,7 @@ class Twin:
     index: str
     targets: tuple[str, ...]
     indent: str
+    inline: bool = False  # the remap written out again (not a call of the helper the site inlines)
 
 
 @dataclass(frozen=True)
@@ -56,15 +57,25 @@ class MarkedKernel:
     span: tuple[int, int] = (0, 0)  # the site's lines [start, stop) in the analysed source
     indent: str = "    "
     fn_globals: dict[str, Any] = field(default_factory=dict, repr=False)
+    # the copies' `pid = swz_launch` is swizzlelab's (a loop or 2-D site has no launch index line of its own): never
+    # kept in front of an order for a kernel's `pid` read after the site
+    synthetic_launch: bool = False
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def kernel_formula(self, formula: Any) -> Any:
         """`formula` (over tl.program_id(0)) rewritten for the kernel copy (over swz_launch)."""
         from swizzlelab.swizzle import parse_formula
 
+        from swizzlelab.swizzle.lang import rename
+
         tree = ast.parse(formula.normalized_source())
         tree = _LaunchIndex().visit(tree)
-        return parse_formula(ast.unparse(ast.fix_missing_locations(tree)) + "\n", formula.outputs)
+        spliced = parse_formula(ast.unparse(ast.fix_missing_locations(tree)) + "\n", formula.outputs)
+        if "pid" not in spliced.outputs and "pid" in spliced.assigned_names:
+            # the order's launch index is its own: a kernel's `pid` read after the site (stream-K's second phase,
+            # after the persistent loop its site sits in) keeps the program id
+            spliced = rename(spliced, {"pid": "swz_pid"})
+        return spliced
 
     def body_lines(self, formula: Any) -> list[str]:
         """The formula as the kernel copy's site block runs it (at the site's indentation), checked by the
@@ -84,7 +95,8 @@ class MarkedKernel:
         needed = []
         for line in site.kept:
             target = line.split("=", 1)[0].strip()
-            needed.append(target in read_after and target not in kernel_formula.assigned_names)
+            synthetic = self.synthetic_launch and line.replace(" ", "") == f"pid={LAUNCH}"
+            needed.append(target in read_after and target not in kernel_formula.assigned_names and not synthetic)
         kept = len(site.kept) if body[:len(site.kept)] == [self.indent + k for k in site.kept] else 0
         return [line for i, line in enumerate(body) if i >= kept or needed[i]]
 
@@ -97,9 +109,14 @@ class MarkedKernel:
             + [self.indent + "# swizzle: end"] + list(self.after)
         position = stop
         canonical = ("pid_m", "pid_n") if len(self.site.outputs) == 2 else ("pid",)
+        # a twin in another branch (stream-K's phase under `else:`) does not see names the site's branch assigned
+        count = next((line.strip() for line in self.head if line.strip().startswith("swz_num_launch =")), None)
+        reads_count = count is not None and any("swz_num_launch" in line for line in body)
         for twin in self.twins:
             out += lines[position:twin.start]
             out.append(f"{twin.indent}{LAUNCH} = {twin.index}")
+            if reads_count:
+                out.append(f"{twin.indent}{count}")
             out += [twin.indent + line[len(self.indent):] if line.startswith(self.indent) else twin.indent + line.lstrip()
                     for line in body]
             out += [f"{twin.indent}{target} = {name}" for target, name in zip(twin.targets, canonical) if target != name]
@@ -283,7 +300,8 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any], twins: tuple[T
         renamed = {outputs[0]: "pid"}
     # Hoist what does not depend on the launch index (and reads nothing the kept lines assign): plain
     # assignments and in-kernel constants (`NUM_XCDS: tl.constexpr = 8`); hints (tl.assume) are dropped.
-    tainted: set[str] = {site.loop_var} if site.loop_var else set()
+    index = site.loop_var or site.index  # the launch index the block reads from before it, if any
+    tainted: set[str] = {index} if index else set()
     hoisted: list[ast.stmt] = []
     kept: list[ast.stmt] = []
     for stmt in tree.body:
@@ -303,8 +321,8 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any], twins: tuple[T
         tainted.update(targets)
     builtins = _Builtins()
     pre = [indent + ast.unparse(ast.fix_missing_locations(builtins.visit(s))) for s in hoisted]
-    to_pid = _SiteToPid(rank, site.loop_var, renamed)
-    body_eval = [indent + "pid = tl.program_id(0)"] if (rank == 2 or site.loop_var) else []
+    to_pid = _SiteToPid(rank, index, renamed)
+    body_eval = [indent + "pid = tl.program_id(0)"] if (rank == 2 or index) else []
     body_eval += [indent + ast.unparse(ast.fix_missing_locations(to_pid.visit(builtins.visit(s)))) for s in kept]
     body_eval = [_PID_LINE.sub(rf"\g<1>pid = tl.program_id(0)", line) for line in body_eval]
     body_kernel = [re.sub(r"\btl\.program_id\(0\)", LAUNCH, line) for line in body_eval]
@@ -318,14 +336,24 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any], twins: tuple[T
             preamble += ["num_pid_m = tl.num_programs(0)", "num_pid_n = tl.num_programs(1)"]
     elif site.loop_var:
         preamble += [f"{LAUNCH} = {site.loop_var}", f"swz_num_launch = {_loop_stop(func, site.loop_var)}"]
+    elif index:
+        preamble += [f"{LAUNCH} = {index}", "swz_num_launch = tl.num_programs(0)"]
     else:
         preamble += [f"{LAUNCH} = tl.program_id(0)", "swz_num_launch = tl.num_programs(0)"]
     preamble = [indent + line for line in preamble]
     after = [f"{indent}{old} = {new}" for old, new in renamed.items()]
 
+    # the copies' twins stand as their index handed to their names: a copy is checked against what the kernel
+    # reads after its site, and an inline twin reads the remap's own temporaries (it assigns them first)
+    rest = list(lines)
+    for twin in twins:
+        if twin.inline:
+            stand_in = [f"{twin.indent}{target} = {twin.index}" for target in twin.targets]
+            rest[twin.start:twin.stop] = stand_in + [""] * (twin.stop - twin.start - len(stand_in))
+
     def build(body: list[str], with_preamble: bool) -> list[str]:
         return (lines[:site.start] + pre + (preamble if with_preamble else [])
-                + [indent + "# swizzle: begin"] + body + [indent + "# swizzle: end"] + after + lines[site.stop:])
+                + [indent + "# swizzle: begin"] + body + [indent + "# swizzle: end"] + after + rest[site.stop:])
 
     eval_lines = build(body_eval, with_preamble=rank == 2)  # evaluation copy: swz_n0 is defined before the site
     kernel_lines = build(body_kernel, with_preamble=True)
@@ -339,10 +367,11 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any], twins: tuple[T
 
     fn = _compile_function(kernel_text, f"{name}", fn_globals)
     hoisted_names = tuple(t for s in hoisted for t in target_names(s))
-    shifted = tuple(Twin(t.start - def_index, t.stop - def_index, t.index, t.targets, t.indent) for t in twins)
+    shifted = tuple(Twin(t.start - def_index, t.stop - def_index, t.index, t.targets, t.indent, t.inline)
+                    for t in twins)
     marked = MarkedKernel(eval_text, eval_site, kernel_text, triton.jit(fn), hoisted_names, rank, renamed,
                           tuple(pre + preamble), tuple(after), shifted, (site.start - def_index, site.stop - def_index),
-                          indent, fn_globals)
+                          indent, fn_globals, synthetic_launch=bool(rank == 2 or index))
     marked._cache["__template__"] = lines[def_index:]
     return marked
 

@@ -32,7 +32,7 @@ def register(app: typer.Typer) -> None:
         target: str = typer.Option("auto", "--target", help=f"{targets_help()} | auto (the local GPU, else h100)"),
         budget: int = typer.Option(20, "--budget", help="iterations after the baseline"),
         proposer: str = typer.Option("search", "--proposer", help="search | llm | both (alternating)"),
-        out: str | None = typer.Option(None, "--out", help=f"output folder (default ./{DEFAULT_OUT}/<task>-<target>)"),
+        out: str | None = typer.Option(None, "--out", help=f"output folder (default ./{DEFAULT_OUT}/<task>-<target>, <file>-<kernel>-<target> for --kernel FILE)"),
         size: list[str] = typer.Option([], "--size", help="override a size of the first benchmark case: NAME=VALUE"),
         outputs: str | None = typer.Option(None, "--outputs", help=outputs_option()),
         remeasure: bool = typer.Option(False, "--remeasure", help="measure again what the cache already holds"),

@@ -15,7 +15,7 @@ from swizzlelab.errors import KernelSiteError, UserError
 from swizzlelab.hw import HardwareModel
 from swizzlelab.runtime import device
 from swizzlelab.swizzle.emit import find_site
-from swizzlelab.userkernel.autotune import index_for
+from swizzlelab.userkernel.autotune import fitting, index_for
 from swizzlelab.userkernel.child import Request, request_for, run_in_child
 from swizzlelab.userkernel.config import LAUNCH_OPTIONS, Choice, choose, dropped_options, parse_config_option
 from swizzlelab.userkernel.inductor import seeded_inputs
@@ -363,11 +363,16 @@ def open_user_kernel(
             wrapper(**arguments)
 
     tuned = index_for(kernel, autotune_index, bool(config), own_autotune, run_own, f"{wrapper.__name__}(...)")
+    holder: list[MarkedKernel] = []
+    launcher = Launcher(kfile, kernel, wrapper, arguments, choose(kernel, dict(config or {}), tuned.index, tuned.why),
+                        model, splice=lambda _jit_fn, formula: holder[0].spliced(formula), seed=given.seed,
+                        launch_spec=launch)
+    if not kfile.interpreted and device() == "cuda":
+        # a config that does not fit this GPU's shared memory would end the first launch in OutOfResources
+        tuned = fitting(kernel, tuned, bool(config), autotune_index, lambda index: _shared_bytes(launcher, config, index))
     autotune_index = tuned.index
     choice = choose(kernel, dict(config or {}), autotune_index, tuned.why)
-    holder: list[MarkedKernel] = []
-    launcher = Launcher(kfile, kernel, wrapper, arguments, choice, model,
-                        splice=lambda _jit_fn, formula: holder[0].spliced(formula), seed=given.seed, launch_spec=launch)
+    launcher = replace(launcher, choice=choice)
     # the constexprs as the wrapper launches them (it may pass NUM_XCDS=8 itself): `if`s on them fold
     launched = {k: v for k, v in launcher.probe().items() if k in kernel.constexprs}
     values = {**known_values(kernel, config, autotune_index), **launched}
@@ -383,6 +388,17 @@ def open_user_kernel(
     return UserKernel(kfile, kernel, found, choice, launcher, marked, marking_source, request,
                       task_model=task_model_of(given.task, given.sizes, given.seed, arguments), terms=terms,
                       chosen=chosen, other_sites=other_sites)
+
+
+def _shared_bytes(launcher: Launcher, config: dict[str, Any] | None, index: int) -> tuple[int, int]:
+    """(shared memory the kernel compiled at autotune config `index` needs, what this GPU has), in bytes."""
+    import torch
+    import triton
+
+    trial = replace(launcher, choice=choose(launcher.kernel, dict(config or {}), index))
+    compiled = trial.warmup()
+    limit = triton.runtime.driver.active.utils.get_device_properties(torch.cuda.current_device())["max_shared_mem"]
+    return int(compiled.metadata.shared), int(limit)
 
 
 def _inductor_default(kfile: KernelFile, values: Any) -> tuple[FoundKernel, str]:

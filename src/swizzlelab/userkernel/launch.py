@@ -50,8 +50,10 @@ class TensorSpec:
             elif dim in sizes:
                 out.append(int(sizes[dim]))
             else:
+                given = f" (sizes given: {', '.join(sizes)})" if sizes else ""
                 raise UserError(
-                    f"--tensor {self.name}: dimension {dim!r} is neither a number nor a size given with --size {dim}=N"
+                    f"--tensor {self.name}: dimension {dim!r} is neither a number nor a size given with --size "
+                    f"{dim}=N{given}"
                 )
         return tuple(out)
 

@@ -152,9 +152,23 @@ def _target(run: list[ast.stmt], own: list[ast.stmt], output: str) -> str:
 def others(source: str, site: SiteSpan, twins: tuple[Twin, ...], kernel_name: str) -> tuple[OtherSite, ...]:
     """Remaps of the kernel that are neither the site nor one of its twins."""
     covered = [(site.start, site.stop)] + [(t.start, t.stop) for t in twins]
+    tree = ast.parse(source)
+    loaded: set[str] = set()  # names computed from memory (a grouped GEMM's per-problem sizes): not a launch's order
+    for _ in range(8):
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Assign) and ("tl.load(" in ast.unparse(node.value)
+                                                 or {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)} & loaded):
+                loaded |= {n.id for t in node.targets for n in ast.walk(t) if isinstance(n, ast.Name)}
+    blocks = {(n.left.id if isinstance(n.left, ast.Name) else "", n.right.id if isinstance(n.right, ast.Name) else "")
+              for n in ast.walk(tree) if isinstance(n, ast.BinOp) and isinstance(n.op, ast.Mult)}
     out = []
     for remap in _remaps(source, kernel_name):
         if any(remap.start < stop and start < remap.stop for start, stop in covered):
+            continue
+        reads = _free(_statements(source.splitlines(), remap.start, remap.stop))
+        # tile ids become offsets as `tile * BLOCK` (not `off_z * stride_qz`, a batch index split)
+        tiled = any(({a, b} & set(remap.outputs)) and "BLOCK" in (b if a in remap.outputs else a).upper() for a, b in blocks)
+        if reads & loaded or not tiled:
             continue
         out.append(OtherSite(remap.start, remap.stop, tuple(remap.outputs), remap.index_name))
     return tuple(out)

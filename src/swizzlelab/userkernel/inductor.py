@@ -111,17 +111,27 @@ def _kernel_strings(tree: ast.Module) -> list[tuple[str, ast.Constant, ast.Call]
     return out
 
 
+def _literal(node: ast.expr) -> Any:
+    """A decorator keyword's value: Python literals, with the calls Inductor writes in them read as what they
+    hold (`set()`, `DeviceProperties(type='cuda', ...)` as a dict of its keywords)."""
+    if isinstance(node, ast.Dict):
+        return {_literal(k): _literal(v) for k, v in zip(node.keys, node.values) if k is not None}
+    if isinstance(node, (ast.List, ast.Tuple, ast.Set)):
+        items = [_literal(e) for e in node.elts]
+        return tuple(items) if isinstance(node, ast.Tuple) else set(items) if isinstance(node, ast.Set) else items
+    if isinstance(node, ast.Call):
+        return {k.arg: _literal(k.value) for k in node.keywords if k.arg} if node.keywords else set()
+    try:
+        return ast.literal_eval(node)
+    except ValueError:
+        return ast.unparse(node)
+
+
 def _decorator(func: ast.FunctionDef) -> tuple[ast.Call | None, dict[str, Any]]:
-    """Inductor's run-time decorator of a kernel (`@triton_heuristics.template(...)`) and its literal keywords."""
+    """Inductor's run-time decorator of a kernel (`@triton_heuristics.template(...)`) and its keywords' values."""
     for deco in func.decorator_list:
         if isinstance(deco, ast.Call) and "triton_heuristics" in ast.unparse(deco.func):
-            values = {}
-            for keyword in deco.keywords:
-                try:
-                    values[keyword.arg] = ast.literal_eval(keyword.value)
-                except ValueError:
-                    continue
-            return deco, values
+            return deco, {k.arg: _literal(k.value) for k in deco.keywords if k.arg}
     return None, {}
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 import torch
 
-from swizzlelab.errors import UserError
+from swizzlelab.errors import FormulaError, UserError
 from swizzlelab.hw import get_model
 from swizzlelab.runtime import ensure_triton_backend
 
@@ -223,6 +223,9 @@ def test_orders_read_the_kernels_own_tile_counts() -> None:
     checked = terms.checked({"M": 96, "N": 64, "BLOCK_M": 32, "BLOCK_N": 32, "grid_n": 5}, (3, 2))
     assert "num_pid_n" not in checked.names and checked.missing["num_pid_n"] == "grid_n is 5 at this launch, the tile grid has 2"
     assert "refused" in checked.describe()
+    with pytest.raises(FormulaError, match=r"reads the tile count along pid_n \(num_pid_n\), which this kernel's terms "
+                                           r"lack: grid_n is 5 at this launch"):
+        checked.rewrite(family("grouped", GROUP_M=4))
 
 
 def test_an_autotune_config_too_large_for_the_gpu_is_skipped_in_one_line() -> None:

@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swizzlelab.errors import KernelSiteError
+from swizzlelab.swizzle.lang import rename
 from swizzlelab.userkernel.tiles import SiteSpan
 
 LAUNCH = "swz_launch"  # the launch index in the kernel copy
@@ -65,8 +66,6 @@ class MarkedKernel:
     def kernel_formula(self, formula: Any) -> Any:
         """`formula` (over tl.program_id(0)) rewritten for the kernel copy (over swz_launch)."""
         from swizzlelab.swizzle import parse_formula
-
-        from swizzlelab.swizzle.lang import rename
 
         tree = ast.parse(formula.normalized_source())
         tree = _LaunchIndex().visit(tree)

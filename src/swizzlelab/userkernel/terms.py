@@ -10,6 +10,7 @@ import math
 from dataclasses import dataclass, field
 from typing import Any
 
+from swizzlelab.errors import FormulaError
 from swizzlelab.swizzle.lang import Formula, parse_formula, rename
 
 # The names family orders read for the tile counts along pid_m and pid_n (swizzle.families).
@@ -28,8 +29,14 @@ class GridTerms:
     axes: tuple[str, str] = ("pid_m", "pid_n")  # the kernel's own names of the two tile ids
 
     def rewrite(self, formula: Formula) -> Formula:
-        """`formula` reading the kernel's names for the counts it reads and does not assign itself."""
+        """`formula` reading the kernel's names for the counts it reads and does not assign itself; FormulaError,
+        the same line for every such order, where it reads a count the kernel's terms lack."""
         free = set(formula.free_names) - set(formula.assigned_names)
+        lacking = [(axis, name) for axis, name in zip(self.axes, COUNTS) if name in free and name in self.missing]
+        if lacking:
+            axis, name = lacking[0]
+            raise FormulaError(f"the order reads the tile count along {axis} ({name}), which this kernel's terms lack: "
+                               f"{self.missing[name]}")
         plain = {n: self.names[n] for n in COUNTS if n in free and n in self.names and n not in self.derived}
         if plain:
             formula = rename(formula, plain)

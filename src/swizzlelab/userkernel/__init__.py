@@ -79,14 +79,28 @@ class UserKernel:
         """The kernel's trace, always recorded under the interpreter: here when this process interprets its
         kernels, else by a child process importing the file interpreted (the compiled copy is what is measured)."""
         if self._trace is None:
-            if self.kernel.interpreted:
-                self._trace = trace_user_kernel(self.launcher, self.site, source=self.analysed or None,
-                                                max_interpret_s=self.max_interpret_s, task_model=self.task_model)
-            else:
-                if self.request is None:
-                    raise UserError(f"{self.name}: compiled here and opened without a request a child can rebuild")
-                self._trace = run_in_child(self.request, "trace", interpret=True)
+            try:
+                self._trace = self._traced()
+            except UserError as err:
+                inline = [t for t in self.marked.twins if t.inline]
+                if not inline or "without covering each tile once" not in str(err):
+                    raise
+                # stream-K: the tiles the site's phase leaves are split between programs by the twin's phase
+                said = str(err).split("without covering each tile once")[0]
+                raise UserError(
+                    f"{said}without covering each tile once: the same remap's other phase (over {inline[0].index}) takes "
+                    "the tiles left, split between programs, which swizzlelab does not trace: run it at a size where the "
+                    "site's phase covers every tile (stream-K: a tile count that is a multiple of the SM count, or at "
+                    "most it)") from None
         return self._trace
+
+    def _traced(self) -> UserTrace:
+        if self.kernel.interpreted:
+            return trace_user_kernel(self.launcher, self.site, source=self.analysed or None,
+                                     max_interpret_s=self.max_interpret_s, task_model=self.task_model)
+        if self.request is None:
+            raise UserError(f"{self.name}: compiled here and opened without a request a child can rebuild")
+        return run_in_child(self.request, "trace", interpret=True)
 
     def file_source(self, formula: Any) -> str:
         """The user's file with `formula` at the kernel's site (and at each twin of it), every other line as

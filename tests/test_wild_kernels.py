@@ -81,6 +81,18 @@ def test_stream_k_phases_both_take_the_order_and_compute_the_same(tmp_path: Path
     assert not torch.equal(outs["broken"], outs["original"])  # the twin matters: the stream-K tiles move
 
 
+def test_a_stream_k_size_with_split_tiles_says_which_sizes_trace() -> None:
+    """144 tiles over 132 SMs: the stream-K phase takes tiles split between programs; the one line says so."""
+    from swizzlelab.userkernel import Inputs, open_user_kernel, parse_tensor_spec
+
+    inputs = Inputs((parse_tensor_spec("a=float16[384,64]"), parse_tensor_spec("b=float16[384,64]")))
+    opened = open_user_kernel(f"{WILD / 'tritonbench_stream_k.py'}:streamk_cuda_gemm", H100, inputs=inputs,
+                              config={"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32})
+    with pytest.raises(UserError, match=r"other phase \(over curr_tile\) takes the tiles left, split between programs.*"
+                                        r"a tile count that is a multiple of the SM count"):
+        opened.trace()
+
+
 def test_torch_compile_output_runs_whole_and_goes_back_as_a_triton_op(tmp_path: Path) -> None:
     """best_kernel.py of torch.compile's output is still that module: call(get_args()) runs it (Inductor's own
     runtime, the Triton interpreter here) and gives the original's output; the kernel's text from it, made a

@@ -144,6 +144,25 @@ def test_torch_compile_output_runs_whole_and_goes_back_as_a_triton_op(tmp_path: 
     assert torch.allclose(h, torch.relu(x @ w1), rtol=1e-4, atol=1e-4)
 
 
+def test_compiled_copies_are_traced_by_a_child_that_opens_the_same_kernel() -> None:
+    """The GPU path on a CPU (the file imported with the interpreter off): the interpreted child rebuilds the
+    kernel this process chose (torch.compile's output: the one with the most programs, no name given) with the
+    same inputs (call()'s buffers), and traces what this process traces interpreting it."""
+    import numpy as np
+
+    from swizzlelab.userkernel import open_user_kernel
+
+    spec = str(WILD / "inductor_mm_output_code.py")
+    # interpreted first: the kernels' text imports Inductor's triton_helpers, whose @triton.jit helpers are built
+    # once per process in the mode of its first import (a GPU host's parent only ever compiles them)
+    here = open_user_kernel(spec, H100).trace()
+    compiled = open_user_kernel(spec, H100, interpret=False)
+    assert type(compiled.kernel.jit_fn).__name__ == "JITFunction" and "child process" in compiled.trace_method
+    in_child = compiled.trace()
+    assert in_child.launch_grid == here.launch_grid == (8, 1, 1)
+    assert np.array_equal(in_child.trace.lines, here.trace.lines) and in_child.trace.lines.size > 0
+
+
 def test_a_torch_compile_debug_folder_is_a_kernel_spec(tmp_path: Path) -> None:
     """`--kernel FOLDER[:KERNEL]`: the output_code.py a TORCH_COMPILE_DEBUG run left in it; two outputs there
     are refused in one line naming them."""

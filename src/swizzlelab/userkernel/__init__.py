@@ -366,11 +366,11 @@ def open_user_kernel(
         raise
     given = inputs or Inputs()
     where = "cpu" if kfile.interpreted else device()
-    launch = kfile.inductor.launches.get(kernel.name) if kfile.inductor is not None else None
+    compiled_launch = kfile.inductor.launches.get(kernel.name) if kfile.inductor is not None else None
     with kfile.folder_on_path():
         # an interpreted copy's inputs live on the CPU, also beside a GPU (see device_shim)
         arguments = build_arguments(wrapper, given, where, kfile.path.parent,
-                                    seeded_inputs(launch, given.seed, where) if launch is not None else None)
+                                    seeded_inputs(compiled_launch, given.seed, where) if compiled_launch else None)
 
     def run_own() -> None:
         with running(kfile, model):
@@ -394,8 +394,9 @@ def open_user_kernel(
     marking_source, twins, other_sites = _marking(analysed, found, kernel.name)
     marked = mark(marking_source, found, kernel.jit_fn.fn.__globals__, twins)
     holder.append(marked)
-    request = request_for(str(kfile.path) + (f":{kernel_name}" if kernel_name else ""), model, config, autotune_index,
-                          launch, site, given)
+    # the kernel by name: a child rebuilding it must open this one, also where it was chosen here (the one with
+    # the most programs of a torch.compile output)
+    request = request_for(f"{kfile.path}:{kernel.name}", model, config, autotune_index, launch, site, given)
     own_names = {new: old for old, new in marked.renamed.items()}
     terms = grid_terms(marked.source, marked.site.start, marked.site.stop, marked.site.outputs,
                        (own_names.get("pid_m", "pid_m"), own_names.get("pid_n", "pid_n")), set(kernel.params))

@@ -215,7 +215,7 @@ def test_remap_helper_called_twice_is_inlined_and_spliced_at_both_calls():
                       sizes={"M": 128, "N": 96, "K": 64}))
     assert user_kernel.site_lines() == "line 305" and user_kernel.site.loop_var == "tile_id"
     assert [t.index for t in user_kernel.marked.twins] == ["tile_id_c"]
-    assert any("runs again at line 326 (over tile_id_c)" in line for line in user_kernel.describe())
+    assert any("runs again at line 326 (over tile_id_c," in line for line in user_kernel.describe())
     a, b = (user_kernel.launcher.arguments[n].float() for n in "ab")
     out = user_kernel.launcher(family("column_major"))
     assert torch.allclose(out.float(), a @ b, atol=5e-2)

@@ -3,13 +3,16 @@
 under the interpreter by swizzlelab itself), at their real sizes.
 
 For each of Triton's tutorial 03 matmul, tutorial 09 persistent matmul (8192^3 fp16) and tutorial 06 attention
-forward (Z=4, H=32, N_CTX=4096, D=64 fp16), unedited under tests/wild/: the command, its exit code, wall
+forward (Z=4, H=32, N_CTX=4096, D=64 fp16), and (issue 55) vLLM's scaled matmul, torchao's int8 matmul, a
+torch.compile output made on the GPU first, a batch-invariant persistent matmul, Liger's int8 x int2 matmul and
+tritonbench's stream-K, unedited under tests/wild/ (RUNS says each size): the command, its exit code, wall
 seconds, the `trace method:` line it printed, when each of its lines appeared (where the time went), whether the
 predictions told orders apart, and the best order's measured speedup with its 95% CI from the run's report.json.
 Every command runs in its own process group under a timeout (killed with its children past it: rc 124), so
 one call of this script lasts at most about the sum of its kernels' timeouts.
 
-Usage: python -m benchmarks.wild_gpu.run OUT_DIR [--only t03|t09|t06 ...] [--timeout-s 540] [--budget 4] [--small]
+Usage: python -m benchmarks.wild_gpu.run OUT_DIR [--only t03|t09|t06|vllm|torchao|inductor|batch_invariant|liger|streamk ...]
+                                      [--timeout-s 540] [--budget 4] [--small]
   writes OUT_DIR/wild_gpu_<device>_<names>.json (one per call) and per kernel OUT_DIR/<name>/ (the optimizer's
   files and cli.log);
        python -m benchmarks.wild_gpu.run --merge A.json B.json ... --out wild_gpu_<device>.json
@@ -31,7 +34,8 @@ MATMUL_SIZES = ["--size", "m=8192", "--size", "n=8192", "--size", "k=8192"]
 ATTENTION = ["--tensor", "q=float16[Z,H,S,D]", "--tensor", "k=float16[Z,H,S,D]", "--tensor", "v=float16[Z,H,S,D]",
              "--arg", "causal=False", "--arg", "sm_scale=0.5",
              "--size", "Z=4", "--size", "H=32", "--size", "S=4096", "--size", "D=64"]
-# name -> (what it is, the arguments after `swizzlelab optimize`)
+GEMM_TENSORS = ["--tensor", "a=float16[M,K]", "--tensor", "b=float16[K,N]"]
+# name -> (what it is, the arguments after `swizzlelab optimize`); "{out}" is the run's folder
 RUNS = {
     "t03": ("Triton tutorial 03 matmul, 8192^3 fp16",
             ["matmul", "--kernel", str(WILD / "triton_03_matmul.py"), *MATMUL_SIZES]),
@@ -40,6 +44,35 @@ RUNS = {
              "--launch", "matmul_persistent", *MATMUL_SIZES]),
     "t06": ("Triton tutorial 06 attention forward, Z=4 H=32 N_CTX=4096 D=64 fp16",
             ["--kernel", f"{WILD / 'triton_06_fused_attention.py'}:_attn_fwd", *ATTENTION]),
+    # issue 55: published kernels beyond Triton's tutorials, each at 8192^3 as typed (one flag at most)
+    "vllm": ("vLLM triton_scaled_mm (its launcher's heuristic tiles), 8192^3 fp16, per-row and per-column scales",
+             ["--kernel", str(WILD / "vllm_triton_scaled_mm.py"), "--tensor", "input=float16[M,K]",
+              "--tensor", "weight=float16[K,N]", "--tensor", "scale_a=float32[M,1]", "--tensor", "scale_b=float32[N,1]",
+              "--arg", "out_dtype=torch.float16", "--size", "M=8192", "--size", "N=8192", "--size", "K=8192"]),
+    "torchao": ("torchao int8 matmul (GROUP_M reassigned at its site), 8192^3, 128x128x64 blocks, 3 stages, 8 warps",
+                ["--kernel", f"{WILD / 'torchao_intmm_triton.py'}:matmul_kernel_with_block_pointers",
+                 "--inputs", f"{WILD / 'torchao_inputs.py'}:intmm_inputs", "--size", "M=8192", "--size", "N=8192",
+                 "--size", "K=8192", "--size", "block_m=128", "--size", "block_n=128", "--size", "block_k=64",
+                 "--size", "num_stages=3", "--size", "num_warps=8"]),
+    "inductor": ("torch.compile(mode=max-autotune) output_code.py of relu(x @ w1) @ w2, 8192^3 fp16, made on this GPU "
+                 "first (tests/wild/make_inductor_output.py)",
+                 ["--kernel", "{out}/output_code.py"]),
+    "batch_invariant": ("batch_invariant_ops persistent matmul (SM count from torch.accelerator), 8192^3 fp16",
+                        ["--kernel", f"{WILD / 'batch_invariant_ops.py'}:matmul_kernel_persistent", *GEMM_TENSORS,
+                         "--size", "M=8192", "--size", "N=8192", "--size", "K=8192"]),
+    "liger": ("Liger-Kernel int8 x packed int2 matmul (its own @triton.autotune), 8192^3",
+              ["--kernel", str(WILD / "liger_mm_int8int2.py"), "--tensor", "a=int8[M,K]", "--tensor", "b=uint8[K4,N]",
+               "--size", "M=8192", "--size", "N=8192", "--size", "K=8192", "--size", "K4=2048"]),
+    "streamk": ("tritonbench stream-K (CUDA, TMA descriptors; both remaps take the order), 8448x8448x8192 fp16: "
+                "66x66 tiles of 128 are 33 full waves of 132 SMs, every tile in the data-parallel phase",
+                ["--kernel", f"{WILD / 'tritonbench_stream_k.py'}:streamk_cuda_gemm", "--tensor", "a=float16[M,K]",
+                 "--tensor", "b=float16[N,K]", "--size", "M=8448", "--size", "N=8448", "--size", "K=8192",
+                 "--config", "BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,SK_BLOCK_K=64"]),
+}
+# commands run before a kernel's own (the Inductor output is made by torch.compile on the GPU that optimizes it)
+PREPARE = {
+    "inductor": ["{python}", str(WILD / "make_inductor_output.py"), "{out}/output_code.py", "--device", "cuda",
+                 "--m", "8192", "--n", "8192", "--k", "8192", "--dtype", "float16"],
 }
 
 
@@ -48,12 +81,23 @@ SMALL = {
     "t03": ["--size", "m=96", "--size", "n=64", "--size", "k=64", "--config", "BLOCK_SIZE_M=32,BLOCK_SIZE_N=32,BLOCK_SIZE_K=32"],
     "t09": ["--size", "m=128", "--size", "n=96", "--size", "k=64", "--config", "BLOCK_SIZE_M=32,BLOCK_SIZE_N=32,BLOCK_SIZE_K=32"],
     "t06": ["--size", "Z=1", "--size", "H=2", "--size", "S=128", "--size", "D=64", "--config", "BLOCK_M=64,BLOCK_N=32"],
+    "vllm": ["--size", "M=128", "--size", "N=256", "--size", "K=128"],
+    "torchao": ["--size", "M=128", "--size", "N=96", "--size", "K=64"],
+    "inductor": [],
+    "batch_invariant": ["--size", "M=128", "--size", "N=96", "--size", "K=64",
+                        "--config", "BLOCK_SIZE_M=32,BLOCK_SIZE_N=32,BLOCK_SIZE_K=32"],
+    "liger": ["--size", "M=96", "--size", "N=64", "--size", "K=128", "--size", "K4=32", "--autotune-config", "14"],
+    "streamk": ["--size", "M=128", "--size", "N=96", "--size", "K=64", "--config", "BLOCK_M=32,BLOCK_N=32,BLOCK_K=32"],
 }
+# --small: the Inductor output is the one tests/wild keeps (made on a CPU), not made again
+SMALL_KERNEL = {"inductor": str(WILD / "inductor_mm_output_code.py")}
 
 
 def small(name: str, rest: list[str]) -> list[str]:
-    """`rest` with its --size options replaced by SMALL's."""
+    """`rest` with its --size options replaced by SMALL's (and its --kernel by SMALL_KERNEL's)."""
     kept = [a for i, a in enumerate(rest) if a != "--size" and (i == 0 or rest[i - 1] != "--size")]
+    if name in SMALL_KERNEL:
+        kept = [SMALL_KERNEL[name] if i and kept[i - 1] == "--kernel" else a for i, a in enumerate(kept)]
     return kept + SMALL[name]
 
 
@@ -193,6 +237,12 @@ def main(argv: list[str]) -> int:
             what, rest = what + " (--small: CPU-sized)", small(name, rest)
         folder = args.out / name
         folder.mkdir(exist_ok=True)
+        rest = [a.replace("{out}", str(folder)) for a in rest]
+        prepared = None
+        if name in PREPARE and not args.small:
+            argv_prepare = [a.replace("{out}", str(folder)).replace("{python}", sys.executable) for a in PREPARE[name]]
+            code, wall, _, _ = run_command(argv_prepare, folder / "prepare.log", args.timeout_s)
+            prepared = {"command": " ".join(argv_prepare), "rc": code, "wall_s": round(wall, 1)}
         typed = ["swizzlelab", "optimize", *rest, "--target", "auto", "--budget", str(args.budget),
                  "--out", str(folder)]
         code, wall, output, timeline = run_command(swizzlelab_command() + typed[1:], folder / "cli.log",
@@ -206,7 +256,7 @@ def main(argv: list[str]) -> int:
                       # the config every order ran at, and where it came from (the kernel's own autotuner on a GPU)
                       "config": config.group(1) if config else None,
                       "error": error.group(1) if error else None, **told(output.splitlines()), "phases": phases(timeline),
-                      "timeline": timeline,
+                      "timeline": timeline, **({"prepare": prepared} if prepared else {}),
                       **summary(folder)}
         print(json.dumps({name: {k: rows[name][k] for k in ("rc", "wall_s", "config", "trace_method", "phases")}}),
               flush=True)

@@ -233,6 +233,10 @@ class Scenario:
         return self._fit(parse_formula(text, tuple(outputs), rank=self.rank), check_site=False, where=str(spec))
 
     def _fit(self, formula: Formula, check_site: bool, where: str = "formula") -> Formula:
+        # a user's kernel file names its tile counts its own way (grid_m, num_tile_n): orders read those names
+        in_kernel_terms = getattr(self.task, "in_kernel_terms", None)
+        if in_kernel_terms is not None:
+            formula = in_kernel_terms(formula)
         self._check_launch(formula, where)
         formula = continue_kernel(formula, self.site, self.available_names(), f"{self.task.name}'s kernel", where)
         if N_AXIS0 in self.args:

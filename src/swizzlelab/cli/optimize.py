@@ -43,7 +43,7 @@ def register(app: typer.Typer) -> None:
                                                "take from its start, e.g. 3m or 90s (default: sized to the kernel's "
                                                "measured time, 75-150 s); no new race of orders starts after it"),
         proposer: str = typer.Option("search", "--proposer", help="search | llm | both (alternating)"),
-        out: str | None = typer.Option(None, "--out", help=f"output folder (default ./{DEFAULT_OUT}/<task>-<target>)"),
+        out: str | None = typer.Option(None, "--out", help=f"output folder (default ./{DEFAULT_OUT}/<task>-<target>, <file>-<kernel>-<target> for --kernel FILE)"),
         size: list[str] = typer.Option([], "--size", help="override a size of the first benchmark case: NAME=VALUE"),
         outputs: str | None = typer.Option(None, "--outputs", help=outputs_option()),
         remeasure: bool = typer.Option(False, "--remeasure", help="measure again what the cache already holds"),

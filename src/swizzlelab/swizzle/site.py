@@ -585,3 +585,51 @@ def reads_program_id(code: str) -> bool:
         if jit and any(isinstance(n, ast.Attribute) and n.attr == "program_id" for n in ast.walk(node)):
             return True
     return False
+
+
+def _statement_lists(node: ast.AST) -> list[list[ast.stmt]]:
+    """Every statement list under `node`: its body, and those of its loops' and branches' bodies."""
+    lists: list[list[ast.stmt]] = []
+    for sub in ast.walk(node):
+        for name in ("body", "orelse"):
+            block = getattr(sub, name, None)
+            if isinstance(block, list) and block and isinstance(block[0], ast.stmt):
+                lists.append(block)
+    return lists
+
+
+def remap_sites(source: str, kernel_name: str = "kernel") -> list[Site]:
+    """Every remap block of a kernel, in source order: in any statement list (the body, a loop's, a branch's), a
+    run of formula lines turning a name derived from the launch (a program id, what is computed from it, a loop
+    variable over such names) into one or two tile ids, ended by a line making offsets of them (stream-K's
+    data-parallel remap under `if pid < total_ddp_tiles:` and its stream-K one in a loop over `curr_tile`, or
+    the same remap inline in two loops). find_site's own site is one of them where it is not the bare program
+    id line."""
+    lines = source.splitlines()
+    func = _function(ast.parse(source), kernel_name)
+    kernel = _kernel_facts(func)
+    derived: set[str] = set()
+    for _ in range(8):  # launch-derived names, to a fixed point (loops and assignments at any depth)
+        before = len(derived)
+        for node in ast.walk(func):
+            if isinstance(node, ast.Assign) and (_is_program_id(node.value) or _names_read(node.value) & derived):
+                derived |= set(_targets(node))
+            elif isinstance(node, ast.For) and _names_read(node.iter) & derived:
+                derived |= set(_targets(node))
+        if len(derived) == before:
+            break
+    sites: list[Site] = []
+    for body in _statement_lists(func):
+        index = 0
+        while index < len(body):
+            stmt = body[index]
+            seeds = _names_read(stmt) & derived if isinstance(stmt, ast.Assign) else set()
+            run = _remap_run(body, index, seeds, kernel, [], index) if seeds and not _is_program_id(stmt.value) else None  # type: ignore[attr-defined]
+            nxt = body[run.last + 1] if run is not None and run.last + 1 < len(body) else None
+            if run is None or nxt is None or not _is_offset(nxt, set(run.outputs), kernel) or run.last == index:
+                index += 1
+                continue
+            site = _site_from_run(lines, func, kernel, run, "program_id", None, None)
+            sites.append(replace(site, index_name=sorted(seeds)[0] if len(seeds) == 1 else None))
+            index = run.last + 1
+    return sorted(sites, key=lambda s: s.start)

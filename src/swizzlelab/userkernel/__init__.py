@@ -8,23 +8,26 @@ from __future__ import annotations
 import ast
 import re
 import textwrap
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from swizzlelab.errors import KernelSiteError, UserError
 from swizzlelab.hw import HardwareModel
 from swizzlelab.runtime import device
 from swizzlelab.swizzle.emit import find_site
-from swizzlelab.userkernel.autotune import index_for
+from swizzlelab.userkernel.autotune import fitting, index_for
 from swizzlelab.userkernel.child import Request, request_for, run_in_child
 from swizzlelab.userkernel.config import LAUNCH_OPTIONS, Choice, choose, dropped_options, parse_config_option
-from swizzlelab.userkernel.inline import Inlined, fold_constexpr_ifs, inline_helpers
+from swizzlelab.userkernel.inductor import seeded_inputs
+from swizzlelab.userkernel.inline import Inlined, fold_constexpr_ifs, inline_helpers, plain_program_ids
 from swizzlelab.userkernel.launch import (Inputs, Launcher, Wrapper, build_arguments, parse_scalar, parse_tensor_spec,
                                           resolve_wrapper, running)
 from swizzlelab.userkernel.model_check import TaskModel, task_model_of
 from swizzlelab.userkernel.marked import MarkedKernel, Twin, mark, target_names
 from swizzlelab.userkernel.load import FoundKernel, KernelFile, TuneConfig, load_kernel_file, split_kernel_spec
 from swizzlelab.userkernel.shim import ShimInfo, device_shim
+from swizzlelab.userkernel.sites import OtherSite, inline_twins, others, promoted
+from swizzlelab.userkernel.terms import GridTerms, grid_terms
 from swizzlelab.userkernel.tiles import OwnOrder, SiteSpan
 from swizzlelab.userkernel.user_trace import UserTrace, trace_user_kernel
 
@@ -45,6 +48,10 @@ class UserKernel:
     max_interpret_s: float | None = None
     # The task's access model, for a trace that cannot be derived (checked on a sample of programs first).
     task_model: TaskModel | None = None
+    # The kernel's own names for the tile counts family orders read (grid_m, ...), found from its source.
+    terms: GridTerms = field(default_factory=GridTerms)
+    chosen: str = ""  # why this kernel of several (torch.compile's output: the one with the most programs)
+    other_sites: tuple[OtherSite, ...] = ()  # remaps of the kernel neither its site nor a twin of it
     _trace: UserTrace | None = None
 
     @property
@@ -72,14 +79,28 @@ class UserKernel:
         """The kernel's trace, always recorded under the interpreter: here when this process interprets its
         kernels, else by a child process importing the file interpreted (the compiled copy is what is measured)."""
         if self._trace is None:
-            if self.kernel.interpreted:
-                self._trace = trace_user_kernel(self.launcher, self.site, source=self.analysed or None,
-                                                max_interpret_s=self.max_interpret_s, task_model=self.task_model)
-            else:
-                if self.request is None:
-                    raise UserError(f"{self.name}: compiled here and opened without a request a child can rebuild")
-                self._trace = run_in_child(self.request, "trace", interpret=True)
+            try:
+                self._trace = self._traced()
+            except UserError as err:
+                inline = [t for t in self.marked.twins if t.inline]
+                if not inline or "without covering each tile once" not in str(err):
+                    raise
+                # stream-K: the tiles the site's phase leaves are split between programs by the twin's phase
+                said = str(err).split("without covering each tile once")[0]
+                raise UserError(
+                    f"{said}without covering each tile once: the same remap's other phase (over {inline[0].index}) takes "
+                    "the tiles left, split between programs, which swizzlelab does not trace: run it at a size where the "
+                    "site's phase covers every tile (stream-K: a tile count that is a multiple of the SM count, or at "
+                    "most it)") from None
         return self._trace
+
+    def _traced(self) -> UserTrace:
+        if self.kernel.interpreted:
+            return trace_user_kernel(self.launcher, self.site, source=self.analysed or None,
+                                     max_interpret_s=self.max_interpret_s, task_model=self.task_model)
+        if self.request is None:
+            raise UserError(f"{self.name}: compiled here and opened without a request a child can rebuild")
+        return run_in_child(self.request, "trace", interpret=True)
 
     def file_source(self, formula: Any) -> str:
         """The user's file with `formula` at the kernel's site (and at each twin of it), every other line as
@@ -109,17 +130,29 @@ class UserKernel:
             lines.append(self.kfile.shim.describe())
         lines += [f"import: {note}" for note in self.kfile.notes]
         wrapped = f" (unwrapped from {' > '.join(self.kernel.wrappers)})" if self.kernel.wrappers else ""
+        if self.kfile.inductor is not None:
+            wrapped += " (torch.compile's output: the kernel's source string, at its lines of the file)"
         lines.append(f"kernel {self.kernel.name}{wrapped} in {self.kfile.path}")
+        if self.chosen:
+            lines.append(f"  {self.chosen}")
         loop = f", inside the loop over {self.site.loop_var}" if self.site.loop_var else ""
         how = f" ({self.site.how})" if self.site.how else ""
         lines.append(f"swizzle site: {self.site_lines()}{how}{loop}, yielding {', '.join(self.site.outputs)}")
         first = self.kernel.first_line
         for twin in self.marked.twins:
-            lines.append(f"  the same remap runs again at line {first + self.site.start - self.marked.span[0] + twin.start}"
-                         f" (over {twin.index}): orders are spliced there too")
+            at = first + self.site.start - self.marked.span[0] + twin.start
+            span = f"line {at}" if twin.stop - twin.start <= 1 else f"lines {at}-{at + twin.stop - twin.start - 1}"
+            lines.append(f"  the same remap runs again at {span} (over {twin.index}, yielding {', '.join(twin.targets)}): "
+                         "one order is spliced at both, optimized together")
+        for other in self.other_sites:
+            span = SiteSpan(other.start, other.stop, other.outputs).lines_label(first)
+            lines.append(f"  another remap at {span} (yielding {', '.join(other.outputs)}) is not this run's: optimize it "
+                         f"with --site {span.split()[-1]}")
         if self.marked.hoisted:
             lines.append(f"  (its lines defining {', '.join(self.marked.hoisted)} do not depend on the program id: "
                          "swizzlelab's copy computes them before the site, the file is untouched)")
+        if terms := self.terms.describe():
+            lines.append(f"  {terms}")
         lines.append(self.choice.describe())
         if not self.kfile.interpreted and device() == "cuda" and (dropped := dropped_options(self.choice)):
             lines.append(f"  not passed: {', '.join(dropped)} (options of another GPU's Triton compiler; this one "
@@ -163,7 +196,7 @@ class Analysed:
 
 
 def analyse(kernel: FoundKernel, values: dict[str, Any]) -> Analysed:
-    folded = fold_constexpr_ifs(kernel.source, values)
+    folded = plain_program_ids(fold_constexpr_ifs(kernel.source, values))
     inlined = inline_helpers(folded, kernel.jit_fn.fn.__globals__, kernel.jit_fn.fn.__module__)
     return Analysed(inlined.source, inlined, folded)
 
@@ -186,7 +219,8 @@ def site_of(kernel: FoundKernel, analysed: Analysed | None = None) -> SiteSpan:
     kind = getattr(found, "kind", "")
     loop_var = getattr(found, "index_name", None) if kind == "loop" else None
     how = "between the swizzle markers" if kind == "markers" else "found automatically"
-    return SiteSpan(found.start, found.stop, tuple(found.outputs), loop_var, how)
+    span, index = promoted(source, SiteSpan(found.start, found.stop, tuple(found.outputs), loop_var, how), kernel.name)
+    return replace(span, index=index)
 
 
 def site_from_lines(kernel: FoundKernel, spec: str, analysed: Analysed | None = None) -> SiteSpan:
@@ -268,9 +302,10 @@ def pick_kernel(kfile: KernelFile, name: str | None, site: str | None = None,
     )
 
 
-def _marking(analysed: Analysed, site: SiteSpan) -> tuple[str, tuple[Twin, ...]]:
-    """The source the marked copies are made from (helper calls as written, but the site's own, inlined) and the
-    other calls of the helper the site inlines, after it: its twins."""
+def _marking(analysed: Analysed, site: SiteSpan, kernel_name: str) -> tuple[str, tuple[Twin, ...], tuple[OtherSite, ...]]:
+    """The source the marked copies are made from (helper calls as written, but the site's own, inlined), the
+    site's twins (later calls of the helper the site inlines, and the same remap written again inline), and the
+    kernel's other remaps."""
     folded = analysed.folded.splitlines()
     inlined = analysed.source.splitlines()
     lines = folded[:site.start] + inlined[site.start:site.stop] + folded[site.stop:]
@@ -284,7 +319,10 @@ def _marking(analysed: Analysed, site: SiteSpan) -> tuple[str, tuple[Twin, ...]]
         for call in calls:
             if call.helper == helper.helper and call.start >= site.stop:
                 twins.append(Twin(call.start, call.stop, call.args[position], call.targets, call.indent))
-    return "\n".join(lines) + "\n", tuple(twins)
+    text = "\n".join(lines) + "\n"
+    twins += inline_twins(text, site, site.loop_var or site.index, tuple(twins))
+    twins.sort(key=lambda t: t.start)
+    return text, tuple(twins), others(text, site, tuple(twins), kernel_name)
 
 
 def open_user_kernel(
@@ -309,10 +347,13 @@ def open_user_kernel(
     path, kernel_name = split_kernel_spec(spec)
     if kfile is None:
         kfile = load_kernel_file(path, model, interpret=interpret)
+    chosen = ""  # why this kernel, where the file has several and none was named
     if kernel_name or len(kfile.kernels) == 1:
         kernel = kfile.kernels.get(kernel_name) if kernel_name else next(iter(kfile.kernels.values()))
         if kernel is None:
             raise UserError(f"{kfile.path.name}: no @triton.jit kernel {kernel_name!r} (kernels: {', '.join(kfile.kernels)})")
+    elif kfile.inductor is not None and not site:
+        kernel, chosen = _inductor_default(kfile, lambda k: known_values(k, config, autotune_index))
     else:
         kernel = pick_kernel(kfile, None, site, lambda k: known_values(k, config, autotune_index))[0]
     choose(kernel, dict(config or {}), autotune_index or 0)  # a wrong --config/--autotune-config is said first
@@ -324,30 +365,68 @@ def open_user_kernel(
         pick_kernel(kfile, kernel_name or None, site, lambda k: known_values(k, config, autotune_index))
         raise
     given = inputs or Inputs()
+    where = "cpu" if kfile.interpreted else device()
+    compiled_launch = kfile.inductor.launches.get(kernel.name) if kfile.inductor is not None else None
     with kfile.folder_on_path():
         # an interpreted copy's inputs live on the CPU, also beside a GPU (see device_shim)
-        arguments = build_arguments(wrapper, given, "cpu" if kfile.interpreted else device(), kfile.path.parent)
+        arguments = build_arguments(wrapper, given, where, kfile.path.parent,
+                                    seeded_inputs(compiled_launch, given.seed, where) if compiled_launch else None)
 
     def run_own() -> None:
         with running(kfile, model):
             wrapper(**arguments)
 
     tuned = index_for(kernel, autotune_index, bool(config), own_autotune, run_own, f"{wrapper.__name__}(...)")
+    holder: list[MarkedKernel] = []
+    launcher = Launcher(kfile, kernel, wrapper, arguments, choose(kernel, dict(config or {}), tuned.index, tuned.why),
+                        model, splice=lambda _jit_fn, formula: holder[0].spliced(formula), seed=given.seed,
+                        launch_spec=launch)
+    if not kfile.interpreted and device() == "cuda":
+        # a config that does not fit this GPU's shared memory would end the first launch in OutOfResources
+        tuned = fitting(kernel, tuned, bool(config), autotune_index, lambda index: _shared_bytes(launcher, config, index))
     autotune_index = tuned.index
     choice = choose(kernel, dict(config or {}), autotune_index, tuned.why)
-    holder: list[MarkedKernel] = []
-    launcher = Launcher(kfile, kernel, wrapper, arguments, choice, model,
-                        splice=lambda _jit_fn, formula: holder[0].spliced(formula), seed=given.seed, launch_spec=launch)
+    launcher = replace(launcher, choice=choice)
     # the constexprs as the wrapper launches them (it may pass NUM_XCDS=8 itself): `if`s on them fold
     launched = {k: v for k, v in launcher.probe().items() if k in kernel.constexprs}
     values = {**known_values(kernel, config, autotune_index), **launched}
     kernel, found, analysed = pick_kernel(kfile, kernel.name, site, lambda k: values)
-    marking_source, twins = _marking(analysed, found)
-    holder.append(mark(marking_source, found, kernel.jit_fn.fn.__globals__, twins))
-    request = request_for(str(kfile.path) + (f":{kernel_name}" if kernel_name else ""), model, config, autotune_index,
-                          launch, site, given)
-    return UserKernel(kfile, kernel, found, choice, launcher, holder[0], marking_source, request,
-                      task_model=task_model_of(given.task, given.sizes, given.seed, arguments))
+    marking_source, twins, other_sites = _marking(analysed, found, kernel.name)
+    marked = mark(marking_source, found, kernel.jit_fn.fn.__globals__, twins)
+    holder.append(marked)
+    # the kernel by name: a child rebuilding it must open this one, also where it was chosen here (the one with
+    # the most programs of a torch.compile output)
+    request = request_for(f"{kfile.path}:{kernel.name}", model, config, autotune_index, launch, site, given)
+    own_names = {new: old for old, new in marked.renamed.items()}
+    terms = grid_terms(marked.source, marked.site.start, marked.site.stop, marked.site.outputs,
+                       (own_names.get("pid_m", "pid_m"), own_names.get("pid_n", "pid_n")), set(kernel.params))
+    return UserKernel(kfile, kernel, found, choice, launcher, marked, marking_source, request,
+                      task_model=task_model_of(given.task, given.sizes, given.seed, arguments), terms=terms,
+                      chosen=chosen, other_sites=other_sites)
+
+
+def _shared_bytes(launcher: Launcher, config: dict[str, Any] | None, index: int) -> tuple[int, int]:
+    """(shared memory the kernel compiled at autotune config `index` needs, what this GPU has), in bytes."""
+    import torch
+    import triton
+
+    trial = replace(launcher, choice=choose(launcher.kernel, dict(config or {}), index))
+    compiled = trial.warmup()
+    limit = triton.runtime.driver.active.utils.get_device_properties(torch.cuda.current_device())["max_shared_mem"]
+    return int(compiled.metadata.shared), int(limit)
+
+
+def _inductor_default(kfile: KernelFile, values: Any) -> tuple[FoundKernel, str]:
+    """torch.compile's output with no kernel named: the one with a swizzle site launching the most programs."""
+    with_site = []
+    for kernel in kfile.kernels.values():
+        try:
+            site_of(kernel, analyse(kernel, values(kernel)))
+        except KernelSiteError:
+            continue
+        with_site.append(kernel.name)
+    name, why = kfile.inductor.default_kernel(with_site)  # type: ignore[union-attr]
+    return kfile.kernels[name], why
 
 
 __all__ = [

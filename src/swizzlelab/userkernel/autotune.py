@@ -13,6 +13,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
 
+from swizzlelab.errors import UserError
 from swizzlelab.hw.targets import local_gpu_name
 from swizzlelab.userkernel.load import FoundKernel
 from swizzlelab.userkernel.shim import gpu_present
@@ -147,3 +148,29 @@ def _measured_why(tuner: Any, n_configs: int, seconds: float) -> str:
     pays = "; the kernel's own first call at these inputs takes as long" if seconds >= LONG_S else ""
     return (f": chosen by the kernel's @triton.autotune on {local_gpu_name() or 'the CPU (Triton interpreter)'} in {seconds:.1f} s "
             f"(measured{timed}{failed_text}{pays}; {OTHERS})")
+
+
+def fitting(kernel: FoundKernel, tuned: Tuned, overridden: bool, given: int | None,
+            shared: Callable[[int], tuple[int, int]]) -> Tuned:
+    """`tuned` where its config fits the GPU's shared memory; else, where swizzlelab chose it (not --config, not
+    --autotune-config), the next autotune config that fits, the skipped ones said in one line as Triton's own
+    autotuner skips them; UserError where none fits or the user chose it. `shared(index)`: (bytes the compiled
+    config needs, bytes the GPU has)."""
+    need, limit = shared(tuned.index)
+    if need <= limit:
+        return tuned
+    label = kernel.autotune_configs[tuned.index].label() if kernel.autotune_configs else "the launch's"
+    if overridden or given is not None or not kernel.autotune_configs:
+        chosen = "--config" if overridden else f"--autotune-config {given}" if given is not None else "the launch's config"
+        raise UserError(f"{kernel.name} at {chosen} ({label}) needs {need} B of shared memory and this GPU has {limit} B: "
+                        "it cannot launch here; choose smaller blocks or fewer stages with --config")
+    skipped = [f"config {tuned.index} ({need} B)"]
+    for index in range(tuned.index + 1, len(kernel.autotune_configs)):
+        need_next, _ = shared(index)
+        if need_next <= limit:
+            why = (f" (config{'s' if len(skipped) > 1 else ''} {', '.join(skipped)} need more shared memory than this "
+                   f"GPU's {limit} B: skipped, as Triton's autotuner skips them; {OTHERS})")
+            return Tuned(index, why, tuned.seconds)
+        skipped.append(f"config {index} ({need_next} B)")
+    raise UserError(f"{kernel.name}: none of its autotune configs from {tuned.index} on fits this GPU's {limit} B of "
+                    f"shared memory ({', '.join(skipped)})")

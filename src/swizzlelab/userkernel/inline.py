@@ -223,3 +223,12 @@ def fold_constexpr_ifs(source: str, values: dict[str, Any]) -> str:
         if not keep:
             lines[node.lineno - 1] = header_indent + "pass"
     return "\n".join(lines) + ("\n" if source.endswith("\n") else "")
+
+
+_CAST_PROGRAM_ID = re.compile(r"(tl\.program_id\([^()]*\))\.to\([^()]*\)")
+
+
+def plain_program_ids(source: str) -> str:
+    """`tl.program_id(0).to(INDEX_DTYPE)` (Inductor's templates) read as `tl.program_id(0)`, line for line: the
+    launch index is the same number in either type, and an order's splice reads the launch index itself."""
+    return _CAST_PROGRAM_ID.sub(r"\1", source)

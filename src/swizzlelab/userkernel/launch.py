@@ -18,6 +18,7 @@ from typing import Any
 from swizzlelab.errors import UserError
 from swizzlelab.hw import HardwareModel
 from swizzlelab.userkernel import config as config_mod
+from swizzlelab.userkernel.inductor import launcher_for
 from swizzlelab.userkernel.load import FoundKernel, KernelFile, folder_on_path, launch_source
 from swizzlelab.userkernel.shim import device_shim
 
@@ -49,8 +50,10 @@ class TensorSpec:
             elif dim in sizes:
                 out.append(int(sizes[dim]))
             else:
+                given = f" (sizes given: {', '.join(sizes)})" if sizes else ""
                 raise UserError(
-                    f"--tensor {self.name}: dimension {dim!r} is neither a number nor a size given with --size {dim}=N"
+                    f"--tensor {self.name}: dimension {dim!r} is neither a number nor a size given with --size "
+                    f"{dim}=N{given}"
                 )
         return tuple(out)
 
@@ -85,9 +88,20 @@ def parse_tensor_spec(text: str) -> TensorSpec:
 
 
 def parse_scalar(text: str) -> tuple[str, Any]:
+    """`--arg NAME=VALUE`: a Python literal, or a dtype as torch or Triton spells it (`torch.float16`,
+    `tl.float32`), which launchers take as arguments (vLLM's `out_dtype`)."""
     name, sep, raw = text.partition("=")
     if not sep or not name.isidentifier():
         raise UserError(f"--arg {text!r}: write NAME=VALUE, e.g. --arg sm_scale=0.125")
+    dtype = re.fullmatch(r"(torch|tl|triton\.language)\.(\w+)", raw.strip())
+    if dtype:
+        import torch
+        import triton.language as tl
+
+        value = getattr(torch if dtype[1] == "torch" else tl, dtype[2], None)
+        if not isinstance(value, (torch.dtype, tl.dtype)):
+            raise UserError(f"--arg {text!r}: {raw.strip()} is not a {dtype[1]} dtype (e.g. {dtype[1]}.float16)")
+        return name, value
     return name, config_mod._value(raw)
 
 
@@ -179,7 +193,16 @@ def _import_launch_file(module_part: str, kfile: KernelFile) -> Any:
 def resolve_wrapper(kfile: KernelFile, spec: str | None, kernel: FoundKernel) -> Wrapper:
     """`--launch NAME` (a function of the kernel file, or a module-level name such as `attention =
     _attention.apply`), `--launch FILE.py:FUNCTION` or `module:function`; without it, the file's single
-    function that launches the kernel."""
+    function that launches the kernel (the one public one, where private helpers launch it too); for torch.compile's
+    output, the kernel launched as call() launches it."""
+    if kfile.inductor is not None:
+        launch = kfile.inductor.launches.get(kernel.name)
+        if launch is None:
+            why = kfile.inductor.unlaunchable.get(kernel.name, "call() does not launch it")
+            raise UserError(f"{kfile.path.name}: kernel {kernel.name} cannot be launched alone: {why}")
+        if spec:
+            raise UserError(f"--launch {spec}: a torch.compile output's kernel is launched as its call() launches it")
+        return Wrapper(f"launch_{kernel.name}", launcher_for(launch, kernel.attr))
     if spec:
         module_part, sep, func_name = spec.rpartition(":")
         if not sep:
@@ -200,6 +223,9 @@ def resolve_wrapper(kfile: KernelFile, spec: str | None, kernel: FoundKernel) ->
         return Wrapper(func_name, fn)
     pattern = re.compile(rf"\b{re.escape(kernel.name)}\s*\[")
     callers = [Wrapper(name, fn) for name, fn in kfile.functions.items() if pattern.search(launch_source(fn))]
+    public = [w for w in callers if not w.__name__.startswith("_")]
+    if len(callers) > 1 and len(public) == 1:
+        return public[0]
     if len(callers) != 1:
         found = ", ".join(w.__name__ for w in callers) or "none"
         raise UserError(
@@ -258,12 +284,13 @@ def _random_tensor(spec: TensorSpec, sizes: dict[str, int], generator: Any, devi
     return tensor.to(device)
 
 
-def build_arguments(wrapper: Wrapper, inputs: Inputs, device: str, folder: Any = None) -> dict[str, Any]:
-    """Keyword arguments for the wrapper: a task's data and an --inputs function's, overlaid by --tensor and
-    --arg; every parameter without a default must be given."""
+def build_arguments(wrapper: Wrapper, inputs: Inputs, device: str, folder: Any = None,
+                    defaults: dict[str, Any] | None = None) -> dict[str, Any]:
+    """Keyword arguments for the wrapper: `defaults` (a torch.compile output's call() buffers), a task's data and
+    an --inputs function's, overlaid by --tensor and --arg; every parameter without a default must be given."""
     import torch
 
-    values: dict[str, Any] = {}
+    values: dict[str, Any] = dict(defaults or {})
     if inputs.task is not None:
         # on `device`, where the copy's kernels run (the CPU for an interpreted copy, also beside a GPU)
         data = {k: v.to(device) if isinstance(v, torch.Tensor) else v
@@ -451,12 +478,24 @@ class Launcher:
 
     def describe(self) -> str:
         shown = ", ".join(f"{k}={_shown(v)}" for k, v in self.arguments.items())
+        inductor = self.kfile.inductor
+        launch = inductor.launches.get(self.kernel.name) if inductor is not None else None
+        if launch is not None:
+            return (f"launcher: {self.kernel.name} alone, as call() launches it at line {launch.line} of "
+                    f"{self.kfile.path.name} (grid {launch.grid}, {', '.join(f'{k}={v}' for k, v in launch.options.items()) or 'no options'}): "
+                    f"seeded {shown}")
         return f"launcher: {self.wrapper.__name__}({shown}) from {self.kfile.path.name}"
 
 
 def case_value(value: Any) -> Any:
-    """A wrapper argument as a case records it: tensors and lists of them by shape and dtype, others as they are."""
-    return _shown(value) if _is_tensors(value) or hasattr(value, "shape") else value
+    """A wrapper argument as a case records it (a JSON value: the run's identity and logs hold it): tensors and
+    lists of them by shape and dtype, numbers, text, True/False/None as they are, anything else (a torch dtype, a
+    triton.Config) as its text."""
+    if _is_tensors(value) or hasattr(value, "shape"):
+        return _shown(value)
+    if value is None or isinstance(value, (bool, int, float, str)):
+        return value
+    return str(value)
 
 
 def _is_tensors(value: Any) -> bool:

@@ -17,6 +17,7 @@ import hashlib
 import importlib.util
 import inspect
 import os
+import re
 import sys
 import textwrap
 import traceback
@@ -30,6 +31,7 @@ from swizzlelab.errors import UserError
 from swizzlelab.hw import HardwareModel
 from swizzlelab.io import module_name_for
 from swizzlelab.tasks.registry import KERNEL_FUNCTIONS
+from swizzlelab.userkernel.inductor import InductorFile, find_output_code, is_inductor_output, read_inductor_file
 from swizzlelab.userkernel.shim import ShimInfo, device_shim, interpreting
 
 
@@ -95,6 +97,7 @@ class KernelFile:
     notes: tuple[str, ...] = ()  # one line per statement the import skipped
     model: HardwareModel | None = None
     interpreted: bool = True  # whether its kernels run under the interpreter
+    inductor: InductorFile | None = None  # torch.compile's output: its kernels' launches from call()
 
     def folder_on_path(self) -> contextlib.AbstractContextManager[None]:
         return folder_on_path(self.path.parent)
@@ -266,10 +269,69 @@ def _statement_text(source_lines: list[str], stmt: ast.stmt) -> str:
     return text if len(text) <= 70 else text[:67] + "..."
 
 
-def run_module_file(file: Path, module: ModuleType, spec_text: str) -> tuple[str, ...]:
+# Names a file imports from a package not installed here that swizzlelab can stand in for: Triton itself
+# re-exported (vLLM's `from vllm.triton_utils import tl, triton`), and predicates on the GPU the code runs on
+# (tritonbench's `is_cuda`, `is_hip_mi300`), answered for the target, not the host.
+_TRITON_NAMES = {"triton": "triton", "tl": "triton.language"}
+_PREDICATES = (
+    (re.compile(r"is_(cuda|nvidia)"), lambda model: model.vendor == "nvidia"),
+    (re.compile(r"is_(hip|rocm|amd)"), lambda model: model.vendor == "amd"),
+    (re.compile(r"is_(hip_)?mi30\d"), lambda model: model.name.upper() in ("MI300X", "MI325X")),
+    (re.compile(r"is_(hip_)?mi35\d"), lambda model: model.name.upper().startswith("MI35")),
+    (re.compile(r"is_fbcode"), lambda model: False),  # Meta's internal build: never here
+)
+
+
+def _stand_ins(stmt: ast.stmt, model: HardwareModel | None) -> dict[str, Any]:
+    """What a `from MISSING import ...` binds that swizzlelab stands in for (see _TRITON_NAMES, _PREDICATES)."""
+    if not isinstance(stmt, ast.ImportFrom):
+        return {}
+    out: dict[str, Any] = {}
+    for alias in stmt.names:
+        bound = alias.asname or alias.name
+        if alias.name in _TRITON_NAMES:
+            out[bound] = importlib.import_module(_TRITON_NAMES[alias.name])
+            continue
+        answer = next((rule for pattern, rule in _PREDICATES if pattern.fullmatch(alias.name)), None)
+        if answer is not None and model is not None:
+            value = bool(answer(model))
+            out[bound] = lambda *args, _value=value, **kwargs: _value
+    return out
+
+
+def _stand_in_note(values: dict[str, Any], model: HardwareModel | None) -> str:
+    triton_names = [n for n, v in values.items() if isinstance(v, ModuleType)]
+    predicates = [f"{n}() = {v()}" for n, v in values.items() if not isinstance(v, ModuleType)]
+    parts = [f"{', '.join(triton_names)} bound to the installed Triton"] if triton_names else []
+    if predicates:
+        parts.append(f"{', '.join(predicates)} answered for the target {model.name if model else ''}")
+    return "; ".join(parts)
+
+
+# What torch says when a statement needs a CUDA device this machine does not have.
+_NO_GPU = ("Torch not compiled with CUDA enabled", "Found no NVIDIA driver", "No CUDA GPUs are available",
+           "no CUDA-capable device")
+_REGISTERED_TWICE = ("Tried to register an operator", "already a kernel registered")
+
+
+def _skip_reason(err: BaseException) -> str | None:
+    """Why a statement that failed at import is skipped rather than reported: it needs a GPU this machine lacks,
+    or it registers a torch.library op this process registered before (the same file imported again)."""
+    text = str(err)
+    if any(hint in text for hint in _NO_GPU):
+        return "it needs a CUDA device, which this machine does not have"
+    if any(hint in text for hint in _REGISTERED_TWICE):
+        return "it registers a torch.library op this process registered before (an earlier import of the file)"
+    return None
+
+
+def run_module_file(file: Path, module: ModuleType, spec_text: str,
+                    model: HardwareModel | None = None, source: str | None = None) -> tuple[str, ...]:
     """Execute `file` in `module` one top-level statement at a time; returns notes on the statements skipped.
-    UserError naming FILE:LINE when a statement fails for any other reason."""
-    source = file.read_text()
+    UserError naming FILE:LINE when a statement fails for any other reason. `model`: the target, whose values
+    stand in for device predicates a missing package would have defined; `source`: the text to run in the file's
+    name and lines (torch.compile's output: its kernels, out of their strings), else the file's."""
+    source = file.read_text() if source is None else source
     try:
         tree = ast.parse(source, str(file))
     except SyntaxError as err:
@@ -283,6 +345,7 @@ def run_module_file(file: Path, module: ModuleType, spec_text: str) -> tuple[str
         code = compile(ast.Module(body=[stmt], type_ignores=[]), str(file), "exec", flags=flags, dont_inherit=True)
         where = f"{file.name}:{stmt.lineno}"
         reason = None
+        standing: dict[str, Any] = {}
         try:
             with _no_import_time_work():
                 exec(code, namespace)  # noqa: S102 - the user's own kernel file, which they asked us to import
@@ -292,15 +355,21 @@ def run_module_file(file: Path, module: ModuleType, spec_text: str) -> tuple[str
             if not isinstance(stmt, (ast.Import, ast.ImportFrom)):
                 raise _import_failure(spec_text, file, stmt, err) from None
             reason = f"{type(err).__name__}: {(str(err).splitlines() or [''])[0]}"
+            standing = _stand_ins(stmt, model)
+            if standing:
+                namespace.update(standing)
+                reason += f" ({_stand_in_note(standing, model)})"
         except NameError as err:
             name = getattr(err, "name", None)
             if name not in unavailable:
                 raise _import_failure(spec_text, file, stmt, err) from None
             reason = f"it needs {name}, which line {unavailable[name]} did not define"
         except Exception as err:  # noqa: BLE001 - a user's file: any import error is theirs to fix
-            raise _import_failure(spec_text, file, stmt, err) from None
+            reason = _skip_reason(err)
+            if reason is None:
+                raise _import_failure(spec_text, file, stmt, err) from None
         if reason is not None:
-            for name in _bound_names(stmt):
+            for name in _bound_names(stmt) - set(standing):
                 unavailable.setdefault(name, stmt.lineno)
             notes.append(f"{where} `{_statement_text(lines, stmt)}` skipped: {reason}")
     return tuple(notes)
@@ -313,9 +382,9 @@ def _import_failure(spec_text: str, file: Path, stmt: ast.stmt, err: BaseExcepti
 
 
 def split_kernel_spec(spec: str) -> tuple[str, str]:
-    """--kernel FILE[:KERNEL] -> (FILE, KERNEL or "")."""
+    """--kernel FILE[:KERNEL] (FILE a .py file, or a TORCH_COMPILE_DEBUG folder) -> (FILE, KERNEL or "")."""
     path, sep, kernel_name = spec.rpartition(":")
-    if not sep or not path.endswith(".py"):
+    if not sep or not (path.endswith(".py") or Path(path).expanduser().is_dir()):
         return spec, ""
     return path, kernel_name
 
@@ -327,6 +396,8 @@ def load_kernel_file(path: str | Path, model: HardwareModel, interpret: bool | N
 
     `interpret`: build interpreted kernels (True), compiled ones (False) or as kernels run here (None)."""
     file = Path(path).expanduser().resolve()
+    if file.is_dir():
+        file = find_output_code(file)  # a TORCH_COMPILE_DEBUG folder: the output_code.py in it
     if not file.is_file():
         raise UserError(f"--kernel {path}: no such file; give a .py file with a @triton.jit kernel")
     from swizzlelab.runtime import ensure_triton_backend
@@ -334,6 +405,7 @@ def load_kernel_file(path: str | Path, model: HardwareModel, interpret: bool | N
     ensure_triton_backend()
     interpreted = interpreting() if interpret is None else interpret
     module_source = file.read_text()
+    inductor = read_inductor_file(file, module_source) if is_inductor_output(module_source) else None
     # a copy of the file in the other mode than kernels run here (traced, or compiled for resources) is a second
     # module of its own
     suffix = "" if interpreted == interpreting() else ("_interpreted" if interpreted else "_compiled")
@@ -351,7 +423,7 @@ def load_kernel_file(path: str | Path, model: HardwareModel, interpret: bool | N
                 from swizzlelab.interpreter_compat import fix_interpreter_scalar_index
 
                 fix_interpreter_scalar_index(force=True)
-            notes = run_module_file(file, module, str(path))
+            notes = run_module_file(file, module, str(path), model, inductor.module_text if inductor else None)
     except BaseException:
         sys.modules.pop(name, None)
         raise
@@ -366,7 +438,7 @@ def load_kernel_file(path: str | Path, model: HardwareModel, interpret: bool | N
     if not kernels:
         raise UserError(f"--kernel {path}: the file defines no @triton.jit function")
     return KernelFile(file, module, module_source, hashlib.sha256(module_source.encode()).hexdigest()[:16],
-                      kernels, functions, shim, notes, model, interpreted)
+                      kernels, functions, shim, notes, model, interpreted, inductor)
 
 
 def launch_source(fn: Any) -> str:

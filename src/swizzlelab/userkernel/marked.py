@@ -19,6 +19,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from swizzlelab.errors import KernelSiteError
+from swizzlelab.swizzle.lang import rename
 from swizzlelab.userkernel.tiles import SiteSpan
 
 LAUNCH = "swz_launch"  # the launch index in the kernel copy
@@ -36,6 +37,7 @@ class Twin:
     index: str
     targets: tuple[str, ...]
     indent: str
+    inline: bool = False  # the remap written out again (not a call of the helper the site inlines)
 
 
 @dataclass(frozen=True)
@@ -56,6 +58,9 @@ class MarkedKernel:
     span: tuple[int, int] = (0, 0)  # the site's lines [start, stop) in the analysed source
     indent: str = "    "
     fn_globals: dict[str, Any] = field(default_factory=dict, repr=False)
+    # the copies' `pid = swz_launch` is swizzlelab's (a loop or 2-D site has no launch index line of its own): never
+    # kept in front of an order for a kernel's `pid` read after the site
+    synthetic_launch: bool = False
     _cache: dict[str, Any] = field(default_factory=dict, repr=False, compare=False)
 
     def kernel_formula(self, formula: Any) -> Any:
@@ -64,7 +69,12 @@ class MarkedKernel:
 
         tree = ast.parse(formula.normalized_source())
         tree = _LaunchIndex().visit(tree)
-        return parse_formula(ast.unparse(ast.fix_missing_locations(tree)) + "\n", formula.outputs)
+        spliced = parse_formula(ast.unparse(ast.fix_missing_locations(tree)) + "\n", formula.outputs)
+        if "pid" not in spliced.outputs and "pid" in spliced.assigned_names:
+            # the order's launch index is its own: a kernel's `pid` read after the site (stream-K's second phase,
+            # after the persistent loop its site sits in) keeps the program id
+            spliced = rename(spliced, {"pid": "swz_pid"})
+        return spliced
 
     def body_lines(self, formula: Any) -> list[str]:
         """The formula as the kernel copy's site block runs it (at the site's indentation), checked by the
@@ -84,7 +94,8 @@ class MarkedKernel:
         needed = []
         for line in site.kept:
             target = line.split("=", 1)[0].strip()
-            needed.append(target in read_after and target not in kernel_formula.assigned_names)
+            synthetic = self.synthetic_launch and line.replace(" ", "") == f"pid={LAUNCH}"
+            needed.append(target in read_after and target not in kernel_formula.assigned_names and not synthetic)
         kept = len(site.kept) if body[:len(site.kept)] == [self.indent + k for k in site.kept] else 0
         return [line for i, line in enumerate(body) if i >= kept or needed[i]]
 
@@ -97,9 +108,14 @@ class MarkedKernel:
             + [self.indent + "# swizzle: end"] + list(self.after)
         position = stop
         canonical = ("pid_m", "pid_n") if len(self.site.outputs) == 2 else ("pid",)
+        # a twin in another branch (stream-K's phase under `else:`) does not see names the site's branch assigned
+        count = next((line.strip() for line in self.head if line.strip().startswith("swz_num_launch =")), None)
+        reads_count = count is not None and any("swz_num_launch" in line for line in body)
         for twin in self.twins:
             out += lines[position:twin.start]
             out.append(f"{twin.indent}{LAUNCH} = {twin.index}")
+            if reads_count:
+                out.append(f"{twin.indent}{count}")
             out += [twin.indent + line[len(self.indent):] if line.startswith(self.indent) else twin.indent + line.lstrip()
                     for line in body]
             out += [f"{twin.indent}{target} = {name}" for target, name in zip(twin.targets, canonical) if target != name]
@@ -219,6 +235,38 @@ def _loop_stop(func: ast.FunctionDef, loop_var: str) -> str:
     raise KernelSiteError(f"no `for {loop_var} in range(...)` loop holds the swizzle site")
 
 
+class _Renamed(ast.NodeTransformer):
+    def __init__(self, mapping: dict[str, str]) -> None:
+        self.mapping = mapping
+
+    def visit_Name(self, node: ast.Name) -> ast.AST:
+        return ast.copy_location(ast.Name(id=self.mapping.get(node.id, node.id), ctx=node.ctx), node)
+
+
+def _own_temporaries(tree: ast.Module, before: set[str], outputs: tuple[str, ...], after: str) -> ast.Module:
+    """The site's block with names the kernel defines before it and the block reassigns (torchao's `GROUP_M =
+    min(num_pid_m - first_pid_m, GROUP_M)` over its constexpr) renamed to the block's own `swz_` temporaries
+    from that assignment on, so an order replacing the block leaves the kernel's value alone; refused where the
+    kernel reads the reassigned value after the site (the block is then more than an order)."""
+    mapping: dict[str, str] = {}
+    body = []
+    for stmt in tree.body:
+        stmt = _Renamed(mapping).visit(stmt) if mapping else stmt
+        if isinstance(stmt, ast.Assign):
+            for target in stmt.targets:
+                if isinstance(target, ast.Name) and target.id in before and target.id not in outputs \
+                        and not target.id.startswith("swz_"):
+                    if re.search(rf"\b{re.escape(target.id)}\b", after):
+                        raise KernelSiteError(
+                            f"the swizzle site reassigns {target.id}, which the kernel reads after it: give the lines "
+                            "that only compute the tile ids with --site A-B")
+                    mapping[target.id] = f"swz_{target.id}"
+                    target.id = mapping[target.id]
+        body.append(stmt)
+    tree.body = body
+    return ast.fix_missing_locations(tree)
+
+
 def target_names(stmt: ast.stmt) -> list[str]:
     """Names a plain assignment or an in-kernel constant (`NAME: tl.constexpr = VALUE`) binds."""
     if isinstance(stmt, ast.Assign):
@@ -243,6 +291,7 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any], twins: tuple[T
     except SyntaxError as err:
         raise KernelSiteError(f"the swizzle site does not parse on its own: {err.msg}") from None
     outputs = site.outputs
+    tree = _own_temporaries(tree, _assigned_before(func, site.start + 1), outputs, "\n".join(lines[site.stop:]))
     renamed: dict[str, str] = {}
     if len(outputs) == 2 and outputs != ("pid_m", "pid_n"):
         renamed = {outputs[0]: "pid_m", outputs[1]: "pid_n"}
@@ -250,7 +299,8 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any], twins: tuple[T
         renamed = {outputs[0]: "pid"}
     # Hoist what does not depend on the launch index (and reads nothing the kept lines assign): plain
     # assignments and in-kernel constants (`NUM_XCDS: tl.constexpr = 8`); hints (tl.assume) are dropped.
-    tainted: set[str] = {site.loop_var} if site.loop_var else set()
+    index = site.loop_var or site.index  # the launch index the block reads from before it, if any
+    tainted: set[str] = {index} if index else set()
     hoisted: list[ast.stmt] = []
     kept: list[ast.stmt] = []
     for stmt in tree.body:
@@ -270,8 +320,8 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any], twins: tuple[T
         tainted.update(targets)
     builtins = _Builtins()
     pre = [indent + ast.unparse(ast.fix_missing_locations(builtins.visit(s))) for s in hoisted]
-    to_pid = _SiteToPid(rank, site.loop_var, renamed)
-    body_eval = [indent + "pid = tl.program_id(0)"] if (rank == 2 or site.loop_var) else []
+    to_pid = _SiteToPid(rank, index, renamed)
+    body_eval = [indent + "pid = tl.program_id(0)"] if (rank == 2 or index) else []
     body_eval += [indent + ast.unparse(ast.fix_missing_locations(to_pid.visit(builtins.visit(s)))) for s in kept]
     body_eval = [_PID_LINE.sub(rf"\g<1>pid = tl.program_id(0)", line) for line in body_eval]
     body_kernel = [re.sub(r"\btl\.program_id\(0\)", LAUNCH, line) for line in body_eval]
@@ -285,14 +335,24 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any], twins: tuple[T
             preamble += ["num_pid_m = tl.num_programs(0)", "num_pid_n = tl.num_programs(1)"]
     elif site.loop_var:
         preamble += [f"{LAUNCH} = {site.loop_var}", f"swz_num_launch = {_loop_stop(func, site.loop_var)}"]
+    elif index:
+        preamble += [f"{LAUNCH} = {index}", "swz_num_launch = tl.num_programs(0)"]
     else:
         preamble += [f"{LAUNCH} = tl.program_id(0)", "swz_num_launch = tl.num_programs(0)"]
     preamble = [indent + line for line in preamble]
     after = [f"{indent}{old} = {new}" for old, new in renamed.items()]
 
+    # the copies' twins stand as their index handed to their names: a copy is checked against what the kernel
+    # reads after its site, and an inline twin reads the remap's own temporaries (it assigns them first)
+    rest = list(lines)
+    for twin in twins:
+        if twin.inline:
+            stand_in = [f"{twin.indent}{target} = {twin.index}" for target in twin.targets]
+            rest[twin.start:twin.stop] = stand_in + [""] * (twin.stop - twin.start - len(stand_in))
+
     def build(body: list[str], with_preamble: bool) -> list[str]:
         return (lines[:site.start] + pre + (preamble if with_preamble else [])
-                + [indent + "# swizzle: begin"] + body + [indent + "# swizzle: end"] + after + lines[site.stop:])
+                + [indent + "# swizzle: begin"] + body + [indent + "# swizzle: end"] + after + rest[site.stop:])
 
     eval_lines = build(body_eval, with_preamble=rank == 2)  # evaluation copy: swz_n0 is defined before the site
     kernel_lines = build(body_kernel, with_preamble=True)
@@ -306,10 +366,11 @@ def mark(source: str, site: SiteSpan, fn_globals: dict[str, Any], twins: tuple[T
 
     fn = _compile_function(kernel_text, f"{name}", fn_globals)
     hoisted_names = tuple(t for s in hoisted for t in target_names(s))
-    shifted = tuple(Twin(t.start - def_index, t.stop - def_index, t.index, t.targets, t.indent) for t in twins)
+    shifted = tuple(Twin(t.start - def_index, t.stop - def_index, t.index, t.targets, t.indent, t.inline)
+                    for t in twins)
     marked = MarkedKernel(eval_text, eval_site, kernel_text, triton.jit(fn), hoisted_names, rank, renamed,
                           tuple(pre + preamble), tuple(after), shifted, (site.start - def_index, site.stop - def_index),
-                          indent, fn_globals)
+                          indent, fn_globals, synthetic_launch=bool(rank == 2 or index))
     marked._cache["__template__"] = lines[def_index:]
     return marked
 

@@ -8,7 +8,6 @@ import contextlib
 import os
 from collections.abc import Iterator
 from dataclasses import dataclass
-from types import SimpleNamespace
 from typing import Any
 
 from swizzlelab.hw import HardwareModel
@@ -29,8 +28,48 @@ class ShimInfo:
 
     def describe(self) -> str:
         who = "the file's interpreted copy (the trace's; inputs on the CPU)" if self.gpu_here else "no GPU here: the file"
-        return (f"{who}: its driver queries were answered as a {self.model} (backend {self.backend}, arch "
-                f"{self.arch}, {self.n_units} SMs/CUs) and it runs under the Triton interpreter")
+        return (f"{who}: its device queries (Triton's driver, torch.cuda's device properties, torch.accelerator) "
+                f"are answered as a {self.model} (backend {self.backend}, arch {self.arch}, {self.n_units} SMs/CUs), "
+                "the target, not this host, and it runs under the Triton interpreter")
+
+
+# The device queries a file made while the shim answered them (what, and the answer), since `asked()` began.
+_ASKED: dict[str, str] = {}
+
+
+@contextlib.contextmanager
+def asked() -> Iterator[dict[str, str]]:
+    """Collect the device queries the shim answers within this block (a file sizing its grid by the SM count)."""
+    _ASKED.clear()
+    collected: dict[str, str] = {}
+    try:
+        yield collected
+    finally:
+        collected.update(_ASKED)
+        _ASKED.clear()
+
+
+class _Recorded(dict):  # type: ignore[type-arg]
+    """Triton's `driver.active.utils.get_device_properties()` answer, each key read recorded."""
+
+    def __getitem__(self, key: str) -> Any:
+        value = super().__getitem__(key)
+        _ASKED[f"driver.active.utils.get_device_properties()[{key!r}]"] = str(value)
+        return value
+
+
+class _Properties:
+    """torch.cuda.get_device_properties() for the target, each attribute read recorded."""
+
+    def __init__(self, values: dict[str, Any]) -> None:
+        self._values = values
+
+    def __getattr__(self, name: str) -> Any:
+        values = self.__dict__["_values"]
+        if name not in values:
+            raise AttributeError(name)
+        _ASKED[f"torch.cuda.get_device_properties().{name}"] = str(values[name])
+        return values[name]
 
 
 class _Utils:
@@ -38,7 +77,7 @@ class _Utils:
         self._model = model
 
     def get_device_properties(self, device: Any = 0) -> dict[str, Any]:
-        return {
+        return _Recorded({
             "multiprocessor_count": self._model.n_units,
             "max_shared_mem": 228 * 1024,
             "max_num_regs": 65536,
@@ -46,7 +85,7 @@ class _Utils:
             "sm_clock_rate": 1_755_000,
             "mem_clock_rate": 2_619_000,
             "mem_bus_width": 5120,
-        }
+        })
 
 
 class InterpreterDriver:
@@ -99,7 +138,7 @@ class InterpreterDriver:
 
 
 def _device_properties(model: HardwareModel) -> Any:
-    return SimpleNamespace(
+    return _Properties(dict(
         name=f"{model.name} (described by swizzlelab for the Triton interpreter)",
         multi_processor_count=model.n_units,
         total_memory=80 * 2**30,
@@ -107,7 +146,18 @@ def _device_properties(model: HardwareModel) -> Any:
         major=9,  # sm_90 (H100/H200); gfx942 (MI300) reports 9.4 through torch's ROCm build
         minor=0 if model.vendor == "nvidia" else 4,
         warp_size=_TARGETS[model.vendor][2],
-    )
+        gcnArchName="gfx942" if model.vendor == "amd" else "",
+    ))
+
+
+def _current_accelerator(check_available: bool = False) -> Any:
+    """torch.accelerator.current_accelerator() for the target: a CUDA device (torch's ROCm build says cuda too),
+    so a file asking which accelerator it runs on sizes its launch for the target's (batch_invariant_ops reads
+    the SM count only when the answer is cuda)."""
+    import torch
+
+    _ASKED["torch.accelerator.current_accelerator()"] = "cuda"
+    return torch.device("cuda")
 
 
 def interpreting() -> bool:
@@ -140,11 +190,13 @@ def device_shim(model: HardwareModel, interpreted: bool) -> Iterator[ShimInfo | 
     saved_active = config._active
     saved_props = torch.cuda.get_device_properties
     saved_capability = torch.cuda.get_device_capability
+    saved_accelerator = torch.accelerator.current_accelerator
     driver = InterpreterDriver(model)
     config.set_active(driver)
     props = _device_properties(model)
     torch.cuda.get_device_properties = lambda device=None: props  # type: ignore[assignment]
     torch.cuda.get_device_capability = lambda device=None: (props.major, props.minor)  # type: ignore[assignment]
+    torch.accelerator.current_accelerator = _current_accelerator  # type: ignore[assignment]
     backend, arch, _ = _TARGETS[model.vendor]
     try:
         yield ShimInfo(model.name, backend, str(arch), model.n_units, gpu_here)
@@ -152,3 +204,4 @@ def device_shim(model: HardwareModel, interpreted: bool) -> Iterator[ShimInfo | 
         config._active = saved_active
         torch.cuda.get_device_properties = saved_props  # type: ignore[assignment]
         torch.cuda.get_device_capability = saved_capability  # type: ignore[assignment]
+        torch.accelerator.current_accelerator = saved_accelerator  # type: ignore[assignment]

@@ -32,6 +32,7 @@ class UserTask:
     access: Any = None
     _reference: Any = field(default=None, repr=False)
     _written: tuple[str, ...] | None = field(default=None, repr=False)
+    _terms: Any = field(default=None, repr=False)  # userkernel.terms.GridTerms, checked at the traced launch
 
     @property
     def name(self) -> str:
@@ -45,6 +46,15 @@ class UserTask:
         from swizzlelab.swizzle import parse_order
 
         return parse_order(spec, self.rank)
+
+    def in_kernel_terms(self, formula: Any) -> Any:
+        """`formula` reading the kernel's own names for the tile counts (userkernel.terms), those checked against
+        the traced launch's tile grid first."""
+        if self._terms is None:
+            order = self.user_kernel.trace().order
+            values = {**order.args, **(order.defined or {}), **order.consts}
+            self._terms = self.user_kernel.terms.checked(values, tuple(order.grid))
+        return self._terms.rewrite(formula)
 
     @property
     def written(self) -> tuple[str, ...]:

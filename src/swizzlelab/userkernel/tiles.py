@@ -58,6 +58,9 @@ class SiteSpan:
     outputs: tuple[str, ...]
     loop_var: str | None = None  # set when the site sits in a `for <loop_var> in range(...)` over tiles
     how: str = ""  # "found automatically", "between the swizzle markers", "given with --site"
+    # the launch index the block remaps, read from before it (the loop variable, or stream-K's `pid` under
+    # `if pid < total_ddp_tiles:`); None where the block reads the program id itself
+    index: str | None = None
 
     def lines_label(self, first_line: int) -> str:
         """'lines A-B' in the file's numbering, given the file line of the source's first line."""

@@ -23,6 +23,7 @@ from swizzlelab.trace.access_trace import AccessTrace
 from swizzlelab.trace.tracer import AccessRecorder, LaunchRecord, _Program, run_guarded, record_accesses
 from swizzlelab.userkernel.launch import Launcher
 from swizzlelab.userkernel.model_check import ModelMismatch, TaskModel, check_against_model, sample_programs
+from swizzlelab.userkernel.shim import asked
 from swizzlelab.userkernel.tiles import OwnOrder, SiteSpan, own_order
 
 
@@ -68,6 +69,9 @@ class UserTrace:
     n_programs: int
     how: HowTraced | None = None
     sizes: str = ""  # the launch's tensor arguments, "a_ptr 8192x8192 float16, ..."
+    # device queries the file made while it launched (query -> answer), answered for the target by the shim
+    asked: dict[str, str] | None = None
+    target: str = ""
 
     def describe(self) -> str:
         tensors = ", ".join(t.name for t in self.trace.tensors)
@@ -80,6 +84,10 @@ class UserTrace:
             if self.how.launches > 1:
                 lines.append(f"  the wrapper launched the kernel {self.how.launches} times; traced launch "
                              f"{self.how.launch_index + 1}, the one with the most programs (the last of equals)")
+        if self.asked:
+            shown = ", ".join(f"{query} = {answer}" for query, answer in self.asked.items())
+            lines.append(f"  the file asked the device while it launched; answered for the target {self.target}, not "
+                         f"this host: {shown}")
         return "\n".join(lines)
 
 
@@ -169,7 +177,8 @@ def trace_user_kernel(launcher: Launcher, site: SiteSpan, source: str | None = N
     start = time.perf_counter()
     name = launcher.kernel.jit_fn.fn.__name__
     wrapper = f"{launcher.wrapper.__name__}(...)"
-    _, survey, calls = _run(launcher, name, lambda before: (), real_tensors)
+    with asked() as queries:
+        _, survey, calls = _run(launcher, name, lambda before: (), real_tensors)
     if not survey:
         raise UserError(f"{wrapper} never launched {name}: swizzlelab traces the kernel through that wrapper")
     if len(calls) != len(survey):
@@ -213,7 +222,7 @@ def trace_user_kernel(launcher: Launcher, site: SiteSpan, source: str | None = N
     trace.meta["how"] = how.describe()
     sizes = ", ".join(f"{t.name} {grid_text(t.shape) if t.shape else 'scalar'} {t.dtype}".strip()
                       for t in survey[pick].tensors)
-    return UserTrace(trace, order, tuple(grid), survey[pick].n_programs, how, sizes)
+    return UserTrace(trace, order, tuple(grid), survey[pick].n_programs, how, sizes, queries, launcher.model.name)
 
 
 class _Fallback(Exception):

@@ -6,10 +6,12 @@ Exploit files carry their expected verdicts in their first line: `# exploit: WHA
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
@@ -18,6 +20,7 @@ import pytest
 from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.timers import GATE_NS, GATE_NS_PER_CALL
 from swizzlelab.harness.isolate import Limits, evaluate_isolated, secret_seed, time_library_ahead
+from swizzlelab.harness.isolate import reaper
 from swizzlelab.harness.isolate.limits import seccomp_program
 from swizzlelab.harness.isolate.clock_stats import Calibration, clock_verdict, residual_ci_ok
 from swizzlelab.harness.isolate.sandbox import ChildProcess, _Tail, private_root_works
@@ -31,7 +34,10 @@ CPU_LIMITS = Limits(compile_s=90, run_s=60, host_mem_bytes=3 << 30)
 # Run in every CI build (with the dedicated tests below, which cover the patched checker and the early exit
 # with a fake report): what issue 11 asks the CPU to reject, a sandbox proof and an honest kernel; the rest of
 # the suite runs under `-m slow` (each run is a fresh child importing torch: seconds each on a small box).
-FAST = {"sys_exit_import", "non_bijective_order", "env_secret_snoop", "triton_kernel", "read_host_secrets"}
+FAST = {"sys_exit_import", "non_bijective_order", "env_secret_snoop", "triton_kernel", "read_host_secrets",
+        "outlive_evaluator", "fill_disk"}
+# The suite's runs get a small disk quota: fill_disk fills it in a second.
+SUITE_LIMITS = Limits(compile_s=90, run_s=20, host_mem_bytes=2 << 30, disk_bytes=256 << 20)
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox uses Linux facilities")
 
@@ -53,6 +59,19 @@ def suite() -> list:
             marks.append(pytest.mark.slow)
         params.append(pytest.param(path, id=f"{path.parent.name}/{path.stem}", marks=marks))
     return params
+
+
+def processes_running(word: bytes) -> list[int]:
+    """Processes with `word` among their arguments."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if word in handle.read().split(b"\0"):
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
 
 
 def run(path: Path, mode: str = "test", task: str | Path = "matmul", **kwargs):
@@ -87,10 +106,14 @@ def test_exploit_suite_on_cpu(path, monkeypatch, tmp_path):
     canary = Path("/tmp/swizzlelab-canary.txt")
     canary.write_text("the reference output\n")
     try:
-        result = run(path, limits=Limits(compile_s=90, run_s=20, host_mem_bytes=2 << 30))
+        result = run(path, limits=SUITE_LIMITS)
     finally:
         canary.unlink(missing_ok=True)
     assert "LEAKED" not in result.stdout_tail, result.stdout_tail[-500:]
+    # Nothing of the run outlives it: no process (of the sandbox's program, or one it started), no folder.
+    assert not [pid for pid, parent in reaper.sandboxed_processes().items() if parent == os.getpid()]
+    assert not processes_running(b"4242.5")
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), f"swizzlelab-isolate-{os.getpid()}-*"))
     if meta["cpu"] == "rejected":
         assert not result.passed, f"{path.name} passed: {result.report_text}"
         assert result.score_ms is None and result.reason

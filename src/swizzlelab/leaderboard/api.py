@@ -420,7 +420,7 @@ def api_router(db: Database, settings: Settings) -> APIRouter:
     def submission_code(submission_id: int, auth_result: Auth) -> dict[str, Any]:
         who = auth_result[0]
         with db.read() as session:
-            sub = session.get(Submission, submission_id) if in_id_range(submission_id) else None
+            sub = session.get(Submission, submission_id) if in_id_range(submission_id, session) else None
             if sub is None or not service.code_visible(sub, who.user_id if who else None, bool(who and who.is_admin)):
                 if who is None and auth_result[1] is not None:
                     raise auth_result[1]  # not public: the caller's token is what is missing
@@ -460,7 +460,7 @@ def api_router(db: Database, settings: Settings) -> APIRouter:
     def run_file(run_id: int, file_id: int, who: Who) -> Response:
         with db.read() as session:
             service.get_run(session, run_id, who.user_id, who.is_admin)
-            row = session.get(ProfileFile, file_id) if in_id_range(file_id) else None
+            row = session.get(ProfileFile, file_id) if in_id_range(file_id, session) else None
             if row is None or row.run_id != run_id:
                 raise NotFound(f"file {file_id} of run {run_id} not found")
             name = download_name(row.name, f"run-{run_id}.ncu-rep")

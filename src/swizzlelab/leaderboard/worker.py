@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from swizzlelab.harness.isolate import Limits, time_library_ahead
+from swizzlelab.harness.isolate import time_library_ahead
 from swizzlelab.harness.isolate.preempt import GiveWay, giving_way
 from swizzlelab.leaderboard import presence, queue, suggestions
 from swizzlelab.leaderboard.db import Database
@@ -23,6 +23,7 @@ from swizzlelab.leaderboard.execute import (
     SuggestFailed,
     SuggestYielded,
     describe_failure,
+    evaluation_limits,
     execute,
     kept_caches,
     suggestion,
@@ -136,7 +137,7 @@ class Worker:
         with self._heartbeating(lambda: queue.heartbeat(self.db, spec), f"job {spec.job_id}"):
             try:
                 outcome = execute(spec, self.settings.max_profile_bytes, self.settings.eval_budget_s,
-                                  Limits(compile_s=self.settings.compile_s, run_s=self.settings.run_s))
+                                  evaluation_limits(self.settings))
             except Exception as err:  # the service's own failure (a bad submission is a failed Outcome instead)
                 error = describe_failure(err)
         if outcome is None:
@@ -194,8 +195,7 @@ class Worker:
             task = self._ahead.pop(0)
             with self._giving_way() as scope:
                 try:
-                    timed = time_library_ahead(task, "ranked", limits=Limits(compile_s=self.settings.compile_s,
-                                                                             run_s=self.settings.run_s),
+                    timed = time_library_ahead(task, "ranked", limits=evaluation_limits(self.settings),
                                                budget_s=self.settings.eval_budget_s, kept_caches=kept_caches())
                 except Exception as err:  # a library that cannot be timed here: its rows are timed with the job
                     timed = 0

@@ -20,25 +20,12 @@ GIB = 1 << 30
 NOBODY = 65534
 
 
-def host_memory_bytes() -> int:
-    """This machine's physical memory (MemTotal)."""
-    try:
-        with open("/proc/meminfo") as handle:
-            for line in handle:
-                if line.startswith("MemTotal:"):
-                    return int(line.split()[1]) * 1024
-    except (OSError, ValueError, IndexError):
-        pass
-    return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+def _host_share() -> int:
+    # The parent's default: this host's share for one evaluation. limits.py is also loaded by path in the child,
+    # before swizzlelab can be imported, where every field is given: hence the import here.
+    from swizzlelab.runtime import host_mem_share
 
-
-def host_mem_share(evaluations: int = 1, total: int | None = None) -> int:
-    """One sandboxed child's host memory limit when `evaluations` run at once (one per GPU worker): three quarters
-    of the machine's memory split between them, less 2 GiB each for its evaluating parent (torch, CUDA, the inputs),
-    at least 1 GiB. The rest is the service's, the database's and the kernel's: the watcher must kill a child long
-    before the machine's OOM killer would pick a victim (a fixed 32 GiB never fired on a 23.5 GiB host)."""
-    total = host_memory_bytes() if total is None else total
-    return max(GIB, int(total * 0.75) // max(1, evaluations) - 2 * GIB)
+    return host_mem_share()
 
 
 DEFAULT_DISK_BYTES = 8 * GIB
@@ -57,13 +44,13 @@ class Limits:
     largest file the child may write (RLIMIT_FSIZE); n_procs: processes + threads of the sandbox uid
     (RLIMIT_NPROC, against fork bombs; only where the child runs as its own uid); disk_bytes: size of the
     filesystem holding the child's folder (a loop-mounted image, else a tmpfs; None: no quota, the host's disk).
-    host_mem_bytes defaults to this machine's share for one evaluation (host_mem_share).
+    host_mem_bytes defaults to this machine's share for one evaluation (runtime.host_mem_share).
     """
 
     compile_s: float = 120.0
     run_s: float = 180.0
     cpu_s: float | None = None
-    host_mem_bytes: int | None = field(default_factory=host_mem_share)
+    host_mem_bytes: int | None = field(default_factory=_host_share)
     gpu_mem_bytes: int | None = 40 * GIB
     output_bytes: int = 1 << 20
     file_bytes: int = 1 * GIB

@@ -1,0 +1,189 @@
+"""Issue 57, the service under a hostile user, round three, on SQLite and Postgres alike: text a submission printed
+or raised (NUL bytes, lone surrogates) is stored, ids past the columns' range are "not found", user names are one
+per name whatever the case and reserved names are refused, a banned user's queued jobs are cancelled; and against
+a real `swizzlelab serve` on each database: those routes, the shared request limit of /login, security headers.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import re
+
+import httpx
+import pytest
+from sqlalchemy import select
+
+from leaderboard_support import ADMIN_TOKEN, db_url, postgres_server, start_service  # noqa: F401 - fixtures
+from swizzlelab.leaderboard import auth, queue, service
+from swizzlelab.leaderboard.auth import create_user
+from swizzlelab.leaderboard.db import Job, Run, Submission, open_database
+from swizzlelab.leaderboard.db.models import JobStatus, User, in_id_range, storable
+from swizzlelab.leaderboard.errors import BadRequest, Conflict, NotFound
+from swizzlelab.leaderboard.outcome import Outcome
+from swizzlelab.leaderboard.queue import WorkerCaps
+from swizzlelab.leaderboard.settings import Settings
+
+# What a kernel may print or raise: NUL (Postgres text refuses it), a lone surrogate (no UTF-8), escapes.
+HOSTILE = "boom\x00\x1b]52;c;cHduZWQ=\x07\x1b[2J\udc80 end"
+
+
+@pytest.fixture
+def fresh(db_url):  # noqa: F811
+    settings = Settings(db_url=db_url, gpu_types=("H100",), heartbeat_interval_s=0.2, heartbeat_timeout_s=1.0)
+    db = open_database(db_url)
+    service.seed_fresh_database(db, settings)
+    yield db, settings
+    db.dispose()
+
+
+def _submission(db, settings, name: str, mode: str = "test") -> tuple[int, int]:
+    with db.write() as session:
+        user, _ = create_user(session, name)
+        sub = service.create_submission(session, settings, user.id, "histogram", "H100", mode,
+                                        "def custom_kernel(d):\n    return d\n", "k.py")
+        return user.id, sub.id
+
+
+def test_a_run_that_printed_nul_bytes_is_stored(fresh):
+    db, settings = fresh
+    _, sub_id = _submission(db, settings, "mallory")
+    spec = queue.claim(db, WorkerCaps("cpu-1", None), settings)
+    assert spec is not None and spec.submission_id == sub_id
+    now = dt.datetime.now(dt.timezone.utc)
+    outcome = Outcome(passed=False, score_ms=None, reason=HOSTILE, report_text=f"> Testing failed\n{HOSTILE}\n",
+                      result={"reason": HOSTILE, "cases": [{HOSTILE: [HOSTILE]}]}, stdout_tail=HOSTILE,
+                      stderr_tail=HOSTILE, system={"gpu": "none"}, gpu="none", started_at=now, ended_at=now,
+                      duration_s=0.1, notes=[HOSTILE])
+    assert queue.complete(db, spec, outcome, "cpu-1", settings)
+    with db.read() as session:
+        run = session.scalar(select(Run).where(Run.submission_id == sub_id))
+        expected = storable(HOSTILE)
+        assert "\x00" not in expected and "\ufffd" in expected and "\x1b]52" in expected  # only NUL and the surrogate go
+        assert run.reason == run.stdout_tail == run.stderr_tail == expected
+        assert run.result == {"reason": expected, "cases": [{expected: [expected]}]}
+        assert session.get(Job, spec.job_id).error == expected
+        assert session.get(Submission, sub_id).status == "done"
+
+
+def test_ids_past_the_columns_range_are_not_found(fresh):
+    db, settings = fresh
+    _submission(db, settings, "alice")
+    with db.read() as session:
+        biggest = 2**63 - 1 if db.is_sqlite else 2**31 - 1
+        for number in (biggest + 1, 2**63, 2**70, 0, -1):
+            assert not in_id_range(number, session)
+            with pytest.raises(NotFound):
+                service.get_submission(session, number, None, True)
+            with pytest.raises(NotFound):
+                service.get_run(session, number, None, True)
+            with pytest.raises(NotFound):
+                auth.revoke_token(session, number)
+        assert in_id_range(biggest, session)
+        assert session.get(Submission, biggest) is None  # the largest id the column holds: asked, no row, no error
+
+
+def test_user_names_are_one_per_name_whatever_the_case(fresh):
+    db, _ = fresh
+    with db.write() as session:
+        create_user(session, "Alice")
+    for name in ("alice", "ALICE", "aLiCe"):
+        with db.write() as session, pytest.raises(Conflict, match="differs only in case"):
+            create_user(session, name)
+    for name in ("admin", "ADMIN", "Root", "swizzlelab"):
+        with db.write() as session, pytest.raises(BadRequest, match="reserved"):
+            create_user(session, name)
+    with db.read() as session:
+        assert session.scalars(select(User.name)).all() == ["Alice"]
+        assert auth.find_user(session, "alice").name == "Alice"  # the admin's commands find it in any case
+
+
+def test_migration_0004_keys_names_that_differ_only_in_case(db_url):  # noqa: F811
+    from alembic import command
+
+    from swizzlelab.leaderboard.db.engine import alembic_config, make_engine, normalize_url
+
+    engine = make_engine(normalize_url(db_url))
+    config = alembic_config(engine)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, "0003")
+    with engine.begin() as connection:
+        for name in ("alice", "Alice", "bob"):
+            connection.exec_driver_sql(f"INSERT INTO users (name, is_admin, banned, created_at) VALUES "
+                                       f"('{name}', false, false, '2026-11-01 00:00:00')")
+    engine.dispose()
+    db = open_database(db_url)
+    try:
+        with db.read() as session:
+            keys = dict(session.execute(select(User.name, User.name_key)).all())
+        assert keys == {"alice": "alice", "Alice": f"alice#{2}", "bob": "bob"}
+        with db.write() as session, pytest.raises(Conflict):
+            create_user(session, "ALICE")
+    finally:
+        db.dispose()
+
+
+def test_banning_a_user_cancels_their_queued_jobs(fresh):
+    db, settings = fresh
+    uid, queued = _submission(db, settings, "mallory", mode="ranked")
+    with db.write() as session:
+        running = service.create_submission(session, settings, uid, "histogram", "H100", "test",
+                                            "def custom_kernel(d):\n    return d + 0\n", "k2.py").id
+    spec = queue.claim(db, WorkerCaps("cpu-1", None), settings)  # a CPU worker takes the test job only
+    assert spec is not None and spec.submission_id == running
+    with db.write() as session:
+        done = auth.revoke_user(session, "mallory")
+    assert done["jobs_cancelled"] == 2 and done["banned"]
+    with db.read() as session:
+        sub = session.get(Submission, queued)
+        assert sub.status == "cancelled" and {j.status for j in sub.jobs} == {JobStatus.CANCELLED}
+        assert "banned" in sub.error
+        assert session.get(Submission, running).status == "running"  # a claimed job finishes
+    assert queue.claim(db, WorkerCaps("h100", "H100"), settings) is None  # nothing of theirs runs any more
+
+
+# ---------------------------------------------------------------- a real server on each database
+
+ROUTES = ("/api/submissions/{n}", "/api/runs/{n}", "/api/runs/1/files/{n}", "/api/submissions/{n}/code",
+          "/api/submissions/{n}/suggestion", "/submissions/{n}", "/submissions/{n}/code.py")
+
+
+def test_the_server_answers_out_of_range_ids_and_names_on_each_database(db_url, tmp_path):  # noqa: F811
+    svc = start_service(db_url, tmp_path, "--workers", "0", "--requests-per-minute", "100000")
+    try:
+        with svc.client(ADMIN_TOKEN) as admin:
+            token = admin.post("/api/users", json={"name": "Alice"}).json()["token"]
+            assert admin.post("/api/users", json={"name": "alice"}).status_code == 409
+            refused = admin.post("/api/users", json={"name": "ADMIN"})
+            assert refused.status_code == 400 and "reserved" in refused.json()["detail"]
+            for n in (2**31, 2**31 + 7, 2**63 - 1, 2**63):
+                for path in ROUTES:
+                    answer = admin.get(path.format(n=n))
+                    assert answer.status_code == 404, (path.format(n=n), answer.status_code, answer.text[:200])
+                assert admin.post(f"/api/submissions/{n}/cancel").status_code == 404
+                assert admin.post(f"/api/tokens/{n}/revoke").status_code == 404
+            with svc.client(token) as alice:
+                assert alice.get("/api/me").json() == {"name": "Alice", "admin": False}
+    finally:
+        svc.stop()
+
+
+def test_login_shares_the_request_limit_and_pages_send_security_headers(tmp_path):
+    svc = start_service(f"sqlite:///{tmp_path / 'lb.db'}", tmp_path, "--workers", "0", "--requests-per-minute", "12")
+    try:
+        with httpx.Client(base_url=svc.url) as browser:
+            form = browser.get("/login")
+            for header, word in (("content-security-policy", "default-src 'self'"), ("x-frame-options", "DENY"),
+                                 ("x-content-type-options", "nosniff")):
+                assert word in form.headers.get(header, ""), (header, form.headers)
+            assert "frame-ancestors 'none'" in form.headers["content-security-policy"]
+            csrf = re.search(r'name="csrf_token" value="([0-9a-f]+)"', form.text).group(1)
+            codes = [browser.post("/login", data={"csrf_token": csrf, "token": f"bogus-{i}", "next_url": "/"}).status_code
+                     for i in range(14)]
+        # Bogus tokens typed into the login form count for the address, with the API's requests.
+        first = codes.index(429)
+        assert set(codes[:first]) == {401} and set(codes[first:]) == {429} and first <= 12
+        blocked = httpx.get(f"{svc.url}/api/me", headers={"Authorization": "Bearer bogus"})
+        assert blocked.status_code == 429 and "x-frame-options" in blocked.headers
+    finally:
+        svc.stop()

@@ -8,12 +8,22 @@ from __future__ import annotations
 
 import datetime as dt
 import re
+import subprocess
+import sys
 
 import httpx
 import pytest
 from sqlalchemy import select
 
-from leaderboard_support import ADMIN_TOKEN, db_url, postgres_server, start_service  # noqa: F401 - fixtures
+from leaderboard_support import (  # noqa: F401 - fixtures
+    ADMIN_TOKEN,
+    child_env,
+    db_url,
+    postgres_server,
+    start_service,
+    swizzlelab,
+    wait_for,
+)
 from swizzlelab.leaderboard import auth, queue, service
 from swizzlelab.leaderboard.auth import create_user
 from swizzlelab.leaderboard.db import Job, Run, Submission, open_database
@@ -186,4 +196,43 @@ def test_login_shares_the_request_limit_and_pages_send_security_headers(tmp_path
         blocked = httpx.get(f"{svc.url}/api/me", headers={"Authorization": "Bearer bogus"})
         assert blocked.status_code == 429 and "x-frame-options" in blocked.headers
     finally:
+        svc.stop()
+
+
+def _finish_with(db, settings, sub_id: int, text: str) -> None:
+    """Complete the submission's job as a worker would, with a run whose every text is `text`."""
+    spec = queue.claim(db, WorkerCaps("cpu-1", None), settings)
+    assert spec is not None and spec.submission_id == sub_id
+    now = dt.datetime.now(dt.timezone.utc)
+    outcome = Outcome(passed=False, score_ms=None, reason=text, report_text=f"> Testing failed\n{text}\n",
+                      result={"reason": text}, stdout_tail=text, stderr_tail=text, system={"gpu": "none"},
+                      gpu="none", started_at=now, ended_at=now, duration_s=0.1)
+    assert queue.complete(db, spec, outcome, "cpu-1", settings)
+
+
+def test_the_cli_shows_escape_sequences_instead_of_sending_them(tmp_path):
+    db_file = tmp_path / "lb.db"
+    svc = start_service(f"sqlite:///{db_file}", tmp_path, "--workers", "0")
+    db = open_database(f"sqlite:///{db_file}")
+    settings = Settings(db_url=f"sqlite:///{db_file}", heartbeat_interval_s=0.2, heartbeat_timeout_s=1.0)
+    kernel = tmp_path / "kernel.py"
+    kernel.write_text("def custom_kernel(data):\n    raise RuntimeError('\\x1b]52;c;cHduZWQ=\\x07')\n")
+    try:
+        with svc.client(ADMIN_TOKEN) as admin:
+            token = admin.post("/api/users", json={"name": "mallory"}).json()["token"]
+        env = child_env(SWIZZLELAB_TOKEN=token, SWIZZLELAB_SERVER=svc.url)
+        waiting = subprocess.Popen([sys.executable, "-m", "swizzlelab.cli", "submit", "histogram", str(kernel),
+                                    "--suggestion-wait", "0"], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                   env=env)
+        with svc.client(token) as api:
+            sub_id = wait_for(lambda: (api.get("/api/submissions").json() or [{}])[0].get("id"), 60, "the submission")
+        _finish_with(db, settings, sub_id, HOSTILE)
+        out, err = waiting.communicate(timeout=120)
+        shown = swizzlelab("submission", "show", str(sub_id), env=env)
+        for printed, code in ((out + err, waiting.returncode), ((shown.stdout + shown.stderr).encode(), shown.returncode)):
+            assert code == 1
+            assert not re.search(rb"[\x00\x07\x1b\x9b]", printed), printed[-400:]  # nothing a terminal would obey
+            assert rb"\x1b]52;c;cHduZWQ=\x07\x1b[2J" in printed  # ... and what was there is shown
+    finally:
+        db.dispose()
         svc.stop()

@@ -63,8 +63,8 @@ def admin_token_for(data_dir: Path, given: str | None) -> tuple[str, Path | None
 def listening_socket(host: str, port: int) -> socket.socket:
     """The server's socket, bound before anything else starts (so a taken port fails before serve says it is
     up); UserError with one line for a port out of range, a taken one or an address this machine does not have."""
-    if not 1 <= port <= 65535:
-        raise UserError(f"--port {port} is out of range: give 1-65535")
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port {port} is out of range: give 1-65535 (0: any free port)")
     try:
         infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
     except (socket.gaierror, UnicodeError) as err:
@@ -200,7 +200,7 @@ def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve_command(
         host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (0.0.0.0 exposes it)"),
-        port: int = typer.Option(8000, "--port"),
+        port: int = typer.Option(8000, "--port", help="TCP port (0: any free one, printed)"),
         db: Optional[str] = typer.Option(None, "--db", help="database URL: a SQLite path or "
                                          "postgresql+psycopg://USER@HOST:PORT/DB (default: ./swizzlelab-data/leaderboard.db)"),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="folder for the default database and the "
@@ -266,6 +266,7 @@ def register(app: typer.Typer) -> None:
         where = f"admin token in {token_path}" if token_path else "admin token as given"
         engine = "Ray at " + ray if ray else f"{count} local worker(s)" + (f" on {', '.join(gpus)}" if gpus else
                                                                          " (no GPU: test jobs only)" if count else "")
+        port = listener.getsockname()[1]
         console.print(f"swizzlelab leaderboard on http://{host}:{port} (API docs /docs); database "
                       f"{database.engine.url.render_as_string(hide_password=True)}; {engine}; {where}", highlight=False)
         try:

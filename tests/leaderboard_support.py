@@ -210,6 +210,37 @@ def start_service(db_url: str, workdir: Path, *extra: str) -> Service:
     raise AssertionError("serve did not answer /api/health within 90 s")
 
 
+def worker_pids(serve_pid: int) -> list[int]:
+    """The `swizzlelab worker` processes whose parent is `serve`."""
+    pids = []
+    for entry in os.listdir("/proc"):
+        if not entry.isdigit():
+            continue
+        try:
+            with open(f"/proc/{entry}/stat") as handle:
+                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                argv = handle.read().split(b"\0")
+        except (OSError, IndexError, ValueError):
+            continue
+        if ppid == serve_pid and b"worker" in argv:
+            pids.append(int(entry))
+    return pids
+
+
+def processes_with_argument(word: str) -> list[int]:
+    """Processes with `word` among their arguments (a marker a test's submission starts `sleep` with)."""
+    found = []
+    for entry in os.listdir("/proc"):
+        try:
+            with open(f"/proc/{entry}/cmdline", "rb") as handle:
+                if word.encode() in handle.read().split(b"\0"):
+                    found.append(int(entry))
+        except (OSError, ValueError):
+            continue
+    return found
+
+
 def wait_for(predicate, timeout: float, what: str, every: float = 0.2):
     """The predicate's first truthy value, polled every `every` s; AssertionError naming `what` after `timeout`."""
     deadline = time.monotonic() + timeout

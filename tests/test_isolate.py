@@ -17,6 +17,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from leaderboard_support import processes_with_argument
 from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.timers import GATE_NS, GATE_NS_PER_CALL
 from swizzlelab.harness.isolate import Limits, evaluate_isolated, secret_seed, time_library_ahead
@@ -61,19 +62,6 @@ def suite() -> list:
     return params
 
 
-def processes_running(word: bytes) -> list[int]:
-    """Processes with `word` among their arguments."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if word in handle.read().split(b"\0"):
-                    found.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return found
-
-
 def run(path: Path, mode: str = "test", task: str | Path = "matmul", **kwargs):
     return evaluate_isolated(task, path.read_text(), mode, filename=path.name, limits=kwargs.pop("limits", CPU_LIMITS),
                              **kwargs)
@@ -112,7 +100,7 @@ def test_exploit_suite_on_cpu(path, monkeypatch, tmp_path):
     assert "LEAKED" not in result.stdout_tail, result.stdout_tail[-500:]
     # Nothing of the run outlives it: no process (of the sandbox's program, or one it started), no folder.
     assert not [pid for pid, parent in reaper.sandboxed_processes().items() if parent == os.getpid()]
-    assert not processes_running(b"4242.5")
+    assert not processes_with_argument("4242.5")
     assert not glob.glob(os.path.join(tempfile.gettempdir(), f"swizzlelab-isolate-{os.getpid()}-*"))
     if meta["cpu"] == "rejected":
         assert not result.passed, f"{path.name} passed: {result.report_text}"

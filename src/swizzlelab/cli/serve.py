@@ -17,7 +17,7 @@ import sys
 import tempfile
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 from rich.console import Console
@@ -316,11 +316,16 @@ def register(app: typer.Typer) -> None:
                                                               suggest_rounds=suggest_rounds))
         database = open_database(settings.db_url)
         stop = threading.Event()
+        halt: list[Callable[[], None]] = [stop.set]
 
         def _stop(_sig: int, _frame: object) -> None:
-            stop.set()
+            # In a thread of its own: the handler may interrupt the main thread while it holds a lock halt() takes.
+            threading.Thread(target=halt[0], daemon=True).start()
 
+        # SIGTERM (serve stopping its workers) and Ctrl-C alike: the job under way goes back to the queue, its
+        # child killed; nothing of the evaluation outlives the worker.
         signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
         try:
             if ray:
                 from swizzlelab.leaderboard.ray_backend import RayDispatcher, connect
@@ -341,7 +346,9 @@ def register(app: typer.Typer) -> None:
                 # that nvidia-smi shows a GPU of a served type runs its jobs on that GPU.
                 os.environ.pop("TRITON_INTERPRET", None)
             caps = WorkerCaps(worker_id=worker_id or default_worker_id(kind), gpu_type=kind)
-            Worker(database, settings, caps, stop=stop).run(max_jobs)
+            worker = Worker(database, settings, caps, stop=stop)
+            halt[0] = worker.halt
+            worker.run(max_jobs)
         except KeyboardInterrupt:
             stop.set()
         except json.JSONDecodeError as err:

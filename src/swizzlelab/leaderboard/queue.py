@@ -234,6 +234,19 @@ def cancel_jobs_of(session: Session, user_id: int, reason: str) -> int:
     return int(cancelled or 0)
 
 
+def give_back(db: Database, spec: JobSpec) -> None:
+    """A worker that is stopping hands its claimed job (and the paired one) back: queued again, the claim not
+    counted as an attempt (a stopped service is no verdict on the code)."""
+    with db.write() as session:
+        for one in spec.specs():
+            session.execute(
+                update(Job).where(Job.id == one.job_id, Job.claim_token == one.claim_token,
+                                  Job.status == JobStatus.RUNNING)
+                .values(status=JobStatus.QUEUED, claim_token="", attempts=Job.attempts - 1,
+                        error="given back: its worker stopped")
+            )
+
+
 def _killed_evaluator(session: Session, job: Job, now: dt.datetime) -> None:
     """Close a job whose evaluation killed its worker KILLS_FOR_VERDICT times with a failed run (the verdict)."""
     reason = (f"the submission killed its evaluator: the worker running it died {job.attempts} times "

@@ -191,9 +191,11 @@ def _pss_bytes(pid: int) -> int:
     return resident_bytes(pid)
 
 
-# Proportional shares are read for at most this many of a child's processes (smaps_rollup walks every mapping: a
-# fork bomb's thousand torch-sized processes took the watcher 46 s to read once); more are estimated from a sample.
-PSS_SAMPLE = 16
+# Proportional shares are read for at most this many of a child's processes (smaps_rollup walks every page table: a
+# fork bomb's thousand torch-sized processes took the watcher 46 s to read once, and 16 of them 30 s while the bomb
+# held both cores); more are estimated from a sample, and only once their number held still for STABLE_ROUNDS.
+PSS_SAMPLE = 4
+STABLE_ROUNDS = 5
 PROCS_FULL = 0.9
 
 
@@ -271,7 +273,7 @@ class ChildProcess:
         self.stderr = _Tail(limits.output_bytes // 2)
         self.proc: subprocess.Popen[bytes] | None = None
         self.killed_for: str | None = None
-        self._counted = 0  # the child's processes at the watcher's last round
+        self._counted = self._steady = 0  # the child's processes at the watcher's last round; rounds it held
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self.in_w = self.out_r = -1
@@ -367,15 +369,22 @@ class ChildProcess:
         if tasks >= PROCS_FULL * limits.n_procs:
             return (f"hit the process limit: {tasks} processes and threads (the limit is {limits.n_procs}; a fork "
                     "bomb?)")
-        growing, self._counted = len(pids) != self._counted, len(pids)
+        self._steady = self._steady + 1 if len(pids) == self._counted else 0
+        self._counted = len(pids)
         if limits.host_mem_bytes is not None:
             limit = int(limits.host_mem_bytes)
-            rss = sum(resident_bytes(pid) for pid in pids)
-            # Several processes: confirmed by their shares once their number holds still (reading the shares of
-            # processes that fork without pause waits on each one's memory map lock: tens of seconds).
-            if rss > limit and (len(pids) == 1 or (not growing and _shared_total(pids) > limit)):
-                return (f"exceeded the host memory limit ({rss / 2**30:.2f} GiB resident > {limit / 2**30:.2f} GiB, "
-                        "this host's share for one evaluation)")
+            held = sum(resident_bytes(pid) for pid in pids)
+            # Several processes: confirmed by their shares once their number held still (reading the shares of
+            # processes that fork without pause starves on their memory maps: tens of seconds).
+            if held > limit and len(pids) > 1:
+                held = _shared_total(pids) if self._steady >= STABLE_ROUNDS else 0
+            if held > limit:
+                gib, cap = held / 2**30, limit / 2**30
+                if tasks >= limits.n_procs // 4:  # a fork bomb's copied pages: the count is what ran away
+                    return (f"hit the process limit: {tasks} processes and threads (the limit is {limits.n_procs}; a "
+                            f"fork bomb?) held {gib:.2f} GiB, over the host memory limit of {cap:.2f} GiB")
+                return (f"exceeded the host memory limit: {gib:.2f} GiB resident, the limit is {cap:.2f} GiB (this "
+                        "host's share for one evaluation)")
         quota = disk.quota_of(self.workdir)
         if quota is not None and quota.kind and disk.is_full(self.workdir):
             used, _ = disk.used_bytes(self.workdir)

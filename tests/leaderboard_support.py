@@ -20,6 +20,7 @@ import httpx
 import pytest
 
 from benchmarks.lab import postgres
+from benchmarks.lab.serve import processes_with_argument, workers_of as worker_pids  # noqa: F401 - for the tests
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_TOKEN = "test-admin-token-" + uuid.uuid4().hex
@@ -94,6 +95,24 @@ def postgres_server():
         cluster.stop()
 
 
+def schema_at(db_url: str, revision: str, *rows_sql: str) -> None:
+    """A database at an older schema `revision` (the migrations up to it), with rows inserted by `rows_sql`: what
+    an upgrade finds on a deployment that ran that version."""
+    from alembic import command
+
+    from swizzlelab.leaderboard.db.engine import alembic_config, make_engine, normalize_url
+
+    engine = make_engine(normalize_url(db_url))
+    config = alembic_config(engine)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+    with engine.begin() as connection:
+        for sql in rows_sql:
+            connection.exec_driver_sql(sql)
+    engine.dispose()
+
+
 @pytest.fixture(params=["sqlite", "postgres"])
 def db_url(request, tmp_path):
     """A fresh, empty database of each backend."""
@@ -165,37 +184,6 @@ def start_service(db_url: str, workdir: Path, *extra: str) -> Service:
         time.sleep(0.3)
     service.stop()
     raise AssertionError("serve did not answer /api/health within 90 s")
-
-
-def worker_pids(serve_pid: int) -> list[int]:
-    """The `swizzlelab worker` processes whose parent is `serve`."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                argv = handle.read().split(b"\0")
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == serve_pid and b"worker" in argv:
-            pids.append(int(entry))
-    return pids
-
-
-def processes_with_argument(word: str) -> list[int]:
-    """Processes with `word` among their arguments (a marker a test's submission starts `sleep` with)."""
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if word.encode() in handle.read().split(b"\0"):
-                    found.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return found
 
 
 def wait_for(predicate, timeout: float, what: str, every: float = 0.2):

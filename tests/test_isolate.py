@@ -36,7 +36,7 @@ CPU_LIMITS = Limits(compile_s=90, run_s=60, host_mem_bytes=3 << 30)
 # with a fake report): what issue 11 asks the CPU to reject, a sandbox proof and an honest kernel; the rest of
 # the suite runs under `-m slow` (each run is a fresh child importing torch: seconds each on a small box).
 FAST = {"sys_exit_import", "non_bijective_order", "env_secret_snoop", "triton_kernel", "read_host_secrets",
-        "outlive_evaluator", "fill_disk"}
+        "outlive_evaluator"}
 # The suite's runs get a small disk quota: fill_disk fills it in a second.
 SUITE_LIMITS = Limits(compile_s=90, run_s=20, host_mem_bytes=2 << 30, disk_bytes=256 << 20)
 
@@ -308,6 +308,22 @@ def test_hang_is_killed_at_the_run_limit():
 def test_host_memory_limit():
     result = run(SOLUTIONS / "wrong" / "huge_host_memory.py", limits=Limits(compile_s=90, run_s=60, host_mem_bytes=1 << 30))
     assert not result.passed and ("memory" in result.reason.lower())
+
+
+def test_each_breach_names_its_limit():
+    """The watcher's verdicts name what was broken: a fork bomb (a small process limit here, so it is quick) the
+    process limit; memory spread over forked processes, each under its own limit, the host memory limit (the
+    processes' shares, not their resident sizes, which count shared pages again); a full folder the disk quota."""
+    bomb = run(SOLUTIONS / "wrong" / "fork_bomb.py", limits=Limits(compile_s=90, run_s=20, n_procs=128,
+                                                                   host_mem_bytes=2 << 30))
+    assert not bomb.passed and "hit the process limit" in bomb.reason and "limit is 128" in bomb.reason, bomb.reason
+    spread = run(SOLUTIONS / "wrong" / "memory_across_processes.py",
+                 limits=Limits(compile_s=90, run_s=20, host_mem_bytes=1 << 30))
+    assert not spread.passed and "exceeded the host memory limit" in spread.reason, spread.reason
+    full = run(SOLUTIONS / "wrong" / "fill_disk.py", limits=SUITE_LIMITS)
+    assert not full.passed and "exceeded the disk quota" in full.reason, full.reason
+    applied = " ".join(full.isolation["sandbox"]["applied"] + full.isolation["sandbox"]["skipped"])
+    assert "disk quota 0.2 GiB" in applied
 
 
 def test_output_is_bounded():

@@ -1,7 +1,8 @@
 """Issue 57, the service under a hostile user, round three, on SQLite and Postgres alike: text a submission printed
 or raised (NUL bytes, lone surrogates) is stored, ids past the columns' range are "not found", user names are one
-per name whatever the case and reserved names are refused, a banned user's queued jobs are cancelled; and against
-a real `swizzlelab serve` on each database: those routes, the shared request limit of /login, security headers.
+per name whatever the case and reserved names are refused, a banned user's queued jobs are cancelled, a GPU worker
+serve started makes submissions wait; and against a real `swizzlelab serve`: those routes on each database, the
+shared request limit of /login, security headers, and the CLI printing escape sequences as text.
 """
 
 from __future__ import annotations
@@ -20,11 +21,12 @@ from leaderboard_support import (  # noqa: F401 - fixtures
     child_env,
     db_url,
     postgres_server,
+    schema_at,
     start_service,
     swizzlelab,
     wait_for,
 )
-from swizzlelab.leaderboard import auth, queue, service
+from swizzlelab.leaderboard import auth, presence, queue, service
 from swizzlelab.leaderboard.auth import create_user
 from swizzlelab.leaderboard.db import Job, Run, Submission, open_database
 from swizzlelab.leaderboard.db.models import JobStatus, User, in_id_range, storable
@@ -32,6 +34,7 @@ from swizzlelab.leaderboard.errors import BadRequest, Conflict, NotFound
 from swizzlelab.leaderboard.outcome import Outcome
 from swizzlelab.leaderboard.queue import WorkerCaps
 from swizzlelab.leaderboard.settings import Settings
+from swizzlelab.leaderboard.supervisor import Slot, Supervisor
 
 # What a kernel may print or raise: NUL (Postgres text refuses it), a lone surrogate (no UTF-8), escapes.
 HOSTILE = "boom\x00\x1b]52;c;cHduZWQ=\x07\x1b[2J\udc80 end"
@@ -108,20 +111,8 @@ def test_user_names_are_one_per_name_whatever_the_case(fresh):
 
 
 def test_migration_0004_keys_names_that_differ_only_in_case(db_url):  # noqa: F811
-    from alembic import command
-
-    from swizzlelab.leaderboard.db.engine import alembic_config, make_engine, normalize_url
-
-    engine = make_engine(normalize_url(db_url))
-    config = alembic_config(engine)
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0003")
-    with engine.begin() as connection:
-        for name in ("alice", "Alice", "bob"):
-            connection.exec_driver_sql(f"INSERT INTO users (name, is_admin, banned, created_at) VALUES "
-                                       f"('{name}', false, false, '2026-11-01 00:00:00')")
-    engine.dispose()
+    schema_at(db_url, "0003", *(f"INSERT INTO users (name, is_admin, banned, created_at) VALUES ('{name}', false, "
+                                "false, '2026-11-01 00:00:00')" for name in ("alice", "Alice", "bob")))
     db = open_database(db_url)
     try:
         with db.read() as session:
@@ -236,3 +227,24 @@ def test_the_cli_shows_escape_sequences_instead_of_sending_them(tmp_path):
     finally:
         db.dispose()
         svc.stop()
+
+
+def test_a_gpu_worker_serve_started_makes_submissions_wait_not_fail(fresh):
+    """Until the H100 worker serve started announces itself, a ranked H100 submission is taken (waiting: 'it is
+    starting'), not refused with 409; once it has announced and gone, the refusal is back."""
+    db, settings = fresh
+    supervisor = Supervisor(db, [Slot(0, ["true"], {}, "-gpu0", gpu_type="H100")], say=lambda text: None)
+    supervisor.slots[0].worker_id = "serve1-w0.1-gpu0"  # as _spawn names it; the process itself is not needed here
+    settings = settings.with_(workers_starting=supervisor.starting_types)
+    with db.read() as session:
+        assert presence.refusal(session, settings, "ranked", "H100") is None
+        assert presence.refusal(session, settings, "ranked", "H200") is not None  # no worker of that type starts
+    with db.write() as session:
+        user, _ = create_user(session, "alice")
+        sub = service.create_submission(session, settings, user.id, "histogram", "H100", "ranked", "x = 1\n", "k.py")
+        assert presence.waiting_reason(session, settings, sub) == "waiting for an H100 worker; it is starting"
+    presence.announce(db, WorkerCaps("serve1-w0.1-gpu0", "H100"))
+    assert supervisor.starting_types() == frozenset()
+    presence.leave(db, "serve1-w0.1-gpu0")
+    with db.read() as session:
+        assert "no H100 worker connected" in presence.refusal(session, settings, "ranked", "H100")

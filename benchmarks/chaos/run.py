@@ -1,14 +1,15 @@
 """The leaderboard under hostile load: `swizzlelab serve --workers auto` on SQLite or Postgres, a queue of honest and
 hostile submissions (one signals its parent, one kills every process it may, one spins the GPU, one forks without
-end, one fills its disk, one its memory, one reads host secrets, one tries to outlive its evaluator, two print NUL
-bytes and terminal escapes), a worker killed from outside mid-job; then serve itself ended mid-job each way (Ctrl-C,
+end, one fills its disk, two its memory (in one process, in eight), one reads host secrets, one tries to outlive its
+evaluator, two print NUL bytes and terminal escapes), a worker killed from outside mid-job; then serve itself ended mid-job each way (Ctrl-C,
 SIGTERM, SIGKILL of its process group), started again, and an honest submission after each. Records each
 submission's verdict and submit-to-result time, the runs per job (nothing lost, nothing duplicated), the processes of
 an evaluation alive after its worker or the service ended (must be 0), what the next serve swept, and whether the
 server and its workers are alive at the end.
 
-    python -m benchmarks.chaos.run --out $OUT/chaos_h100.json
-    python -m benchmarks.chaos.run --db postgres --mode-honest test --out benchmarks/chaos/chaos_cpu.json   # a CPU
+    python -m benchmarks.chaos.run --mode-honest test --compile-s 30 --eval-budget-s 0.3 --out $OUT/chaos_gpu.json
+    python -m benchmarks.chaos.run --db postgres --mode-honest test --compile-s 60 --host-mem-gib 4 \
+        --out benchmarks/chaos/chaos_cpu.json                                                  # on a CPU
 
 `--mode-honest test` runs the honest submissions in test mode (on a CPU: the Triton interpreter; its times are not
 GPU results).
@@ -32,7 +33,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.lab import postgres
-from benchmarks.lab.serve import Served, start, stop
+from benchmarks.lab.serve import Served, processes_with_argument, start, stop, workers_of
 from swizzlelab.harness.isolate import reaper
 
 HERE = Path(__file__).resolve().parent
@@ -46,11 +47,13 @@ QUEUE = [
     ("alice", "histogram", "ranked", KERNELS / "task_triton.py", "honest", ""),
     ("mallory", "matmul", "test", SUITE / "wrong" / "kill_parent.py", "contained", ""),
     ("bob", "histogram", "ranked", KERNELS / "channel_histogram.py", "honest", ""),
+    ("bob", "matmul", "test", SUITE / "honest" / "slow_first_call.py", "honest", ""),
     ("mallory", "matmul", "test", SUITE / "wrong" / "spin_gpu_kernel.py", "hostile", "timed out"),
     ("carol", "matmul", "test", SUITE / "honest" / "triton_kernel.py", "honest", ""),
     ("mallory", "matmul", "test", SUITE / "wrong" / "fork_bomb.py", "hostile", "process limit"),
     ("mallory", "matmul", "test", SUITE / "wrong" / "fill_disk.py", "hostile", "disk quota"),
     ("mallory", "matmul", "test", SUITE / "wrong" / "huge_host_memory.py", "hostile", "host memory limit"),
+    ("mallory", "matmul", "test", SUITE / "wrong" / "memory_across_processes.py", "hostile", "host memory limit"),
     ("trudy", "matmul", "test", SUITE / "wrong" / "kill_everything.py", "contained", ""),
     ("trudy", "matmul", "test", SUITE / "wrong" / "read_host_secrets.py", "contained", ""),
     ("trudy", "matmul", "test", SUITE / "wrong" / "outlive_evaluator.py", "contained", ""),
@@ -58,38 +61,11 @@ QUEUE = [
     ("erin", "matmul", "test", SUITE / "honest" / "prints_nul.py", "honest", ""),
     ("dave", "matmul", "test", SUITE / "honest" / "torch_matmul.py", "honest", ""),
 ]
-KILL_DURING = 2  # the queue index whose job the worker is killed (SIGKILL, from outside) in the middle of
+# The queue index whose job the worker is killed (SIGKILL, from outside) in the middle of: its first call sleeps 15 s.
+KILL_DURING = 3
 ENDINGS = ("SIGINT", "SIGTERM", "SIGKILL of the process group")  # how serve is ended mid-job after the queue
 SETTLE_S = 10.0  # an evaluation's processes must be gone this long after its worker or the service ended
 SLEEPER_S = 40  # the sleeping submission's first call: serve is ended during it
-
-
-def _workers_of(pid: int) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        if entry.isdigit():
-            try:
-                with open(f"/proc/{entry}/stat") as handle:
-                    ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-                with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                    argv = handle.read().split(b"\0")
-            except (OSError, ValueError, IndexError):
-                continue
-            if ppid == pid and b"worker" in argv:
-                found.append(int(entry))
-    return found
-
-
-def _with_argument(word: str) -> list[int]:
-    found = []
-    for entry in os.listdir("/proc"):
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                if word.encode() in handle.read().split(b"\0"):
-                    found.append(int(entry))
-        except (OSError, ValueError):
-            continue
-    return found
 
 
 def orphans(workers: list[int], mark: str = "") -> list[int]:
@@ -98,7 +74,7 @@ def orphans(workers: list[int], mark: str = "") -> list[int]:
     deadline = time.monotonic() + SETTLE_S
     while True:
         left = [pid for pid, parent in reaper.sandboxed_processes().items() if parent in workers]
-        left += _with_argument(mark) if mark else []
+        left += processes_with_argument(mark) if mark else []
         if not left or time.monotonic() > deadline:
             return left
         time.sleep(0.25)
@@ -169,7 +145,7 @@ class Chaos:
         with self.client(user) as http:
             while self.elapsed() < self.args.timeout_s:
                 running = http.get(f"/api/submissions/{sub_id}").json().get("status") == "running"
-                if running and (not mark or _with_argument(mark)):
+                if running and (not mark or processes_with_argument(mark)):
                     return True
                 time.sleep(0.2)
         return False
@@ -211,7 +187,7 @@ def run_queue(chaos: Chaos) -> tuple[list[dict], dict]:
         if chaos.wait_running(user, sub_id):
             time.sleep(4)
             assert chaos.served is not None
-            pids = _workers_of(chaos.served.process.pid)
+            pids = workers_of(chaos.served.process.pid)
             if pids:
                 os.kill(pids[0], signal.SIGKILL)
                 killed.update(pid=pids[0], submission=sub_id, at_s=chaos.elapsed())
@@ -254,7 +230,7 @@ def end_serve_mid_job(chaos: Chaos, how: str) -> dict:
     sub_id = chaos.submit("mallory", "matmul", "test", Path("sleeper.py"), sleeper)
     running = chaos.wait_running("mallory", sub_id, mark)
     assert chaos.served is not None
-    workers = _workers_of(chaos.served.process.pid)
+    workers = workers_of(chaos.served.process.pid)
     t0 = time.monotonic()
     _end_serve(chaos.served, how)
     ended_s = time.monotonic() - t0
@@ -284,7 +260,8 @@ def main() -> None:
     parser.add_argument("--db", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument("--eval-budget-s", type=float, default=0.5)
     parser.add_argument("--compile-s", type=float, default=45.0)
-    parser.add_argument("--host-mem-gib", type=float, default=4.0, help="an evaluation's memory (the breach's limit)")
+    parser.add_argument("--host-mem-gib", type=float, default=8.0, help="an evaluation's memory (the breach's limit; "
+                        "a GPU child holds 2-3 GiB with CUDA up)")
     parser.add_argument("--disk-gib", type=float, default=1.0, help="an evaluation's disk quota (the breach's limit)")
     parser.add_argument("--mode-honest", default="", help="override the honest submissions' mode (test: CPU dry run)")
     parser.add_argument("--timeout-s", type=float, default=900)
@@ -307,7 +284,7 @@ def main() -> None:
         results, killed = run_queue(chaos)
         endings = [end_serve_mid_job(chaos, how) for how in ENDINGS]
         assert chaos.served is not None
-        alive_workers = _workers_of(chaos.served.process.pid)
+        alive_workers = workers_of(chaos.served.process.pid)
         log_text = chaos.log_text()
         out.update({
             "device": next((r["measured_on"] for r in results if r["measured_on"]), None), "nvidia_smi": chaos.gpus,
@@ -316,7 +293,8 @@ def main() -> None:
             "submissions": results, "worker_killed_from_outside": killed, "serve_ended_mid_job": endings,
             "orphans": {"worker SIGKILL": killed.get("orphans"),
                         **{f"serve {e['how']}": e["orphan_processes"] for e in endings}},
-            "breaches_named": {r["reason_names"]: r["as_expected"] for r in results if r["reason_names"]},
+            "breaches_named": {f"{Path(r['file']).stem}: {r['reason_names']}": r["as_expected"] for r in results
+                               if r["reason_names"]},
             "honest_after_each_ending": all(e["honest_after_passed"] for e in endings),
             "server_alive_at_end": chaos.served.process.poll() is None
             and httpx.get(chaos.served.base + "/api/health", timeout=5).status_code == 200,

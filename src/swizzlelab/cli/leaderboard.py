@@ -148,7 +148,8 @@ def user_revoke(
 
     done = _admin_do(db, server, token, "POST", f"/api/users/{quote(name, safe='')}/revoke",
                      lambda session: auth.revoke_user(session, name))
-    echo(f"user {done['name']} banned; {done['tokens_revoked']} token(s) revoked")
+    echo(f"user {done['name']} banned; {done['tokens_revoked']} token(s) revoked, {done.get('jobs_cancelled', 0)} "
+         "queued job(s) cancelled")
 
 
 @token_app.command("add")

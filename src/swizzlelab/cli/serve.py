@@ -252,7 +252,7 @@ def register(app: typer.Typer) -> None:
         settings = _evaluation_limits(settings, count)
         swept = reaper.sweep()  # what a serve killed outright left: processes of its evaluations, their folders
         if swept:
-            console.print(f"[serve] swept what dead evaluators left: {swept.describe()}", highlight=False)
+            console.print(f"[serve] swept what dead evaluators left: {swept.describe()}", highlight=False, soft_wrap=True)
         database = open_database(settings.db_url)
         token, token_path = admin_token_for(settings.data_dir, admin_token or settings.admin_token)
         settings = settings.with_(admin_token=token)

@@ -150,18 +150,34 @@ def pid_alive(pid: int) -> bool:
     return True
 
 
+def argv_of(pid: int | str) -> list[bytes]:
+    """A process's arguments from /proc ([] where it is gone or unreadable)."""
+    try:
+        with open(f"/proc/{pid}/cmdline", "rb") as handle:
+            return handle.read().split(b"\0")
+    except OSError:
+        return []
+
+
+def parent_of(pid: int | str) -> int:
+    """A process's parent pid from /proc (-1 where it is gone)."""
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return int(handle.read().rsplit(")", 1)[1].split()[1])
+    except (OSError, IndexError, ValueError):
+        return -1
+
+
+def all_pids() -> list[int]:
+    return [int(entry) for entry in os.listdir("/proc") if entry.isdigit()]
+
+
 def sandboxed_processes() -> dict[int, int]:
     """{pid: the pid of the evaluator that started it} for every process still running the child's boot program
     (the sandboxed child and the process waiting outside its PID namespace)."""
     found: dict[int, int] = {}
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                argv = handle.read().split(b"\0")
-        except OSError:
-            continue
+    for pid in all_pids():
+        argv = argv_of(pid)
         if len(argv) < 4 or b"-c" not in argv:
             continue
         at = argv.index(b"-c")
@@ -169,9 +185,9 @@ def sandboxed_processes() -> dict[int, int]:
             continue
         try:
             config = json.loads(argv[at + 5].decode("utf-8"))
-            found[int(entry)] = int(config["parent_pid"])
+            found[pid] = int(config["parent_pid"])
         except (IndexError, ValueError, KeyError, TypeError):
-            found[int(entry)] = 0
+            found[pid] = 0
     return found
 
 
@@ -254,14 +270,6 @@ def sweep() -> Reaped:
     # A sandboxed process whose evaluator's pid is unknown (its config unreadable) and whose parent is PID 1 was
     # orphaned: nothing waits for it.
     for pid, parent in sandboxed_processes().items():
-        if parent == 0 and _parent_of(pid) == 1 and _kill(pid):
+        if parent == 0 and parent_of(pid) == 1 and _kill(pid):
             done.processes += 1
     return done
-
-
-def _parent_of(pid: int) -> int:
-    try:
-        with open(f"/proc/{pid}/stat") as handle:
-            return int(handle.read().rsplit(")", 1)[1].split()[1])
-    except (OSError, IndexError, ValueError):
-        return -1

@@ -364,7 +364,8 @@ class ChildProcess:
     def _breach(self, pids: list[int]) -> str | None:
         """Which limit the child's processes break now, as the verdict's words; None when none."""
         limits = self.limits
-        tasks = reaper.cgroup_task_count(self.cgroup) if self.cgroup else _task_count(pids)
+        # (Its cgroup counts every thread in one read; an empty one means the child never joined it.)
+        tasks = (reaper.cgroup_task_count(self.cgroup) if self.cgroup else 0) or _task_count(pids)
         # RLIMIT_NPROC counts the uid's tasks host-wide (other runs' too), so a bomb stalls a little short of it.
         if tasks >= PROCS_FULL * limits.n_procs:
             return (f"hit the process limit: {tasks} processes and threads (the limit is {limits.n_procs}; a fork "
@@ -383,7 +384,7 @@ class ChildProcess:
                 if tasks >= limits.n_procs // 4:  # a fork bomb's copied pages: the count is what ran away
                     return (f"hit the process limit: {tasks} processes and threads (the limit is {limits.n_procs}; a "
                             f"fork bomb?) held {gib:.2f} GiB, over the host memory limit of {cap:.2f} GiB")
-                return (f"exceeded the host memory limit: {gib:.2f} GiB resident, the limit is {cap:.2f} GiB (this "
+                return (f"exceeded the host memory limit: {gib:.2f} GiB in use, the limit is {cap:.2f} GiB (this "
                         "host's share for one evaluation)")
         quota = disk.quota_of(self.workdir)
         if quota is not None and quota.kind and disk.is_full(self.workdir):

@@ -43,7 +43,9 @@ def _left(mark: str, workers: list[int]) -> list[int]:
 
 
 def _folders(pid: int) -> list[str]:
-    return glob.glob(os.path.join(tempfile.gettempdir(), f"swizzlelab-isolate-{pid}-*"))
+    """The evaluator `pid`'s folders: its children's, its jobs', its kept Triton caches."""
+    return [path for path in glob.glob(os.path.join(tempfile.gettempdir(), f"swizzlelab-*-{pid}*"))
+            if os.path.basename(path).split("-")[2] == str(pid)]
 
 
 def test_nothing_of_an_evaluation_outlives_its_worker_or_the_service(tmp_path):

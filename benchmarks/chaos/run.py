@@ -22,6 +22,7 @@ import json
 import os
 import random
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -313,6 +314,7 @@ def main() -> None:
         out["serve_log_tail"] = chaos.log_text()[-6000:] if chaos.logs else ""
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(out, indent=1, default=str) + "\n")
+        shutil.rmtree(work, ignore_errors=True)
     print(json.dumps({k: out.get(k) for k in ("device", "database", "all_as_expected", "no_orphans", "orphans",
                                               "breaches_named", "honest_after_each_ending",
                                               "nothing_lost_or_duplicated", "server_alive_at_end",

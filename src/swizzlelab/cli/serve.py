@@ -269,6 +269,9 @@ def register(app: typer.Typer) -> None:
         port = listener.getsockname()[1]
         console.print(f"swizzlelab leaderboard on http://{host}:{port} (API docs /docs); database "
                       f"{database.engine.url.render_as_string(hide_password=True)}; {engine}; {where}", highlight=False)
+        # uvicorn shuts down on SIGTERM, then raises it again with the handler it found: this one, so that the
+        # workers are stopped and reaped below (the default handler ended serve there, leaving their folders).
+        signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(128 + signal.SIGTERM))
         try:
             config = uvicorn.Config(application, log_level=log_level, access_log=False)
             uvicorn.Server(config).run(sockets=[listener])

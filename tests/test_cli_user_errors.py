@@ -94,6 +94,10 @@ def test_serve_refuses_a_bad_or_taken_port_before_it_says_it_is_up(tmp_path: Pat
         taken.listen()
         code, out, err = cli(["serve", "--port", str(taken.getsockname()[1]), "--workers", "0"], monkeypatch, capsys)
     assert "the port is taken" in one_error_line(code, err) and "leaderboard on" not in out + err
+    line = one_error_line(*cli(["serve", "--port", "0", "--host-mem-gib", "100000"], monkeypatch, capsys)[::2])
+    assert "--host-mem-gib 100000" in line
+    line = one_error_line(*cli(["serve", "--port", "0", "--disk-gib", "0"], monkeypatch, capsys)[::2])
+    assert "--disk-gib 0" in line
     assert list(tmp_path.iterdir()) == []
 
 

@@ -25,7 +25,7 @@ from swizzlelab.harness.isolate import reaper
 from swizzlelab.harness.isolate.limits import seccomp_program
 from swizzlelab.harness.isolate.clock_stats import Calibration, clock_verdict, residual_ci_ok
 from swizzlelab.harness.isolate.sandbox import ChildProcess, _Tail, private_root_works
-from swizzlelab.runtime import MEM_LIMIT_ENV, cuda_available
+from swizzlelab.runtime import MEM_LIMIT_ENV, cuda_available, host_mem_share, host_memory_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "tests" / "fixtures" / "submissions"
@@ -452,6 +452,14 @@ def test_cli_trusted_exit_at_import_is_a_one_line_error():
     done = _cli("eval", "matmul", str(SOLUTIONS / "wrong" / "sys_exit_import.py"), "--trusted")
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "SystemExit" in done.stderr
+
+
+def test_the_host_memory_limit_is_sized_to_the_host_and_its_gpus() -> None:
+    gib = 1 << 30
+    assert host_mem_share(1, total=int(23.5 * gib)) == int(23.5 * gib * 0.75) - 2 * gib  # 15.6 GiB, not 32
+    assert host_mem_share(8, total=560 * gib) == 420 * gib // 8 - 2 * gib
+    assert host_mem_share(64, total=8 * gib) == gib  # never below 1 GiB
+    assert Limits().host_mem_bytes == host_mem_share() < host_memory_bytes()
 
 
 def test_a_child_is_told_its_memory_limit(tmp_path: Path) -> None:

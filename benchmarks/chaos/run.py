@@ -93,6 +93,7 @@ class Chaos:
         self.started = time.monotonic()
         self.served: Served | None = None
         self.logs: list[Path] = []  # one per start of serve
+        self.sandbox: dict = {}
         self.tokens: dict[str, str] = {}
         self.gpus = self._gpus()
         self.gpu_type = "H200" if self.gpus and "H200" in self.gpus[0] else "H100"
@@ -168,7 +169,8 @@ def _record(chaos: Chaos, posted: tuple, view: dict, runs: list[dict]) -> dict:
         "run_durations_s": {("secret" if r.get("secret") else "public"): r.get("duration_s") for r in runs},
         "phases_s": {("secret" if r.get("secret") else "public"): ((r.get("result") or {}).get("isolation")
                                                                    or {}).get("phases_s") for r in runs},
-        "sandbox": ((runs[0].get("result") or {}).get("isolation") or {}).get("sandbox") if runs else None,
+        "sandbox_applied": len((((runs[0].get("result") or {}).get("isolation") or {}).get("sandbox") or {})
+                               .get("applied", [])) if runs else 0,
         "measured_on": runs[0].get("gpu") if runs else None,
     }
 
@@ -200,6 +202,8 @@ def run_queue(chaos: Chaos) -> tuple[list[dict], dict]:
     for item in posted:
         view, runs = chaos.finished(item[2], item[1])
         results.append(_record(chaos, item, view, runs))
+        if runs and not chaos.sandbox:
+            chaos.sandbox = ((runs[0].get("result") or {}).get("isolation") or {}).get("sandbox") or {}
         row = results[-1]
         print(f"{row['user']:8s} {Path(row['file']).name:24s} {row['mode']:7s} {row['kind']:9s} -> {row['status']} "
               f"passed={row['passed']} runs={row['runs']} {row['submit_to_result_s']:.1f}s {row['reason'][:90]!r}",
@@ -289,6 +293,7 @@ def main() -> None:
         log_text = chaos.log_text()
         out.update({
             "device": next((r["measured_on"] for r in results if r["measured_on"]), None), "nvidia_smi": chaos.gpus,
+            "sandbox": chaos.sandbox,  # what the first run applied and skipped (each run's count is in its row)
             "eval_budget_s_per_case": args.eval_budget_s, "compile_s": args.compile_s,
             "host_mem_gib": args.host_mem_gib, "disk_gib": args.disk_gib,
             "submissions": results, "worker_killed_from_outside": killed, "serve_ended_mid_job": endings,
@@ -311,7 +316,7 @@ def main() -> None:
             stop(chaos.served.process)
         if cluster is not None:
             cluster.stop()
-        out["serve_log_tail"] = chaos.log_text()[-6000:] if chaos.logs else ""
+        out["serve_log_tail"] = chaos.log_text()[-3000:] if chaos.logs else ""
         args.out.parent.mkdir(parents=True, exist_ok=True)
         args.out.write_text(json.dumps(out, indent=1, default=str) + "\n")
         shutil.rmtree(work, ignore_errors=True)

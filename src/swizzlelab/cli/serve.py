@@ -250,14 +250,17 @@ def register(app: typer.Typer) -> None:
         listener = listening_socket(host, port)
         count, gpus = (0, []) if ray else _worker_count(workers)
         settings = _evaluation_limits(settings, count)
-        swept = reaper.sweep()  # what a serve killed outright left: processes of its evaluations, their folders
-        if swept:
-            console.print(f"[serve] swept what dead evaluators left: {swept.describe()}", highlight=False, soft_wrap=True)
         database = open_database(settings.db_url)
         token, token_path = admin_token_for(settings.data_dir, admin_token or settings.admin_token)
         settings = settings.with_(admin_token=token)
-        supervisor = Supervisor(database, _slots(settings, database.url, count, gpus, ray),
-                                say=lambda text: console.print(f"[serve] {text}", highlight=False, soft_wrap=True),
+
+        def say(text: str) -> None:
+            console.print(f"[serve] {text}", highlight=False, soft_wrap=True, markup=False)
+
+        swept = reaper.sweep()  # what a serve killed outright left: processes of its evaluations, their folders
+        if swept:
+            say(f"swept what dead evaluators left: {swept.describe()}")
+        supervisor = Supervisor(database, _slots(settings, database.url, count, gpus, ray), say=say,
                                 preexec=_die_with_parent)
         # A submission for a GPU type whose worker is still coming up waits for it (instead of a 409).
         settings = settings.with_(workers_starting=supervisor.starting_types)
@@ -314,9 +317,9 @@ def register(app: typer.Typer) -> None:
 
         settings = _settings(db, data_dir, gpu_types, heartbeat_timeout_s=heartbeat_timeout,
                              heartbeat_interval_s=heartbeat_interval, eval_budget_s=eval_budget_s, compile_s=compile_s,
-                             run_s=run_s, host_mem_gib=host_mem_gib, disk_gib=disk_gib, **_suggest_settings(suggest, suggest_screen_s=suggest_screen_s,
-                                                              suggest_cases=suggest_cases, suggest_top=suggest_top,
-                                                              suggest_rounds=suggest_rounds))
+                             run_s=run_s, host_mem_gib=host_mem_gib, disk_gib=disk_gib,
+                             **_suggest_settings(suggest, suggest_screen_s=suggest_screen_s, suggest_cases=suggest_cases,
+                                                 suggest_top=suggest_top, suggest_rounds=suggest_rounds))
         database = open_database(settings.db_url)
         stop = threading.Event()
         halt: list[Callable[[], None]] = [stop.set]

@@ -531,11 +531,29 @@ def seed_orders() -> list[str]:
     return problems
 
 
+def chaos() -> list[str]:
+    """Issue 57 on every committed chaos run: no process of an evaluation outlived its worker or the service, every
+    hostile verdict named the limit it broke, an honest submission passed after each ending, nothing lost."""
+    problems = []
+    for path in sorted((ROOT / "chaos").glob("chaos_*.json")):
+        run = json.loads(path.read_text())
+        if "orphans" not in run:  # a run from before the endings were recorded
+            continue
+        name = path.name
+        if not run.get("no_orphans") or any(v != 0 for v in run["orphans"].values()):
+            problems.append(f"{name}: processes outlived their evaluator: {run['orphans']}")
+        if not run.get("all_as_expected") or not all(run.get("breaches_named", {}).values()):
+            problems.append(f"{name}: a verdict not as expected: {run.get('breaches_named')}")
+        if not run.get("honest_after_each_ending") or not run.get("nothing_lost_or_duplicated"):
+            problems.append(f"{name}: an honest submission failed after an ending, or a job was lost or run twice")
+    return problems
+
+
 CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, sim_speed, evaluator_h100,
                                                optimize_matmul_orders, kdir_prediction, kalt_optimize,
                                                placement_probe, page_noise, program_pace, ncu_replicate, ncu_floor,
-                                               trace_derive, seed_orders, every_study_names_its_device_and_command,
-                                               raw_data,
+                                               trace_derive, seed_orders, chaos,
+                                               every_study_names_its_device_and_command, raw_data,
                                                tree_keeps_raw_data_out)
 
 

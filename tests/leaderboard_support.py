@@ -6,15 +6,11 @@ Import the fixtures from here (`from leaderboard_support import postgres_server,
 
 from __future__ import annotations
 
-import glob
 import os
-import pwd
-import shutil
 import signal
 import socket
 import subprocess
 import sys
-import tempfile
 import time
 import uuid
 from dataclasses import dataclass, field
@@ -22,6 +18,9 @@ from pathlib import Path
 
 import httpx
 import pytest
+
+from benchmarks.lab import postgres
+from benchmarks.lab.serve import processes_with_argument, workers_of as worker_pids  # noqa: F401 - for the tests
 
 ROOT = Path(__file__).resolve().parents[1]
 ADMIN_TOKEN = "test-admin-token-" + uuid.uuid4().hex
@@ -82,59 +81,36 @@ def swizzlelab(*args: str, timeout: float = 240, env: dict[str, str] | None = No
 # ---------------------------------------------------------------- Postgres
 
 
-def _pg_bin() -> Path | None:
-    found = shutil.which("pg_ctl")
-    if found:
-        return Path(found).resolve().parent
-    candidates = sorted(glob.glob("/usr/lib/postgresql/*/bin/pg_ctl"))
-    return Path(candidates[-1]).parent if candidates else None
-
-
-@dataclass
-class PostgresServer:
-    port: int
-    user: str
-    root: Path
-
-    def new_database(self) -> str:
-        import psycopg
-
-        name = "t_" + uuid.uuid4().hex[:12]
-        with psycopg.connect(f"host=127.0.0.1 port={self.port} user={self.user} dbname=postgres", autocommit=True) as conn:
-            conn.execute(f'CREATE DATABASE "{name}"')
-        return f"postgresql+psycopg://{self.user}@127.0.0.1:{self.port}/{name}"
-
-
 @pytest.fixture(scope="session")
 def postgres_server():
-    """A throw-away Postgres cluster on a free port (initdb + pg_ctl as the `postgres` user when run as root)."""
-    bindir = _pg_bin()
-    if bindir is None:
-        pytest.skip("Postgres binaries (initdb, pg_ctl) are not installed here: apt-get install -y postgresql "
-                    "(.ci/run does this, so these tests run in CI)")
-    run_as: list[str] = []
-    if os.geteuid() == 0:
-        try:
-            pwd.getpwnam("postgres")
-        except KeyError:
-            pytest.skip("running as root and there is no `postgres` user to run the Postgres server as")
-        run_as = ["runuser", "-u", "postgres", "--"]
-    root = Path(tempfile.mkdtemp(prefix="swizzlelab-pg-"))
-    if run_as:
-        shutil.chown(root, "postgres")
-    data = root / "data"
-    port = free_port()
-    subprocess.run(run_as + [str(bindir / "initdb"), "-D", str(data), "-U", "postgres", "-A", "trust",
-                             "--no-sync", "-E", "UTF8"], check=True, capture_output=True, timeout=120)
-    options = f"-p {port} -k {root} -c listen_addresses=127.0.0.1 -c fsync=off -c max_connections=200"
-    subprocess.run(run_as + [str(bindir / "pg_ctl"), "-D", str(data), "-o", options, "-l", str(root / "log"),
-                             "-w", "-t", "60", "start"], check=True, capture_output=True, timeout=90)
+    """A throw-away Postgres cluster on a free port (benchmarks.lab.postgres: initdb + pg_ctl as the `postgres` user
+    when run as root); `new_database()` gives a fresh database's URL."""
+    reason = postgres.unavailable()
+    if reason is not None:
+        pytest.skip(f"{reason} (.ci/run installs it, so these tests run in CI)")
+    cluster = postgres.start()
     try:
-        yield PostgresServer(port=port, user="postgres", root=root)
+        yield cluster
     finally:
-        subprocess.run(run_as + [str(bindir / "pg_ctl"), "-D", str(data), "-m", "immediate", "stop"],
-                       capture_output=True, timeout=60)
-        shutil.rmtree(root, ignore_errors=True)
+        cluster.stop()
+
+
+def schema_at(db_url: str, revision: str, *rows_sql: str) -> None:
+    """A database at an older schema `revision` (the migrations up to it), with rows inserted by `rows_sql`: what
+    an upgrade finds on a deployment that ran that version."""
+    from alembic import command
+
+    from swizzlelab.leaderboard.db.engine import alembic_config, make_engine, normalize_url
+
+    engine = make_engine(normalize_url(db_url))
+    config = alembic_config(engine)
+    with engine.begin() as connection:
+        config.attributes["connection"] = connection
+        command.upgrade(config, revision)
+    with engine.begin() as connection:
+        for sql in rows_sql:
+            connection.exec_driver_sql(sql)
+    engine.dispose()
 
 
 @pytest.fixture(params=["sqlite", "postgres"])

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import re
+import socket
 import subprocess
 import sys
 from pathlib import Path
@@ -97,6 +98,28 @@ def test_serve_with_bad_options_writes_nothing(tmp_path: Path, monkeypatch, caps
     line = one_error_line(*cli(["serve", "--workers", "many", "--port", "0"], monkeypatch, capsys)[::2])
     assert "--workers 'many'" in line
     assert list(tmp_path.iterdir()) == []  # no data folder, no admin token, no database
+
+
+def test_serve_refuses_a_bad_or_taken_port_before_it_says_it_is_up(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.chdir(tmp_path)
+    line = one_error_line(*cli(["serve", "--port", "99999"], monkeypatch, capsys)[::2])
+    assert "--port 99999 is out of range" in line
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        code, out, err = cli(["serve", "--port", str(taken.getsockname()[1]), "--workers", "0"], monkeypatch, capsys)
+    assert "the port is taken" in one_error_line(code, err) and "leaderboard on" not in out + err
+    line = one_error_line(*cli(["serve", "--port", "0", "--host-mem-gib", "100000"], monkeypatch, capsys)[::2])
+    assert "--host-mem-gib 100000" in line
+    line = one_error_line(*cli(["serve", "--port", "0", "--disk-gib", "0"], monkeypatch, capsys)[::2])
+    assert "--disk-gib 0" in line
+    assert list(tmp_path.iterdir()) == []
+
+
+def test_submit_a_folder_is_one_line(tmp_path: Path, monkeypatch, capsys) -> None:
+    monkeypatch.delenv("SWIZZLELAB_TOKEN", raising=False)
+    line = one_error_line(*cli(["submit", "histogram", str(tmp_path)], monkeypatch, capsys)[::2])
+    assert "is a folder" in line
 
 
 def test_case_out_of_range_suggests_the_spelling_it_accepts(monkeypatch, capsys) -> None:

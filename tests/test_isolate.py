@@ -6,22 +6,26 @@ Exploit files carry their expected verdicts in their first line: `# exploit: WHA
 
 from __future__ import annotations
 
+import glob
 import os
 import re
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import numpy as np
 import pytest
 
+from leaderboard_support import processes_with_argument
 from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.timers import GATE_NS, GATE_NS_PER_CALL
 from swizzlelab.harness.isolate import Limits, evaluate_isolated, secret_seed, time_library_ahead
+from swizzlelab.harness.isolate import reaper
 from swizzlelab.harness.isolate.limits import seccomp_program
 from swizzlelab.harness.isolate.clock_stats import Calibration, clock_verdict, residual_ci_ok
 from swizzlelab.harness.isolate.sandbox import ChildProcess, _Tail, private_root_works
-from swizzlelab.runtime import MEM_LIMIT_ENV, cuda_available
+from swizzlelab.runtime import MEM_LIMIT_ENV, cuda_available, host_mem_share, host_memory_bytes
 
 ROOT = Path(__file__).resolve().parent.parent
 SOLUTIONS = ROOT / "tests" / "fixtures" / "submissions"
@@ -31,7 +35,10 @@ CPU_LIMITS = Limits(compile_s=90, run_s=60, host_mem_bytes=3 << 30)
 # Run in every CI build (with the dedicated tests below, which cover the patched checker and the early exit
 # with a fake report): what issue 11 asks the CPU to reject, a sandbox proof and an honest kernel; the rest of
 # the suite runs under `-m slow` (each run is a fresh child importing torch: seconds each on a small box).
-FAST = {"sys_exit_import", "non_bijective_order", "env_secret_snoop", "triton_kernel", "read_host_secrets"}
+FAST = {"sys_exit_import", "non_bijective_order", "env_secret_snoop", "triton_kernel", "read_host_secrets",
+        "outlive_evaluator"}
+# The suite's runs get a small disk quota: fill_disk fills it in a second.
+SUITE_LIMITS = Limits(compile_s=90, run_s=20, host_mem_bytes=2 << 30, disk_bytes=256 << 20)
 
 pytestmark = pytest.mark.skipif(sys.platform != "linux", reason="the sandbox uses Linux facilities")
 
@@ -87,10 +94,14 @@ def test_exploit_suite_on_cpu(path, monkeypatch, tmp_path):
     canary = Path("/tmp/swizzlelab-canary.txt")
     canary.write_text("the reference output\n")
     try:
-        result = run(path, limits=Limits(compile_s=90, run_s=20, host_mem_bytes=2 << 30))
+        result = run(path, limits=SUITE_LIMITS)
     finally:
         canary.unlink(missing_ok=True)
     assert "LEAKED" not in result.stdout_tail, result.stdout_tail[-500:]
+    # Nothing of the run outlives it: no process (of the sandbox's program, or one it started), no folder.
+    assert not [pid for pid, parent in reaper.sandboxed_processes().items() if parent == os.getpid()]
+    assert not processes_with_argument("4242.5")
+    assert not glob.glob(os.path.join(tempfile.gettempdir(), f"swizzlelab-isolate-{os.getpid()}-*"))
     if meta["cpu"] == "rejected":
         assert not result.passed, f"{path.name} passed: {result.report_text}"
         assert result.score_ms is None and result.reason
@@ -299,6 +310,22 @@ def test_host_memory_limit():
     assert not result.passed and ("memory" in result.reason.lower())
 
 
+def test_each_breach_names_its_limit():
+    """The watcher's verdicts name what was broken: a fork bomb (a small process limit here, so it is quick) the
+    process limit; memory spread over forked processes, each under its own limit, the host memory limit (the
+    processes' shares, not their resident sizes, which count shared pages again); a full folder the disk quota."""
+    bomb = run(SOLUTIONS / "wrong" / "fork_bomb.py", limits=Limits(compile_s=90, run_s=20, n_procs=128,
+                                                                   host_mem_bytes=2 << 30))
+    assert not bomb.passed and "hit the process limit" in bomb.reason and "limit is 128" in bomb.reason, bomb.reason
+    spread = run(SOLUTIONS / "wrong" / "memory_across_processes.py",
+                 limits=Limits(compile_s=90, run_s=20, host_mem_bytes=1 << 30))
+    assert not spread.passed and "exceeded the host memory limit" in spread.reason, spread.reason
+    full = run(SOLUTIONS / "wrong" / "fill_disk.py", limits=SUITE_LIMITS)
+    assert not full.passed and "exceeded the disk quota" in full.reason, full.reason
+    applied = " ".join(full.isolation["sandbox"]["applied"] + full.isolation["sandbox"]["skipped"])
+    assert "disk quota 0.2 GiB" in applied
+
+
 def test_output_is_bounded():
     code = "import sys\nsys.stdout.write('x' * 300000)\nsys.stdout.flush()\ndef custom_kernel(data):\n    return data['out'].zero_()\n"
     result = evaluate_isolated("matmul", code, "test", limits=Limits(output_bytes=20000))
@@ -425,6 +452,14 @@ def test_cli_trusted_exit_at_import_is_a_one_line_error():
     done = _cli("eval", "matmul", str(SOLUTIONS / "wrong" / "sys_exit_import.py"), "--trusted")
     assert done.returncode == 2
     assert done.stderr.strip().count("\n") == 0 and "SystemExit" in done.stderr
+
+
+def test_the_host_memory_limit_is_sized_to_the_host_and_its_gpus() -> None:
+    gib = 1 << 30
+    assert host_mem_share(1, total=int(23.5 * gib)) == int(23.5 * gib * 0.75) - 2 * gib  # 15.6 GiB, not 32
+    assert host_mem_share(8, total=560 * gib) == 420 * gib // 8 - 2 * gib
+    assert host_mem_share(64, total=8 * gib) == gib  # never below 1 GiB
+    assert Limits().host_mem_bytes == host_mem_share() < host_memory_bytes()
 
 
 def test_a_child_is_told_its_memory_limit(tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ from alembic.autogenerate import compare_metadata
 from alembic.migration import MigrationContext
 from sqlalchemy import func, select, update
 
-from leaderboard_support import db_url, postgres_server  # noqa: F401 - fixtures
+from leaderboard_support import db_url, postgres_server, schema_at  # noqa: F401 - fixtures
 from swizzlelab.leaderboard import auth, presence, queue, service
 from swizzlelab.leaderboard.api import RequestLimiter
 from swizzlelab.leaderboard.auth import authenticate, create_user, hash_token
@@ -377,21 +377,10 @@ def test_web_sessions_end_with_their_token_or_user(fresh):
 
 
 def test_migration_0002_upgrades_a_0001_database_with_rows(db_url):  # noqa: F811
-    from alembic import command
-
-    from swizzlelab.leaderboard.db.engine import alembic_config, make_engine, normalize_url
-
-    engine = make_engine(normalize_url(db_url))
-    config = alembic_config(engine)
-    with engine.begin() as connection:
-        config.attributes["connection"] = connection
-        command.upgrade(config, "0001")
-    with engine.begin() as connection:
-        connection.exec_driver_sql(
-            "INSERT INTO leaderboards (name, task, gpu_type, description, secret_seed, ranking_rule, visible, "
-            "created_at) VALUES ('histogram-H100', 'histogram', 'H100', '', 7, 'geometric_mean', true, "
-            "'2026-11-01 00:00:00')")
-    engine.dispose()
+    schema_at(db_url, "0001",
+              "INSERT INTO leaderboards (name, task, gpu_type, description, secret_seed, ranking_rule, visible, "
+              "created_at) VALUES ('histogram-H100', 'histogram', 'H100', '', 7, 'geometric_mean', true, "
+              "'2026-11-01 00:00:00')")
     db = open_database(db_url)
     try:
         with db.read() as session:

@@ -13,31 +13,13 @@ import time
 
 from sqlalchemy import select
 
-from leaderboard_support import ADMIN_TOKEN, kernel_source, start_service, wait_for
+from leaderboard_support import ADMIN_TOKEN, kernel_source, start_service, wait_for, worker_pids
 from swizzlelab.leaderboard.db import open_database
 from swizzlelab.leaderboard.db.models import Job, Run, Submission
 
 # Sleeps in every call, so a test can kill its worker while the evaluation runs.
 SLOW_KERNEL = kernel_source(correct=True).replace("def custom_kernel(data):\n",
                                                    "def custom_kernel(data):\n    import time\n    time.sleep(60)\n")
-
-
-def _worker_pids(serve_pid: int) -> list[int]:
-    """The `swizzlelab worker` processes whose parent is `serve`."""
-    pids = []
-    for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as handle:
-                ppid = int(handle.read().rsplit(")", 1)[1].split()[1])
-            with open(f"/proc/{entry}/cmdline", "rb") as handle:
-                argv = handle.read().split(b"\0")
-        except (OSError, IndexError, ValueError):
-            continue
-        if ppid == serve_pid and b"worker" in argv:
-            pids.append(int(entry))
-    return pids
 
 
 def test_serve_restarts_killed_workers_and_judges_a_job_that_kills_them_twice(tmp_path):
@@ -62,7 +44,7 @@ def test_serve_restarts_killed_workers_and_judges_a_job_that_kills_them_twice(tm
             for attempt in (1, 2):
                 job = wait_for(running_attempt(attempt), 120, f"attempt {attempt} to run")
                 time.sleep(3)  # the evaluation is under way: its isolated child has started
-                pids = wait_for(lambda: _worker_pids(svc.process.pid), 30, "a worker process")
+                pids = wait_for(lambda: worker_pids(svc.process.pid), 30, "a worker process")
                 assert len(pids) == 1 and job.claimed_by.startswith("serve")
                 os.kill(pids[0], signal.SIGKILL)
                 killed.append(pids[0])
@@ -81,7 +63,7 @@ def test_serve_restarts_killed_workers_and_judges_a_job_that_kills_them_twice(tm
             job = session.scalar(select(Job).where(Job.submission_id == slow))
             runs = session.scalars(select(Run).where(Run.submission_id == slow)).all()
             assert job.attempts == 2 and len(runs) == 1 and session.get(Submission, slow).status == "done"
-        assert svc.process.poll() is None and len(_worker_pids(svc.process.pid)) == 1
+        assert svc.process.poll() is None and len(worker_pids(svc.process.pid)) == 1
         for pid in killed:  # the dead workers' isolated dirs (with the submission's code) are gone
             assert not glob.glob(os.path.join(tempfile.gettempdir(), f"swizzlelab-*-{pid}-*"))
         log = (tmp_path / "serve.log").read_text()

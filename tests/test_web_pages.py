@@ -163,7 +163,16 @@ def seed_ranked_runs(db_url: str) -> dict:
 # ---------------------------------------------------------------- tests
 
 
+def csp_refusals(page) -> list[str]:
+    """The console messages of the page that say the Content-Security-Policy refused something (filled as it runs)."""
+    refused: list[str] = []
+    page.on("console", lambda message: refused.append(message.text)
+            if "Content Security Policy" in message.text else None)
+    return refused
+
+
 def test_index_leaderboard_submission_navigation(web, page):
+    refused = csp_refusals(page)
     page.goto(web.url + "/")
     row = page.locator("#leaderboards tr", has=page.locator("a[href='/lb/histogram/H100']"))
     assert row.count() == 1
@@ -185,6 +194,7 @@ def test_index_leaderboard_submission_navigation(web, page):
     assert "Per-channel histograms" in page.inner_text("#task-description")
     page.wait_for_selector("#plot-history[data-drawn='1'] .main-svg")  # Plotly drew the progress plot
     page.wait_for_selector("#plot-all[data-drawn='1'] .main-svg")
+    assert refused == [], refused  # the pages' own policy lets Plotly draw
     shot(page, "leaderboard")
 
     reference = page.request.get(web.url + "/lb/histogram/H100/reference.py")
@@ -374,11 +384,13 @@ def test_api_docs_render_with_the_network_closed(web, page):
             route.abort()
 
     page.context.route("**/*", only_this_server)
+    refused = csp_refusals(page)
     page.goto(web.url + "/docs")
     page.wait_for_selector(".opblock-summary-path", timeout=30_000)
     paths = page.locator(".opblock-summary-path").all_inner_texts()
     assert "/api/submissions/{submission_id}/cancel" in paths and len(paths) >= 20
     assert elsewhere == [], elsewhere
+    assert refused == [], refused
     shot(page, "api-docs-offline")
 
 

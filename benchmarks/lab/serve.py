@@ -1,5 +1,5 @@
 """`swizzlelab serve` for the studies that drive the leaderboard end to end: this checkout's code on a free local
-port, returned once healthy, and stopped with its workers (they share its process group).
+port, returned once healthy, and stopped with its workers (they share its process group); its workers' pids.
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ from pathlib import Path
 import httpx
 
 from benchmarks.lab import REPO
+from swizzlelab.harness.isolate import reaper
 
 
 @dataclass
@@ -78,3 +79,13 @@ def start(db_url: str, data_dir: Path, log: Path, *options: str, env: dict[str, 
             raise SystemExit(f"serve did not come up: {log.read_text(errors='replace')[-3000:]}")
         time.sleep(0.2)
 
+
+
+def workers_of(serve_pid: int) -> list[int]:
+    """The `swizzlelab worker` processes serve started (its children)."""
+    return [pid for pid in reaper.all_pids() if reaper.parent_of(pid) == serve_pid and b"worker" in reaper.argv_of(pid)]
+
+
+def processes_with_argument(word: str) -> list[int]:
+    """Processes with `word` among their arguments (a marker a submission starts `sleep` with)."""
+    return [pid for pid in reaper.all_pids() if word.encode() in reaper.argv_of(pid)]

@@ -5,6 +5,7 @@ Every command, log and report formats with these, so the same quantity reads the
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterable
 
 # Binary multiples labelled KB / MB / GB / TB, as the leaderboard reports (docs/formats/) print ncu's bytes.
@@ -38,3 +39,15 @@ def fmt_seconds(value: float) -> str:
     if seconds < 7200:
         return f"{seconds / 60:.1f} min"
     return f"{seconds / 3600:.1f} h"
+
+
+# What must not reach a terminal as it is: C0 controls but newline and tab (ESC starts every escape sequence: a
+# clipboard write, a cleared screen, a window title; CR overwrites a line), DEL, C1 controls (CSI among them), the
+# bidirectional overrides and isolates (they reorder what a reader sees) and lone surrogates.
+_UNSAFE = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069\ud800-\udfff]")
+
+
+def terminal_safe(text: str) -> str:
+    """Text from a server or a submission as it may be printed: each unsafe character shown as its escape
+    ('\\x1b', '\\u202e'), never sent."""
+    return _UNSAFE.sub(lambda found: ascii(found.group())[1:-1], text)

@@ -34,9 +34,26 @@ def _check(pattern: re.Pattern[str], name: object, what: str, rule: str) -> str:
     return name
 
 
+# User names nobody may take, in any case: the deployment admin token's own name, and names that pass for the
+# service or its operators in a ranking, a log or a page.
+RESERVED_USER_NAMES = frozenset({"admin", "administrator", "root", "superuser", "system", "swizzlelab", "server",
+                                 "service", "operator", "moderator", "staff", "support", "security", "nobody",
+                                 "anonymous", "postgres", "leaderboard", "api", "null", "none", "undefined"})
+
+
 def check_user_name(name: object) -> str:
-    return _check(USER_NAME, name, "user name", "use 1-64 letters, digits, '_', '.', '-', starting with a letter "
-                  "or digit")
+    """A new user's name: the alphabet, and not a reserved name in any case ('ADMIN' neither)."""
+    _check(USER_NAME, name, "user name", "use 1-64 letters, digits, '_', '.', '-', starting with a letter or digit")
+    assert isinstance(name, str)
+    if name.lower() in RESERVED_USER_NAMES:
+        raise BadName(f"user name {shown(name)} is reserved (it would pass for the service or its admin); "
+                      "choose another")
+    return name
+
+
+def user_name_key(name: str) -> str:
+    """What makes two user names the same: their letters whatever the case ('Alice' is 'alice')."""
+    return name.lower()
 
 
 def check_file_name(name: object) -> str:

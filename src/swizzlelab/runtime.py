@@ -131,6 +131,21 @@ def resident_bytes(pid: int | str = "self") -> int:
         return 0
 
 
+def host_memory_bytes() -> int:
+    """This machine's physical memory (MemTotal)."""
+    found = _proc_bytes("/proc/meminfo", "MemTotal")
+    return found if found is not None else os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def host_mem_share(evaluations: int = 1, total: int | None = None) -> int:
+    """One sandboxed child's host memory limit when `evaluations` run at once (one per GPU worker): three quarters
+    of the machine's memory split between them, less 2 GiB each for its evaluating parent (torch, CUDA, the inputs),
+    at least 1 GiB. The rest is the service's, the database's and the kernel's: the watcher must kill a child long
+    before the machine's OOM killer would pick a victim (a fixed 32 GiB never fired on a 23.5 GiB host)."""
+    total = host_memory_bytes() if total is None else total
+    return max(2**30, int(total * 0.75) // max(1, evaluations) - 2 * 2**30)
+
+
 def machine_available_bytes() -> int:
     """Memory this machine can still give a process (MemAvailable on Linux, else physical memory)."""
     found = _proc_bytes("/proc/meminfo", "MemAvailable")

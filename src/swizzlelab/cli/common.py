@@ -1,5 +1,5 @@
-"""What every command group shares: consoles that do not wrap piped output, one progress-bar layout, and
-option texts written once.
+"""What every command group shares: consoles that do not wrap piped output, printing of text a server or a
+submission wrote (terminal-safe), one progress-bar layout, and option texts written once.
 """
 
 from __future__ import annotations
@@ -10,6 +10,9 @@ from typing import Any
 import typer
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.text import Text
+
+from swizzlelab.fmt import terminal_safe
 
 from swizzlelab.errors import UserError
 
@@ -23,6 +26,17 @@ def console(stderr: bool = False) -> Console:
     if stream.isatty():
         return Console(stderr=stderr)
     return Console(stderr=stderr, width=PIPE_WIDTH, soft_wrap=True)
+
+
+def echo(text: str, nl: bool = True) -> None:
+    """typer.echo for text others wrote (reports, reasons, code, names from a server): terminal escapes shown."""
+    typer.echo(terminal_safe(text), nl=nl)
+
+
+def plain(text: object) -> Text:
+    """Text others wrote as a rich renderable (a table cell, a console line): terminal-safe, and never read as
+    rich markup ('[red]' stays as typed)."""
+    return Text(terminal_safe(str(text)))
 
 
 def progress_bar(target: Console, transient: bool = True, label: str = "") -> Progress:

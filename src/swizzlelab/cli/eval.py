@@ -14,7 +14,7 @@ from typing import Optional
 import typer
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from swizzlelab.cli.common import console, outputs_option, progress_bar, split_outputs
+from swizzlelab.cli.common import console, echo, outputs_option, progress_bar, split_outputs
 from swizzlelab.errors import UserError
 from swizzlelab.harness.evaluate import MODES, case_count, make_candidate, run_mode
 from swizzlelab.harness.isolate import TASK_KERNEL_CODE, evaluate_isolated
@@ -45,7 +45,7 @@ def _eval_isolated(task, submission: Optional[str], mode: str, order: Optional[s
         run = evaluate_isolated(task.path, code, mode, filename=filename, progress=lambda label: progress.update(
             bar, advance=1, description=label), budget_s=budget_s, command=command, out_dir=out, order=order,
             outputs=outputs, source=submission)
-    typer.echo(run.report_text, nl=False)
+    echo(run.report_text, nl=False)  # the report holds what the submission printed and raised
     if out is not None:
         stem = f"{task.name}-{mode}"
         text_path = atomic_write_text(out / f"{stem}.txt", run.report_text)
@@ -134,7 +134,7 @@ def register(app: typer.Typer) -> None:
                 progress.update(bar, advance=1, description=label)
 
             report = run_mode(loaded, candidate, mode, out, budget_s, advance, command)
-        typer.echo(render_text(report), nl=False)
+        echo(render_text(report), nl=False)
         if out is not None:
             text_path, json_path = write_reports(report, out)
             err_console.print(f"reports: {text_path} {json_path}", highlight=False)

@@ -18,7 +18,7 @@ from rich.table import Table
 from swizzlelab.errors import UserError
 from swizzlelab.leaderboard.client import Client
 from swizzlelab.leaderboard.settings import settings_from_env
-from swizzlelab.cli.common import console
+from swizzlelab.cli.common import console, echo, plain
 from swizzlelab.cli.submit import resolve_server
 from swizzlelab.leaderboard.settings import check_db_url
 
@@ -81,13 +81,14 @@ def _parse_deadline(text: Optional[str]) -> Optional[dt.datetime]:
 
 def _ranking_table(board: dict[str, Any], rows: list[dict[str, Any]]) -> Table:
     deadline = f" · deadline {board['deadline']}" if board.get("deadline") else ""
-    table = Table(title=f"{board['task']} · {board['gpu_type']}{deadline} · score = {board['ranking_rule']} "
-                        f"of ranked benchmark means (measured)")
+    table = Table(title=plain(f"{board['task']} · {board['gpu_type']}{deadline} · score = {board['ranking_rule']} "
+                              f"of ranked benchmark means (measured)"))
     for name in ("rank", "user", "time (ms)", "submitted (UTC)", "file", "measured on", "submission"):
         table.add_column(name, justify="right" if name in ("rank", "time (ms)", "submission") else "left")
     for row in rows:
-        table.add_row(str(row["rank"]), row["user"], f"{row['score_ms']:.4f}", row["submitted_at"][:19].replace("T", " "),
-                      row["filename"], row["gpu"], str(row["submission_id"]))
+        table.add_row(*map(plain, (str(row["rank"]), row["user"], f"{row['score_ms']:.4f}",
+                                   row["submitted_at"][:19].replace("T", " "), row["filename"], row["gpu"],
+                                   str(row["submission_id"]))))
     return table
 
 
@@ -102,7 +103,7 @@ def user_add(
     """Create a user; prints its new token as the last word (shown once: the database keeps only its hash)."""
     if server:
         made = _admin_client(server, token).post("/api/users", {"name": name, "admin": admin})
-        typer.echo(f"created user {made['name']}{' (admin)' if made['admin'] else ''}; token: {made['token']}")
+        echo(f"created user {made['name']}{' (admin)' if made['admin'] else ''}; token: {made['token']}")
         return
     from swizzlelab.leaderboard.auth import create_user
 
@@ -113,7 +114,7 @@ def user_add(
             label = f"{user.name}{' (admin)' if user.is_admin else ''}"
     finally:
         database.dispose()
-    typer.echo(f"created user {label}; token: {new}")
+    echo(f"created user {label}; token: {new}")
 
 
 @user_app.command("list")
@@ -130,8 +131,8 @@ def user_list(
     for name in ("id", "name", "admin", "banned", "live tokens", "submissions", "created (UTC)"):
         table.add_column(name, justify="right" if name in ("id", "live tokens", "submissions") else "left")
     for u in rows:
-        table.add_row(str(u["id"]), u["name"], "yes" if u["admin"] else "", "BANNED" if u["banned"] else "",
-                      str(u["live_tokens"]), str(u["submissions"]), u["created_at"][:19].replace("T", " "))
+        table.add_row(*map(plain, (str(u["id"]), u["name"], "yes" if u["admin"] else "", "BANNED" if u["banned"] else "",
+                                   str(u["live_tokens"]), str(u["submissions"]), u["created_at"][:19].replace("T", " "))))
     console().print(table)
 
 
@@ -147,7 +148,8 @@ def user_revoke(
 
     done = _admin_do(db, server, token, "POST", f"/api/users/{quote(name, safe='')}/revoke",
                      lambda session: auth.revoke_user(session, name))
-    typer.echo(f"user {done['name']} banned; {done['tokens_revoked']} token(s) revoked")
+    echo(f"user {done['name']} banned; {done['tokens_revoked']} token(s) revoked, {done.get('jobs_cancelled', 0)} "
+         "queued job(s) cancelled")
 
 
 @token_app.command("add")
@@ -165,7 +167,7 @@ def token_add(
         return {"name": user.name, "token": new}
 
     made = _admin_do(db, server, token, "POST", f"/api/users/{quote(name, safe='')}/tokens", direct)
-    typer.echo(f"new token for {made['name']}: {made['token']}")
+    echo(f"new token for {made['name']}: {made['token']}")
 
 
 @token_app.command("list")
@@ -184,8 +186,8 @@ def token_list(
     for name in ("id", "user", "starts with", "created (UTC)", "revoked"):
         table.add_column(name, justify="right" if name == "id" else "left")
     for t in rows:
-        table.add_row(str(t["id"]), t["user"], t["prefix"] + "...", t["created_at"][:19].replace("T", " "),
-                      "REVOKED" if t["revoked"] else "")
+        table.add_row(*map(plain, (str(t["id"]), t["user"], t["prefix"] + "...", t["created_at"][:19].replace("T", " "),
+                                   "REVOKED" if t["revoked"] else "")))
     console().print(table)
 
 
@@ -201,7 +203,7 @@ def token_revoke(
 
     done = _admin_do(db, server, token, "POST", f"/api/tokens/{token_id}/revoke",
                      lambda session: auth.revoke_token(session, token_id))
-    typer.echo(f"token {done['id']} of {done['user']} ({done['prefix']}...) revoked")
+    echo(f"token {done['id']} of {done['user']} ({done['prefix']}...) revoked")
 
 
 @board_app.command("create")
@@ -232,7 +234,7 @@ def leaderboard_create(
                                                                            publish_code))
         finally:
             database.dispose()
-    typer.echo(f"created leaderboard {view['name']}" + (f", deadline {view['deadline']}" if view["deadline"] else "")
+    echo(f"created leaderboard {view['name']}" + (f", deadline {view['deadline']}" if view["deadline"] else "")
                + (", code published after the deadline" if view["publish_code"] else ""))
 
 
@@ -267,7 +269,7 @@ def leaderboard_set(
                                                                            publish_code))
         finally:
             database.dispose()
-    typer.echo(f"{view['name']}: deadline {view['deadline'] or 'none'}, {'visible' if view['visible'] else 'hidden'}, "
+    echo(f"{view['name']}: deadline {view['deadline'] or 'none'}, {'visible' if view['visible'] else 'hidden'}, "
                f"code {'published after the deadline' if view['publish_code'] else 'private to owners and admins'}")
 
 
@@ -295,7 +297,7 @@ def leaderboard_show(
             database.dispose()
     console = Console()
     if not rows:
-        console.print(f"{board['name']}: no ranked runs yet", highlight=False)
+        console.print(plain(f"{board['name']}: no ranked runs yet"), highlight=False)
         return
     console.print(_ranking_table(board, rows))
 
@@ -319,7 +321,7 @@ def leaderboard_list(db: Optional[str] = _db_option(), server: Optional[str] = _
         finally:
             database.dispose()
     for board in boards:
-        typer.echo(f"{board['name']}\t{'open' if board['open'] else 'closed'}"
+        echo(f"{board['name']}\t{'open' if board['open'] else 'closed'}"
                    + (f"\tdeadline {board['deadline']}" if board["deadline"] else ""))
 
 

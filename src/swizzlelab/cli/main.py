@@ -11,8 +11,10 @@ from typing import Any
 
 import typer
 from rich.console import Console
+from rich.text import Text
 
 from swizzlelab.errors import UserError
+from swizzlelab.fmt import terminal_safe
 from swizzlelab.runtime import select_backend
 
 # Before any command imports triton; cheap (no torch, no triton), so `version` and `check` start fast.
@@ -66,7 +68,9 @@ def main() -> None:
     try:
         build_app(groups_for(sys.argv[1:]))()
     except UserError as err:
-        Console(stderr=True).print(f"[bold red]error:[/] {err}", highlight=False, soft_wrap=True)
+        # The message may carry a server's words (a name, a reason): shown terminal-safe, never read as markup.
+        Console(stderr=True).print(Text.assemble(("error:", "bold red"), " ", terminal_safe(str(err))),
+                                   highlight=False, soft_wrap=True)
         sys.exit(2)
     except KeyboardInterrupt:
         Console(stderr=True).print("[yellow]interrupted[/]")

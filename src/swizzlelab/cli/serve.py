@@ -6,21 +6,27 @@ Library packages never import this module; it sits on top of swizzlelab.leaderbo
 from __future__ import annotations
 
 import ctypes
+import errno
 import json
 import os
 import secrets
+import shutil
 import signal
+import socket
 import sys
+import tempfile
 import threading
 from pathlib import Path
-from typing import Optional
+from typing import Callable, Optional
 
 import typer
 from rich.console import Console
 
 from swizzlelab.errors import UserError
+from swizzlelab.harness.isolate import reaper
 from swizzlelab.io import atomic_write_text
-from swizzlelab.leaderboard.settings import DEFAULT_DATA_DIR, Settings, default_db_url, parse_gpu_types, settings_from_env
+from swizzlelab.runtime import host_mem_share
+from swizzlelab.leaderboard.settings import DEFAULT_DATA_DIR, GIB, Settings, default_db_url, parse_gpu_types, settings_from_env
 from swizzlelab.leaderboard.supervisor import Slot, Supervisor
 
 PR_SET_PDEATHSIG = 1
@@ -52,6 +58,63 @@ def admin_token_for(data_dir: Path, given: str | None) -> tuple[str, Path | None
         os.umask(old)
     path.chmod(0o600)
     return token, path
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """The server's socket, bound before anything else starts (so a taken port fails before serve says it is
+    up); UserError with one line for a port out of range, a taken one or an address this machine does not have."""
+    if not 0 <= port <= 65535:
+        raise UserError(f"--port {port} is out of range: give 1-65535 (0: any free port)")
+    try:
+        infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    except (socket.gaierror, UnicodeError) as err:
+        raise UserError(f"--host {host!r} is not an address of this machine ({err})") from None
+    family, kind, proto, _, address = infos[0]
+    sock = socket.socket(family, kind, proto)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind(address)
+    except OSError as err:
+        sock.close()
+        taken = err.errno == errno.EADDRINUSE
+        raise UserError(f"cannot listen on {host}:{port}: " + ("the port is taken by another program; give another "
+                        "--port" if taken else f"{err.strerror or err}")) from None
+    sock.set_inheritable(False)
+    return sock
+
+
+def _evaluation_limits(settings: Settings, count: int) -> Settings:
+    """An evaluation's host memory, sized for serve's `count` workers unless given; refused where the disk quota
+    would not fit the temporary folder's disk."""
+    free = shutil.disk_usage(tempfile.gettempdir()).free
+    if settings.disk_gib * GIB > free:
+        raise UserError(f"--disk-gib {settings.disk_gib:g}: the temporary folder's disk has only {free / GIB:.1f} GiB "
+                        "free; give a smaller quota")
+    if settings.host_mem_gib:
+        return settings
+    return settings.with_(host_mem_gib=round(host_mem_share(max(1, count)) / GIB, 2))
+
+
+def _slots(settings: Settings, db_url: str, count: int, gpus: list[str], ray: Optional[str]) -> list[Slot]:
+    """serve's workers: one per GPU (or `count` CPU workers), or one Ray dispatcher; each with the GPU type it will
+    serve."""
+    from swizzlelab.leaderboard.worker import gpu_type_of
+
+    base = [sys.executable, "-m", "swizzlelab.cli", "worker", "--db", db_url,
+            "--gpu-types", ",".join(settings.gpu_types), "--heartbeat-timeout", str(settings.heartbeat_timeout_s),
+            "--eval-budget-s", str(settings.eval_budget_s), "--compile-s", str(settings.compile_s),
+            "--run-s", str(settings.run_s), "--host-mem-gib", str(settings.host_mem_gib),
+            "--disk-gib", str(settings.disk_gib), *_suggest_args(settings)]
+    if ray:
+        return [Slot(0, base + ["--ray", ray], dict(os.environ), "-ray")]
+    slots = []
+    for index in range(count):
+        env = dict(os.environ)
+        if gpus:
+            env["CUDA_VISIBLE_DEVICES"] = str(index % len(gpus))
+        kind = gpu_type_of(gpus[index % len(gpus)], settings.gpu_types) if gpus else None
+        slots.append(Slot(index, base, env, f"-gpu{index % len(gpus)}" if gpus else "-cpu", gpu_type=kind))
+    return slots
 
 
 def _worker_count(spec: str) -> tuple[int, list[str]]:
@@ -114,6 +177,20 @@ def _suggest_args(settings: Settings) -> list[str]:
             str(settings.suggest_rounds)]
 
 
+def limit_options() -> dict[str, object]:
+    """The options of an evaluation's host memory and disk quota, the same for serve and worker."""
+    return {
+        "host_mem_gib": typer.Option(None, "--host-mem-gib", help="an evaluation's host memory limit (default: "
+                                     "this host's share: 3/4 of its memory split between its workers, less 2 GiB "
+                                     "each for the evaluator)"),
+        "disk_gib": typer.Option(None, "--disk-gib", help="an evaluation's disk quota: its folder is a filesystem "
+                                 "of this size (default 8)"),
+    }
+
+
+_LIMITS = limit_options()
+
+
 _SUGGEST = suggest_options()
 
 
@@ -123,7 +200,7 @@ def register(app: typer.Typer) -> None:
     @app.command("serve")
     def serve_command(
         host: str = typer.Option("127.0.0.1", "--host", help="address to listen on (0.0.0.0 exposes it)"),
-        port: int = typer.Option(8000, "--port"),
+        port: int = typer.Option(8000, "--port", help="TCP port (0: any free one, printed)"),
         db: Optional[str] = typer.Option(None, "--db", help="database URL: a SQLite path or "
                                          "postgresql+psycopg://USER@HOST:PORT/DB (default: ./swizzlelab-data/leaderboard.db)"),
         data_dir: Optional[Path] = typer.Option(None, "--data-dir", help="folder for the default database and the "
@@ -151,6 +228,8 @@ def register(app: typer.Typer) -> None:
         suggest_cases: Optional[int] = _SUGGEST["suggest_cases"],
         suggest_top: Optional[int] = _SUGGEST["suggest_top"],
         suggest_rounds: Optional[int] = _SUGGEST["suggest_rounds"],
+        host_mem_gib: Optional[float] = _LIMITS["host_mem_gib"],
+        disk_gib: Optional[float] = _LIMITS["disk_gib"],
     ) -> None:
         """Start the leaderboard API (FastAPI on uvicorn) and its workers; the schema is upgraded on start."""
         import uvicorn
@@ -162,37 +241,43 @@ def register(app: typer.Typer) -> None:
         settings = _settings(db, data_dir, gpu_types, requests_per_minute=requests_per_minute,
                              submissions_per_hour=submissions_per_hour, heartbeat_timeout_s=heartbeat_timeout,
                              eval_budget_s=eval_budget_s, compile_s=compile_s, run_s=run_s,
+                             host_mem_gib=host_mem_gib, disk_gib=disk_gib,
                              **_suggest_settings(suggest, suggest_screen_s=suggest_screen_s,
                                                  suggest_cases=suggest_cases, suggest_top=suggest_top,
                                                  suggest_rounds=suggest_rounds))
-        # Bad options are refused before anything is written: the worker count, then the database URL (opening
-        # it checks it), and only then the admin token file.
+        # Bad options are refused before anything is written: the port (bound now: a taken one fails here), the
+        # worker count and limits, then the database URL (opening it checks it), and only then the admin token file.
+        listener = listening_socket(host, port)
         count, gpus = (0, []) if ray else _worker_count(workers)
+        settings = _evaluation_limits(settings, count)
         database = open_database(settings.db_url)
         token, token_path = admin_token_for(settings.data_dir, admin_token or settings.admin_token)
         settings = settings.with_(admin_token=token)
-        application = create_app(settings, database)
-        base = [sys.executable, "-m", "swizzlelab.cli", "worker", "--db", database.url,
-                "--gpu-types", ",".join(settings.gpu_types), "--heartbeat-timeout", str(settings.heartbeat_timeout_s),
-                "--eval-budget-s", str(settings.eval_budget_s), "--compile-s", str(settings.compile_s),
-                "--run-s", str(settings.run_s), *_suggest_args(settings)]
-        slots = [Slot(0, base + ["--ray", ray], dict(os.environ), "-ray")] if ray else []
-        for index in range(count):
-            env = dict(os.environ)
-            if gpus:
-                env["CUDA_VISIBLE_DEVICES"] = str(index % len(gpus))
-            slots.append(Slot(index, base, env, f"-gpu{index % len(gpus)}" if gpus else "-cpu"))
-        supervisor = Supervisor(database, slots, say=lambda text: console.print(f"[serve] {text}", highlight=False,
-                                                                             soft_wrap=True),
+
+        def say(text: str) -> None:
+            console.print(f"[serve] {text}", highlight=False, soft_wrap=True, markup=False)
+
+        swept = reaper.sweep()  # what a serve killed outright left: processes of its evaluations, their folders
+        if swept:
+            say(f"swept what dead evaluators left: {swept.describe()}")
+        supervisor = Supervisor(database, _slots(settings, database.url, count, gpus, ray), say=say,
                                 preexec=_die_with_parent)
+        # A submission for a GPU type whose worker is still coming up waits for it (instead of a 409).
+        settings = settings.with_(workers_starting=supervisor.starting_types)
+        application = create_app(settings, database)
         supervisor.start()
         where = f"admin token in {token_path}" if token_path else "admin token as given"
         engine = "Ray at " + ray if ray else f"{count} local worker(s)" + (f" on {', '.join(gpus)}" if gpus else
                                                                          " (no GPU: test jobs only)" if count else "")
+        port = listener.getsockname()[1]
         console.print(f"swizzlelab leaderboard on http://{host}:{port} (API docs /docs); database "
                       f"{database.engine.url.render_as_string(hide_password=True)}; {engine}; {where}", highlight=False)
+        # uvicorn shuts down on SIGTERM, then raises it again with the handler it found: this one, so that the
+        # workers are stopped and reaped below (the default handler ended serve there, leaving their folders).
+        signal.signal(signal.SIGTERM, lambda _sig, _frame: sys.exit(128 + signal.SIGTERM))
         try:
-            uvicorn.run(application, host=host, port=port, log_level=log_level, access_log=False)
+            config = uvicorn.Config(application, log_level=log_level, access_log=False)
+            uvicorn.Server(config).run(sockets=[listener])
         finally:
             supervisor.stop()
             database.dispose()
@@ -222,6 +307,8 @@ def register(app: typer.Typer) -> None:
         suggest_cases: Optional[int] = _SUGGEST["suggest_cases"],
         suggest_top: Optional[int] = _SUGGEST["suggest_top"],
         suggest_rounds: Optional[int] = _SUGGEST["suggest_rounds"],
+        host_mem_gib: Optional[float] = _LIMITS["host_mem_gib"],
+        disk_gib: Optional[float] = _LIMITS["disk_gib"],
     ) -> None:
         """Claim jobs from the database and run them through the isolated evaluator (or on Ray)."""
         from swizzlelab.leaderboard.db import open_database
@@ -230,16 +317,21 @@ def register(app: typer.Typer) -> None:
 
         settings = _settings(db, data_dir, gpu_types, heartbeat_timeout_s=heartbeat_timeout,
                              heartbeat_interval_s=heartbeat_interval, eval_budget_s=eval_budget_s, compile_s=compile_s,
-                             run_s=run_s, **_suggest_settings(suggest, suggest_screen_s=suggest_screen_s,
-                                                              suggest_cases=suggest_cases, suggest_top=suggest_top,
-                                                              suggest_rounds=suggest_rounds))
+                             run_s=run_s, host_mem_gib=host_mem_gib, disk_gib=disk_gib,
+                             **_suggest_settings(suggest, suggest_screen_s=suggest_screen_s, suggest_cases=suggest_cases,
+                                                 suggest_top=suggest_top, suggest_rounds=suggest_rounds))
         database = open_database(settings.db_url)
         stop = threading.Event()
+        halt: list[Callable[[], None]] = [stop.set]
 
         def _stop(_sig: int, _frame: object) -> None:
-            stop.set()
+            # In a thread of its own: the handler may interrupt the main thread while it holds a lock halt() takes.
+            threading.Thread(target=halt[0], daemon=True).start()
 
+        # SIGTERM (serve stopping its workers) and Ctrl-C alike: the job under way goes back to the queue, its
+        # child killed; nothing of the evaluation outlives the worker.
         signal.signal(signal.SIGTERM, _stop)
+        signal.signal(signal.SIGINT, _stop)
         try:
             if ray:
                 from swizzlelab.leaderboard.ray_backend import RayDispatcher, connect
@@ -260,7 +352,9 @@ def register(app: typer.Typer) -> None:
                 # that nvidia-smi shows a GPU of a served type runs its jobs on that GPU.
                 os.environ.pop("TRITON_INTERPRET", None)
             caps = WorkerCaps(worker_id=worker_id or default_worker_id(kind), gpu_type=kind)
-            Worker(database, settings, caps, stop=stop).run(max_jobs)
+            worker = Worker(database, settings, caps, stop=stop)
+            halt[0] = worker.halt
+            worker.run(max_jobs)
         except KeyboardInterrupt:
             stop.set()
         except json.JSONDecodeError as err:

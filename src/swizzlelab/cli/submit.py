@@ -19,7 +19,7 @@ import typer
 from rich.console import Console
 from rich.table import Table
 
-from swizzlelab.cli.common import console
+from swizzlelab.cli.common import console, echo, plain
 from swizzlelab.errors import UserError
 from swizzlelab.io import atomic_write_text
 from swizzlelab.leaderboard.client import DEFAULT_SERVER, FINISHED, Client
@@ -68,7 +68,7 @@ def progress_printer(err: Console, started: float, every_s: float = PIPE_PROGRES
         key = (view["status"], view.get("waiting"), tuple(j["status"] for j in view.get("jobs", [])))
         now = time.monotonic()
         if key != last["key"] or now - last["at"] >= every_s:
-            err.print(_progress_text(view, started), highlight=False)
+            err.print(plain(_progress_text(view, started)), highlight=False)
             last["at"], last["key"] = now, key
 
     return show
@@ -94,12 +94,12 @@ def print_runs(client: Client, view: dict[str, Any]) -> None:
     for summary in view["runs"]:
         run = client.get(f"/api/runs/{summary['id']}")
         if summary["secret"]:
-            typer.echo(f"## Secret run (leaderboard's secret seed): {'passed' if run['passed'] else 'FAILED'}"
+            echo(f"## Secret run (leaderboard's secret seed): {'passed' if run['passed'] else 'FAILED'}"
                        + (f", {run['score_ms']:.4g} ms" if run.get("score_ms") else ""))
         else:
-            typer.echo(run["report_text"], nl=not run["report_text"].endswith("\n"))
+            echo(run["report_text"], nl=not run["report_text"].endswith("\n"))
         for f in run.get("profile_files", []):
-            typer.echo(f"profile file: {f['name']} ({f['size_bytes']} bytes): GET /api/runs/{run['id']}/files/{f['id']}")
+            echo(f"profile file: {f['name']} ({f['size_bytes']} bytes): GET /api/runs/{run['id']}/files/{f['id']}")
 
 
 def _figure(f: dict[str, Any] | None) -> str:
@@ -152,7 +152,7 @@ def wait_for_suggestion(client: Client, submission_id: int, timeout_s: float, er
         if now - start > timeout_s:
             return None
         if now - last >= PIPE_PROGRESS_S:
-            err.print(f"suggestion for submission {submission_id}: {view['status']} ({now - start:.0f} s)",
+            err.print(plain(f"suggestion for submission {submission_id}: {view['status']} ({now - start:.0f} s)"),
                       highlight=False)
             last = now
         time.sleep(1.0)
@@ -169,16 +169,17 @@ def submission_list(
     query = f"/api/submissions?limit={limit}" + (f"&status={status}" if status else "")
     rows = user_client(server, token).get(query)
     if not rows:
-        typer.echo("no submissions")
+        echo("no submissions")
         return
     table = Table(title="your submissions (scores measured on the leaderboard's GPU)")
     for name in ("id", "leaderboard", "mode", "status", "verdict", "score (ms)", "file", "submitted (UTC)"):
         table.add_column(name, justify="right" if name in ("id", "score (ms)") else "left")
     for s in rows:
         verdict = "" if s["passed"] is None else ("passed" if s["passed"] else "failed") + (" flagged" if s["flagged"] else "")
-        table.add_row(str(s["id"]), s["leaderboard"], s["mode"], s["status"] + (f" ({s['waiting']})" if s.get("waiting") else ""),
-                      verdict, f"{s['score_ms']:.4f}" if s["score_ms"] is not None else "-", s["filename"],
-                      s["created_at"][:19].replace("T", " "))
+        cells = (str(s["id"]), s["leaderboard"], s["mode"], s["status"] + (f" ({s['waiting']})" if s.get("waiting") else ""),
+                 verdict, f"{s['score_ms']:.4f}" if s["score_ms"] is not None else "-", s["filename"],
+                 s["created_at"][:19].replace("T", " "))
+        table.add_row(*map(plain, cells))
     console().print(table)
 
 
@@ -192,17 +193,17 @@ def submission_show(
     """One of your submissions: status, each run's report, and its code. Exit 1 when it finished without passing."""
     client = user_client(server, token)
     view = client.get(f"/api/submissions/{submission_id}")
-    typer.echo(f"submission {view['id']} · {view['leaderboard']} · {view['mode']} · {view['filename']} · "
+    echo(f"submission {view['id']} · {view['leaderboard']} · {view['mode']} · {view['filename']} · "
                f"submitted {view['created_at'][:19].replace('T', ' ')} UTC · {view['status']}"
                + (f" · {view['waiting']}" if view.get("waiting") else ""))
     print_runs(client, view)
     if code:
         source = client.get(f"/api/submissions/{submission_id}/code")
-        typer.echo(f"## Code ({source['filename']}, sha256 {source['sha256'][:12]})")
-        typer.echo(source["code"], nl=not source["code"].endswith("\n"))
+        echo(f"## Code ({source['filename']}, sha256 {source['sha256'][:12]})")
+        echo(source["code"], nl=not source["code"].endswith("\n"))
     if view["status"] in FINISHED:
         line, passed = verdict_line(view)
-        typer.echo(line)
+        echo(line)
         if not passed:
             raise typer.Exit(code=1)
 
@@ -215,7 +216,7 @@ def submission_cancel(
 ) -> None:
     """Cancel your submission while no worker has started it."""
     view = user_client(server, token).post(f"/api/submissions/{submission_id}/cancel", {})
-    typer.echo(f"submission {view['id']}: {view['status']}")
+    echo(f"submission {view['id']}: {view['status']}")
 
 
 def register(app: typer.Typer) -> None:
@@ -236,27 +237,32 @@ def register(app: typer.Typer) -> None:
         """Submit a kernel to a leaderboard, wait for its runs and print the report."""
         if mode not in MODES:
             raise UserError(f"unknown --mode {mode!r}: use one of {', '.join(MODES)}")
-        client = user_client(server, token)
+        if file.is_dir():
+            raise UserError(f"{file} is a folder; give a .py file defining custom_kernel(data)")
         if not file.is_file():
             raise UserError(f"submission file {file} does not exist; give a .py file defining custom_kernel(data)")
         try:
             code = file.read_text(encoding="utf-8")
         except UnicodeDecodeError:
             raise UserError(f"{file} is not UTF-8 text; submit a Python source file") from None
+        except OSError as err:
+            raise UserError(f"cannot read {file}: {err.strerror or err}") from None
+        client = user_client(server, token)
         err = console(stderr=True)
         started = time.monotonic()
         view = client.submit(task, gpu, mode, code, file.name)
         if sys.stderr.isatty():
-            with err.status(_progress_text(view, started)) as status:
-                view = client.wait(view["id"], lambda v: status.update(_progress_text(v, started)), timeout_s=timeout)
+            with err.status(plain(_progress_text(view, started))) as status:
+                view = client.wait(view["id"], lambda v: status.update(plain(_progress_text(v, started))),
+                                   timeout_s=timeout)
         else:
             view = client.wait(view["id"], progress_printer(err, started), timeout_s=timeout)
         print_runs(client, view)
         line, passed = verdict_line(view)
-        typer.echo(line)
+        echo(line)
         if view.get("suggestion") and suggestion_wait > 0:
             found = wait_for_suggestion(client, view["id"], suggestion_wait, err)
-            typer.echo("\n".join(suggestion_lines(found)) if found else
+            echo("\n".join(suggestion_lines(found)) if found else
                        f"the suggestion is not made yet; `swizzlelab suggestion {view['id']}` shows it later")
         if not passed:
             raise typer.Exit(code=1)
@@ -275,7 +281,7 @@ def register(app: typer.Typer) -> None:
         view = client.get(f"/api/submissions/{submission_id}/suggestion")
         if wait > 0 and view["status"] in ("queued", "running"):
             view = wait_for_suggestion(client, submission_id, wait, console(stderr=True)) or view
-        typer.echo("\n".join(suggestion_lines(view)))
+        echo("\n".join(suggestion_lines(view)))
         if out is not None:
             if not view.get("has_patched_code"):
                 raise UserError(f"submission {submission_id}'s suggestion has no patched kernel to write")

@@ -30,6 +30,7 @@ from swizzlelab.errors import UserError
 from swizzlelab.leaderboard import auth, presence, service, suggestions
 from swizzlelab.leaderboard.auth import Principal, authenticate, create_user
 from swizzlelab.leaderboard.bodylimit import BodyLimit
+from swizzlelab.leaderboard.headers import SecurityHeaders
 from swizzlelab.leaderboard.db import Database, Leaderboard, ProfileFile, Submission, open_database
 from swizzlelab.leaderboard.db.models import in_id_range
 from swizzlelab.leaderboard.errors import (
@@ -121,6 +122,14 @@ class RequestLimiter:
             return None
 
 
+def check_limit(limiter: RequestLimiter, key: str) -> None:
+    """Count one request for `key`; RateLimited (429, with Retry-After) past the limit."""
+    wait = limiter.check(key)
+    if wait is not None:
+        raise RateLimited(f"too many requests: at most {limiter.per_minute} per minute; retry in {wait} s",
+                          retry_after_s=wait)
+
+
 def limiter_key(who: Principal | None, request: Request) -> str:
     """A valid token counts for its user (all of their tokens together); anything else, a bogus token included,
     counts for the client's address, so inventing tokens buys no extra requests."""
@@ -181,6 +190,10 @@ def create_app(settings: Settings, db: Database | None = None) -> FastAPI:
         return _error(status, reason)
 
     app.add_middleware(BodyLimit, limit_for=body_limit_for(settings), refuse=refuse)
+    app.add_middleware(SecurityHeaders)
+    # One request limiter for the API and the web forms that take a token (login, submit): a token guessed through
+    # a form counts for the address as one guessed through the API.
+    app.state.limiter = RequestLimiter(settings.requests_per_minute)
 
     @app.exception_handler(ServiceError)
     async def _service_error(_request: Request, err: ServiceError) -> JSONResponse:
@@ -208,7 +221,7 @@ def create_app(settings: Settings, db: Database | None = None) -> FastAPI:
         LOG.exception("internal error on %s %s", request.method, request.url.path)
         return _error(500, f"internal error ({type(err).__name__}); the server log has the details")
 
-    app.include_router(api_router(db, settings), prefix="/api")
+    app.include_router(api_router(db, settings, app.state.limiter), prefix="/api")
     _mount_web(app, settings)
     return app
 
@@ -224,11 +237,10 @@ def _mount_web(app: FastAPI, settings: Settings) -> None:
         mount(app, settings)
 
 
-def api_router(db: Database, settings: Settings) -> APIRouter:
+def api_router(db: Database, settings: Settings, limiter: RequestLimiter) -> APIRouter:
     """Every /api route. Each request is counted by the request limiter first (a router dependency), then the
     route's own checks run; authentication is read once per request and shared by both."""
     bearer = HTTPBearer(auto_error=False, description="a token from `swizzlelab user add NAME`")
-    limiter = RequestLimiter(settings.requests_per_minute)
 
     def credentials(creds: Annotated[HTTPAuthorizationCredentials | None, Depends(bearer)]
                     ) -> tuple[Principal | None, ServiceError | None]:
@@ -244,10 +256,7 @@ def api_router(db: Database, settings: Settings) -> APIRouter:
     Auth = Annotated[tuple[Principal | None, ServiceError | None], Depends(credentials)]
 
     def limited(request: Request, auth_result: Auth) -> None:
-        wait = limiter.check(limiter_key(auth_result[0], request))
-        if wait is not None:
-            raise RateLimited(f"too many requests: at most {settings.requests_per_minute} per minute; retry in "
-                              f"{wait} s", retry_after_s=wait)
+        check_limit(limiter, limiter_key(auth_result[0], request))
 
     def principal(auth_result: Auth) -> Principal:
         who, err = auth_result
@@ -420,7 +429,7 @@ def api_router(db: Database, settings: Settings) -> APIRouter:
     def submission_code(submission_id: int, auth_result: Auth) -> dict[str, Any]:
         who = auth_result[0]
         with db.read() as session:
-            sub = session.get(Submission, submission_id) if in_id_range(submission_id) else None
+            sub = session.get(Submission, submission_id) if in_id_range(submission_id, session) else None
             if sub is None or not service.code_visible(sub, who.user_id if who else None, bool(who and who.is_admin)):
                 if who is None and auth_result[1] is not None:
                     raise auth_result[1]  # not public: the caller's token is what is missing
@@ -460,7 +469,7 @@ def api_router(db: Database, settings: Settings) -> APIRouter:
     def run_file(run_id: int, file_id: int, who: Who) -> Response:
         with db.read() as session:
             service.get_run(session, run_id, who.user_id, who.is_admin)
-            row = session.get(ProfileFile, file_id) if in_id_range(file_id) else None
+            row = session.get(ProfileFile, file_id) if in_id_range(file_id, session) else None
             if row is None or row.run_id != run_id:
                 raise NotFound(f"file {file_id} of run {run_id} not found")
             name = download_name(row.name, f"run-{run_id}.ncu-rep")

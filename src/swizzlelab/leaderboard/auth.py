@@ -17,9 +17,10 @@ from sqlalchemy import delete, func, select, update
 from sqlalchemy.exc import IntegrityError
 from sqlalchemy.orm import Session
 
+from swizzlelab.leaderboard import queue
 from swizzlelab.leaderboard.db.models import ApiToken, Submission, User, WebSession, in_id_range, utcnow
 from swizzlelab.leaderboard.errors import BadRequest, Conflict, Forbidden, NotFound, Unauthorized
-from swizzlelab.names import BadName, check_user_name
+from swizzlelab.names import BadName, check_user_name, user_name_key
 
 TOKEN_PREFIX = "slb_"
 SESSION_DAYS = 14
@@ -49,8 +50,10 @@ def create_user(session: Session, name: str, is_admin: bool = False) -> tuple[Us
         check_user_name(name)
     except BadName as err:
         raise BadRequest(str(err)) from None
-    if session.scalar(select(User.id).where(User.name == name)) is not None:
-        raise Conflict(f"user {name!r} already exists")
+    taken = session.scalar(select(User.name).where(User.name_key == user_name_key(name)))
+    if taken is not None:
+        raise Conflict(f"user {name!r} already exists" if taken == name else
+                       f"user name {name!r} is taken: {taken!r} differs only in case")
     user = User(name=name, is_admin=is_admin)
     session.add(user)
     token = new_token()
@@ -126,7 +129,9 @@ def end_web_session(session: Session, cookie: str | None) -> None:
 
 
 def find_user(session: Session, name: str) -> User:
-    user = session.scalar(select(User).where(User.name == name))
+    """The user of that name (in any case where no name matches exactly); NotFound otherwise."""
+    user = session.scalar(select(User).where(User.name == name)) or \
+        session.scalar(select(User).where(User.name_key == user_name_key(name)))
     if user is None:
         raise NotFound(f"user {name!r} not found")
     return user
@@ -148,13 +153,15 @@ def user_views(session: Session) -> list[dict[str, Any]]:
 
 
 def revoke_user(session: Session, name: str) -> dict[str, Any]:
-    """Ban a user and revoke every token of theirs (their sessions end with them); their runs leave the ranking.
-    Rows stay: submissions and runs are the record."""
+    """Ban a user and revoke every token of theirs (their sessions end with them); their runs leave the ranking,
+    and their jobs no worker has claimed yet are cancelled (a running one finishes). Rows stay: submissions and
+    runs are the record."""
     user = find_user(session, name)
     user.banned = True
     revoked = session.execute(update(ApiToken).where(ApiToken.user_id == user.id, ApiToken.revoked.is_(False))
                               .values(revoked=True)).rowcount
-    return {"name": user.name, "banned": True, "tokens_revoked": int(revoked or 0)}
+    cancelled = queue.cancel_jobs_of(session, user.id, f"cancelled: user {user.name} was banned")
+    return {"name": user.name, "banned": True, "tokens_revoked": int(revoked or 0), "jobs_cancelled": cancelled}
 
 
 def new_token_for(session: Session, name: str) -> tuple[User, str]:
@@ -178,7 +185,7 @@ def token_views(session: Session, user_name: str | None = None) -> list[dict[str
 
 
 def revoke_token(session: Session, token_id: int) -> dict[str, Any]:
-    token = session.get(ApiToken, token_id) if in_id_range(token_id) else None
+    token = session.get(ApiToken, token_id) if in_id_range(token_id, session) else None
     if token is None:
         raise NotFound(f"token {token_id} not found")
     token.revoked = True

@@ -23,7 +23,6 @@ from swizzlelab.leaderboard.outcome import JobSpec, Outcome
 from swizzlelab.leaderboard.settings import Settings
 from swizzlelab.leaderboard.suggestions import SuggestSpec
 from swizzlelab.optimize.suggest import Ask, SuggestFailed, Suggestion, SuggestYielded, suggest
-from swizzlelab.runtime import nvidia_gpu_names
 
 
 def _gpu_label(system: dict[str, Any]) -> str:
@@ -118,19 +117,22 @@ def suggestion(spec: SuggestSpec, settings: Settings, on_note: Callable[[str], N
               rounds=settings.suggest_rounds, screen_s=settings.suggest_screen_s,
               sim_engine=settings.suggest_sim_engine, budget_s=settings.eval_budget_s, kept_caches=kept_caches(),
               child_mem_bytes=suggest_child_mem_bytes(settings))
-    limits = Limits(compile_s=settings.compile_s, run_s=settings.run_s)
+    limits = evaluation_limits(settings)
     return suggest(ask, spec.code, spec.filename, limits, settings.suggest_child_s, on_gpu=device() == "cuda",
                    on_note=on_note, should_yield=should_yield)
 
 
+def evaluation_limits(settings: Settings) -> Limits:
+    """The isolated child's limits of every evaluation a worker runs: its wall times, host memory, disk quota."""
+    return Limits(compile_s=settings.compile_s, run_s=settings.run_s, host_mem_bytes=settings.host_mem_bytes(),
+                  disk_bytes=int(settings.disk_gib * GIB))
+
+
 def suggest_child_mem_bytes(settings: Settings) -> int:
-    """A ranking child's resident memory: as set, else half of this machine's memory shared by one worker per GPU
-    (at least the evaluator's 32 GiB): every local worker may rank at once."""
+    """A ranking child's resident memory: as set, else an evaluation's (every local worker may rank at once)."""
     if settings.suggest_child_mem_gib:
         return int(settings.suggest_child_mem_gib * GIB)
-    total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
-    # every GPU of the host, whatever this worker's CUDA_VISIBLE_DEVICES says: each may have a worker
-    return max(32 * GIB, total // (2 * max(1, len(nvidia_gpu_names(visible_only=False)))))
+    return settings.host_mem_bytes()
 
 
 def kept_caches() -> Path:

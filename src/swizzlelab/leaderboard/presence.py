@@ -97,6 +97,7 @@ class Connected:
 
     count: int
     gpu_types: frozenset[str]
+    starting: frozenset[str] = frozenset()  # GPU types of serve's own workers that are still coming up
 
     def can_run(self, mode: str, gpu_type: str) -> bool:
         # Test jobs run on any worker (the Triton interpreter); the others only on a GPU of the board's type.
@@ -106,7 +107,8 @@ class Connected:
 def connected(session: Session, settings: Settings) -> Connected:
     since = utcnow() - dt.timedelta(seconds=settings.heartbeat_timeout_s)
     rows = session.scalars(select(WorkerPresence).where(WorkerPresence.last_seen_at >= since)).all()
-    return Connected(count=len(rows), gpu_types=frozenset(t for row in rows for t in row.types()))
+    starting = settings.workers_starting() if settings.workers_starting is not None else frozenset()
+    return Connected(count=len(rows), gpu_types=frozenset(t for row in rows for t in row.types()), starting=starting)
 
 
 def worker_views(session: Session, settings: Settings) -> list[dict[str, Any]]:
@@ -128,8 +130,10 @@ def missing_worker(mode: str, gpu_type: str) -> str:
 def refusal(session: Session, settings: Settings, mode: str, gpu_type: str) -> str | None:
     """The one-line reason to refuse a new submission no connected worker can run, or None. Only GPU modes are
     refused: a test job runs on any worker, and a server whose workers are restarting gets them back in seconds,
-    so a test submission made with none connected is taken and shown as waiting."""
-    if mode == "test" or connected(session, settings).can_run(mode, gpu_type):
+    so a test submission made with none connected is taken and shown as waiting; so is one for a GPU type whose
+    worker serve started and is still coming up."""
+    now = connected(session, settings)
+    if mode == "test" or now.can_run(mode, gpu_type) or gpu_type in now.starting:
         return None
     return (f"no {gpu_type} worker connected: benchmark/ranked/profile submissions need one; "
             "test mode runs on any worker")
@@ -144,6 +148,7 @@ def waiting_reason(session: Session, settings: Settings, sub: Submission, now: C
     now = now or connected(session, settings)
     for job in queued:
         if not now.can_run(job.mode, job.gpu_type):
-            return f"waiting for {missing_worker(job.mode, job.gpu_type)}; none connected"
+            state = "it is starting" if job.gpu_type in now.starting else "none connected"
+            return f"waiting for {missing_worker(job.mode, job.gpu_type)}; {state}"
     return ""
 

@@ -218,6 +218,35 @@ def release(db: Database, spec: JobSpec, error: str, settings: Settings) -> None
             job.status, job.error, job.claim_token = JobStatus.QUEUED, error, ""
 
 
+def cancel_jobs_of(session: Session, user_id: int, reason: str) -> int:
+    """Cancel every job of the user's submissions that no worker has claimed (one UPDATE of the queued ones, so a
+    claim that wins the race keeps its job running); submissions left with no open job are closed as cancelled.
+    Returns how many jobs were cancelled."""
+    theirs = select(Submission.id).where(Submission.user_id == user_id)
+    cancelled = session.execute(
+        update(Job).where(Job.status == JobStatus.QUEUED, Job.submission_id.in_(theirs))
+        .values(status=JobStatus.CANCELLED, finished_at=utcnow(), error=reason)
+    ).rowcount
+    for sub in session.scalars(select(Submission).where(Submission.user_id == user_id,
+                                                          Submission.status.in_((SubmissionStatus.QUEUED,
+                                                                                 SubmissionStatus.RUNNING)))).all():
+        _finalize(session, sub, None)
+    return int(cancelled or 0)
+
+
+def give_back(db: Database, spec: JobSpec) -> None:
+    """A worker that is stopping hands its claimed job (and the paired one) back: queued again, the claim not
+    counted as an attempt (a stopped service is no verdict on the code)."""
+    with db.write() as session:
+        for one in spec.specs():
+            session.execute(
+                update(Job).where(Job.id == one.job_id, Job.claim_token == one.claim_token,
+                                  Job.status == JobStatus.RUNNING)
+                .values(status=JobStatus.QUEUED, claim_token="", attempts=Job.attempts - 1,
+                        error="given back: its worker stopped")
+            )
+
+
 def _killed_evaluator(session: Session, job: Job, now: dt.datetime) -> None:
     """Close a job whose evaluation killed its worker KILLS_FOR_VERDICT times with a failed run (the verdict)."""
     reason = (f"the submission killed its evaluator: the worker running it died {job.attempts} times "
@@ -245,6 +274,10 @@ def _finalize(session: Session, sub: Submission | None, settings: Settings | Non
     if any(job.status in (JobStatus.QUEUED, JobStatus.RUNNING) for job in sub.jobs):
         return
     sub.finished_at = utcnow()
+    cancelled = [job.error for job in sub.jobs if job.status == JobStatus.CANCELLED]
+    if cancelled:  # its user was banned while a job of it waited: no verdict
+        sub.status, sub.passed, sub.error = SubmissionStatus.CANCELLED, None, cancelled[0]
+        return
     errors = [job.error for job in sub.jobs if job.status == JobStatus.ERROR]
     public = next((run for run in sub.runs if not run.secret), None)
     if errors or public is None:

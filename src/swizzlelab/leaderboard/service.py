@@ -248,14 +248,14 @@ def create_submission(
 
 def get_submission(session: Session, submission_id: int, user_id: int | None, is_admin: bool) -> Submission:
     """The submission if it exists and is the caller's (or the caller is an admin); else NotFound."""
-    sub = session.get(Submission, submission_id) if in_id_range(submission_id) else None
+    sub = session.get(Submission, submission_id) if in_id_range(submission_id, session) else None
     if sub is None or (not is_admin and sub.user_id != user_id):
         raise NotFound(f"submission {submission_id} not found")
     return sub
 
 
 def get_run(session: Session, run_id: int, user_id: int | None, is_admin: bool) -> Run:
-    run = session.get(Run, run_id) if in_id_range(run_id) else None
+    run = session.get(Run, run_id) if in_id_range(run_id, session) else None
     if run is None or (not is_admin and run.submission.user_id != user_id):
         raise NotFound(f"run {run_id} not found")
     return run

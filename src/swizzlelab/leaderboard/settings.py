@@ -6,16 +6,20 @@ Built by the CLI from its options (and SWIZZLELAB_* environment variables); pass
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from swizzlelab.errors import UserError
 from swizzlelab.names import check_gpu_type
+from swizzlelab.runtime import host_mem_share, host_memory_bytes, nvidia_gpu_names
 
 DEFAULT_DATA_DIR = Path("swizzlelab-data")
 DEFAULT_GPU_TYPES = ("H100", "H200")
 MODES = ("test", "benchmark", "ranked", "profile")
 SQLITE_SUFFIXES = (".db", ".sqlite", ".sqlite3", ".db3")
+DEFAULT_DISK_GIB = 8.0  # an evaluation's disk quota (harness.isolate.limits.DEFAULT_DISK_BYTES)
+GIB = 2**30
 
 
 def default_db_url(data_dir: Path = DEFAULT_DATA_DIR) -> str:
@@ -89,7 +93,19 @@ class Settings:
     suggest_cases: int = 0
     suggest_top: int = 6
     suggest_rounds: int = 2
-    suggest_child_mem_gib: float = 0.0  # a ranking child's resident memory; 0: half the host's per GPU, >= 32
+    suggest_child_mem_gib: float = 0.0  # a ranking child's resident memory; 0: the host's share per GPU
+    # An evaluation's host memory (0: this host's share for one of the evaluations its GPUs run at once, sized by
+    # limits.host_mem_share; serve passes its workers the share for their count) and its disk quota.
+    host_mem_gib: float = 0.0
+    disk_gib: float = DEFAULT_DISK_GIB
+    # `serve`'s own workers: the GPU types of those still starting (a submission for them waits, not refused).
+    workers_starting: Callable[[], frozenset[str]] | None = None
+
+    def host_mem_bytes(self) -> int:
+        """An evaluation's host memory limit: as set, else this host's share for one evaluation per GPU."""
+        if self.host_mem_gib:
+            return int(self.host_mem_gib * GIB)
+        return host_mem_share(max(1, len(nvidia_gpu_names(visible_only=False))))
 
     def with_(self, **changes: object) -> Settings:
         return replace(self, **changes)  # type: ignore[arg-type]
@@ -115,6 +131,11 @@ class Settings:
                             f"runs of a file), got {self.suggest_cases}, {self.suggest_top}, {self.suggest_rounds}")
         if self.suggest_child_mem_gib < 0:
             raise UserError(f"a ranking child's memory must be >= 0 GiB (0: automatic), got {self.suggest_child_mem_gib}")
+        if self.host_mem_gib < 0 or self.host_mem_gib * GIB > host_memory_bytes():
+            raise UserError(f"--host-mem-gib {self.host_mem_gib:g}: give 0 (this host's share) or at most this "
+                            f"host's {host_memory_bytes() / GIB:.1f} GiB")
+        if self.disk_gib <= 0:
+            raise UserError(f"--disk-gib {self.disk_gib:g}: an evaluation's disk quota must be > 0 GiB")
         if self.heartbeat_timeout_s <= 2 * self.heartbeat_interval_s:
             raise UserError("the heartbeat timeout must exceed twice the heartbeat interval")
         return self

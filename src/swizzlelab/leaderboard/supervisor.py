@@ -1,31 +1,32 @@
-"""`serve`'s local workers, supervised: each runs as a child process; one that dies is reaped, its jobs are made
-claimable at once, its temporary folders are removed, and it is started again (with a back-off if it keeps dying).
+"""`serve`'s local workers, supervised: each runs as a child process; one that dies is reaped (every process of its
+evaluation killed, its cgroups and temporary folders removed), its jobs are made claimable at once, and it is
+started again (with a back-off if it keeps dying). Which GPU types its workers will serve once they are up.
 
 A job whose evaluation kills its worker twice gets a verdict from the queue (queue.KILLS_FOR_VERDICT).
 """
 
 from __future__ import annotations
 
-import glob
 import os
-import shutil
 import signal
 import subprocess
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from sqlalchemy import select
+
+from swizzlelab.harness.isolate import reaper
 from swizzlelab.leaderboard import queue
 from swizzlelab.leaderboard.db import Database
-
-# The evaluator and the job runner name their temporary folders after the process that made them.
-TEMP_PATTERNS = ("swizzlelab-isolate-{pid}-*", "swizzlelab-job-{pid}-*", "swizzlelab-ncu-{pid}-*",
-                 "swizzlelab-tcache-{pid}")
+from swizzlelab.leaderboard.db.models import WorkerPresence
 # A worker that dies sooner than this after its start is restarted after a back-off that doubles each time.
 STABLE_S = 30.0
 MAX_BACKOFF_S = 60.0
+# A worker that keeps dying this many times in a row at start counts no longer as starting: its GPU type is then
+# refused as having no worker, as for any other deployment.
+STARTING_DEATHS = 3
 
 
 @dataclass
@@ -36,6 +37,8 @@ class Slot:
     command: list[str]
     env: dict[str, str]
     label: str
+    gpu_type: str | None = None  # the leaderboard GPU type it will serve (None: test jobs only)
+    announced: str = ""  # the worker id last seen announced in the workers table
     proc: subprocess.Popen[bytes] | None = None
     worker_id: str = ""
     generation: int = 0
@@ -99,13 +102,25 @@ class Supervisor:
         except Exception as err:  # the database may be briefly away; the heartbeat timeout still frees the jobs
             jobs = []
             self.say(f"could not release the jobs of worker {dead_id}: {type(err).__name__}: {err}")
-        removed = remove_temp_folders(pid)
+        left = reaper.reap(pid)
         slot.quick_deaths = slot.quick_deaths + 1 if now - slot.started < STABLE_S else 0
         delay = 0.0 if slot.quick_deaths == 0 else min(MAX_BACKOFF_S, 2.0 ** (slot.quick_deaths - 1))
         slot.restart_at = now + delay
         held = f"; job(s) {', '.join(map(str, jobs))} will run again" if jobs else ""
-        self.say(f"worker {dead_id} (pid {pid}) exited with {how}{held}; removed {removed} temporary folder(s); "
-                 f"restarting in {delay:.0f} s")
+        self.say(f"worker {dead_id} (pid {pid}) exited with {how}{held}; ended {left.processes} process(es) of its "
+                 f"evaluation, removed {left.folders} temporary folder(s); restarting in {delay:.0f} s")
+
+    def starting_types(self) -> frozenset[str]:
+        """The GPU types of workers started here that have not announced themselves yet (nor died at start
+        STARTING_DEATHS times in a row): a submission for them waits for them instead of being refused."""
+        waiting = {slot.worker_id: slot for slot in self.slots if slot.gpu_type and slot.announced != slot.worker_id
+                   and slot.quick_deaths < STARTING_DEATHS and not self._stop.is_set()}
+        if not waiting:
+            return frozenset()
+        with self.db.read() as session:
+            for name in session.scalars(select(WorkerPresence.name).where(WorkerPresence.name.in_(waiting))):
+                waiting.pop(name).announced = name
+        return frozenset(slot.gpu_type for slot in waiting.values() if slot.gpu_type)
 
     def alive(self) -> int:
         return sum(1 for slot in self.slots if slot.proc is not None and slot.proc.poll() is None)
@@ -124,14 +139,4 @@ class Supervisor:
                 proc.kill()
                 proc.wait()
         for proc in procs:
-            remove_temp_folders(proc.pid)
-
-
-def remove_temp_folders(pid: int) -> int:
-    """Remove what a (dead) worker process left in the temporary directory; returns how many folders."""
-    count = 0
-    for pattern in TEMP_PATTERNS:
-        for path in glob.glob(os.path.join(tempfile.gettempdir(), pattern.format(pid=pid))):
-            shutil.rmtree(path, ignore_errors=True)
-            count += not os.path.exists(path)
-    return count
+            reaper.reap(proc.pid)

@@ -15,7 +15,7 @@ import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 
-from swizzlelab.harness.isolate import Limits, time_library_ahead
+from swizzlelab.harness.isolate import time_library_ahead
 from swizzlelab.harness.isolate.preempt import GiveWay, giving_way
 from swizzlelab.leaderboard import presence, queue, suggestions
 from swizzlelab.leaderboard.db import Database
@@ -23,6 +23,7 @@ from swizzlelab.leaderboard.execute import (
     SuggestFailed,
     SuggestYielded,
     describe_failure,
+    evaluation_limits,
     execute,
     kept_caches,
     suggestion,
@@ -74,6 +75,27 @@ class Worker:
     _ahead: list[str] = field(default_factory=list)
     _ahead_at: float | None = None
     _last_job_end: float = field(default_factory=time.monotonic)
+    # The scopes of the work under way (a job, a suggestion, library rows): halt() cancels them.
+    _scopes: list[GiveWay] = field(default_factory=list)
+
+    def halt(self) -> None:
+        """Stop now (SIGTERM or Ctrl-C of the worker or of serve): the work under way has its children killed and
+        goes back to the queue uncounted; the poll loop ends."""
+        self.stop.set()
+        for scope in list(self._scopes):
+            scope.cancel()
+
+    @contextlib.contextmanager
+    def _scope(self, reason: str) -> Iterator[GiveWay]:
+        scope = GiveWay(reason)
+        self._scopes.append(scope)
+        try:
+            with giving_way(scope):
+                if self.stop.is_set():
+                    scope.cancel()
+                yield scope
+        finally:
+            self._scopes.remove(scope)
 
     def _say(self, text: str) -> None:
         if self.log:
@@ -113,7 +135,6 @@ class Worker:
     def _giving_way(self) -> Iterator[GiveWay]:
         """Low-priority work inside the block: its isolated children are killed as soon as a job this worker could
         run is queued (checked every GIVE_WAY_POLL_S), so the job starts within about a second."""
-        scope = GiveWay("gave way to a submission's job")
 
         def tick() -> bool:
             try:
@@ -124,7 +145,7 @@ class Worker:
                 scope.cancel()
             return not waiting
 
-        with self._every(GIVE_WAY_POLL_S, tick), giving_way(scope):
+        with self._scope("gave way to a submission's job") as scope, self._every(GIVE_WAY_POLL_S, tick):
             yield scope
 
     def run_one(self, spec: JobSpec) -> bool:
@@ -133,12 +154,17 @@ class Worker:
                   f"{' secret' if spec.secret else ''}"
                   f"{f' + secret job {spec.paired.job_id} in the same child' if spec.paired else ''}, attempt {spec.attempt})")
         outcome, error = None, ""
-        with self._heartbeating(lambda: queue.heartbeat(self.db, spec), f"job {spec.job_id}"):
+        with self._heartbeating(lambda: queue.heartbeat(self.db, spec), f"job {spec.job_id}"), \
+                self._scope("the worker is stopping") as scope:
             try:
                 outcome = execute(spec, self.settings.max_profile_bytes, self.settings.eval_budget_s,
-                                  Limits(compile_s=self.settings.compile_s, run_s=self.settings.run_s))
+                                  evaluation_limits(self.settings))
             except Exception as err:  # the service's own failure (a bad submission is a failed Outcome instead)
                 error = describe_failure(err)
+        if scope.cancelled:  # stopped mid-run: its child was killed by us, not by the code; it runs again later
+            queue.give_back(self.db, spec)
+            self._say(f"job {spec.job_id}: given back to the queue (the worker is stopping)")
+            return False
         if outcome is None:
             queue.release(self.db, spec, error, self.settings)
             return False
@@ -194,8 +220,7 @@ class Worker:
             task = self._ahead.pop(0)
             with self._giving_way() as scope:
                 try:
-                    timed = time_library_ahead(task, "ranked", limits=Limits(compile_s=self.settings.compile_s,
-                                                                             run_s=self.settings.run_s),
+                    timed = time_library_ahead(task, "ranked", limits=evaluation_limits(self.settings),
                                                budget_s=self.settings.eval_budget_s, kept_caches=kept_caches())
                 except Exception as err:  # a library that cannot be timed here: its rows are timed with the job
                     timed = 0

@@ -9,7 +9,6 @@ run swizzlelab.optimize.suggest_child, whose answers are validated here (Reply) 
 from __future__ import annotations
 
 import math
-import shutil
 import time
 from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
@@ -19,6 +18,7 @@ from typing import Annotated, Any
 from pydantic import BaseModel, Field, ValidationError
 
 from swizzlelab.harness.isolate import Limits, evaluate_isolated
+from swizzlelab.harness.isolate.disk import remove_workdir
 from swizzlelab.harness.isolate.runner import ChildFailed, ChildProcess, child_workdir, timed_rows
 from swizzlelab.harness.timing import t_quantile_975
 from swizzlelab.optimize.state import group_of_spec
@@ -211,7 +211,7 @@ def _ask(code: str, filename: str, message: dict[str, Any], limits: Limits, on_g
          ) -> Reply:
     """Start a sandboxed child (the evaluator's BOOT, jail and limits) running suggest_child, send one frame, take
     its validated answer. SuggestFailed with one line when it dies, overruns or answers nonsense."""
-    workdir, path, drop_to = child_workdir(code, filename)
+    workdir, path, drop_to = child_workdir(code, filename, disk_bytes=limits.disk_bytes)
     child = ChildProcess(limits, on_gpu, workdir, drop_to, entry=CHILD_ENTRY)
     # The ranking traces under the interpreter even on a GPU machine (its inputs stay on the GPU, so a file that
     # picks its blocks by the tensors' device picks the GPU's); the compiling child builds the kernel as the GPU
@@ -225,7 +225,7 @@ def _ask(code: str, filename: str, message: dict[str, Any], limits: Limits, on_g
         raise SuggestFailed(_tail_reason(failure.reason, child)) from None
     finally:
         child.close()
-        shutil.rmtree(workdir, ignore_errors=True)
+        remove_workdir(workdir)
     try:
         reply = Reply.model_validate(raw)
     except ValidationError as err:

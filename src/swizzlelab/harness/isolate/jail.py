@@ -10,6 +10,7 @@ import ctypes
 import ctypes.util
 import os
 import platform
+import select
 import signal
 import stat
 import sys
@@ -71,13 +72,40 @@ def _read_only(libc: Any, target: str) -> None:
     _mount(libc, None, target, None, MS_BIND | MS_REMOUNT | MS_RDONLY | MS_NOSUID)
 
 
+# How the process that runs the submission learns, after it changed its uid, whether the process it must die with
+# is still there: that process's pid (no PID namespace), or the read end of a pipe only the waiting outer process
+# holds open (inside a PID namespace getppid() is 0).
+_PARENT = {"pid": 0, "lifeline": -1}
+
+
 def die_with_parent(parent_pid: int) -> None:
     """SIGKILL this process when the evaluator that started it dies (a worker killed mid-run must not leave its
     child spinning on the GPU); if it is already gone, go now."""
     if sys.platform != "linux":
         return
+    _PARENT["pid"] = parent_pid
     _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
     if os.getppid() != parent_pid:
+        os._exit(3)
+
+
+def rearm_death_signal() -> None:
+    """Set the parent-death signal again: a change of uid (the drop to `nobody`) clears it, and a child that had
+    lost it outlived its killed worker, re-parented to PID 1. Called right after the uid drop, before seccomp
+    refuses PR_SET_PDEATHSIG to the submission; if the parent died in between, go now."""
+    if sys.platform != "linux":
+        return
+    _libc().prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    lifeline = _PARENT["lifeline"]
+    if lifeline >= 0:
+        poller = select.poll()
+        poller.register(lifeline, select.POLLIN | select.POLLHUP)
+        gone = bool(poller.poll(0))  # the outer holds the write end open and never writes: an event means it died
+        os.close(lifeline)
+        _PARENT["lifeline"] = -1
+    else:
+        gone = bool(_PARENT["pid"]) and os.getppid() != _PARENT["pid"]
+    if gone:
         os._exit(3)
 
 
@@ -96,18 +124,26 @@ def unshare_and_fork(libc: Any) -> str:
         _write_map("/proc/self/setgroups", "deny")
         _write_map("/proc/self/uid_map", f"{uid} {uid} 1")
         _write_map("/proc/self/gid_map", f"{gid} {gid} 1")
+    lifeline_r, lifeline_w = os.pipe()
     pid = os.fork()
     if pid == 0:
-        # If the waiting parent dies (killed with the process group), so does the namespace.
+        # If the waiting parent dies (it dies with the evaluator), so does the namespace: its PID 1 is killed and
+        # the kernel kills every other process in it.
+        os.close(lifeline_w)
         libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        _PARENT["lifeline"] = lifeline_r
         return "own PID namespace (PID 1: no other process of the host is visible or can be signalled)"
-    _wait_and_mirror(pid)
+    os.close(lifeline_r)
+    _wait_and_mirror(pid, lifeline_w)
     raise AssertionError("unreachable")
 
 
-def _wait_and_mirror(pid: int) -> None:
-    """The outer process: hold nothing the child talks over, wait, and end as the child ended."""
+def _wait_and_mirror(pid: int, keep: int = -1) -> None:
+    """The outer process: hold nothing the child talks over (but the lifeline `keep`), wait, and end as the child
+    ended."""
     for fd in range(3, 1024):
+        if fd == keep:
+            continue
         try:
             os.close(fd)
         except OSError:

@@ -13,11 +13,22 @@ import platform
 import resource
 import struct
 from dataclasses import asdict, dataclass, field
-from typing import Any
+from typing import Any, Callable
 
 GIB = 1 << 30
 # The uid/gid a root parent drops the child to: `nobody` on Debian/Ubuntu/Fedora.
 NOBODY = 65534
+
+
+def _host_share() -> int:
+    # The parent's default: this host's share for one evaluation. limits.py is also loaded by path in the child,
+    # before swizzlelab can be imported, where every field is given: hence the import here.
+    from swizzlelab.runtime import host_mem_share
+
+    return host_mem_share()
+
+
+DEFAULT_DISK_BYTES = 8 * GIB
 
 
 @dataclass(frozen=True)
@@ -31,17 +42,20 @@ class Limits:
     the child (set_per_process_memory_fraction) and, where NVML answers, of the whole process;
     output_bytes: stdout + stderr kept from the child (the rest is dropped, the run goes on); file_bytes:
     largest file the child may write (RLIMIT_FSIZE); n_procs: processes + threads of the sandbox uid
-    (RLIMIT_NPROC, against fork bombs; only where the child runs as its own uid).
+    (RLIMIT_NPROC, against fork bombs; only where the child runs as its own uid); disk_bytes: size of the
+    filesystem holding the child's folder (a loop-mounted image, else a tmpfs; None: no quota, the host's disk).
+    host_mem_bytes defaults to this machine's share for one evaluation (runtime.host_mem_share).
     """
 
     compile_s: float = 120.0
     run_s: float = 180.0
     cpu_s: float | None = None
-    host_mem_bytes: int | None = 32 * GIB
+    host_mem_bytes: int | None = field(default_factory=_host_share)
     gpu_mem_bytes: int | None = 40 * GIB
     output_bytes: int = 1 << 20
     file_bytes: int = 1 * GIB
     n_procs: int = 1024
+    disk_bytes: int | None = DEFAULT_DISK_BYTES
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -89,6 +103,8 @@ _X86_64 = {
     "userfaultfd": 323,
     "setsid": 112,
 }
+PRCTL_NR = 157
+PR_SET_PDEATHSIG = 1
 AUDIT_ARCH_X86_64 = 0xC000003E
 AF_UNIX = 1
 SECCOMP_RET_ALLOW = 0x7FFF0000
@@ -125,6 +141,15 @@ def seccomp_program(profiling: bool = False) -> bytes:
     # The reload of the syscall number after the socket branch keeps jump offsets local.
     if not profiling:
         prog.append(_bpf(ld_w_abs, 0, 0, 0))
+    # prctl(PR_SET_PDEATHSIG, ...): refused, so the submission cannot clear the signal that kills it with its
+    # evaluator; every other prctl is allowed.
+    prog += [
+        _bpf(jeq_k, 0, 4, PRCTL_NR),
+        _bpf(ld_w_abs, 0, 0, 16),  # args[0] low word
+        _bpf(jeq_k, 0, 1, PR_SET_PDEATHSIG),
+        _bpf(ret_k, 0, 0, SECCOMP_RET_ERRNO | EPERM),
+        _bpf(ld_w_abs, 0, 0, 0),
+    ]
     for nr in denied:
         prog += [_bpf(jeq_k, 0, 1, nr), _bpf(ret_k, 0, 0, SECCOMP_RET_ERRNO | EPERM)]
     prog.append(_bpf(ret_k, 0, 0, SECCOMP_RET_ALLOW))
@@ -269,7 +294,7 @@ def tasks_of_uid(uid: int) -> int:
 
 def apply_sandbox(limits: Limits, on_gpu: bool, drop_to: int | None, profiling: bool = False,
                   read_paths: list[str] | None = None, write_paths: list[str] | None = None,
-                  stage: str = "all", uid_tasks: int = 0) -> Sandbox:
+                  stage: str = "all", uid_tasks: int = 0, on_uid_dropped: Callable[[], None] | None = None) -> Sandbox:
     """Lock this (child) process down, in two stages. `early` (first thing, before torch): CPU, file-size and
     core rlimits. `late` (after torch and CUDA are initialised by trusted code, before the submission is
     imported): network namespace, memory rlimit, uid/capabilities, process count, landlock, seccomp. CUDA's
@@ -303,6 +328,8 @@ def apply_sandbox(limits: Limits, on_gpu: bool, drop_to: int | None, profiling: 
             sandbox.applied.append(f"uid/gid {drop_to} (no access to the parent's memory, files or signals)")
         except OSError as err:
             sandbox.skipped.append(f"dropping to uid {drop_to}: {err}")
+    if on_uid_dropped is not None:
+        on_uid_dropped()  # a changed uid cleared the parent-death signal: set again before seccomp pins it
     if os.geteuid() == 0:
         sandbox.skipped.append(f"uid drop to {NOBODY}: not done (no private root filesystem and the Python "
                                "installation is not readable by it); uid 0 without capabilities")
@@ -320,7 +347,8 @@ def apply_sandbox(limits: Limits, on_gpu: bool, drop_to: int | None, profiling: 
         try:
             how = _install_seccomp(libc, profiling)
             sandbox.applied.append(f"no_new_privs + seccomp {how} (ptrace, process_vm_*, network sockets, bpf, "
-                                   "namespaces, mount, keyrings, userfaultfd, setsid refused)")
+                                   "namespaces, mount, keyrings, userfaultfd, setsid, clearing the parent-death "
+                                   "signal refused)")
         except OSError as err:
             sandbox.skipped.append(f"seccomp: {err}")
     else:

@@ -59,6 +59,9 @@ def finished_run(report: EvalReport, reason: str | None, ev: Session, limits: Li
     passed = reason is None and report.success
     if not passed and reason is None:
         reason = "the evaluation failed"
+    if reason is not None and "MemoryError" in reason and limits.host_mem_bytes is not None:
+        # The child's address-space limit refused the allocation before the watcher saw it resident.
+        reason += f" (the host memory limit is {limits.host_mem_bytes / 2**30:.2f} GiB)"
     score = None
     if passed and mode == "ranked":
         score = report.score_ms

@@ -6,7 +6,6 @@ path builds. The jobs live in sandbox, session, timed_requests, clock_stats, sec
 from __future__ import annotations
 
 import os
-import shutil
 import time
 from dataclasses import replace
 from pathlib import Path
@@ -14,7 +13,7 @@ from typing import Any
 
 from swizzlelab.errors import NoGpuError, UserError
 from swizzlelab.harness.evaluate import MODES, Candidate, EvalReport
-from swizzlelab.harness.isolate import caches
+from swizzlelab.harness.isolate import caches, disk
 from swizzlelab.harness.isolate.caches import KeptCaches
 from swizzlelab.harness.isolate.clock_stats import Calibration, clock_verdict, residual_ci_ok
 from swizzlelab.harness.isolate.library import library_cases, library_names, time_library_rows, timed_rows
@@ -55,7 +54,8 @@ def evaluate_isolated(task: str | Path, code: str, mode: str, options: IsolatedO
     opts = replace(opts, limits=opts.limits or Limits())
     loaded, name, formula, info = _checked(task, code, mode, opts)
     started = time.perf_counter()
-    workdir, submission, drop_to = child_workdir(code, name, profiling=mode == "profile")
+    workdir, submission, drop_to = child_workdir(code, name, profiling=mode == "profile",
+                                                 disk_bytes=opts.limits.disk_bytes)
     kept = _seed_caches(workdir, drop_to, code, opts)
     own = code == TASK_KERNEL_CODE
     label = opts.source or (f"task kernel {Path(loaded.path) / 'kernel.py'}" if own else name)
@@ -98,7 +98,7 @@ def evaluate_isolated(task: str | Path, code: str, mode: str, options: IsolatedO
         run.secret_run = secret_run(secret_part, report, ev, opts.limits, opts.secret_phase)
     if ev.first_call_done:
         kept.keep_code(code, workdir / caches.SUBMISSION)
-    shutil.rmtree(workdir, ignore_errors=True)
+    disk.remove_workdir(workdir)
     return run
 
 

@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import swizzlelab
-from swizzlelab.harness.isolate import caches, preempt, protocol
+from swizzlelab.harness.isolate import caches, disk, preempt, protocol, reaper
 from swizzlelab.harness.isolate.limits import NOBODY, Limits, tasks_of_uid
 from swizzlelab.runtime import MEM_LIMIT_ENV, resident_bytes
 
@@ -31,6 +31,11 @@ BOOT = (
     "    spec = importlib.util.spec_from_file_location(name, (root or src + '/swizzlelab/harness/isolate') + '/' + file)\n"
     "    mod = importlib.util.module_from_spec(spec); sys.modules[name] = mod; spec.loader.exec_module(mod); return mod\n"
     "lim = _load('_swizzlelab_sandbox', 'limits.py')\n"
+    # Into the evaluation's own cgroup before anything forks: the parent can then kill every process it makes.
+    "if cfg.get('cgroup'):\n"
+    "    try:\n"
+    "        with open(cfg['cgroup'] + '/cgroup.procs', 'w') as _f: _f.write('0')\n"
+    "    except OSError: pass\n"
     # First of all: PID and mount namespaces (the process that started here stays outside and waits).
     "jail = _load('_swizzlelab_jail', 'jail.py'); jail.die_with_parent(cfg['parent_pid'])\n"
     "ns = jail.enter(cfg['workdir'], cfg['read_paths'], cfg['write_paths'], cfg['tmp_bytes']) if cfg.get('jail') "
@@ -54,7 +59,7 @@ BOOT = (
     "    main = _load(entry, entry.replace('.', '/') + '.py', src).main\n"
     "main(in_fd, out_fd, box.to_dict(), lambda: lim.apply_sandbox(lim.Limits(**cfg['limits']), cfg['on_gpu'], "
     "drop, False, cfg.get('read_paths'), cfg.get('write_paths'), stage='late', "
-    "uid_tasks=cfg.get('uid_tasks', 0)).to_dict(), cfg.get('fd_socket'))\n"
+    "uid_tasks=cfg.get('uid_tasks', 0), on_uid_dropped=jail.rearm_death_signal).to_dict(), cfg.get('fd_socket'))\n"
 )
 # Environment variables the child keeps (paths to the toolchain and the GPU); everything else is dropped, so
 # tokens, database URLs and seeds in the parent's environment never reach a submission.
@@ -173,6 +178,44 @@ class _Tail:
         return (f"[... {dropped} earlier bytes dropped]\n" if dropped > 0 else "") + body
 
 
+def _pss_bytes(pid: int) -> int:
+    """A process's proportional share of its resident pages (shared pages split between their users), from
+    smaps_rollup; its resident bytes where that cannot be read."""
+    try:
+        with open(f"/proc/{pid}/smaps_rollup") as handle:
+            for line in handle:
+                if line.startswith("Pss:"):
+                    return int(line.split()[1]) * 1024
+    except (OSError, ValueError, IndexError):
+        pass
+    return resident_bytes(pid)
+
+
+# Proportional shares are read for at most this many of a child's processes (smaps_rollup walks every page table: a
+# fork bomb's thousand torch-sized processes took the watcher 46 s to read once, and 16 of them 30 s while the bomb
+# held both cores); more are estimated from a sample, and only once their number held still for STABLE_ROUNDS.
+PSS_SAMPLE = 4
+STABLE_ROUNDS = 5
+PROCS_FULL = 0.9
+
+
+def _shared_total(pids: list[int]) -> int:
+    """The processes' memory with shared pages counted once (the sum of their proportional shares): forked
+    processes share their pages, and each one's resident size counts them all again."""
+    sample = pids if len(pids) <= PSS_SAMPLE else pids[:: -(-len(pids) // PSS_SAMPLE)]
+    return sum(_pss_bytes(pid) for pid in sample) * len(pids) // max(1, len(sample))
+
+
+def _task_count(pids: list[int]) -> int:
+    count = 0
+    for pid in pids:
+        try:
+            count += len(os.listdir(f"/proc/{pid}/task"))
+        except OSError:
+            continue
+    return count
+
+
 def _tree_pids(root: int) -> list[int]:
     """`root` and its descendants, from /proc/PID/task/TID/children (cheap: no scan of every process)."""
     pids, todo = [], [root]
@@ -225,10 +268,12 @@ class ChildProcess:
         self.on_gpu = on_gpu
         self.workdir = workdir
         self.drop_to = drop_to
+        self.cgroup: str | None = None  # its own cgroup (reaper.new_cgroup), where cgroup v2 is writable
         self.stdout = _Tail(limits.output_bytes // 2)
         self.stderr = _Tail(limits.output_bytes // 2)
         self.proc: subprocess.Popen[bytes] | None = None
         self.killed_for: str | None = None
+        self._counted = self._steady = 0  # the child's processes at the watcher's last round; rounds it held
         self._threads: list[threading.Thread] = []
         self._stop = threading.Event()
         self.in_w = self.out_r = -1
@@ -258,7 +303,9 @@ class ChildProcess:
         in_r, self.in_w = os.pipe()
         self.out_r, out_w = os.pipe()
         self.fd_socket, child_socket = socket.socketpair(socket.AF_UNIX, socket.SOCK_STREAM)
+        self.cgroup = reaper.new_cgroup()
         config = {"limits": self.limits.to_dict(), "on_gpu": self.on_gpu, "drop_to": self.drop_to,
+                  "cgroup": self.cgroup,
                   "profiling": self.profiling, "read_paths": read_paths() + list(self.extra_read),
                   "write_paths": write_paths(self.workdir), "workdir": str(self.workdir), "jail": True,
                   "tmp_bytes": int(self.limits.file_bytes), "nobody_reaches_python": nobody_can_run_python(),
@@ -277,10 +324,9 @@ class ChildProcess:
             thread = threading.Thread(target=self._drain, args=(stream, tail), daemon=True)
             thread.start()
             self._threads.append(thread)
-        if self.limits.host_mem_bytes is not None:
-            watch = threading.Thread(target=self._watch_memory, daemon=True)
-            watch.start()
-            self._threads.append(watch)
+        watch = threading.Thread(target=self._watch, daemon=True)
+        watch.start()
+        self._threads.append(watch)
         preempt.child_started(self)  # low-priority work (a GiveWay scope) may kill it when a submission waits
 
     def _drain(self, stream: Any, tail: _Tail) -> None:
@@ -290,20 +336,80 @@ class ChildProcess:
                 return
             tail.add(chunk)
 
-    def _watch_memory(self) -> None:
+    def sandbox_notes(self) -> tuple[list[str], list[str]]:
+        """(applied, skipped): the layers the parent applies around the child (its cgroup, its disk quota)."""
+        applied, skipped = [], []
+        if self.cgroup:
+            applied.append("own cgroup (every process of the run is killed with it, and with its evaluator)")
+        else:
+            skipped.append("own cgroup: no writable cgroup v2 here (the parent-death signals still end the run "
+                           "with its evaluator)")
+        quota = disk.quota_of(self.workdir)
+        if quota is not None:
+            (applied if quota.kind else skipped).append(quota.describe())
+        return applied, skipped
+
+    def _pids(self, rounds: int, session: list[int]) -> list[int]:
+        """The child's processes: its cgroup's (complete: no process can leave it), else its tree plus, scanned
+        every SESSION_SCAN_EVERY rounds, its session (orphans that left the tree)."""
         assert self.proc is not None
-        limit = int(self.limits.host_mem_bytes or 0)
+        if self.cgroup:
+            found = reaper.cgroup_pids(self.cgroup)
+            if found:
+                return found
+        if rounds % SESSION_SCAN_EVERY == 1:
+            session[:] = _session_pids(self.proc.pid)
+        return sorted(set(session) | set(_tree_pids(self.proc.pid)))
+
+    def _breach(self, pids: list[int]) -> str | None:
+        """Which limit the child's processes break now, as the verdict's words; None when none."""
+        limits = self.limits
+        # (Its cgroup counts every thread in one read; an empty one means the child never joined it.)
+        tasks = (reaper.cgroup_task_count(self.cgroup) if self.cgroup else 0) or _task_count(pids)
+        # RLIMIT_NPROC counts the uid's tasks host-wide (other runs' too), so a bomb stalls a little short of it.
+        if tasks >= PROCS_FULL * limits.n_procs:
+            return (f"hit the process limit: {tasks} processes and threads (the limit is {limits.n_procs}; a fork "
+                    "bomb?)")
+        self._steady = self._steady + 1 if len(pids) == self._counted else 0
+        self._counted = len(pids)
+        if limits.host_mem_bytes is not None:
+            limit = int(limits.host_mem_bytes)
+            held = sum(resident_bytes(pid) for pid in pids)
+            # Several processes: confirmed by their shares once their number held still (reading the shares of
+            # processes that fork without pause starves on their memory maps: tens of seconds).
+            if held > limit and len(pids) > 1:
+                held = _shared_total(pids) if self._steady >= STABLE_ROUNDS else 0
+            if held > limit:
+                gib, cap = held / 2**30, limit / 2**30
+                if tasks >= limits.n_procs // 4:  # a fork bomb's copied pages: the count is what ran away
+                    return (f"hit the process limit: {tasks} processes and threads (the limit is {limits.n_procs}; a "
+                            f"fork bomb?) held {gib:.2f} GiB, over the host memory limit of {cap:.2f} GiB")
+                return (f"exceeded the host memory limit: {gib:.2f} GiB in use, the limit is {cap:.2f} GiB (this "
+                        "host's share for one evaluation)")
+        quota = disk.quota_of(self.workdir)
+        if quota is not None and quota.kind and disk.is_full(self.workdir):
+            used, _ = disk.used_bytes(self.workdir)
+            return (f"exceeded the disk quota ({used / 2**30:.2f} GiB written in its folder, the quota is "
+                    f"{quota.size / 2**30:.2f} GiB)")
+        return None
+
+    def _watch(self) -> None:
+        """Every WATCH_PERIOD_S: the process count, the resident memory and the disk quota; the first breach
+        kills the child with a reason naming it."""
+        assert self.proc is not None
+        try:  # a fork bomb's spinning processes must not starve the thread that ends them (root only; per thread)
+            os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), -10)
+        except OSError:
+            pass
         rounds = 0
-        pids: list[int] = []
+        session: list[int] = []
         while not self._stop.wait(WATCH_PERIOD_S):
             if self.proc.poll() is not None:
                 return
             rounds += 1
-            if rounds % SESSION_SCAN_EVERY == 1:
-                pids = _session_pids(self.proc.pid)
-            rss = sum(resident_bytes(pid) for pid in set(pids) | set(_tree_pids(self.proc.pid)))
-            if rss > limit:
-                self.kill(f"exceeded the host memory limit ({rss / 2**30:.2f} GiB resident > {limit / 2**30:.2f} GiB)")
+            reason = self._breach(self._pids(rounds, session))
+            if reason:
+                self.kill(reason)
                 return
 
     def kill(self, reason: str | None = None) -> None:
@@ -311,6 +417,7 @@ class ChildProcess:
         child, so a process that changed its group is still found by its session)."""
         if reason and self.killed_for is None:
             self.killed_for = reason
+        reaper.kill_cgroup(self.cgroup)
         if self.proc is not None:
             try:
                 os.killpg(self.proc.pid, signal.SIGKILL)
@@ -383,6 +490,8 @@ class ChildProcess:
             self.fd_socket = None
         for thread in self._threads:
             thread.join(timeout=2)
+        if reaper.remove_cgroup(self.cgroup):
+            self.cgroup = None
 
 
 def timeout_reason(phase: str, limits: Limits) -> str:
@@ -409,11 +518,15 @@ def _not_dumpable() -> None:
         pass
 
 
-def child_workdir(code: str, filename: str, profiling: bool = False) -> tuple[Path, Path, int | None]:
+def child_workdir(code: str, filename: str, profiling: bool = False,
+                  disk_bytes: int | None = None) -> tuple[Path, Path, int | None]:
     """(folder, the code's file in it, uid the child drops to or None): a fresh private folder for one sandboxed
-    child, with the code written into it and the sub-folders the child may write (ChildProcess.env)."""
+    child, with the code written into it and the sub-folders the child may write (ChildProcess.env). With
+    `disk_bytes` the folder is a filesystem of that size (disk.mount_quota); disk.remove_workdir removes it."""
     # The evaluating process's pid in the name: whoever supervises it removes what it left if it dies.
     workdir = Path(tempfile.mkdtemp(prefix=f"{WORKDIR_PREFIX}{os.getpid()}-"))
+    if disk_bytes is not None:
+        disk.mount_quota(workdir, int(disk_bytes))
     # A root parent runs the child as `nobody` when the child can reach Python: in its own root filesystem
     # (the jail binds the installation at its path) or where the host's permissions let it. Device buffers go
     # by file descriptor (vmm.py), so the uid does not matter to CUDA. The parent also turns non-dumpable.

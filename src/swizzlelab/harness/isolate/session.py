@@ -122,6 +122,9 @@ class Session:
         self.child_system = dict(reply.get("system") or {})
         self.clock_info = dict(reply.get("clock") or {})
         self.sandbox = dict(reply.get("sandbox") or {})
+        applied, skipped = self.child.sandbox_notes()
+        self.sandbox["applied"] = list(self.sandbox.get("applied") or []) + applied
+        self.sandbox["skipped"] = list(self.sandbox.get("skipped") or []) + skipped
         return mark
 
     def load_submission(self, submission: Path) -> None:

@@ -7,6 +7,7 @@ The schema itself is created by the Alembic migrations in db/migrations; a test 
 from __future__ import annotations
 
 import datetime as dt
+import re
 from typing import Any
 
 from sqlalchemy import (
@@ -26,16 +27,57 @@ from sqlalchemy import (
     UniqueConstraint,
     false,
 )
-from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column, relationship
+from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column, relationship
+
+from swizzlelab.names import user_name_key
 
 
-# The largest id a row can have (a signed 64-bit integer); larger ones in a URL name no row (SQLite cannot even
-# bind them), so lookups answer "not found" without asking the database.
-MAX_ID = 2**63 - 1
+# The largest id a row can have: ids are INTEGER columns, 64-bit in SQLite and 32-bit in Postgres. Larger ones in a
+# URL name no row (the database could not even bind them), so lookups answer "not found" without asking it.
+MAX_ID = {"sqlite": 2**63 - 1, "postgresql": 2**31 - 1}
 
 
-def in_id_range(value: int) -> bool:
-    return 0 < value <= MAX_ID
+def in_id_range(value: int, session: Session) -> bool:
+    return 0 < value <= MAX_ID.get(session.get_bind().dialect.name, 2**31 - 1)
+
+
+# Characters neither database stores in text: NUL (Postgres refuses it) and lone surrogates (no UTF-8 encoding).
+_UNSTORABLE = re.compile("[\x00\ud800-\udfff]")
+
+
+def storable(text: str) -> str:
+    """`text` with what neither database can store replaced by U+FFFD (a kernel's output, an exception message)."""
+    return _UNSTORABLE.sub("\ufffd", text)
+
+
+def _storable_json(value: Any) -> Any:
+    if isinstance(value, str):
+        return storable(value)
+    if isinstance(value, dict):
+        return {storable(str(k)): _storable_json(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_storable_json(v) for v in value]
+    return value
+
+
+class SafeText(TypeDecorator[str]):
+    """Text that stores on SQLite and Postgres alike, whatever a submission printed or raised (storable)."""
+
+    impl = Text
+    cache_ok = True
+
+    def process_bind_param(self, value: str | None, dialect: Any) -> str | None:
+        return None if value is None else storable(value)
+
+
+class SafeJSON(TypeDecorator[Any]):
+    """JSON whose strings are made storable (Postgres refuses \\u0000 in JSON text as well)."""
+
+    impl = JSON
+    cache_ok = True
+
+    def process_bind_param(self, value: Any, dialect: Any) -> Any:
+        return _storable_json(value)
 
 
 def utcnow() -> dt.datetime:
@@ -101,6 +143,9 @@ class User(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     name: Mapped[str] = mapped_column(String(64), unique=True)
+    # names.user_name_key(name): one user per name whatever its case ('Alice' beside 'alice' is refused).
+    name_key: Mapped[str] = mapped_column(String(80), unique=True, index=True,
+                                          default=lambda ctx: user_name_key(ctx.get_current_parameters()["name"]))
     is_admin: Mapped[bool] = mapped_column(Boolean, default=False)
     banned: Mapped[bool] = mapped_column(Boolean, default=False)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
@@ -134,7 +179,7 @@ class Leaderboard(Base):
     name: Mapped[str] = mapped_column(String(128), unique=True)  # "histogram-H100"
     task: Mapped[str] = mapped_column(String(64), index=True)
     gpu_type: Mapped[str] = mapped_column(String(32))
-    description: Mapped[str] = mapped_column(Text, default="")
+    description: Mapped[str] = mapped_column(SafeText, default="")
     deadline: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     # 63-bit so that it fits a signed BIGINT; never shown to users.
     secret_seed: Mapped[int] = mapped_column(BigInteger)
@@ -157,7 +202,7 @@ class CodeFile(Base):
 
     id: Mapped[int] = mapped_column(Integer, primary_key=True)
     sha256: Mapped[str] = mapped_column(String(64), unique=True)
-    code: Mapped[str] = mapped_column(Text)
+    code: Mapped[str] = mapped_column(SafeText)
     size_bytes: Mapped[int] = mapped_column(Integer)
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
 
@@ -179,8 +224,8 @@ class Submission(Base):
     score_ms: Mapped[float | None] = mapped_column(Float, nullable=True)  # the public ranked run's score
     # A ranked submission whose secret run failed or disagreed in time beyond noise: shown, never ranked.
     flagged: Mapped[bool] = mapped_column(Boolean, default=False)
-    flag_reason: Mapped[str] = mapped_column(Text, default="")
-    error: Mapped[str] = mapped_column(Text, default="")
+    flag_reason: Mapped[str] = mapped_column(SafeText, default="")
+    error: Mapped[str] = mapped_column(SafeText, default="")
 
     user: Mapped[User] = relationship(back_populates="submissions")
     leaderboard: Mapped[Leaderboard] = relationship(back_populates="submissions")
@@ -208,7 +253,7 @@ class Job(Base):
     claimed_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     heartbeat_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     attempts: Mapped[int] = mapped_column(Integer, default=0)
-    error: Mapped[str] = mapped_column(Text, default="")
+    error: Mapped[str] = mapped_column(SafeText, default="")
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
 
@@ -250,11 +295,11 @@ class Suggestion(Base):
     created_at: Mapped[dt.datetime] = mapped_column(UTCDateTime, default=utcnow)
     finished_at: Mapped[dt.datetime | None] = mapped_column(UTCDateTime, nullable=True)
     outcome: Mapped[str] = mapped_column(String(16), default="")  # "order" | "none" (done); "" otherwise
-    headline: Mapped[str] = mapped_column(Text, default="")  # the one line: the order and its figures, or why none
-    note: Mapped[str] = mapped_column(Text, default="")  # why it failed, or what was left out on the way
+    headline: Mapped[str] = mapped_column(SafeText, default="")  # the one line: the order and its figures, or why none
+    note: Mapped[str] = mapped_column(SafeText, default="")  # why it failed, or what was left out on the way
     gpu: Mapped[str] = mapped_column(String(128), default="")  # the GPU that measured; "" when nothing was measured
-    result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # optimize.suggest.Suggestion.to_dict()
-    patched_code: Mapped[str] = mapped_column(Text, default="")  # the submission's file with only its site replaced
+    result: Mapped[dict[str, Any]] = mapped_column(SafeJSON, default=dict)  # optimize.suggest.Suggestion.to_dict()
+    patched_code: Mapped[str] = mapped_column(SafeText, default="")  # the submission's file with only its site replaced
 
     submission: Mapped[Submission] = relationship(back_populates="suggestion")
 
@@ -271,19 +316,19 @@ class Run(Base):
     secret: Mapped[bool] = mapped_column(Boolean, default=False)
     worker: Mapped[str] = mapped_column(String(128))
     gpu: Mapped[str] = mapped_column(String(128))  # the device the run measured on, e.g. "NVIDIA H100 80GB HBM3"
-    system: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)
+    system: Mapped[dict[str, Any]] = mapped_column(SafeJSON, default=dict)
     started_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     ended_at: Mapped[dt.datetime] = mapped_column(UTCDateTime)
     duration_s: Mapped[float] = mapped_column(Float)
     passed: Mapped[bool] = mapped_column(Boolean)
     score_ms: Mapped[float | None] = mapped_column(Float, nullable=True)
-    reason: Mapped[str] = mapped_column(Text, default="")  # one line: why it failed (empty when it passed)
-    result: Mapped[dict[str, Any]] = mapped_column(JSON, default=dict)  # the evaluator's report as JSON
-    report_text: Mapped[str] = mapped_column(Text, default="")
-    stdout_tail: Mapped[str] = mapped_column(Text, default="")
-    stderr_tail: Mapped[str] = mapped_column(Text, default="")
+    reason: Mapped[str] = mapped_column(SafeText, default="")  # one line: why it failed (empty when it passed)
+    result: Mapped[dict[str, Any]] = mapped_column(SafeJSON, default=dict)  # the evaluator's report as JSON
+    report_text: Mapped[str] = mapped_column(SafeText, default="")
+    stdout_tail: Mapped[str] = mapped_column(SafeText, default="")
+    stderr_tail: Mapped[str] = mapped_column(SafeText, default="")
     # Profile mode: per case, the ncu metrics of each kernel (the report's profiling section as JSON).
-    profile: Mapped[list[Any] | None] = mapped_column(JSON, nullable=True)
+    profile: Mapped[list[Any] | None] = mapped_column(SafeJSON, nullable=True)
 
     submission: Mapped[Submission] = relationship(back_populates="runs")
     profile_files: Mapped[list[ProfileFile]] = relationship(back_populates="run", order_by="ProfileFile.id")

@@ -23,6 +23,7 @@ from fastapi import APIRouter, FastAPI, File, Form, Request, UploadFile
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
 
 from swizzlelab.leaderboard import auth, presence, service
+from swizzlelab.leaderboard.api import check_limit, limiter_key
 from swizzlelab.leaderboard.auth import Principal, authenticate
 from swizzlelab.leaderboard.db import Database
 from swizzlelab.leaderboard.errors import BadRequest, Conflict, Forbidden, NotFound, ServiceError, TooLarge, Unauthorized
@@ -137,6 +138,12 @@ def _python_file(filename: str, code: str, fallback: str) -> Response:
 def web_router(db: Database, settings: Settings) -> APIRouter:
     router = APIRouter(include_in_schema=False)
     csrf = CsrfGuard()
+
+    def guarded(request: Request) -> None:
+        """A form that checks a token counts against the API's request limit of the client's address."""
+        limiter = getattr(request.app.state, "limiter", None)
+        if limiter is not None:
+            check_limit(limiter, limiter_key(None, request))
 
     def viewer(request: Request) -> Principal | None:
         """Who is logged in through this browser's session cookie (None: nobody, or the session ended)."""
@@ -281,13 +288,15 @@ def web_router(db: Database, settings: Settings) -> APIRouter:
         next_url: Annotated[str, Form()] = "/",
     ) -> Response:
         try:
+            guarded(request)
             csrf.check(request, csrf_token)
             if not token.strip():
                 raise Unauthorized("give your API token (swizzlelab user add NAME printed it)")
             with db.write() as session:
                 cookie, _ = auth.start_web_session(session, token.strip(), settings.admin_token)
         except ServiceError as err:
-            return _with_csrf(request, "login.html.j2", err.status, next_url=_local_path(next_url),
+            retry = {"Retry-After": str(err.retry_after_s)} if err.retry_after_s is not None else None
+            return _with_csrf(request, "login.html.j2", err.status, retry, next_url=_local_path(next_url),
                               error=str(err).splitlines()[0], viewer=None)
         answer = RedirectResponse(_local_path(next_url), status_code=303)
         _set_session(answer, request, cookie)
@@ -319,6 +328,8 @@ def web_router(db: Database, settings: Settings) -> APIRouter:
         file: Annotated[UploadFile | None, File()] = None,
     ) -> Response:
         try:
+            if token.strip():  # a token typed into the form is checked here: counted as a login
+                guarded(request)
             csrf.check(request, csrf_token)
             task, _, gpu = leaderboard.partition("/")
             if not task or not gpu:

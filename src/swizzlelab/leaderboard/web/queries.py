@@ -468,7 +468,7 @@ def _public_report(report: dict[str, Any] | None) -> dict[str, Any] | None:
 
 
 def _visible_submission(session: Session, submission_id: int) -> Submission:
-    sub = session.get(Submission, submission_id) if in_id_range(submission_id) else None
+    sub = session.get(Submission, submission_id) if in_id_range(submission_id, session) else None
     if sub is None or not sub.leaderboard.visible:
         raise NotFound(f"submission {submission_id} not found")
     return sub
@@ -488,7 +488,7 @@ def submission_view(session: Session, submission_id: int, viewer: Principal | No
         select(Submission).where(Submission.id == submission_id)
         .options(selectinload(Submission.runs).selectinload(Run.profile_files), selectinload(Submission.jobs),
                  selectinload(Submission.user), selectinload(Submission.leaderboard), selectinload(Submission.code))
-    ) if in_id_range(submission_id) else None
+    ) if in_id_range(submission_id, session) else None
     if sub is None or not sub.leaderboard.visible:
         raise NotFound(f"submission {submission_id} not found")
     details, code_ok = _may_see(sub, viewer)
@@ -569,7 +569,7 @@ def suggested_code(session: Session, submission_id: int, viewer: Principal | Non
 def profile_file(session: Session, run_id: int, viewer: Principal | None) -> tuple[str, bytes]:
     """The first .ncu-rep of a run of the viewer's own (or, for an admin, anyone's) submission: the report holds
     the kernel's code."""
-    run = session.get(Run, run_id) if in_id_range(run_id) else None
+    run = session.get(Run, run_id) if in_id_range(run_id, session) else None
     if run is None or run.secret or not run.profile_files or not run.submission.leaderboard.visible \
             or not _may_see(run.submission, viewer)[0]:
         raise NotFound(f"run {run_id} has no .ncu-rep you may download")

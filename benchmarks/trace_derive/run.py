@@ -70,6 +70,22 @@ CASES = [
     ("applied_ai fused MoE M=256 E=8 N=256 K=64 top2", "applied_ai_fused_moe.py",
      {"sizes": {"M": 256, "E": 8, "N": 256, "K": 64, "top_k": 2, "block_m": 16}, "launch": "invoke_fused_moe_kernel",
       "builder": "moe_inputs.py:moe_inputs"}, "small"),
+    # issue 55: kernels of other projects (the tests/test_wild_published.py rows' small sizes)
+    ("vllm triton_scaled_mm 128x96x64, 32x32x32 blocks", "vllm_triton_scaled_mm.py",
+     {"tensors": ["input=float16[M,K]", "weight=float16[K,N]", "scale_a=float32[1,1]", "scale_b=float32[1,1]"],
+      "sizes": {"M": 128, "N": 96, "K": 64}, "scalars": {"out_dtype": "torch.float16"}, "config": SMALL_MATMUL},
+     "small"),
+    ("torchao int8 matmul 128x96x64", "torchao_intmm_triton.py:matmul_kernel_with_block_pointers",
+     {"sizes": {"M": 128, "N": 96, "K": 64}, "builder": "torchao_inputs.py:intmm_inputs"}, "small"),
+    ("inductor output_code.py mm (the file's largest launch)", "inductor_mm_output_code.py", {"sizes": {}}, "small"),
+    ("tritonbench stream-K (CUDA) 128x96x64, 32x32x32 blocks", "tritonbench_stream_k.py:streamk_cuda_gemm",
+     {"tensors": ["a=float16[M,K]", "b=float16[N,K]"], "sizes": {"M": 128, "N": 96, "K": 64},
+      "config": {"BLOCK_M": 32, "BLOCK_N": 32, "BLOCK_K": 32}}, "small"),
+    ("batch_invariant persistent matmul 128x96x64, 32x32x32 blocks", "batch_invariant_ops.py:matmul_kernel_persistent",
+     {"tensors": AB, "sizes": {"M": 128, "N": 96, "K": 64}, "config": SMALL_MATMUL}, "small"),
+    ("liger int8 x int2 matmul 96x64x128, autotune config 14", "liger_mm_int8int2.py",
+     {"tensors": ["a=int8[M,K]", "b=uint8[K4,N]"], "sizes": {"M": 96, "N": 64, "K": 128, "K4": 32},
+      "autotune_index": 14}, "small"),
     # larger and real sizes
     ("tutorial_matmul 2048^3, autotune config 0", "tutorial_matmul.py",
      {"task": "matmul", "sizes": {"m": 2048, "n": 2048, "k": 2048}}, "full"),
@@ -98,16 +114,18 @@ def _open(file: str, inputs: dict):
     from swizzlelab.hw import get_model
     from swizzlelab.tasks import load_task
     from swizzlelab.userkernel import Inputs, open_user_kernel, parse_tensor_spec
+    from swizzlelab.userkernel.launch import parse_scalar
 
     builder = f"{WILD / inputs['builder']}" if "builder" in inputs else None
     launch = inputs.get("launch")
     if launch and ".py:" in launch:
         launch = f"{WILD / launch}"
-    made = Inputs(tuple(parse_tensor_spec(t) for t in inputs.get("tensors", ())), dict(inputs.get("scalars", {})),
+    scalars = dict(parse_scalar(f"{k}={v}") if isinstance(v, str) else (k, v) for k, v in inputs.get("scalars", {}).items())
+    made = Inputs(tuple(parse_tensor_spec(t) for t in inputs.get("tensors", ())), scalars,
                   dict(inputs["sizes"]), seed=1, task=load_task(inputs["task"]) if "task" in inputs else None,
                   builder=builder)
     return open_user_kernel(str(WILD / file), get_model(inputs.get("target", "h100")), config=inputs.get("config"),
-                            launch=launch, inputs=made)
+                            autotune_index=inputs.get("autotune_index"), launch=launch, inputs=made)
 
 
 def _seconds_per_program(uk, n: int) -> float:
@@ -130,6 +148,9 @@ def run_one(file: str, inputs: dict, mode: str) -> dict:
     import torch
 
     torch.set_num_threads(1)  # one core: the CPU seconds are those of one thread
+    from swizzlelab.runtime import ensure_triton_backend
+
+    ensure_triton_backend()  # as the CLI does first: a file importing Triton through another package gets this one
     from swizzlelab.userkernel.user_trace import trace_user_kernel
 
     uk = _open(file, inputs)
@@ -175,13 +196,18 @@ def main() -> None:
     parser.add_argument("--out", default=str(Path(__file__).with_name("trace_derive_cpu.json")))
     parser.add_argument("--quick", action="store_true", help="the small sizes only")
     parser.add_argument("--one", help=argparse.SUPPRESS)
+    parser.add_argument("--add", action="append", default=[],
+                        help="run only the cases whose label starts with this, replacing or adding their rows in --out")
     args = parser.parse_args()
     if args.one:
         print(json.dumps(run_one(*json.loads(args.one))))
         return
-    results = []
+    results, before = [], {}
+    if args.add:  # the rows of the other cases are kept as the last full run wrote them
+        before = json.loads(Path(args.out).read_text())
+        results = [r for r in before["results"] if not any(r.get("label", "").startswith(a) for a in args.add)]
     for label, file, inputs, mode in CASES:
-        if args.quick and mode not in QUICK:
+        if (args.quick and mode not in QUICK) or (args.add and not any(label.startswith(a) for a in args.add)):
             continue
         proc = subprocess.run([sys.executable, __file__, "--one", json.dumps([file, inputs, mode])],
                               capture_output=True, text=True)
@@ -206,8 +232,12 @@ def main() -> None:
         "command": " ".join(["python", *sys.argv]),
         "script": "benchmarks/trace_derive/run.py",
         "python": platform.python_version(),
-        "results": results,
+        "results": sorted(results, key=lambda r: [c[0] for c in CASES].index(r["label"])
+                          if r["label"] in [c[0] for c in CASES] else len(CASES)),
     }
+    if args.add:  # rows added to an earlier run: its command stays, this one is listed after it
+        report["command"] = before["command"]
+        report["added"] = [*before.get("added", []), " ".join(["python", *sys.argv])]
     atomic_write_text(args.out, json.dumps(report, indent=2) + "\n")
     print(f"wrote {args.out}")
 

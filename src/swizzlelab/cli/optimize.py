@@ -15,6 +15,7 @@ from rich.console import Console
 from swizzlelab.cli import userkernel as uk_cli
 from swizzlelab.cli.common import console, k_dir_opt, outputs_option, progress_bar, split_outputs, wave_sync_opt
 from swizzlelab.hw import targets_help
+from swizzlelab.optimize.llm import config_from_env
 from swizzlelab.optimize.loop import JSONL, Options, describe_best, read_jsonl, run
 from swizzlelab.optimize.report import separation
 from swizzlelab.scenario import load_scenario
@@ -31,7 +32,9 @@ def register(app: typer.Typer) -> None:
         kernel: str | None = typer.Option(None, "--kernel", help="your kernel file: a @triton.jit function with a swizzle site"),
         target: str = typer.Option("auto", "--target", help=f"{targets_help()} | auto (the local GPU, else h100)"),
         budget: int = typer.Option(20, "--budget", help="iterations after the baseline"),
-        proposer: str = typer.Option("search", "--proposer", help="search | llm | both (alternating)"),
+        proposer: str = typer.Option("search", "--proposer", help="search | llm | both (alternating); llm reads "
+                                     "OPENAI_BASE_URL (docs/llm.md starts a local model)"),
+        log_prompts: bool = typer.Option(False, "--log-prompts", help="keep each LLM prompt and reply in log.txt"),
         out: str | None = typer.Option(None, "--out", help=f"output folder (default ./{DEFAULT_OUT}/<task>-<target>)"),
         size: list[str] = typer.Option([], "--size", help="override a size of the first benchmark case: NAME=VALUE"),
         outputs: str | None = typer.Option(None, "--outputs", help=outputs_option()),
@@ -74,6 +77,7 @@ def register(app: typer.Typer) -> None:
         options = Options(
             out_dir=out_dir, budget=budget, proposer=proposer, remeasure=remeasure, screen_s=screen_s,
             measure_s=measure_s, use_ncu=ncu, workers=workers, sim_engine=sim_engine, stop_without_gain=not keep_going,
+            llm=config_from_env(log_prompts=True) if log_prompts else None,
             command="swizzlelab " + shlex.join(sys.argv[1:]),
         )
         with progress_bar(out_console, transient=False, label="[bold]optimize[/]") as progress:

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -154,7 +155,12 @@ def chat(config: LlmConfig, messages: list[dict[str, str]], client: Any = None) 
 
 def _detail(err: Any) -> str:
     """The server's own words on an HTTP error (llama.cpp: the context is too long...), one line, short."""
-    message = str(getattr(err, "message", "") or "").replace("\n", " ").strip()
+    body = getattr(err, "body", None)
+    if isinstance(body, dict) and isinstance(body.get("error"), dict):
+        body = body["error"]
+    message = body.get("message") if isinstance(body, dict) else None
+    message = str(message or re.sub(r"^Error code: \d+ - ", "", str(getattr(err, "message", "") or "")))
+    message = message.replace("\n", " ").strip()
     return f" ({message[:200]})" if message else ""
 
 

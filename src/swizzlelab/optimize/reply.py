@@ -29,6 +29,7 @@ ASSIGNMENT = re.compile(r"^\s*[A-Za-z_]\w*(\s*,\s*[A-Za-z_]\w*)*\s*(=|\+=|-=|\*=
 CODE_LINE = re.compile(r"^\s*(#.*|@.*|def .*|return\b.*|import .*|from .*|tl\.\w+\(.*)$")
 # Lines of a kernel after its remap: offsets, pointers, loads and stores (the swizzle site ends before them).
 KERNEL_BODY = re.compile(r"tl\.(arange|load|store|zeros|dot|make_block_ptr)\b|_ptr\b")
+DEF = re.compile(r"^\s*def \w+")
 DROPPED = re.compile(r"^\s*(@|return\b|import |from \S+ import )")
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
@@ -138,7 +139,13 @@ def from_kernel(code: str) -> tuple[str, str]:
     """(formula text, note) from code that holds a kernel or its body: the swizzle site as `find_site` takes it
     from a kernel, else the code unchanged with decorator, import and return lines dropped."""
     text = textwrap.dedent(code)
-    if KERNEL_BODY.search(text) or re.search(r"^\s*def \w+", text, re.MULTILINE):
+    lines = text.splitlines()
+    body_at = next((i for i, line in enumerate(lines) if KERNEL_BODY.search(line) and not DEF.match(line)),
+                   len(lines))
+    last_output = max((i for i, line in enumerate(lines) if assigned_outputs(line, OUTPUT_NAMES)), default=-1)
+    # Kernel lines after the remap (offsets, loads) mark a kernel body; a tl.arange before the last tile id is
+    # part of the formula, left for the check to name.
+    if body_at > last_output and (body_at < len(lines) or any(DEF.match(line) for line in lines)):
         source = text if re.search(r"^\s*def \w+", text, re.MULTILINE) else (
             "def _reply_kernel():\n" + textwrap.indent(text, "    "))
         name = re.search(r"^\s*def (\w+)", source, re.MULTILINE).group(1)  # type: ignore[union-attr]

@@ -251,6 +251,8 @@ def test_replies_as_models_write_them() -> None:
     read = read_reply("I would use:\npid = tl.program_id(0)\npid_m = pid % num_pid_m\npid_n = pid // num_pid_m\n"
                       "which walks columns first.")
     assert read.where == "prose lines" and all(line in read.formula for line in column)
+    read = read_reply("Use:\n`pid = tl.program_id(0)`\n`pid_m = pid % num_pid_m`\n`pid_n = pid // num_pid_m`\n")
+    assert read.where == "prose lines" and all(line in read.formula for line in column)
     assert read_reply(TWO_BLOCKS).where == "code block 1/2"  # the launch code assigns no tile id
     read = read_reply(HELPER_REPLY)
     assert read.formula.startswith("pid = tl.program_id(0)\n") and "return" not in read.formula

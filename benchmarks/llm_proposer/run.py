@@ -40,10 +40,10 @@ from swizzlelab.scenario import load_scenario
 HERE = Path(__file__).resolve().parent
 # Modest sizes: the study runs on a shared 2-core CPU, the model on the same cores (the README says which).
 SIZES: dict[str, list[str]] = {
-    "transpose": ["m=4096", "n=4096"],
-    "matmul": ["m=2048", "n=2048", "k=512"],
-    "lean_attention": ["batch=4", "heads=32", "kv_heads=8", "min_ctx=1024", "max_ctx=8192", "n_programs=264"],
-    "spmv": ["rows=262144", "cols=2097152", "avg_nnz=16", "communities=64"],
+    "transpose": ["m=2048", "n=2048"],
+    "matmul": ["m=2048", "n=2048", "k=256"],
+    "lean_attention": ["batch=4", "heads=32", "kv_heads=8", "min_ctx=512", "max_ctx=4096", "n_programs=264"],
+    "spmv": ["rows=65536", "cols=1048576", "avg_nnz=16", "communities=64"],
 }
 PROPOSERS = ("llm", "both", "search")
 
@@ -138,6 +138,26 @@ def one_run(task: str, target: str, proposer: str, args: argparse.Namespace, fam
     return row
 
 
+def table(record: dict[str, Any]) -> str:
+    """The README's table from a result file: one line per task, target and proposer."""
+    head = ("| task | target | proposer | iterations (llm/search) | LLM calls: replies / formulas taken / bijections / "
+            "distinct new / duplicates | best predicted DRAM read (hit) | kernel's own | s per iteration | LLM "
+            "orders outside the families |")
+    lines = [head, "|" + "---|" * 9]
+    for r in record["rows"]:
+        llm = r["llm"]
+        calls = (f"{llm['calls']}: {llm['replies']} / {llm['parsed'] + llm['unparsable']} / {llm['bijections']} / "
+                 f"{llm['distinct_new']} / {llm['duplicates']}") if llm else "-"
+        best, base = r["best"], r["baseline"]
+        lines.append(
+            f"| {r['task']} | {r['target']} | {r['proposer']} | {r['iterations']} ({r['by_proposer']['llm']}/"
+            f"{r['by_proposer']['search']}) | {calls} | {best['dram_read_bytes'] / 2**20:.2f} MiB "
+            f"({100 * best['l2_hit_rate']:.1f}%) | {base['dram_read_bytes'] / 2**20:.2f} MiB "
+            f"({100 * base['l2_hit_rate']:.1f}%) | {r['seconds_per_iteration']} | "
+            f"{len(r['llm_orders_outside_families']) if llm else '-'} of {r['family_orders']} family orders |")
+    return "\n".join(lines)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--tasks", default="transpose,matmul,lean_attention,spmv")
@@ -146,14 +166,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--budget", type=int, default=10)
     parser.add_argument("--screen-s", type=float, default=30.0)
     parser.add_argument("--size", action="append", default=[], help="NAME=VALUE added to every task's sizes")
-    parser.add_argument("--max-tokens", type=int, default=700, help="tokens a reply may have")
+    parser.add_argument("--max-tokens", type=int, default=400, help="tokens a reply may have")
     parser.add_argument("--timeout-s", type=float, default=600.0, help="seconds a reply may take")
     parser.add_argument("--start-model", default="", help=f"start llama-server with one of {', '.join(local_llm.MODELS)}")
     parser.add_argument("--port", type=int, default=8093)
     parser.add_argument("--threads", type=int, default=None)
     parser.add_argument("--out", type=Path, default=HERE / "runs")
     parser.add_argument("--result", type=Path, default=HERE / "llm_proposer_cpu.json")
+    parser.add_argument("--table", action="store_true", help="print the README's table of --result and stop")
     args = parser.parse_args(argv)
+    if args.table:
+        print(table(json.loads(args.result.read_text())))
+        return 0
     server = None
     model_name = os.environ.get("SWIZZLELAB_LLM_MODEL", "")
     if args.start_model:

@@ -23,6 +23,7 @@ Summary of optimization:
 Reason why new should be better:
 Swizzling formula:
 then exactly one ```python block holding only the formula (no kernel code, no explanation inside it).
+Keep each section to one to three sentences; do not repeat the question.
 
 Formula language (the formula is checked before anything runs; a broken rule wastes an iteration):
 - straight-line integer code: one assignment per line, starting from `pid = tl.program_id(0)`;
@@ -150,8 +151,10 @@ def build_messages(state: Any, history: list[Attempt], best: Attempt,
                    limits: PromptLimits = PromptLimits()) -> list[dict[str, str]]:
     """The chat messages of one LLM call."""
     problem = problem_text(state, limits)
-    ask = (f"Best so far: {best.name()} ({best.label}): {_one_line(best)}. Propose one new order, different from "
-           "every order above, that should read less from DRAM than the best so far.")
+    ask = (f"Best so far: {best.name()} ({best.label}): {_one_line(best)}.\n"
+           "Answer now with one new order, different from every order above, that should read less from DRAM than "
+           "the best so far: the sections (one to three sentences each), then one ```python block with the whole "
+           f"formula, from `pid = tl.program_id(0)` to the assignment of {outputs_text(state.scenario)}.")
     feedback = feedback_text(history, state)
     budget = max(1000, limits.total_chars - len(problem) - len(ask) - len(feedback))
     user = "\n\n".join(p for p in [

@@ -31,6 +31,7 @@ CODE_LINE = re.compile(r"^\s*(#.*|@.*|def .*|return\b.*|import .*|from .*|tl\.\w
 KERNEL_BODY = re.compile(r"tl\.(arange|load|store|zeros|dot|make_block_ptr)\b|_ptr\b")
 DEF = re.compile(r"^\s*def \w+")
 DROPPED = re.compile(r"^\s*(@|return\b|import |from \S+ import )")
+INLINE = re.compile(r"^\s*`([^`]+)`\s*$")
 THINK_OPEN, THINK_CLOSE = "<think>", "</think>"
 
 
@@ -108,7 +109,8 @@ def fenced_blocks(text: str) -> list[tuple[str, bool, int, int]]:
 def code_runs(text: str) -> list[tuple[str, int, int]]:
     """Runs of code-like lines outside fences (assignments, comments, decorators, def/return lines): how models
     write a formula in prose replies. (code, first line, end line)."""
-    lines = text.splitlines()
+    # A line that is one inline code span (`pid_m = pid % 8`) is code too.
+    lines = [INLINE.sub(r"\1", line) for line in text.splitlines()]
     inside = set()
     for _, _, first, end in fenced_blocks(text):
         inside.update(range(first, end))

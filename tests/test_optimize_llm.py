@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import dataclasses
+import hashlib
 import json
 import os
 import threading
@@ -9,6 +11,7 @@ import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
+import numpy as np
 import pytest
 from leaderboard_support import free_port
 
@@ -351,3 +354,32 @@ def test_a_real_local_model_end_to_end(tmp_path: Path) -> None:
     log = (tmp_path / "run" / "log.txt").read_text()
     assert log.count("Prompt sent:") == 2 and log.count("Reply as received:") == 2
     assert "8 XCDs, each with its own L2" in log
+
+
+def test_local_model_parts_are_joined_checked_and_missing_ones_named(tmp_path: Path, monkeypatch) -> None:
+    rng = np.random.default_rng(58)
+    chunks = [rng.integers(0, 256, size, dtype=np.uint8).tobytes() for size in (1000, 777)]
+    for i, chunk in enumerate(chunks, 1):
+        data = tmp_path / "site" / f"fake_gguf_part{i}" / "data"
+        data.mkdir(parents=True)
+        (data.parent / "__init__.py").write_text("")
+        (data / f"part{i:02d}.bin").write_bytes(chunk)
+    monkeypatch.syspath_prepend(str(tmp_path / "site"))
+    whole = b"".join(chunks)
+    model = local_llm.LocalModel("fake", "a fake model", ("fake_gguf_part1", "fake_gguf_part2"),
+                                 ("fake-gguf-part1==1", "fake-gguf-part2==1"), len(whole),
+                                 hashlib.sha256(whole).hexdigest())
+    path = local_llm.assemble(model, tmp_path / "cache")
+    assert path.read_bytes() == whole and local_llm.installed(model)
+    assert local_llm.assemble(model, tmp_path / "cache") == path  # reused, not joined again
+    altered = dataclasses.replace(model, name="altered", sha256="0" * 64)
+    with pytest.raises(UserError, match="not the expected file; reinstall its packages"):
+        local_llm.assemble(altered, tmp_path / "cache")
+    assert sorted(p.name for p in (tmp_path / "cache").iterdir()) == ["fake.gguf", "fake.sha256"]
+    missing = dataclasses.replace(model, modules=("fake_gguf_part1", "no_such_part_9"),
+                                  packages=("fake-gguf-part1==1", "no-such-part-9==1"))
+    with pytest.raises(UserError, match="needs the package no-such-part-9: pip install -e '.\\[llm-local\\]'"):
+        local_llm.assemble(missing, tmp_path / "cache2")
+    assert not local_llm.installed(missing)
+    with pytest.raises(UserError, match="unknown local model 'nope': use one of qwen2.5-coder-1.5b"):
+        local_llm.get_model("nope")

@@ -4,6 +4,8 @@
 
 from __future__ import annotations
 
+import signal
+
 import typer
 
 from swizzlelab.cli.common import console
@@ -35,10 +37,12 @@ def serve_cmd(
     out = console()
     chosen = local_llm.get_model(model)
     out.print(f"assembling {chosen.title} (once; cached in {local_llm.cache_dir()}) ...", highlight=False, markup=False)
+    signal.signal(signal.SIGTERM, _interrupt)  # `kill` stops the server too, as Ctrl-C does
     proc = local_llm.start_server(chosen, port, ctx=ctx, threads=threads)
     out.print(
         f"serving {chosen.name} at {local_llm.endpoint(port)} (llama.cpp, pid {proc.pid}); in another shell:\n"
-        f"  export OPENAI_BASE_URL={local_llm.endpoint(port)} SWIZZLELAB_LLM_MODEL={chosen.name}\n"
+        f"  export OPENAI_BASE_URL={local_llm.endpoint(port)} SWIZZLELAB_LLM_MODEL={chosen.name} "
+        "SWIZZLELAB_LLM_TIMEOUT_S=600\n"
         "  swizzlelab optimize transpose --target mi300x --proposer llm --budget 10\n"
         "Ctrl-C stops it.", highlight=False, markup=False)
     try:
@@ -49,6 +53,10 @@ def serve_cmd(
         local_llm.stop_server(proc)
     if code:
         raise UserError(f"llama-server exited with code {code} while serving {chosen.name}")
+
+
+def _interrupt(signum: int, frame: object) -> None:
+    raise KeyboardInterrupt
 
 
 def register(app: typer.Typer) -> None:

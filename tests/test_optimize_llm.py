@@ -256,6 +256,10 @@ def test_replies_as_models_write_them() -> None:
     assert read.where == "prose lines" and all(line in read.formula for line in column)
     read = read_reply("Use:\n`pid = tl.program_id(0)`\n`pid_m = pid % num_pid_m`\n`pid_n = pid // num_pid_m`\n")
     assert read.where == "prose lines" and all(line in read.formula for line in column)
+    # Qwen2.5-Coder-1.5B's way (benchmarks/llm_proposer): the whole formula in one inline span, split by ';'.
+    read = read_reply("New order: `pid = tl.program_id(0); pid_m = pid % num_pid_m; pid_n = pid // num_pid_m`\n\n"
+                      "Reasoning: columns first.")
+    assert read.where == "inline code" and all(line in read.formula for line in column)
     assert read_reply(TWO_BLOCKS).where == "code block 1/2"  # the launch code assigns no tile id
     read = read_reply(HELPER_REPLY)
     assert read.formula.startswith("pid = tl.program_id(0)\n") and "return" not in read.formula

@@ -128,6 +128,18 @@ def code_runs(text: str) -> list[tuple[str, int, int]]:
     return runs
 
 
+def inline_code(text: str) -> list[tuple[str, int]]:
+    """Inline code spans in prose that hold assignments (`pid = tl.program_id(0); pid_m = pid % 8`), one
+    candidate per line, statements split at ';'. (code, line)."""
+    out = []
+    for i, line in enumerate(text.splitlines()):
+        spans = [span for span in re.findall(r"`([^`\n]+)`", line) if ASSIGNMENT.match(span.split(";")[0])]
+        if spans:
+            statements = [part.strip() for span in spans for part in span.split(";") if part.strip()]
+            out.append(("\n".join(statements), i))
+    return out
+
+
 def assigned_outputs(code: str, outputs: tuple[str, ...]) -> set[str]:
     """Which of `outputs` the code assigns (plain, augmented or tuple assignments)."""
     found = set()
@@ -181,6 +193,8 @@ def candidates(visible: str, truncated: bool) -> list[Candidate]:
                              complete=not (truncated and visible.rstrip().endswith(section.rstrip()))))
     for code, _, end in reversed(code_runs(visible)):
         out.append(Candidate(code, "prose lines", complete=not (truncated and end >= len(lines))))
+    for code, line in reversed(inline_code(visible)):
+        out.append(Candidate(code, "inline code", complete=not (truncated and line >= len(lines) - 1)))
     return out
 
 

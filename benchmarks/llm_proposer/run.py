@@ -138,10 +138,17 @@ def one_run(task: str, target: str, proposer: str, args: argparse.Namespace, fam
     return row
 
 
+def _reads(row: dict[str, Any]) -> str:
+    """'L2-miss reads / DRAM reads (L2 hit rate)' of a best_row, in MiB."""
+    return (f"{row['l2_miss_read_bytes'] / 2**20:.2f} / {row['dram_read_bytes'] / 2**20:.2f} MiB "
+            f"({100 * row['l2_hit_rate']:.1f}%)")
+
+
 def table(record: dict[str, Any]) -> str:
     """The README's table from a result file: one line per task, target and proposer."""
     head = ("| task | target | proposer | iterations (llm/search) | LLM calls: replies / formulas taken / bijections / "
-            "distinct new / duplicates | best predicted DRAM read (hit) | kernel's own | s per iteration | LLM "
+            "distinct new / duplicates | best order: predicted reads past the L2s / from DRAM (L2 hit) | kernel's own | "
+            "s per iteration | LLM "
             "orders outside the families |")
     lines = [head, "|" + "---|" * 9]
     for r in record["rows"]:
@@ -151,9 +158,7 @@ def table(record: dict[str, Any]) -> str:
         best, base = r["best"], r["baseline"]
         lines.append(
             f"| {r['task']} | {r['target']} | {r['proposer']} | {r['iterations']} ({r['by_proposer']['llm']}/"
-            f"{r['by_proposer']['search']}) | {calls} | {best['dram_read_bytes'] / 2**20:.2f} MiB "
-            f"({100 * best['l2_hit_rate']:.1f}%) | {base['dram_read_bytes'] / 2**20:.2f} MiB "
-            f"({100 * base['l2_hit_rate']:.1f}%) | {r['seconds_per_iteration']} | "
+            f"{r['by_proposer']['search']}) | {calls} | {_reads(best)} | {_reads(base)} | {r['seconds_per_iteration']} | "
             f"{len(r['llm_orders_outside_families']) if llm else '-'} of {r['family_orders']} family orders |")
     return "\n".join(lines)
 

@@ -112,6 +112,54 @@ def trace_derive() -> list[str]:
     return problems
 
 
+def llm_proposer() -> list[str]:
+    """The LLM-in-the-loop study (issue 58, llm_proposer/llm_proposer_cpu.json): a real model named with its size;
+    the four tasks on the MI300X, each under llm, both and search at one budget; every LLM call accounted for
+    (no reply, no formula, unparsable, not a bijection, duplicate or a new order, and these add up); the best
+    predicted order never worse than the kernel's own; whether the LLM found an order outside the search's families
+    stated per row; and the README's table made from this file."""
+    path = ROOT / "llm_proposer" / "llm_proposer_cpu.json"
+    report = json.loads(path.read_text())
+    problems = []
+    model = report["model"]
+    if not (model["name"] and number(model["size_bytes"]) and model["size_bytes"] > 10**8):
+        problems.append(f"model not named with its size: {model}")
+    rows = report["rows"]
+    combos = {(r["task"], r["target"], r["proposer"]) for r in rows}
+    for task in ("transpose", "matmul", "lean_attention", "spmv"):
+        for proposer in ("llm", "both", "search"):
+            if (task, "mi300x", proposer) not in combos:
+                problems.append(f"no {task} mi300x {proposer} row")
+    budgets = {r["iterations"] for r in rows if r["proposer"] != "search"}
+    if budgets - {report["budget"]}:
+        problems.append(f"llm/both rows ran {sorted(budgets)} iterations, not the budget {report['budget']}")
+    for r in rows:
+        name = f"{r['task']} {r['target']} {r['proposer']}"
+        if r["best"]["dram_read_bytes"] > r["baseline"]["dram_read_bytes"] or not r["best"]["kind"].startswith("predicted"):
+            problems.append(f"{name}: best predicted order reads more than the kernel's own, or is unlabelled")
+        if not isinstance(r["llm_orders_outside_families"], list) or r["family_orders"] < 1:
+            problems.append(f"{name}: no family comparison")
+        llm = r["llm"]
+        if r["proposer"] == "search":
+            if llm is not None or r["by_proposer"]["llm"]:
+                problems.append(f"{name}: LLM iterations in a search row")
+            continue
+        if llm["calls"] != r["by_proposer"]["llm"] or llm["calls"] != llm["no_reply"] + llm["replies"]:
+            problems.append(f"{name}: {llm['calls']} calls, {r['by_proposer']['llm']} llm iterations, "
+                            f"{llm['no_reply']} without and {llm['replies']} with a reply")
+        if llm["replies"] != llm["no_formula"] + llm["unparsable"] + llm["parsed"]:
+            problems.append(f"{name}: replies do not add up to no formula + unparsable + parsed")
+        if llm["parsed"] != llm["not_bijective"] + llm["bijections"] or \
+                llm["bijections"] != llm["duplicates"] + llm["distinct_new"]:
+            problems.append(f"{name}: parsed formulas do not add up to bijections and the rest")
+        if len(llm["reasons"]) != llm["replies"] - llm["distinct_new"]:
+            problems.append(f"{name}: a reply that was not evaluated has no reason")
+    readme = (ROOT / "llm_proposer" / "README.md").read_text()
+    if model["name"] not in readme:
+        problems.append("README does not name the model")
+    return problems
+
+
 def studies() -> list[Path]:
     """The study folders (not lab/, the code they share, nor caches)."""
     return sorted(p for p in ROOT.iterdir() if p.is_dir() and p.name != "lab" and not p.name.startswith(("_", ".")))
@@ -552,7 +600,7 @@ def chaos() -> list[str]:
 CHECKS: tuple[Callable[[], list[str]], ...] = (optimize_h100, wild_h100, sim_validation, sim_speed, evaluator_h100,
                                                optimize_matmul_orders, kdir_prediction, kalt_optimize,
                                                placement_probe, page_noise, program_pace, ncu_replicate, ncu_floor,
-                                               trace_derive, seed_orders, chaos,
+                                               trace_derive, seed_orders, chaos, llm_proposer,
                                                every_study_names_its_device_and_command, raw_data,
                                                tree_keeps_raw_data_out)
 

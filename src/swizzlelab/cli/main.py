@@ -22,10 +22,10 @@ select_backend()
 
 # Command group modules of this package, and the group of each command. A run imports only the group of the
 # command it was given (start-up: `check` must not pay for numba, torch or triton that `optimize` needs).
-GROUPS = ("swizzle", "trace", "sim", "tasks", "eval", "optimize", "serve", "submit", "leaderboard")
+GROUPS = ("swizzle", "trace", "sim", "tasks", "eval", "optimize", "llm", "serve", "submit", "leaderboard")
 COMMANDS = {
     "version": "swizzle", "check": "swizzle", "families": "swizzle", "trace": "trace", "analyze": "sim",
-    "simulate": "sim", "tasks": "tasks", "eval": "eval", "optimize": "optimize",
+    "simulate": "sim", "tasks": "tasks", "eval": "eval", "optimize": "optimize", "llm": "llm",
     "serve": "serve", "worker": "serve", "submit": "submit", "submission": "submit", "suggestion": "submit", "user": "leaderboard",
     "token": "leaderboard", "leaderboard": "leaderboard",
 }

@@ -23,6 +23,7 @@ from swizzlelab.cli.common import (
     wave_sync_opt,
 )
 from swizzlelab.hw import targets_help
+from swizzlelab.optimize.llm import config_from_env
 from swizzlelab.optimize.loop import JSONL, Options, describe_best, read_jsonl, run
 from swizzlelab.optimize.report import separation
 from swizzlelab.scenario import load_scenario
@@ -42,7 +43,9 @@ def register(app: typer.Typer) -> None:
         time_budget: str | None = typer.Option(None, "--time-budget", help="with a local GPU: wall time the run may "
                                                "take from its start, e.g. 3m or 90s (default: sized to the kernel's "
                                                "measured time, 75-150 s); no new race of orders starts after it"),
-        proposer: str = typer.Option("search", "--proposer", help="search | llm | both (alternating)"),
+        proposer: str = typer.Option("search", "--proposer", help="search | llm | both (alternating); llm reads "
+                                     "OPENAI_BASE_URL (docs/llm.md starts a local model)"),
+        log_prompts: bool = typer.Option(False, "--log-prompts", help="keep each LLM prompt and reply in log.txt"),
         out: str | None = typer.Option(None, "--out", help=f"output folder (default ./{DEFAULT_OUT}/<task>-<target>, <file>-<kernel>-<target> for --kernel FILE)"),
         size: list[str] = typer.Option([], "--size", help="override a size of the first benchmark case: NAME=VALUE"),
         outputs: str | None = typer.Option(None, "--outputs", help=outputs_option()),
@@ -87,6 +90,7 @@ def register(app: typer.Typer) -> None:
             out_dir=out_dir, budget=budget, proposer=proposer, remeasure=remeasure, screen_s=screen_s,
             measure_s=measure_s, use_ncu=ncu, workers=workers, sim_engine=sim_engine, stop_without_gain=not keep_going,
             time_budget_s=time_budget_s,
+            llm=config_from_env(log_prompts=True) if log_prompts else None,
             command="swizzlelab " + shlex.join(sys.argv[1:]),
         )
         with progress_bar(out_console, transient=False, label="[bold]optimize[/]") as progress:

@@ -8,7 +8,7 @@ from typing import Any
 
 from swizzlelab.fmt import fmt_bytes, grid_text, pct
 from swizzlelab.optimize.reasons import UNCHANGED_PP, hit_change
-from swizzlelab.optimize.records import EVALUATED, Attempt
+from swizzlelab.optimize.records import EVALUATED, NO_FORMULA, UNPARSABLE, Attempt
 
 
 def _ms(value: float) -> str:
@@ -93,7 +93,8 @@ def render_iteration(attempt: Attempt, baseline: Attempt, measured_note: str) ->
     proof = attempt.proof
     out = [
         f"Iteration {attempt.iteration}: {attempt.label}",
-        f"Proposer: {attempt.proposer} ({attempt.label})",
+        f"Proposer: {attempt.proposer} ({attempt.label})" + _reply_figures(attempt),
+        *_exchange(attempt),
         "Code optimization reasoning:",
         attempt.reasoning.strip() or "(none given)",
         "",
@@ -128,6 +129,30 @@ def render_iteration(attempt: Attempt, baseline: Attempt, measured_note: str) ->
     else:
         out.append(f"Not profiled: {attempt.status} ({attempt.message}).")
     return "\n".join(out) + "\n\n"
+
+
+# Without --log-prompts a reply that gave no formula is shown up to this many characters (the JSONL keeps it whole).
+REPLY_SHOWN_CHARS = 1500
+
+
+def _reply_figures(attempt: Attempt) -> str:
+    if attempt.proposer != "llm" or not (attempt.reply_s or attempt.tokens):
+        return ""
+    return f"; reply in {attempt.reply_s:.1f} s, {attempt.tokens} tokens (prompt and reply)"
+
+
+def _exchange(attempt: Attempt) -> list[str]:
+    """The prompt (--log-prompts) and the reply as received: whole with --log-prompts, else only when no
+    formula could be used from it, shortened."""
+    out = []
+    if attempt.prompt:
+        out += ["Prompt sent:", attempt.prompt.rstrip(), ""]
+    if attempt.reply and (attempt.prompt or attempt.status in (NO_FORMULA, UNPARSABLE)):
+        text = attempt.reply.rstrip()
+        if not attempt.prompt and len(text) > REPLY_SHOWN_CHARS:
+            text = text[:REPLY_SHOWN_CHARS] + f" ... ({len(attempt.reply)} characters; iterations.jsonl has all)"
+        out += ["Reply as received:", text or "(empty)", ""]
+    return out
 
 
 def render_header(scenario: Any, baseline: Attempt, notes: list[str]) -> str:

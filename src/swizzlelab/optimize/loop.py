@@ -197,6 +197,9 @@ def evaluate(
         summary=proposal.summary,
         why_better=proposal.why_better,
         tokens=proposal.tokens,
+        prompt=proposal.prompt,
+        reply=proposal.reply,
+        reply_s=proposal.reply_s,
         reasons_old=reasons_dict(history, history[0] if history else None, best_measured, vendor),
     )
     if proposal.reply_problem or not proposal.formula_text.strip():

@@ -35,6 +35,9 @@ class Proposal:
     why_better: str = ""  # "Reason why new should be better"
     reply_problem: str = ""  # llm: why no formula could be taken from the reply
     tokens: int = 0
+    prompt: str = ""  # llm: the prompt sent (kept with --log-prompts)
+    reply: str = ""  # llm: the reply as received
+    reply_s: float = 0.0  # llm: seconds the endpoint took to answer
 
 
 @dataclass(frozen=True)
@@ -310,6 +313,9 @@ class Attempt:
     reasons_old: dict[str, str] = field(default_factory=dict)
     tokens: int = 0
     elapsed_s: float = 0.0
+    prompt: str = ""  # llm: the prompt sent (with --log-prompts)
+    reply: str = ""  # llm: the reply as received
+    reply_s: float = 0.0  # llm: seconds the endpoint took to answer
 
     @property
     def evaluated(self) -> bool:

@@ -28,6 +28,9 @@ from swizzlelab.swizzle import emit_triton, find_site  # noqa: E402
 
 def log_text(state: RunState) -> str:
     header = render_header(state.scenario, state.baseline, state.notes)
+    if state.options.proposer != "search":
+        # What the LLM was told about memory, once for every iteration below (its prompt carries the same).
+        header += "Memory analysis (from the access trace):\n" + state.memory_text() + "\n\n"
     note = state.measured_note or f"measured on {state.device}"
     return header + "".join(render_iteration(a, state.baseline, note) for a in state.attempts[1:])
 

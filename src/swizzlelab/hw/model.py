@@ -38,7 +38,7 @@ class HardwareModel:
     # Ways per L2 set (hashed set index). Not published for H100/H200 or MI300X; 16 is the usual figure for
     # GPU L2s (measured on V100 and A100 by microbenchmarks) and the simulator's results change little above it.
     l2_ways: int = 16
-    # How a line's L2 set and home partition are chosen (SET_MAPS; sim.kernels._set_and_home): "hash" (each a hash
+    # How a line's L2 set and home partition are chosen (SET_MAPS; sim.kernels.setmap._set_and_home): "hash" (each a hash
     # of the line), "interleave" (each block of sets x partitions consecutive lines takes the slots in turn from a
     # hashed offset) or "permute" (in a pseudo-random order of the block's own). On an H100
     # (benchmarks/sim_validation/dup_probe_*.json) a contiguous buffer that every SM sweeps again and again is kept

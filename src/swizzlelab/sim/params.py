@@ -44,7 +44,7 @@ STEP_TIME_SEED = 0x5EED
 HIT_SPEEDUP = 0.0
 HIT_PASSES = 3
 # Share of a slot's drift (its clock minus the clock it would have in lockstep) that each step takes back (0..1;
-# kernels._after_step). With step_cv alone the durations accumulate, so slot clocks drift apart as a random walk
+# kernels.progress._after_step). With step_cv alone the durations accumulate, so slot clocks drift apart as a random walk
 # (about step_cv x sqrt(steps)): over the ~4000 steps a slot runs in matmul 16384x16384x4096, programs that share an
 # operand panel end up about half a program apart and never share it in L2, where the H100 measured much of that
 # sharing kept (55.2% hit; 41.8% predicted at step_cv 0.5, 63.9% in lockstep). On the hardware loads are issued
@@ -322,7 +322,7 @@ class Engine:
 @dataclass(frozen=True)
 class L2Geometry:
     """One L2 domain as the engines simulate it: `n_partitions` partitions of `capacity` lines, each in `n_sets`
-    sets of `ways` lines (`assoc` None: one fully associative set), the set map (kernels._set_and_home) and
+    sets of `ways` lines (`assoc` None: one fully associative set), the set map (kernels.setmap._set_and_home) and
     whether a read miss fetches the aligned pair of 32-byte sectors (`pair`)."""
 
     n_partitions: int
@@ -385,7 +385,7 @@ def fetch_pair(model: HardwareModel) -> int:
 
 
 def set_map_of(model: HardwareModel) -> int:
-    """The set map code the kernels take (kernels._set_and_home): 0 hashed, 1 interleaved, 2 permuted."""
+    """The set map code the kernels take (kernels.setmap._set_and_home): 0 hashed, 1 interleaved, 2 permuted."""
     return SET_MAPS.index(model.l2_set_map)
 
 

@@ -431,24 +431,3 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "rank_agreement_by_predicted_gap": agreement_by_predicted_gap(list(by_case.values()),
                                                                           dram_tie=TIE_DRAM_REL, hit_tie_pp=TIE_PP),
             "cases": cases}
-
-
-def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Tau misses, MAE, DRAM error and the targets loss of a set of validate.py output rows."""
-    s = summarize(rows)
-    return {"rows": s["rows"], "cases": s["n_cases"], "mae_l2_hit_pp": s["mae_l2_hit_pp"],
-            "mean_rel_error_dram_read": s["mean_rel_error_dram_read"],
-            "cases_below_tau_hit": s["cases_with_tau_hit_below_target"],
-            "cases_below_tau_dram": s["cases_with_tau_dram_read_below_target"],
-            "tau_misses": s["cases_with_tau_hit_below_target"] + s["cases_with_tau_dram_read_below_target"],
-            "targets_loss": targets_loss(s["mae_l2_hit_pp"], s["mean_rel_error_dram_read"]),
-            "per_case": {key: {"tau_hit": c["kendall_tau_hit"]["tau"], "tau_dram": c["kendall_tau_dram_read"]["tau"],
-                               "mae_hit_pp": c["mae_hit_pp"], "dram_err": c["mean_rel_error_dram_read"]}
-                         for key, c in s["cases"].items()}}
-
-
-def score_text(s: dict[str, Any]) -> str:
-    """One score as the scripts print it."""
-    return (f"{s['rows']} rows / {s['cases']} cases: tau misses {s['tau_misses']} (hit {s['cases_below_tau_hit']}, "
-            f"DRAM {s['cases_below_tau_dram']}), MAE {s['mae_l2_hit_pp']:.2f} pp, DRAM err "
-            f"{100 * s['mean_rel_error_dram_read']:.1f}%, targets loss {s['targets_loss']:.3f}")

@@ -1,4 +1,4 @@
-"""The K-direction study's probe, shared by benchmarks/matmul_kdir_h100's scripts: the task kernel's structure with K
+"""The K-direction probe kernel (once the matmul_kdir_h100 study's, git 305b79c): the task kernel's structure with K
 walked backwards on odd waves (and an optional barrier between waves), its launcher, and the H100 set-up of its case.
 """
 

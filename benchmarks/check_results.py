@@ -17,6 +17,7 @@ except ImportError:
     import archive  # run as python benchmarks/check_results.py: its folder is on sys.path
 
 ROOT = Path(__file__).resolve().parent
+REPO = ROOT.parent  # the checkout: the files studies name (tests/wild/...) are read here, wherever ROOT points
 README_MAX_LINES = 300
 
 
@@ -68,7 +69,7 @@ def wild_gpu() -> list[str]:
         problems.append(f"wild_gpu: device {doc['device']!r}, runs {sorted(doc['runs'])}")
     for name, run in doc["runs"].items():
         file = run["command"].split("--kernel ")[1].split()[0].split(":")[0]
-        if not run["command"].startswith("swizzlelab optimize") or not (ROOT.parent / file).is_file() or run["rc"]:
+        if not run["command"].startswith("swizzlelab optimize") or not (REPO / file).is_file() or run["rc"]:
             problems.append(f"wild_gpu {name}: command {run['command'][:60]!r}, rc {run['rc']}")
         best = run["best_speedup"]
         if best and not (best["kind"] == "measured (NVIDIA H200)" and 1.0 < best["ci95"][0] <= best["value"]

@@ -106,6 +106,20 @@ def test_pages_written_elsewhere_are_still_absent() -> None:
     assert not there, f"{there} exist now: drop them from WRITTEN_ELSEWHERE, their links are checked like the rest"
 
 
+SETUP = ("python3 -m venv .venv && . .venv/bin/activate && pip install torch==2.13.0 'triton==3.6.*' && pip install -e "
+         "'.[test]' && ")
+
+
+def test_the_readme_is_a_front_door() -> None:
+    """At most 120 lines, one picture, the two set-up commands as CI and the issue state them, and the three paths."""
+    text = (ROOT / "README.md").read_text()
+    assert len(text.splitlines()) <= 120
+    for command in ("swizzlelab optimize matmul --target mi300x --budget 20", "python -m pytest -q"):
+        assert f"\n{SETUP}{command}\n" in text, command
+    assert len(re.findall(r"!\[[^\]]*\]\(docs/screenshots/[^)]+\.png\)", text)) == 1
+    assert [h for h in re.findall(r"^## (\d)\. ", text, flags=re.M)] == ["1", "2", "3"]
+
+
 def test_the_cli_reference_page_is_what_the_app_renders() -> None:
     module = _cli_reference()
     assert (ROOT / "docs" / "cli.md").read_text() == module.render(), "python docs/hooks/cli_reference.py"

@@ -242,11 +242,6 @@ def cited_paths(text: str) -> list[str]:
     return sorted({w for w in words if len(w) > len("benchmarks/")})
 
 
-def number(value: object) -> bool:
-    """A real number (bool is not one), finite."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value == value and abs(value) != float("inf")
-
-
 def sim_validation() -> list[str]:
     """The simulator's validation set (issue 15): >= 40 rows per GPU on an H100 and an H200, each with the fields
     the issue names, orders that differ within each case, held-out rows reported apart from the fit rows."""

@@ -12,6 +12,7 @@ import unicodedata
 from pathlib import Path
 
 import pytest
+from mkdocs.exceptions import PluginError
 
 ROOT = Path(__file__).resolve().parents[1]
 # Pages another branch is writing: a link to one may point nowhere while the file is absent, and is checked like any
@@ -126,8 +127,6 @@ def test_the_cli_reference_page_is_what_the_app_renders() -> None:
 
 
 def test_a_stale_cli_reference_page_stops_the_build(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from mkdocs.exceptions import PluginError
-
     module = _cli_reference()
     page = tmp_path / "cli.md"
     page.write_text(module.render().replace("## swizzlelab simulate", "## swizzlelab simulated"))

@@ -1,5 +1,5 @@
 """The validation table's rules (benchmarks/lab/validation.py) and validate.py's options: SM pace for L2-bound tasks
-only (ncu's lookup throughput as the evidence), runs merged into means, ties, chips and layouts, points and losses."""
+only (ncu's lookup throughput as the evidence), runs merged into means, ties, points and losses."""
 
 from __future__ import annotations
 
@@ -84,24 +84,6 @@ def test_discordant_pairs_carry_welch_p_over_the_runs_and_ties_stay_out(scripts)
     assert all("welch_p" not in p for p in one["discordant_pairs"]) and one["discordant"] == 1
 
 
-def test_a_measured_chips_layout_and_share_predict_its_rows_and_chips_do_not_mix(scripts):
-    validate, _ = scripts
-    chip = {"gpc_sms": [12, 16, 16, 16, 18, 18, 18, 18], "gpc_bound": 0.55}
-    row = {"task": "matmul", "case": {"m": 64, "n": 64, "k": 64}, "order": "row_major", "device": "NVIDIA H100 80GB HBM3",
-           "occupancy": 2, "measured_l2_hit_pct": 50.0, "measured_dram_read_bytes": 1.0}
-    on_chip = row | {"chip": chip}
-    assert validate.row_model(on_chip).gpc_sms == tuple(chip["gpc_sms"])
-    assert validate.row_model(row).gpc_sms != tuple(chip["gpc_sms"])  # the model's own layout (another chip's)
-    assert validate.row_model(on_chip).gpc_bound == 0.55
-    assert validate.row_gpc_bound(on_chip, 0.5) == 0.55 and validate.row_gpc_bound(row, 0.5) == 0.5
-    assert validate.row_gpc_bound(on_chip, 0.0) == 0.0  # a task that is not L2-bound keeps no SM pace on any chip
-    point = (0.2, 0.0, 0.0, 0.1, 0.5, 0.25, 0.02, 1.0)
-    assert validate.cache_key(on_chip, point) != validate.cache_key(row, point)
-    assert len(validate.merge_runs([on_chip, on_chip | {"measured_dram_read_bytes": 3.0}])) == 1
-    with pytest.raises(SystemExit, match="different layouts"):
-        validate.merge_runs([on_chip, row])
-
-
 def test_contention_points_keep_the_saturating_keys_and_get_their_own(scripts):
     # A point whose hot_load is 0 is the saturating model under the label and cache key earlier runs wrote; a
     # contention point adds its three terms to both.
@@ -139,22 +121,6 @@ def test_the_targets_loss_weighs_hit_and_dram_errors_by_their_targets(scripts):
     assert validate.fit_loss(rows, point, "targets") == pytest.approx(2.0 / 3.0 + 0.2 / 0.1)
 
 
-def test_an_assumed_layout_predicts_rows_without_a_measured_chip(scripts, tmp_path):
-    # --layout gives the rows of one model a chip nobody measured, in the same form --chip reads; a layout of the
-    # wrong size or form is refused in one line before any prediction.
-    validate, _ = scripts
-    measured = tmp_path / "rows.json"
-    measured.write_text('{"device": "NVIDIA H100 80GB HBM3", "rows": []}')
-    for spec, message in (("h100=12,12:0.3", "24 SMs, the h100 has 132"), ("h100=12,x:0.3", "give MODEL=SMS:SHARE"),
-                          ("a100=12:0.3", "give MODEL=SMS:SHARE")):
-        with pytest.raises(SystemExit, match=message):
-            validate_cli.main([str(tmp_path / "out.json"), str(measured), "--layout", spec])
-    chip = {"gpc_sms": [12, 12, 18, 18, 18, 18, 18, 18], "gpc_bound": 0.35, "assumed": True}
-    row = {"device": "NVIDIA H100 80GB HBM3", "task": "matmul", "case": {"m": 64}, "order": "row_major",
-           "occupancy": 2, "chip": chip}
-    assert validate.row_model(row).gpc_sms == tuple(chip["gpc_sms"]) and validate.row_gpc_bound(row, 0.5) == 0.35
-
-
 def test_a_grid_of_model_runs_each_gpu_at_its_own_gpc_share(scripts, tmp_path):
     # --gpc-grid model: every row at its GPU model's share (hw), labelled "model"; it runs what the explicit share
     # runs, so both share one cache entry, and a model whose layout changes gets new keys. Bad grids are refused.
@@ -169,9 +135,6 @@ def test_a_grid_of_model_runs_each_gpu_at_its_own_gpc_share(scripts, tmp_path):
     explicit = (0.3, 0.0, 0.0, 0.1, 0.35, 0.3, 0.02, 1.0)
     assert validate.cache_key(h100, point) == validate.cache_key(h100, explicit)
     assert validate.cache_key(h200, point) != validate.cache_key(h200, explicit)
-    chip = h100 | {"chip": {"gpc_sms": [12, 16, 16, 16, 18, 18, 18, 18], "gpc_bound": 0.55}}
-    assert validate.row_gpc_bound(chip, validate.MODEL_GPC) == 0.55
-    assert validate.cache_key(chip, point) != validate.cache_key(h100, point)
     measured = tmp_path / "rows.json"
     measured.write_text('{"device": "NVIDIA H100 80GB HBM3", "rows": []}')
     for grid in ("modl", "1.0", "-0.5"):

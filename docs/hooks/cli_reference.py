@@ -11,6 +11,9 @@ from pathlib import Path
 
 import click
 import typer
+from mkdocs.exceptions import PluginError
+
+from swizzlelab.cli.main import build_app
 
 PAGE = Path(__file__).resolve().parents[1] / "cli.md"
 HEAD = """# CLI reference
@@ -39,8 +42,6 @@ def command_section(path: list[str], command: click.Command, ctx: click.Context)
 
 def render() -> str:
     """The page for the app with every command group (swizzlelab.cli.main.build_app)."""
-    from swizzlelab.cli.main import build_app
-
     root = typer.main.get_command(build_app())
     out = [HEAD]
 
@@ -57,8 +58,6 @@ def render() -> str:
 
 def on_pre_build(config: object) -> None:
     """mkdocs hook: a stale page fails the build (the page documents the commands as they are)."""
-    from mkdocs.exceptions import PluginError
-
     if not PAGE.is_file() or PAGE.read_text() != render():
         raise PluginError("docs/cli.md is not what the typer app renders: python docs/hooks/cli_reference.py")
 

@@ -56,7 +56,7 @@ class HardwareModel:
     gpc_sms: tuple[int, ...] = ()
     # The share of a step's time its GPC's bandwidth sets while an L2-bound kernel leaves DRAM idle (an SM's pace is
     # 1 - gpc_bound + gpc_bound x its GPC's SMs / their mean; the saturating progress model). Read from a chip's
-    # launches (benchmarks/lab/chips.py), not fitted. 0 = no SM pace.
+    # launches (git 305b79c:benchmarks/lab/chips.py), not fitted. 0 = no SM pace.
     gpc_bound: float = 0.0
     # The spread of the time of a step whose read misses share DRAM pages with other reads of its step (the contention
     # progress model's page_noise; sim.params, beside DRAM_PAGE_BYTES, says why). 0 = none.

@@ -57,7 +57,7 @@ def test_every_check_passes_without_the_raw_data(checker):
 
 def test_raw_data_that_differs_or_is_partly_there_is_reported(checker, tmp_path):
     """A raw file whose bytes differ from the manifest's hash, or a study with only some raw files, is reported."""
-    name = "wild_h100"
+    name = "exploits_h100"
     first = archive.load_manifest(tmp_path / name)[0]
     (tmp_path / name / first.path).parent.mkdir(parents=True, exist_ok=True)
     (tmp_path / name / first.path).write_text("not the measured file")
@@ -68,20 +68,16 @@ def test_raw_data_that_differs_or_is_partly_there_is_reported(checker, tmp_path)
 
 def test_a_summary_that_is_not_the_raw_datas_is_reported(checker, tmp_path):
     """Raw files that summarize to the committed summary pass; the summary edited by hand no longer matches them.
-    (The raw files are made back from wild_h100's summary, which keeps all of wild_h100.json, and take the place of
-    the measured ones in the manifest.)"""
-    folder = tmp_path / "wild_h100"
+    (The raw file is made back from exploits_h100's summary, which keeps what summary.py reads of exploits_h100.json,
+    and takes the place of the measured one in the manifest.)"""
+    folder = tmp_path / "exploits_h100"
     committed = json.loads((folder / archive.SUMMARY).read_text())
-    result = {k: v for k, v in committed.items() if k not in ("summary_of", "optimize_log_iterations")}
-    (folder / "wild_h100.json").write_text(json.dumps(result))
-    (folder / "opt").mkdir(exist_ok=True)
-    (folder / "opt" / "iterations.jsonl").write_text("".join(
-        json.dumps({"type": "iteration", "iteration": i}) + "\n" for i in committed["optimize_log_iterations"]))
-    (folder / archive.MANIFEST).write_text(archive.manifest_text("wild_h100", []))
-    archive.add(folder, [str(folder / "wild_h100.json"), str(folder / "opt" / "iterations.jsonl")])
+    (folder / "exploits_h100.json").write_text(json.dumps({k: v for k, v in committed.items() if k != "summary_of"}))
+    (folder / archive.MANIFEST).write_text(archive.manifest_text("exploits_h100", []))
+    archive.add(folder, [str(folder / "exploits_h100.json")])
     assert not checker.raw_data()
-    _edit(folder / archive.SUMMARY, lambda doc: doc["speedup"].update(value=2.0))
-    assert any(p.startswith("wild_h100: summary.json is not what summary.py makes") for p in checker.raw_data())
+    _edit(folder / archive.SUMMARY, lambda doc: doc["summary"].update(fooled=1))
+    assert any(p.startswith("exploits_h100: summary.json is not what summary.py makes") for p in checker.raw_data())
 
 
 def test_the_evaluator_check_can_fail(checker, tmp_path):
@@ -118,11 +114,28 @@ def test_the_validation_row_check_can_fail(checker, tmp_path):
     assert any(p.startswith("4 well-formed rows on the H100") for p in problems)
 
 
-def test_the_order_study_check_can_fail(checker, tmp_path):
-    """A best_dram_read_bytes that is not its best order's measured mean is reported."""
-    path = tmp_path / "optimize_matmul_h100" / "optimize_matmul_orders_h100.json"
-    _edit(path, lambda doc: doc.update(best_dram_read_bytes=doc["best_dram_read_bytes"] * 0.5))
-    assert any("best_order" in p for p in checker.optimize_matmul_orders())
+def test_the_gpu_study_checks_can_fail(checker, tmp_path):
+    """Each GPU study's check reports a result that no longer says what its README claims."""
+    def edit(study, name, change):
+        _edit(tmp_path / study / name, change)
+
+    edit("wild_gpu", "wild_gpu_nvidia-h200.json", lambda doc: doc["runs"]["t09"]["best_speedup"].update(value=0.9))
+    assert any("t09" in p for p in checker.wild_gpu())
+    edit("optimize_gpu", "optimize_gpu_h200.json", lambda doc: doc["runs"][1].update(regressions_outside_noise=1))
+    assert any("optimize_gpu_h200.json" in p for p in checker.optimize_gpu())
+    edit("time_model", "time_model_h100.json",
+         lambda doc: next(r for r in doc["rows"] if r["set"] == "held_out").update(measured_speedup=9.0))
+    assert any("from the rows" in p for p in checker.time_model())
+    edit("chaos", "chaos_h100.json", lambda doc: doc["submissions"][0].update(exactly_once=False))
+    edit("suggest", "suggest_h200.json", lambda doc: doc["summary"].update(shown_as_gain_but_not_measured_faster=1))
+    assert {p.split(":")[0] for p in checker.service_on_gpu()} == {"chaos", "suggest"}
+    edit("gpu_swizzle_check", "gpu_swizzle_check_h100.json", lambda doc: doc["rows"][7].update(match=False))
+    assert checker.gpu_swizzle_check()
+
+
+def test_a_study_without_a_check_is_reported(checker, tmp_path):
+    (tmp_path / "new_study").mkdir()
+    assert checker.every_study_has_a_check() == ["new_study: a study without a check in check_results.CLAIMS"]
 
 
 def test_the_speed_check_can_fail(checker, tmp_path):

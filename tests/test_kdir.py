@@ -1,5 +1,5 @@
 """K-direction transforms of a trace (swizzlelab.trace.kdir) against the interpreter trace of the probe kernel that
-alternates K by wave (benchmarks/lab/kdir.py), and against a plain per-step rebuild.
+alternates K by wave (tests/kdir_probe.py), and against a plain per-step rebuild.
 """
 
 from __future__ import annotations
@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 import torch
 
+import kdir_probe as probe
 from swizzlelab.errors import UserError
-from benchmarks.lab import kdir as probe
 from swizzlelab.swizzle import apply_swizzle, to_permutation
 from swizzlelab.tasks import load_task
 from swizzlelab.trace import compare_traces, trace_call

@@ -470,22 +470,6 @@ def test_keyboard_interrupt_then_rerun_continues(tmp_path: Path) -> None:
     assert [a.permutation_id for a in result.state.attempts[:3]] == [a.permutation_id for a in first]
 
 
-def test_gpu_script_smoke_on_cpu(tmp_path: Path) -> None:
-    script = Path(__file__).resolve().parents[1] / "benchmarks" / "optimize_h100" / "run.py"
-    done = subprocess.run([sys.executable, str(script), str(tmp_path), "--smoke", "--tasks", "matmul,spmv"],
-                          capture_output=True, text=True, timeout=900)
-    assert done.returncode == 0, done.stderr[-2000:]
-    report = json.loads((tmp_path / "optimize_h100.json").read_text())
-    for key in ("row_major_dram_read_bytes", "grouped8_dram_read_bytes", "best_dram_read_bytes", "device"):
-        assert key in report
-    assert report["device"].startswith("none")
-    matmul = report["tasks"]["matmul"]["rows"]
-    assert matmul["default"]["time_ms"] is None and matmul["default"]["measured"] == "not measured"
-    assert matmul["grouped8"]["predicted"] == "predicted (model H100-SXM)"
-    assert report["tasks"]["spmv"]["rows"]["grouped8"] is None  # 1-D grid: no grouped order
-    assert (tmp_path / "matmul" / "best_kernel.py.txt").is_file() and not (tmp_path / "matmul" / "best_kernel.py").exists()
-
-
 def test_a_gain_without_a_locality_change_says_so() -> None:
     from swizzlelab.optimize.logtext import locality_line
     from swizzlelab.optimize.reasons import measured_clause

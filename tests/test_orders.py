@@ -100,23 +100,3 @@ def test_search_sweeps_wave_nests_and_tunes_their_composition():
     on_mi300x = [c for c in coarse_candidates((32, 32), n_domains=8, resident=76) if c.family == NEST]
     assert any(c.xcd == 8 for c in on_mi300x) and any(c.xcd == 0 for c in on_mi300x)
     assert "blocks of" in start.describe() and start.group() == "serpentine>column_major"
-
-
-@pytest.mark.parametrize("spec", ["grouped:GROUP_M=8", "grouped_serpentine:GROUP_M=11", "serpentine>column_major@11x8",
-                                  "hilbert:SIDE=64", "serpentine>column_major@16x16", "identity", "diagonal"])
-def test_the_reuse_distance_bound_of_docs_orders_holds_for_real_orders(spec):
-    # docs/orders.md: with f(d) = min(1, alpha d), any order of a 64 x 64 grid fetches at least
-    # 2 (N - D + 1) sqrt(alpha) panels (D = 1/alpha). The benchmark's bound must hold for every order.
-    from benchmarks.optimize_matmul_h100 import summarize
-    panel = summarize.PANEL_BYTES
-    means = {f"grouped:GROUP_M={g}": b * 1e9 for g, b in ((8, 1.587), (12, 1.467), (16, 1.562), (24, 2.135))}
-    model = summarize.reuse_model(means)
-    alpha = model["alpha_used"]
-    d_a, d_b = summarize.reuse_distances(to_permutation(parse_order(spec), (64, 64)).perm, 64)
-    fetches = summarize.fetches(alpha, d_a, d_b)
-    assert fetches >= model["bound_panels"], (spec, fetches, model["bound_panels"])
-    assert model["bound_dram_read_bytes"] == pytest.approx(model["bound_panels"] * panel)
-    # grouped-g itself: the fitted model gives back the measured bytes it was fitted on.
-    if spec == "grouped:GROUP_M=8":
-        fitted = summarize.fetches(model["alpha_by_group_m"][8], d_a, d_b)
-        assert fitted * panel == pytest.approx(means[spec], rel=1e-6)

@@ -1,26 +1,18 @@
-"""benchmarks/sim_validation's SM-pace pieces: the per-SM excess duration sm_pace.py reads from timelines, and how
-validate.py gives SM pace to L2-bound tasks only, with ncu's lookup throughput as the evidence."""
+"""The validation table's rules (benchmarks/lab/validation.py) and validate.py's options: SM pace for L2-bound tasks
+only (ncu's lookup throughput as the evidence), runs merged into means, ties, points and losses."""
 
 from __future__ import annotations
 
-import importlib
-import json
-from pathlib import Path
-
-import numpy as np
 import pytest
 
 from benchmarks.lab import validation
-from benchmarks.sim_validation import fresh_test, repeat_spread, sm_pace, validate as validate_cli
-from benchmarks.sim_validation import wave_pace as wave_pace_script
-
-FOLDER = Path(__file__).resolve().parents[1] / "benchmarks" / "sim_validation"
+from benchmarks.sim_validation import validate as validate_cli
 
 
 @pytest.fixture(scope="module")
 def scripts():
-    """The validation table's rules (benchmarks/lab/validation.py) and sm_pace.py."""
-    return validation, sm_pace
+    """The validation table's rules (benchmarks/lab/validation.py)."""
+    return validation, None
 
 
 def _row(task, case, device, sectors, ns, order="row_major"):
@@ -53,29 +45,6 @@ def test_sm_pace_follows_the_tasks_declared_class_with_its_evidence(scripts):
            "occupancy": 2}
     assert "capacity_scale" not in validate.cache_key(row, point)
     assert validate.cache_key(row, larger) != validate.cache_key(row, point)
-
-
-def test_sm_excess_is_taken_against_programs_running_at_the_same_time(scripts):
-    _, sm_pace = scripts
-    # 600 programs alternate between SM 0 (steps of 1000 ns) and SM 1 (1200 ns), all starting at 0: every step falls
-    # in the first 4-step bin, whose common pace is the mean 1100 ns = the median step. Over 4 steps a program on SM 0
-    # runs 4 x (1000 - 1100) / 1100 = -0.364 steps against the bin, one on SM 1 +0.364; the SM explains all of it.
-    n = 600
-    sm = np.arange(n) % 2
-    steps = np.where(sm[:, None] == 0, 1000, 1200) * np.ones((1, 4), dtype=np.int64)
-    per_sm, explained = sm_pace.sm_residuals(sm, np.zeros(n, dtype=np.int64), steps)
-    assert per_sm == pytest.approx([-4 * 100 / 1100, 4 * 100 / 1100])
-    assert explained == pytest.approx(1.0)
-    assert sm_pace.wave_spreads(np.arange(600, dtype=float)) == [263.0, 263.0, 71.0]
-
-
-def test_repeat_spread_ranks_against_each_run_with_the_fixed_tie_rule():
-    spread = repeat_spread
-    # Predicted order a > b > c. Measured b > a by 2 pp (discordant), c far below (two concordant pairs): 1/3. With
-    # a and b 0.5 pp apart that pair is a tie and only the two concordant pairs count.
-    assert spread.kendall([3.0, 2.0, 1.0], [80.0, 82.0, 50.0], 1.0) == pytest.approx(1 / 3)
-    assert spread.kendall([3.0, 2.0, 1.0], [80.0, 80.5, 50.0], 1.0) == 1.0
-    assert spread.kendall([3.0, 2.0], [80.0, 80.5], 1.0) is None
 
 
 def test_validation_rows_measured_several_times_are_compared_with_their_mean(scripts):
@@ -115,24 +84,6 @@ def test_discordant_pairs_carry_welch_p_over_the_runs_and_ties_stay_out(scripts)
     assert all("welch_p" not in p for p in one["discordant_pairs"]) and one["discordant"] == 1
 
 
-def test_a_measured_chips_layout_and_share_predict_its_rows_and_chips_do_not_mix(scripts):
-    validate, _ = scripts
-    chip = {"gpc_sms": [12, 16, 16, 16, 18, 18, 18, 18], "gpc_bound": 0.55}
-    row = {"task": "matmul", "case": {"m": 64, "n": 64, "k": 64}, "order": "row_major", "device": "NVIDIA H100 80GB HBM3",
-           "occupancy": 2, "measured_l2_hit_pct": 50.0, "measured_dram_read_bytes": 1.0}
-    on_chip = row | {"chip": chip}
-    assert validate.row_model(on_chip).gpc_sms == tuple(chip["gpc_sms"])
-    assert validate.row_model(row).gpc_sms != tuple(chip["gpc_sms"])  # the model's own layout (another chip's)
-    assert validate.row_model(on_chip).gpc_bound == 0.55
-    assert validate.row_gpc_bound(on_chip, 0.5) == 0.55 and validate.row_gpc_bound(row, 0.5) == 0.5
-    assert validate.row_gpc_bound(on_chip, 0.0) == 0.0  # a task that is not L2-bound keeps no SM pace on any chip
-    point = (0.2, 0.0, 0.0, 0.1, 0.5, 0.25, 0.02, 1.0)
-    assert validate.cache_key(on_chip, point) != validate.cache_key(row, point)
-    assert len(validate.merge_runs([on_chip, on_chip | {"measured_dram_read_bytes": 3.0}])) == 1
-    with pytest.raises(SystemExit, match="different layouts"):
-        validate.merge_runs([on_chip, row])
-
-
 def test_contention_points_keep_the_saturating_keys_and_get_their_own(scripts):
     # A point whose hot_load is 0 is the saturating model under the label and cache key earlier runs wrote; a
     # contention point adds its three terms to both.
@@ -170,73 +121,6 @@ def test_the_targets_loss_weighs_hit_and_dram_errors_by_their_targets(scripts):
     assert validate.fit_loss(rows, point, "targets") == pytest.approx(2.0 / 3.0 + 0.2 / 0.1)
 
 
-@pytest.fixture(scope="module")
-def wave_pace():
-    return wave_pace_script
-
-
-def test_wave_pace_reads_each_waves_spread_and_the_fast_sms_share(wave_pace):
-    # Two waves of 264 launch positions: the first starts together, the second spreads its starts evenly over 10
-    # steps; the fast SMs' programs (every fourth) take 0.8 of the others' time in the second wave only.
-    start = np.r_[np.zeros(264), 100 + np.linspace(0, 10, 264)]
-    fast = np.arange(528) % 4 == 0
-    duration = np.where(fast & (np.arange(528) >= 264), 80.0, 100.0)
-    out = wave_pace.per_wave(start, duration, fast)
-    assert out["start_spread_steps"] == [0.0, 8.0]
-    assert out["fast_over_slow_duration"] == [1.0, 0.8]
-    assert "fast_over_slow_duration" not in wave_pace.per_wave(start, duration, None)
-
-
-def test_wave_pace_models_a_small_matmul_with_both_progress_models(wave_pace):
-    # model_row builds the schedule itself (its starts) beside simulate's prediction: both must take the same
-    # contention terms, page noise included (a chip-table point without it runs at 0 on every model).
-    from swizzlelab.hw import get_model
-    from swizzlelab.sim import SimParams, footprint_of, simulate
-    from swizzlelab.tasks import load_task
-
-    task = load_task("matmul")
-    case = {"seed": 1, "m": 2048, "n": 2560, "k": 128}  # 320 tiles: one wave of 264 launch positions and more
-    trace = task.access_model(case, config=task.kernel.GPU_CONFIG)
-    perm = np.arange(320)
-    model = get_model("h200")
-    saturating = {"step_cv": 0.3, "lrc_window": 0.1, "dram_saturation": 0.3, "miss_gain": 0.02}
-    points = {"saturating": saturating,
-              "contention": {**saturating, "age_priority": 0.02, "hot_load": 8.0, "start_jitter": 2.0}}
-    footprint = footprint_of(trace)
-    for progress, point in points.items():
-        row = wave_pace.model_row(trace, footprint, perm, model, 0.3, point, progress)
-        assert row["start_spread_steps"] and all(spread >= 0 for spread in row["start_spread_steps"])
-        kw = {k: v for k, v in point.items() if k != "lrc_window"}
-        if progress == "contention":
-            kw["page_noise"] = 0.0
-        expected = simulate(trace, perm, model, SimParams(progress=progress, lrc_window=0.1, gpc_bound=0.3, **kw),
-                            occupancy=2, footprint=footprint)
-        assert row["dram_read_bytes"] == expected.dram_read_bytes
-
-
-def test_wave_pace_regresses_duration_on_time_spent_beside_an_older_program(wave_pace):
-    # SM 0: A [0, 10], B [5, 20] (B shares a third of its life with the older A and takes 1.5x the median); SM 1:
-    # C [0, 10] alone. A and C fix the intercept (1) and the alone term (0); B's excess is all the older mate's: 1.5.
-    out = wave_pace.mate_effect(np.array([0, 0, 1]), np.array([0.0, 5.0, 0.0]), np.array([10.0, 15.0, 10.0]))
-    assert out == {"younger_coef": 1.5, "alone_coef": 0.0, "younger_share_mean": 0.111}
-
-
-def test_an_assumed_layout_predicts_rows_without_a_measured_chip(scripts, tmp_path):
-    # --layout gives the rows of one model a chip nobody measured, in the same form --chip reads; a layout of the
-    # wrong size or form is refused in one line before any prediction.
-    validate, _ = scripts
-    measured = tmp_path / "rows.json"
-    measured.write_text('{"device": "NVIDIA H100 80GB HBM3", "rows": []}')
-    for spec, message in (("h100=12,12:0.3", "24 SMs, the h100 has 132"), ("h100=12,x:0.3", "give MODEL=SMS:SHARE"),
-                          ("a100=12:0.3", "give MODEL=SMS:SHARE")):
-        with pytest.raises(SystemExit, match=message):
-            validate_cli.main([str(tmp_path / "out.json"), str(measured), "--layout", spec])
-    chip = {"gpc_sms": [12, 12, 18, 18, 18, 18, 18, 18], "gpc_bound": 0.35, "assumed": True}
-    row = {"device": "NVIDIA H100 80GB HBM3", "task": "matmul", "case": {"m": 64}, "order": "row_major",
-           "occupancy": 2, "chip": chip}
-    assert validate.row_model(row).gpc_sms == tuple(chip["gpc_sms"]) and validate.row_gpc_bound(row, 0.5) == 0.35
-
-
 def test_a_grid_of_model_runs_each_gpu_at_its_own_gpc_share(scripts, tmp_path):
     # --gpc-grid model: every row at its GPU model's share (hw), labelled "model"; it runs what the explicit share
     # runs, so both share one cache entry, and a model whose layout changes gets new keys. Bad grids are refused.
@@ -251,35 +135,11 @@ def test_a_grid_of_model_runs_each_gpu_at_its_own_gpc_share(scripts, tmp_path):
     explicit = (0.3, 0.0, 0.0, 0.1, 0.35, 0.3, 0.02, 1.0)
     assert validate.cache_key(h100, point) == validate.cache_key(h100, explicit)
     assert validate.cache_key(h200, point) != validate.cache_key(h200, explicit)
-    chip = h100 | {"chip": {"gpc_sms": [12, 16, 16, 16, 18, 18, 18, 18], "gpc_bound": 0.55}}
-    assert validate.row_gpc_bound(chip, validate.MODEL_GPC) == 0.55
-    assert validate.cache_key(chip, point) != validate.cache_key(h100, point)
     measured = tmp_path / "rows.json"
     measured.write_text('{"device": "NVIDIA H100 80GB HBM3", "rows": []}')
     for grid in ("modl", "1.0", "-0.5"):
         with pytest.raises(SystemExit, match="--gpc-grid"):
             validate_cli.main([str(tmp_path / "out.json"), str(measured), "--gpc-grid", grid])
-
-
-def test_the_fresh_tests_rule_and_its_committed_result():
-    # Fewer tau misses on the fresh rows wins, then the lower targets loss; the contention model becomes the default
-    # only while it stays within the targets on the committed table. The committed result follows its own numbers.
-    def result(sat_misses, con_misses, sat_loss, con_loss, table_pp=2.0, table_err=0.05):
-        table = {"mae_l2_hit_pp": table_pp, "mean_rel_error_dram_read": table_err}
-        return {"saturating": {"fresh": {"tau_misses": sat_misses, "targets_loss": sat_loss},
-                               "committed_table_held_out": table},
-                "contention": {"fresh": {"tau_misses": con_misses, "targets_loss": con_loss},
-                               "committed_table_held_out": table}}
-
-    assert fresh_test.decide(result(4, 2, 1.0, 2.0)) == ("contention", True, "contention")
-    assert fresh_test.decide(result(2, 2, 1.0, 2.0)) == ("saturating", True, "saturating")
-    assert fresh_test.decide(result(2, 2, 2.0, 1.0)) == ("contention", True, "contention")
-    assert fresh_test.decide(result(4, 2, 1.0, 2.0, table_pp=3.5)) == ("contention", False, "saturating")
-    # fresh/fresh_test.json (raw data) as the study's summary keeps what decide() reads
-    doc = json.loads((FOLDER / "summary.json").read_text())["fresh_test"]
-    assert fresh_test.decide(doc) == (doc["winner_on_fresh"], doc["contention_within_targets_on_table"], doc["default"])
-    assert doc["default"] == importlib.import_module("swizzlelab.sim.params").DEFAULT_PROGRESS
-    assert doc["saturating"]["fresh"]["rows"] == doc["contention"]["fresh"]["rows"] == 31
 
 
 def test_case_summary_counts_given_pairs_as_ties(scripts):

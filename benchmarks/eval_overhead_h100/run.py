@@ -5,10 +5,8 @@ Figures per benchmark case and round (choose with --methods; the default is TCS)
   T  in-process ranked mode as `swizzlelab eval --trusted` runs it now: the shared request loop (harness.requests);
   C  the isolated evaluator (`swizzlelab eval`, the default path), ranked, with a fixed secret;
   S  the sustained in-process loop `--trusted` used before the request loop was shared (one fixed input, L2
-     flushed before each call; what method A measured in the first run of this study, eval_overhead.json);
-  B  S's loop on the first inputs the isolated run draws (same secret, same seeds);
-  D  in-process, a Python copy of the isolated loop's structure (superseded by T, which shares its code);
-  E  in-process, requests of k back-to-back calls on the same inputs, nothing between requests (sustained load).
+     flushed before each call; what method A measured in the first run of this study, eval_overhead.json).
+The first run's other methods (B, D, E: git history, README) are superseded by T, which shares the isolated loop.
 C vs T is the overhead of isolation proper. The GPU's SM clock, power and temperature are logged by nvidia-smi
 over the whole run and averaged per segment.
 
@@ -32,15 +30,12 @@ import numpy as np
 
 from swizzlelab.harness.correctness import case_sizes
 from swizzlelab.harness.isolate import TASK_KERNEL_CODE, evaluate_isolated
-from swizzlelab.harness.isolate.runner import secret_seed
 from swizzlelab.io import atomic_write_text
 
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 
 SECRET = b"eval-overhead-study"
-# Inputs of the isolated run that B times in-process: the first ones its timed requests use.
-B_INPUTS = 8
 
 
 class ClockLog:
@@ -113,98 +108,6 @@ def in_process_sustained(task: Any, budget_s: float) -> list[dict[str, Any]]:
     return rows
 
 
-def in_process_same_inputs(task: Any, budget_s: float) -> list[dict[str, Any]]:
-    """The in-process timing loop (flush before each call) on each of the isolated run's first inputs."""
-    import torch
-
-    from swizzlelab.harness.timing import TimingOptions, time_fn
-
-    rows = []
-    for case in task.cases("benchmarks"):
-        case_seed = secret_seed(SECRET, case["seed"], "ranked")
-        means, ns = [], []
-        for i in range(1, B_INPUTS + 1):
-            data = task.generate_input({"seed": secret_seed(SECRET, case_seed, f"rep{i}"), **case_sizes(case)})
-            timing = time_fn(lambda d: task.custom_kernel(d, None), data, budget_s / B_INPUTS,
-                             options=TimingOptions(warmup_s=0.2 if i == 1 else 0.02, min_reps=5))
-            means.append(timing.mean_ms)
-            ns.append(timing.n)
-            del data
-            torch.cuda.empty_cache()
-        rows.append({"mean_ms": float(np.mean(means)), "n": int(sum(ns)), "per_input_ms": means})
-    return rows
-
-
-def in_process_requests(task: Any, budget_s: float, checks: bool) -> list[dict[str, Any]]:
-    """The isolated loop's structure without the process boundary: requests of k calls back to back on k
-    input sets (k shuffled over 1..pool) after one flush; with `checks`, fresh inputs before each request and
-    the task's check on a random half of the outputs after it (what the isolated parent does between
-    requests); without, the same inputs again and nothing between requests (a sustained load)."""
-    import random
-
-    import torch
-
-    from swizzlelab.harness.correctness import poison_
-    from swizzlelab.harness.timing import L2Flusher
-
-    rng = random.Random(7)
-    flusher = L2Flusher(torch)
-    rows = []
-    for case in task.cases("benchmarks"):
-        case_seed = secret_seed(SECRET, case["seed"], "ranked")
-        sizes = case_sizes(case)
-        one = task.generate_input({"seed": case_seed, **sizes})
-        nbytes = sum(v.numel() * v.element_size() for v in one.values() if isinstance(v, torch.Tensor))
-        pool = max(2, min(16, (8 << 30) // max(1, nbytes)))
-        del one
-        rep = 0
-        sets = []
-        for _ in range(pool):
-            rep += 1
-            sets.append(task.generate_input({"seed": secret_seed(SECRET, case_seed, f"rep{rep}"), **sizes}))
-        fn = (lambda d: task.custom_kernel(d, None))
-        for d in sets:  # warm-up
-            fn(d)
-        torch.cuda.synchronize()
-        samples: list[float] = []
-        design: list[int] = []
-        n_bad = 0
-        start = time.perf_counter()
-        while time.perf_counter() - start < budget_s or len(samples) < 10:
-            if not design:
-                design = rng.sample(range(1, pool + 1), pool)
-            k = design.pop()
-            group = sets[:k]
-            if checks:
-                for j in range(k):
-                    rep += 1
-                    group[j] = sets[j] = task.generate_input({"seed": secret_seed(SECRET, case_seed, f"rep{rep}"),
-                                                              **sizes})
-            for d in group:
-                poison_(d["out"])
-            flusher.flush()
-            torch.cuda.synchronize()
-            marks = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in group]
-            torch.cuda._sleep(150_000)
-            for (s, e), d in zip(marks, group):
-                s.record()
-                fn(d)
-                e.record()
-            torch.cuda.synchronize()
-            samples.extend(float(s.elapsed_time(e)) for s, e in marks)
-            if checks:
-                for d in group:
-                    if rng.random() < 0.5:
-                        verdict = task.check(d, d["out"])
-                        n_bad += not bool(getattr(verdict, "ok", verdict))
-        arr = np.asarray(samples)
-        rows.append({"mean_ms": float(arr.mean()), "n": int(arr.size), "sem_ms": float(arr.std(ddof=1) / np.sqrt(arr.size)),
-                     "pool": pool, "bad_outputs": n_bad})
-        del sets, group
-        torch.cuda.empty_cache()
-    return rows
-
-
 def isolated(name: str, budget_s: float, seed_dir: Path | None) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     run = evaluate_isolated(name, TASK_KERNEL_CODE, "ranked", secret=SECRET, budget_s=budget_s, with_baseline=False,
                             triton_cache_seed=seed_dir)
@@ -241,16 +144,11 @@ def main() -> int:
     data: dict[str, Any] = {
         "study": "eval_overhead_h100", "script": "benchmarks/eval_overhead_h100/run.py",
         "command": "python " + " ".join(shlex.quote(a) for a in sys.argv), "device": info.gpu,
-        "label": info.measured_label(), "rounds": args.rounds, "budget_s": args.budget_s, "b_inputs": B_INPUTS,
+        "label": info.measured_label(), "rounds": args.rounds, "budget_s": args.budget_s,
         "methods": {"T": "in-process ranked (trusted) as `swizzlelab eval --trusted` runs it: the shared request loop",
                     "S": "the sustained in-process loop --trusted used before: the case's fixed ranked input, flush "
                          "before each call",
-                    "B": f"in-process timing loop on the isolated run's first {B_INPUTS} inputs (same secret)",
-                    "C": "isolated evaluator (default path), ranked",
-                    "D": "in-process, the isolated loop's structure: requests of k back-to-back calls on fresh inputs "
-                         "(same secret), one flush per request, the task's check on half the outputs between requests",
-                    "E": "in-process, requests of k back-to-back calls on the same inputs, nothing between requests "
-                         "(sustained load)"},
+                    "C": "isolated evaluator (default path), ranked"},
         "segments": [], "cases": []}
     data["methods"] = {m: data["methods"][m] for m in args.methods}
     clock = ClockLog(out / f"{args.name}-clocks.csv")
@@ -262,10 +160,7 @@ def main() -> int:
     methods = {
         "T": lambda task: (in_process_fixed(task, args.budget_s), None),
         "S": lambda task: (in_process_sustained(task, args.budget_s), None),
-        "B": lambda task: (in_process_same_inputs(task, args.budget_s), None),
         "C": lambda task: isolated(task.name, args.budget_s, seed_dir if seed_dir.is_dir() else None),
-        "D": lambda task: (in_process_requests(task, args.budget_s, checks=True), None),
-        "E": lambda task: (in_process_requests(task, args.budget_s, checks=False), None),
     }
     letters = args.methods
     rotations = [letters, letters[len(letters) // 2:] + letters[:len(letters) // 2], letters[::-1]]
@@ -308,7 +203,7 @@ def main() -> int:
             if "C" in mean and "T" in mean:
                 entry["isolated_vs_trusted"] = mean["C"] / mean["T"] - 1
                 entry["within_2pct"] = abs(entry["isolated_vs_trusted"]) <= 0.02
-            for ref in "SABD":
+            for ref in "S":
                 if "C" in mean and ref in mean:
                     entry[f"isolated_vs_{ref}"] = mean["C"] / mean[ref] - 1
             data["cases"].append(entry)

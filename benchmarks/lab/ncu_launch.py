@@ -9,10 +9,9 @@ from __future__ import annotations
 import json
 import subprocess
 import sys
-from pathlib import Path
 from typing import Any
 
-from benchmarks.lab import child_env, module_command
+from benchmarks.lab import module_command
 from swizzlelab.runtime import ensure_triton_backend
 
 ensure_triton_backend()
@@ -137,34 +136,6 @@ def child_command(task_name: str, case: dict[str, Any], orders: list[str], resul
     (run it with benchmarks.lab.child_env() as its environment)."""
     return module_command("benchmarks.lab.ncu_launch", task_name, json.dumps(case), json.dumps(orders),
                           str(result_path))
-
-
-def measure_orders(task_name: str, case: dict[str, Any], orders: list[str], kernel_regex: str | None,
-                   workdir: Path) -> list[dict[str, Any]]:
-    """ncu rows of `orders` of one case (the child under ncu, one kernel per order): measured hit rate, DRAM bytes,
-    L2 sectors, occupancy and the child's output check."""
-    from swizzlelab.harness.ncu import run_ncu
-
-    result_path = workdir / f"child_{task_name}_{case['seed']}.json"
-    cmd = child_command(task_name, case, orders, str(result_path))
-    kernels = run_ncu(cmd, list(METRICS), kernel_regex=kernel_regex, profile_from_start=False,
-                      timeout_s=240, report_path=workdir / f"ncu_{task_name}_{case['seed']}.ncu-rep", env=child_env())
-    verdicts = json.loads(result_path.read_text())["orders"]
-    if len(kernels) != len(orders):
-        raise RuntimeError(f"{task_name}: ncu profiled {len(kernels)} kernels for {len(orders)} orders")
-    rows = []
-    for spec, verdict, km in zip(orders, verdicts, kernels):
-        occupancy, source = occupancy_of(km, verdict, 1)
-        rows.append({
-            "task": task_name, "case": case, "order": spec, "kernel_name": km.kernel_name,
-            "measured_l2_hit_pct": km.values.get("lts__t_sector_hit_rate.pct"),
-            "measured_dram_read_bytes": km.values.get("dram__bytes_read.sum"),
-            "measured_dram_write_bytes": km.values.get("dram__bytes_write.sum"),
-            "measured_l2_sectors": km.values.get("lts__t_sectors.sum"),
-            "occupancy": occupancy, "occupancy_source": source, "output_correct": verdict["passed"],
-            "resources": verdict.get("resources"),
-        })
-    return rows
 
 
 if __name__ == "__main__":

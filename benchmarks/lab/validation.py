@@ -12,8 +12,6 @@ from typing import Any
 
 from scipy.stats import ttest_ind
 
-from benchmarks.lab.chips import on_chip
-
 from swizzlelab.runtime import ensure_triton_backend
 
 ensure_triton_backend()
@@ -41,19 +39,15 @@ TARGETS = {"held_out_mae_l2_hit_pp": 3.0, "held_out_mean_rel_error_dram_read": 0
 
 
 def row_model(row: dict[str, Any]) -> HardwareModel:
-    """The simulator model a row is predicted with: its GPU's, with the GPC layout of the chip that measured it
-    (--chip) and the L2 set map main() put in the row for --set-map (HardwareModel.l2_set_map), if any."""
+    """The simulator model a row is predicted with: its GPU's, with the L2 set map main() put in the row for
+    --set-map (HardwareModel.l2_set_map), if any."""
     model = get_model(model_name(row["device"]))
-    if row.get("chip"):
-        model = on_chip(model, row["chip"])
     return replace(model, l2_set_map=row["set_map"]) if row.get("set_map") else model
 
 
 def row_gpc_bound(row: dict[str, Any], point_gpc: float) -> float:
-    """The GPC share a row runs at: its chip's, read from that chip's launches (--chip), where the point has SM pace
-    on (an L2-bound task); its model's for the point's MODEL_GPC; the point's otherwise."""
-    if row.get("chip") and point_gpc:
-        return row["chip"]["gpc_bound"]
+    """The GPC share a row runs at: its model's for the point's MODEL_GPC, the point's otherwise. (Rows predicted on
+    the GPC layout of the chip that measured them, validate.py --chip, were a probe: git 305b79c.)"""
     return row_model(row).gpc_bound if point_gpc == MODEL_GPC else point_gpc
 
 
@@ -151,7 +145,6 @@ def cache_key(row: dict[str, Any], point: Point, engine: str = "auto") -> str:
                          if sat else [])
                       + ([["capacity_scale", scale]] if scale != 1.0 else [])
                       + ([["set_map", set_map]] if set_map != "hash" else [])
-                      + ([["chip", row["chip"]["gpc_sms"], row["chip"]["gpc_bound"]]] if row.get("chip") else [])
                       + ([["contention", *terms]] if terms else [])
                       + ([["page_noise", page]] if page else [])
                       + ([["program_cv", program_cv_of(point)]] if program_cv_of(point) else []),
@@ -191,11 +184,7 @@ def merge_runs(rows: list[dict[str, Any]]) -> list[dict[str, Any]]:
     for r in rows:
         groups[(r["device"], case_key(r), r["order"])].append(r)
     merged = []
-    for (device, key, order), runs in groups.items():
-        chips = {json.dumps(r.get("chip") and [r["chip"]["gpc_sms"], r["chip"]["gpc_bound"]]) for r in runs}
-        if len(chips) > 1:
-            raise SystemExit(f"{device} {key} {order}: runs of chips with different layouts ({', '.join(chips)}) "
-                             "cannot be one row; give each chip's files in a table of its own")
+    for runs in groups.values():
         row = dict(runs[0])
         hits = [r["measured_l2_hit_pct"] for r in runs]
         reads = [r["measured_dram_read_bytes"] for r in runs]
@@ -431,24 +420,3 @@ def summarize(rows: list[dict[str, Any]]) -> dict[str, Any]:
             "rank_agreement_by_predicted_gap": agreement_by_predicted_gap(list(by_case.values()),
                                                                           dram_tie=TIE_DRAM_REL, hit_tie_pp=TIE_PP),
             "cases": cases}
-
-
-def score(rows: list[dict[str, Any]]) -> dict[str, Any]:
-    """Tau misses, MAE, DRAM error and the targets loss of a set of validate.py output rows."""
-    s = summarize(rows)
-    return {"rows": s["rows"], "cases": s["n_cases"], "mae_l2_hit_pp": s["mae_l2_hit_pp"],
-            "mean_rel_error_dram_read": s["mean_rel_error_dram_read"],
-            "cases_below_tau_hit": s["cases_with_tau_hit_below_target"],
-            "cases_below_tau_dram": s["cases_with_tau_dram_read_below_target"],
-            "tau_misses": s["cases_with_tau_hit_below_target"] + s["cases_with_tau_dram_read_below_target"],
-            "targets_loss": targets_loss(s["mae_l2_hit_pp"], s["mean_rel_error_dram_read"]),
-            "per_case": {key: {"tau_hit": c["kendall_tau_hit"]["tau"], "tau_dram": c["kendall_tau_dram_read"]["tau"],
-                               "mae_hit_pp": c["mae_hit_pp"], "dram_err": c["mean_rel_error_dram_read"]}
-                         for key, c in s["cases"].items()}}
-
-
-def score_text(s: dict[str, Any]) -> str:
-    """One score as the scripts print it."""
-    return (f"{s['rows']} rows / {s['cases']} cases: tau misses {s['tau_misses']} (hit {s['cases_below_tau_hit']}, "
-            f"DRAM {s['cases_below_tau_dram']}), MAE {s['mae_l2_hit_pp']:.2f} pp, DRAM err "
-            f"{100 * s['mean_rel_error_dram_read']:.1f}%, targets loss {s['targets_loss']:.3f}")

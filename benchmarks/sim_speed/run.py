@@ -3,12 +3,9 @@ on a GPU (engine 'gpu', where numba.cuda and CuPy find one), and the search's sc
 
     python benchmarks/sim_speed/run.py OUT_JSON [--size 8192] [--search-s 30] [--deadline-s 900]
         [--stages one_core,all_cores,gpu,search] [--targets h100,mi300x]
-(stage gpu_orders, not run by default: --gpu-orders distinct orders of the search's first sweep, each simulated
-once on the GPU, the first order (which computes the trace's schedule of launch positions) reported apart;
-stage gpu_batch, not run by default: --gpu-orders distinct orders through sim.simulate_many on the GPU, the
-batch's accesses over its wall time;
-stage gpu_variants, not run by default: each way sim.gpu builds and sorts a domain's stream, EXPAND x SORT, timed
-with its device phases on the default place of the sets)
+(stage gpu_batch, not run by default: --gpu-orders distinct orders through sim.simulate_many on the GPU, the
+batch's accesses over its wall time; the stages gpu_orders and gpu_variants, whose runs are in the raw data, left
+after commit 305b79c)
 Trace: matmul N^3 fp16 (GPU_CONFIG), grouped-8 order, the task's H100 occupancy, exact simulation of the H100
 and MI300X models. Timings are the simulator's own (`SimResult.elapsed_s`: schedule + cache model, the trace and
 its footprint built beforehand, as a search uses it), after a first call that compiles and caches the set index.
@@ -138,7 +135,7 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--deadline-s", type=float, default=900.0)
     parser.add_argument("--one-core-reps", type=int, default=2)
     parser.add_argument("--stages", default="one_core,all_cores,gpu,search", help="comma-separated, run in order")
-    parser.add_argument("--gpu-orders", type=int, default=12, help="distinct orders in the gpu_orders/gpu_batch stages")
+    parser.add_argument("--gpu-orders", type=int, default=12, help="distinct orders in the gpu_batch stage")
     parser.add_argument("--batch-widths", default="0", help="orders at once in the gpu_batch stage (0: the default)")
     parser.add_argument("--targets", default="h100,mi300x", help="models simulated on all cores and on the GPU")
     parser.add_argument("--search-engine", choices=["auto", "cpu", "gpu"], default="cpu",
@@ -264,72 +261,6 @@ def main(argv: list[str]) -> int:
         sim_gpu.LOCAL_SETS, sim_gpu.SHARED_SETS = default_place
         return runs
 
-    def gpu_variants():
-        reason = unavailable_reason()
-        if reason:
-            return {"skipped": reason}
-        runs = []
-        default = (sim_gpu.EXPAND, sim_gpu.SORT)
-        try:
-            for model in models:
-                reps = 3 if model.llc_bytes == 0 else 1
-                cpu = cpu_results.get(model.name)
-                reference = None
-                for expand in ("lanes", "thread"):
-                    for sort in ("gather2", "gather3"):
-                        sim_gpu.EXPAND, sim_gpu.SORT = expand, sort
-                        simulate(trace, perm, model, params=params, occupancy=occupancy, footprint=footprint,
-                                 engine="gpu")
-                        run = timed_runs(trace, perm, model, occupancy, footprint, workers=cores, engine="gpu",
-                                         reps=reps, params=params)
-                        result = replace(run["_result"], elapsed_s=0.0)
-                        if reference is None:
-                            reference = result
-                        phases = dict(sim_gpu.LAST_PHASES)
-                        runs.append({**public(run), "expand": expand, "sort": sort, "local_sets": sim_gpu.LOCAL_SETS,
-                                     "default": (expand, sort) == default, "phases_s_last_run": phases,
-                                     "equal_to_cpu_engine": None if cpu is None else replace(
-                                         cpu, elapsed_s=0.0) == result, "equal_to_first_variant": reference == result})
-                        print(f"gpu expand={expand} sort={sort}: {run['sim_s']} phases {phases}", flush=True)
-        finally:
-            sim_gpu.EXPAND, sim_gpu.SORT = default
-        return runs
-
-    def gpu_orders():
-        """A search's use of the device: many orders of one trace, each simulated once. The schedule of launch
-        positions is computed for the trace's first order and shared by the rest (sim.schedule.position_schedule),
-        so the first order and the later ones are reported apart."""
-        reason = unavailable_reason()
-        if reason:
-            return {"skipped": reason}
-        specs = [c.spec for c in coarse_candidates(scenario.grid, scenario.model.n_domains)][:args.gpu_orders]
-        runs = []
-        for model in models:
-            clear_schedule_cache()
-            rows = []
-            for i, spec in enumerate(specs):
-                result = simulate(trace, scenario.permutation(spec).perm, model, params=params, occupancy=occupancy,
-                                  footprint=footprint, engine="gpu")
-                row = {"order": spec, "sim_s": result.elapsed_s, "accesses_per_s": result.accesses_per_s,
-                       "l2_hit_pct": 100 * result.l2_hit_rate, "dram_read_bytes": result.dram_read_bytes,
-                       "phases_s": dict(sim_gpu.LAST_PHASES)}
-                if i in (1, len(specs) - 1):
-                    cpu = simulate(trace, scenario.permutation(spec).perm, model, params=params,
-                                   engine=Engine("sets", workers=cores),
-                                   occupancy=occupancy, footprint=footprint)
-                    row["equal_to_cpu_engine"] = replace(cpu, elapsed_s=0.0) == replace(result, elapsed_s=0.0)
-                rows.append(row)
-                print(f"gpu order {spec}: {result.elapsed_s:.4f} s {row['phases_s']}", flush=True)
-            later = [r["sim_s"] for r in rows[1:]]
-            runs.append({
-                "target": model.name, "engine": "gpu", "line_accesses": int(trace.lines.size), "orders": rows,
-                "first_order_s": rows[0]["sim_s"] if rows else None,
-                "later_orders_median_s": statistics.median(later) if later else None,
-                "later_orders_accesses_per_s_median": int(trace.lines.size) / statistics.median(later) if later else None,
-                "label": f"predicted (model {model.name}); times measured",
-                "note": "each order simulated once; the first pays the trace's schedule of launch positions"})
-        return runs
-
     def gpu_batch():
         """A search's batch on the device: --gpu-orders distinct orders of the first sweep through
         sim.simulate_many, at each of --batch-widths orders at once (each order's serial CPU work, the saturating
@@ -370,7 +301,7 @@ def main(argv: list[str]) -> int:
         return runs
 
     stages = {"one_core": (40, one_core), "all_cores": (20, all_cores), "gpu": (25, on_gpu),
-              "gpu_variants": (25, gpu_variants), "gpu_orders": (25, gpu_orders), "gpu_batch": (40, gpu_batch),
+              "gpu_batch": (40, gpu_batch),
               "search": (args.search_s + 10, lambda: screening(scenario, args.search_s, cores, args.search_engine,
                                                                params))}
     for name in args.stages.split(","):

@@ -66,7 +66,7 @@ def known_metrics(metrics: list[str]) -> tuple[list[str], list[str]]:
     names = set(re.findall(r"^\s*([a-z0-9_]+__[a-z0-9_]+)", text, flags=re.M))
     if len(names) < 50:
         return metrics, []
-    # launch__* are launch statistics, which the query does not list; ncu knows them (benchmarks/sim_gpu rows).
+    # launch__* are launch statistics, which the query does not list; ncu knows them (the sim_gpu study's rows).
     keep = [m for m in metrics if m.rsplit(".", 1)[0] in names or m.startswith("launch__")]
     return keep, [m for m in metrics if m not in keep]
 

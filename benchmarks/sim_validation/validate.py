@@ -21,12 +21,11 @@ import time
 from pathlib import Path
 from typing import Any
 
-from benchmarks.lab.chips import load_chip
 from benchmarks.lab.validation import (
     MODEL_GPC, MODEL_PAGE, POINT_NAMES, TARGETS, TIE_DRAM_REL, TIE_PP, contention_of, effective, fit_loss, fit_set,
-    gpc_text, l2_bound_evidence, lookup_deficit, merge_runs, model_name, noise_pp, page_text, point_label,
+    gpc_text, l2_bound_evidence, lookup_deficit, merge_runs, noise_pp, page_text, point_label,
     predict_rows, program_cv_of, row_gpc_bound, row_model, row_page_noise, summarize)
-from swizzlelab.hw import SET_MAPS, get_model
+from swizzlelab.hw import SET_MAPS
 from swizzlelab.io import atomic_write_text
 from swizzlelab.sim.params import (
     AGE_PRIORITY, DRAM_SATURATION, DRIFT_DECAY, HIT_SPEEDUP, LRC_WINDOW, SATURATION_MISS_GAIN, START_JITTER,
@@ -58,9 +57,6 @@ def main(argv: list[str]) -> int:
     parser.add_argument("--engine", default="auto", choices=["auto", "sets", "gpu"],
                         help="simulator engine (sets: hit speedup by fixed-point passes; gpu: the sets engine on "
                              "the GPU, same results)")
-    parser.add_argument("--chip", action="append", default=[], metavar="MEASURED=LAUNCHES",
-                        help="predict the rows of the measured file MEASURED with the GPC layout and share of the "
-                             "chip that measured them, read from replay_launch.py's LAUNCHES file of that chip")
     parser.add_argument("--hot-grid", default="0",
                         help="hot_load values of the contention progress model (0: the saturating model without its "
                              "contention terms; simulate's HOT_LOAD)")
@@ -78,54 +74,18 @@ def main(argv: list[str]) -> int:
                         help="hit: the fit rows' MAE of L2 hit; targets: that MAE over its target (3 pp) plus the "
                              "DRAM reads' mean relative error over its target (10%%), so both figures the issue "
                              "sets count on their own scale")
-    parser.add_argument("--layout", action="append", default=[], metavar="MODEL=SMS:SHARE",
-                        help="predict the rows of model MODEL (h100, h200) measured without --chip as if on a chip of "
-                             "GPCs of SMS SMs (comma-separated) and GPC share SHARE, e.g. "
-                             "h100=12,12,18,18,18,18,18,18:0.35")
     parser.add_argument("--cache", default=None, help="JSON file of predictions kept between runs")
     parser.add_argument("--workers", type=int, default=None)
     parser.add_argument("--concurrency", type=int, default=1,
                         help="orders simulated at once (the CPUs split between them), as sim.simulate_many")
     args = parser.parse_args(argv)
     started = time.time()
-    chip_launches: dict[str, str] = {}
-    for pair in args.chip:
-        measured_path, sep, launches = pair.partition("=")
-        if not sep or measured_path not in args.measured:
-            raise SystemExit(f"--chip {pair}: give MEASURED=LAUNCHES, MEASURED one of the measured files")
-        chip_launches[measured_path] = launches
-    chips: dict[str, dict[str, Any]] = {}
     rows, sources = [], []
     for path in args.measured:
         measured = json.loads(Path(path).read_text())
-        if path in chip_launches:
-            model = get_model(model_name(measured["device"]))
-            chips[path] = load_chip(chip_launches[path], model.units_per_domain, len(model.gpc_sms))
-            if model_name(chips[path]["device"]) != model_name(measured["device"]):
-                raise SystemExit(f"--chip {path}={chip_launches[path]}: launches of a {chips[path]['device']} for rows "
-                                 f"of a {measured['device']}")
         sources.append({k: measured.get(k) for k in ("device", "script", "command", "l2_cache_bytes", "sm_count",
-                                                       "nvidia_smi", "ncu_version", "failures")} | {"file": path}
-                       | ({"chip": chips[path]} if path in chips else {}))
-        rows += [r | ({"chip": chips[path]} if path in chips else {}) for r in measured["rows"]
-                 if r.get("measured_l2_hit_pct") is not None]
-    assumed = {}
-    for spec in args.layout:
-        name, sep, rest = spec.partition("=")
-        sms, sep2, share = rest.partition(":")
-        try:
-            layout = {"gpc_sms": [int(v) for v in sms.split(",")], "gpc_bound": float(share), "assumed": True}
-        except ValueError:
-            layout = None
-        if not sep or not sep2 or layout is None or name not in ("h100", "h200"):
-            raise SystemExit(f"--layout {spec}: give MODEL=SMS:SHARE, MODEL h100 or h200, e.g. "
-                             "h100=12,12,18,18,18,18,18,18:0.35")
-        if sum(layout["gpc_sms"]) != get_model(name).units_per_domain:
-            raise SystemExit(f"--layout {spec}: {sum(layout['gpc_sms'])} SMs, the {name} has "
-                             f"{get_model(name).units_per_domain}")
-        assumed[name] = layout
-    rows = [r | {"chip": assumed[model_name(r["device"])]} if not r.get("chip") and model_name(r["device"]) in assumed
-            else r for r in rows]
+                                                       "nvidia_smi", "ncu_version", "failures")} | {"file": path})
+        rows += [r for r in measured["rows"] if r.get("measured_l2_hit_pct") is not None]
     cvs = [float(v) for v in args.cv_grid.split(",")]
     hits = [float(v) for v in args.hit_grid.split(",")]
     decays = [float(v) for v in args.decay_grid.split(",")]
@@ -192,7 +152,6 @@ def main(argv: list[str]) -> int:
         terms = contention_of(best)
         p = r["predictions"][point_label(best)]
         model = row_model(r)
-        chip = r.get("chip") or {}
         counters = r.get("counters") or {}
         out_rows.append({
             "task": r["task"], "case": r["case"], "order": r["order"], "device": r["device"], "set": r["set"],
@@ -219,9 +178,6 @@ def main(argv: list[str]) -> int:
                             + ("" if model.l2_set_map == "hash" else f"{model.l2_set_map} set map, ")
                             + f"step_cv {best_cv}, "
                             f"hit_speedup {best_hit}, drift_decay {best_decay}, lrc_window {best_lrc}, "
-                            + (f"an assumed chip's GPCs {list(model.gpc_sms)}, " if chip.get("assumed")
-                               else f"the measuring chip's GPCs {list(model.gpc_sms)}, " if chip.get("gpc_sms")
-                               else "the measuring chip without GPC pace, " if chip else "")
                             + (f"{'contention' if terms else 'saturating'} progress: gpc_bound "
                                f"{row_gpc_bound(r, effective(best, declared[r['task']])[4]):g}, "
                                f"dram_saturation {best_sat}, miss_gain {best_gain}, " if best_sat else
@@ -254,13 +210,12 @@ def main(argv: list[str]) -> int:
         "progress_model": ("contention" if all(contention_of(b) for b in bests.values()) else
                            "saturating" if all(b[5] for b in bests.values()) else "random_walk"),
         "l2_bound_evidence": l2_bound_evidence(rows, declared),
-        # With --chip, the rows of each measured file run at their chip's GPC layout and share instead of the model's
-        # and the grid's gpc_bound (which then only switches SM pace on for L2-bound tasks).
-        "chips": {path: {k: v for k, v in chip.items() if k != "sm_pace_sorted"} for path, chip in chips.items()},
+        # Rows run at their model's GPC layout; per-chip layouts (--chip, --layout) were a probe (git 305b79c).
+        "chips": {},
         "fit_grid_capacity_scale": scales,
         "fit_grid_age_priority": ages, "fit_grid_hot_load": hots, "fit_grid_start_jitter": jitters,
         "fit_grid_page_noise": [page_text(v) for v in pages], "fit_grid_program_cv": owns,
-        "fit_by": args.fit_by, "fit_loss": args.fit_loss, "assumed_layouts": assumed,
+        "fit_by": args.fit_by, "fit_loss": args.fit_loss, "assumed_layouts": {},
         # One point: each fitted_* is its value; --fit-by device: {device: value}.
         **{f"fitted_{name}": (shown(bests["all"][i]) if args.fit_by == "all" else
                               {g: shown(b[i]) for g, b in bests.items()})

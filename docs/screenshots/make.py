@@ -6,7 +6,8 @@ chromium (Playwright), light at desktop width and dark at phone width. The data,
   exists: its ranked runs are written into the database through the models, as the service returned them;
 - without it, the script says so and shows what can be made here: real test-mode submissions (correct and
   wrong Triton kernels) run by the CPU worker under the Triton interpreter, and, on histogram/H100, the task's
-  own kernel as measured on an H100 by `swizzlelab eval` (benchmarks/eval_h100), imported as one ranked run.
+  own kernel as measured on an H100 by `swizzlelab eval` (tests/data/eval_h100, cut from the eval_h100 study), imported
+  as one ranked run.
 
     python docs/screenshots/make.py [--out docs/screenshots]
 """
@@ -33,7 +34,7 @@ from swizzlelab.leaderboard.service import store_code
 
 ROOT = Path(__file__).resolve().parents[2]
 H100_JSON = ROOT / "benchmarks" / "leaderboard_h100" / "leaderboard_h100.json"
-EVAL_H100 = ROOT / "benchmarks" / "eval_h100"
+EVAL_H100 = ROOT / "tests" / "data" / "eval_h100"  # the eval_h100 study's report (git 305b79c for the study)
 ADMIN = "screenshots-admin-token"
 CHROMIUM = "/usr/bin/chromium"
 
@@ -149,13 +150,10 @@ def h100_rows(data: dict) -> list[dict]:
 
 
 def eval_h100_rows() -> list[dict]:
-    if not (EVAL_H100 / "histogram-ranked.json").is_file():  # raw data, out of git (benchmarks/README.md)
-        raise SystemExit("benchmarks/eval_h100/histogram-ranked.json is not here: "
-                         "python benchmarks/archive.py restore eval_h100")
     report = json.loads((EVAL_H100 / "histogram-ranked.json").read_text())
     text = (EVAL_H100 / "histogram-ranked.txt").read_text() if (EVAL_H100 / "histogram-ranked.txt").exists() else ""
     # When the measurement was committed (a file's mtime would only say when it was checked out).
-    committed = subprocess.run(["git", "log", "-1", "--format=%cI", "--", "benchmarks/eval_h100/histogram-ranked.json"],
+    committed = subprocess.run(["git", "log", "-1", "--format=%cI", "--", "tests/data/eval_h100/histogram-ranked.json"],
                                capture_output=True, text=True, cwd=ROOT).stdout.strip()
     stamp = dt.datetime.fromisoformat(committed) if committed else dt.datetime.now(dt.timezone.utc)
     return [{"task": "histogram", "gpu": "H100", "user": "swizzlelab-eval", "result": report, "report_text": text,
@@ -208,9 +206,9 @@ def main() -> int:
                 why = "not found" if not H100_JSON.exists() else f"has no ranking ({data.get('status', 'empty')})"
                 print(f"{H100_JSON.relative_to(ROOT)} {why}: no H100 leaderboard data; ranked rows come from "
                       f"{EVAL_H100.relative_to(ROOT)} only", flush=True)
-                _insert_ranked(db_url, eval_h100_rows(), "imported:benchmarks/eval_h100")
+                _insert_ranked(db_url, eval_h100_rows(), "imported:tests/data/eval_h100")
                 source = ("ranked row: the task's own kernel measured on an H100 by `swizzlelab eval` "
-                          "(benchmarks/eval_h100), imported; no H100 leaderboard ranking yet")
+                          "(tests/data/eval_h100), imported; no H100 leaderboard ranking yet")
             good = submit(url, tokens["ada"], GOOD, "histogram_kernel.py")
             bad = submit(url, tokens["grace"], WRONG, "off_by_one.py")
             wait_done(url, tokens["ada"], good)

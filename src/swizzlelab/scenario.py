@@ -45,7 +45,7 @@ K_DIRS = {"forward": 0, "alternate": -1}
 # grouped:GROUP_M=8 73 bytes, xcd+grouped 97, hilbert:SIDE=8 216; the largest family sets the figure).
 PERM_BYTES_PER_PROGRAM = 216
 # Peak memory per line access while an analytic trace is built (matmul 8192^3: 135M accesses, 1.7 GB above
-# the process's start; benchmarks/trace_speed/trace_speed_cpu.json) plus the simulator's copy of its keys.
+# the process's start; git 305b79c:benchmarks/trace_speed/trace_speed_cpu.json) plus the simulator's copy of its keys.
 TRACE_BYTES_PER_ACCESS = 24
 
 

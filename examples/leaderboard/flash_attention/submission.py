@@ -63,7 +63,7 @@ class FlashConfig:
     maxnreg: int | None = None
 
 
-# Candidates the GPU path autotunes over on its first call per shape (steps_1/steps_2 in benchmarks/submissions_h100
+# Candidates the GPU path autotunes over on its first call per shape (steps_1/steps_2 in git 305b79c:benchmarks/submissions_h100
 # time each on the H100): the step-1 winner, and the two changes of step 2 (QK prefetch; a 128-register cap
 # so two 8-warp programs share an SM and one's softmax overlaps the other's matrix products).
 GPU_CANDIDATES = (
@@ -1196,7 +1196,7 @@ class CudaConfig:
 
 
 # The CUDA variants the GPU path self-checks, fastest first by paired (interleaved) timing on the H100
-# (benchmarks/submissions_h100/steps_18.json: 49 is 1.35% faster than 44; steps_16.json: 44 is 0.7% faster than 34;
+# (git 305b79c:benchmarks/submissions_h100/steps_18.json: 49 is 1.35% faster than 44; steps_16.json: 44 is 0.7% faster than 34;
 # steps_12.json: 34 is 1.3% faster than 22, 31 0.9%; steps_7.json: 22 is 2.0% faster than 11, 15 0.8%); in the ranked
 # path 34 and 22 are alike within the run-to-run spread (ranked_runs.json). The first that passes its self-check runs.
 # A fixed order rather than a do_bench autotune: the differences (1-2%) are smaller than what an unpaired first-call

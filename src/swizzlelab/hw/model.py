@@ -38,7 +38,7 @@ class HardwareModel:
     # Ways per L2 set (hashed set index). Not published for H100/H200 or MI300X; 16 is the usual figure for
     # GPU L2s (measured on V100 and A100 by microbenchmarks) and the simulator's results change little above it.
     l2_ways: int = 16
-    # How a line's L2 set and home partition are chosen (SET_MAPS; sim.kernels._set_and_home): "hash" (each a hash
+    # How a line's L2 set and home partition are chosen (SET_MAPS; sim.kernels.setmap._set_and_home): "hash" (each a hash
     # of the line), "interleave" (each block of sets x partitions consecutive lines takes the slots in turn from a
     # hashed offset) or "permute" (in a pseudo-random order of the block's own). On an H100
     # (benchmarks/sim_validation/dup_probe_*.json) a contiguous buffer that every SM sweeps again and again is kept
@@ -56,7 +56,7 @@ class HardwareModel:
     gpc_sms: tuple[int, ...] = ()
     # The share of a step's time its GPC's bandwidth sets while an L2-bound kernel leaves DRAM idle (an SM's pace is
     # 1 - gpc_bound + gpc_bound x its GPC's SMs / their mean; the saturating progress model). Read from a chip's
-    # launches (benchmarks/lab/chips.py), not fitted. 0 = no SM pace.
+    # launches (git 305b79c:benchmarks/lab/chips.py), not fitted. 0 = no SM pace.
     gpc_bound: float = 0.0
     # The spread of the time of a step whose read misses share DRAM pages with other reads of its step (the contention
     # progress model's page_noise; sim.params, beside DRAM_PAGE_BYTES, says why). 0 = none.

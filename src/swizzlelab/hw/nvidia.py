@@ -30,8 +30,8 @@ H100_SXM = HardwareModel(
     # its bytes from DRAM when no neighbour reuses them, and spmv's random gathers read ~1.7x the missed sectors.
     dram_fetch_bytes=64,
     # GH100 has 8 GPCs of up to 9 TPCs (18 SMs); an H100 SXM keeps 66 TPCs and which ones are fused off differs by
-    # chip. %smid timelines of every program (benchmarks/lab/chips.py, sim_validation README "The chip sets the
-    # schedule") found on three of the four H100s measured 24 SMs that run 12-14% faster in L2-bound runs
+    # chip. %smid timelines of every program (git 305b79c:benchmarks/lab/chips.py, sim_validation README "The chip
+    # sets the schedule") found on three of the four H100s measured 24 SMs that run 12-14% faster in L2-bound runs
     # (grouped-8 orders) and at the others' pace in DRAM-bound ones: two GPCs of 6 TPCs, so 12, 12, 18 x 6, with a
     # GPC share of 0.34-0.39 (0.35 here). The fourth (timeline_h100.json) had one small GPC (12, 16 x 3, 18 x 4)
     # and a share of 0.55. With this layout the saturating model ranks the older validation table's DRAM reads as ncu
@@ -50,8 +50,8 @@ H200_SXM = variant(
         "NVIDIA H200 datasheet (2024): GH100 with 132 SMs, 141 GB HBM3e at 4.8 TB/s; L2 60 MiB as the device "
         "reports it (torch L2_cache_size 62,914,560 on an H200 SXM, benchmarks/sim_validation)"
     ),
-    # Two H200s measured (benchmarks/lab/chips.py): 12, 16 x 3, 18 x 4 with share 0.04 and 12, 12, 18 x 6 with
-    # 0.08; a third showed no faster SMs. The H200's SMs keep nearly one pace (its L2 paths are not the bound), so the
+    # Two H200s measured (git 305b79c:benchmarks/lab/chips.py): 12, 16 x 3, 18 x 4 with share 0.04 and 12, 12, 18 x 6
+    # with 0.08; a third showed no faster SMs. The H200's SMs keep nearly one pace (its L2 paths are not the bound), so the
     # layout matters little; 0.05 is the measured chips' middle.
     gpc_sms=(12, 16, 16, 16, 18, 18, 18, 18),
     gpc_bound=0.05,

@@ -126,7 +126,7 @@ class GpuMeasurer:
             return NcuFigures(error="ncu profiles the task's own kernel file; not run for a --kernel file")
         if self.scenario.k_wave or self.scenario.wave_sync:
             # The profiling child launches the task's default configuration (K forwards, no barrier); measuring
-            # these kernels' DRAM bytes is benchmarks/matmul_kdir_h100/run.py's job.
+            # these kernels' DRAM bytes was the K-direction study's job (git 305b79c:benchmarks/matmul_kdir_h100).
             return NcuFigures(error="ncu profiles the kernel's default configuration; not run for --k-dir alternate "
                                     "or --wave-sync")
         try:

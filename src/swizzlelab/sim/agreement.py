@@ -1,6 +1,6 @@
 """How well predictions agree with measurements: mean absolute error and ranking agreement of orders.
 
-One rule for every comparison of the simulator with ncu (benchmarks/sim_vs_ncu, benchmarks/sim_calibration).
+One rule for every comparison of the simulator with ncu (benchmarks/sim_validation's table).
 """
 
 from __future__ import annotations

@@ -39,10 +39,11 @@ LOCAL_SETS = True
 SHARED_SETS = True
 
 # How a domain's stream is built and put in set order; each pair gives the same records in the same order, and
-# benchmarks/sim_speed (--gpu-variants) times them. EXPAND: "lanes" (a warp per step, consecutive lanes writing
-# consecutive records) or "thread" (one thread per step). SORT: "gather2" (stable argsort of the keys, one kernel
-# gathers records and set words, each set's bounds from a count of its keys) or "gather3" (stable argsort, the keys,
-# records and set words gathered one by one, the bounds by a binary search of the sorted keys).
+# benchmarks/sim_speed timed them (its gpu_variants runs, in the raw data). EXPAND: "lanes" (a warp per step,
+# consecutive lanes writing consecutive records) or "thread" (one thread per step). SORT: "gather2" (stable
+# argsort of the keys, one kernel gathers records and set words, each set's bounds from a count of its keys) or
+# "gather3" (stable argsort, the keys, records and set words gathered one by one, the bounds by a binary search of
+# the sorted keys).
 EXPAND = "lanes"
 SORT = "gather2"
 EXPAND_THREADS = 256

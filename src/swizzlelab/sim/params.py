@@ -23,11 +23,11 @@ ENGINES = ("auto", "sets", "list", "gpu")
 # 0, predicted 77% L2 hit for row-major matmul 8192^3 where ncu measured 56%). Fitted by grid search (step
 # 0.05) minimising the mean |predicted - measured| L2 hit % over the 5 orders of matmul 8192^3 fp16 measured
 # with ncu on an H100 SXM (MAE 16.7 pp at 0 -> 4.2 pp at 0.4; 0.35: 5.1, 0.45: 5.0); checked without refitting
-# on matmul 4096^3 and transpose 16384^2: benchmarks/sim_calibration/run.py -> sim_calibration_h100.json.
-# Refitted for the 16-way set-associative L2 (issue 15) on the square matmul rows (8192^3 and 4096^3, 11 orders)
-# of benchmarks/sim_gpu/sim_vs_ncu_validation_h100.json: fit-set MAE 4.77 pp at 0.3, 3.33 at 0.4, 2.37 at 0.5;
-# the held-out rows there are predicted with 0.5. Checked again with 64-byte DRAM fetches on the 20 square-matmul
-# rows of benchmarks/sim_validation (H100 and H200): 2.96 pp at 0.4, 2.86 at 0.5, 3.51 at 0.6 (sim_validation_random_walk.json).
+# on matmul 4096^3 and transpose 16384^2: git 305b79c:benchmarks/sim_calibration/run.py.
+# Refitted for the 16-way set-associative L2 (issue 15) on the square matmul rows (8192^3 and 4096^3, 11 orders) of git
+# 43bd3ac:benchmarks/sim_gpu/sim_vs_ncu_validation_h100.json: fit-set MAE 4.77 pp at 0.3, 3.33 at 0.4, 2.37 at 0.5; the
+# held-out rows there are predicted with 0.5. Checked again with 64-byte DRAM fetches on the 20 square-matmul rows of
+# benchmarks/sim_validation (H100 and H200): 2.96 pp at 0.4, 2.86 at 0.5, 3.51 at 0.6 (sim_validation_random_walk.json).
 # Measured on H100 and H200 only: the AMD models use the same value until measurements say otherwise.
 STEP_TIME_CV = 0.5
 STEP_TIME_SEED = 0x5EED
@@ -44,7 +44,7 @@ STEP_TIME_SEED = 0x5EED
 HIT_SPEEDUP = 0.0
 HIT_PASSES = 3
 # Share of a slot's drift (its clock minus the clock it would have in lockstep) that each step takes back (0..1;
-# kernels._after_step). With step_cv alone the durations accumulate, so slot clocks drift apart as a random walk
+# kernels.progress._after_step). With step_cv alone the durations accumulate, so slot clocks drift apart as a random walk
 # (about step_cv x sqrt(steps)): over the ~4000 steps a slot runs in matmul 16384x16384x4096, programs that share an
 # operand panel end up about half a program apart and never share it in L2, where the H100 measured much of that
 # sharing kept (55.2% hit; 41.8% predicted at step_cv 0.5, 63.9% in lockstep). On the hardware loads are issued
@@ -59,9 +59,9 @@ DRIFT_DECAY = 0.0
 # How close in time (mean step times) a second program's read of a line must follow the line's latest L2 lookup for
 # NVIDIA's L2 request coalescer (LRC, between the crossbar and the L2 slices) to merge it into that request: the
 # merged read makes no L2 lookup, so ncu's lts__t_sectors (hit rate's denominator) never sees it. Measured on an
-# H100 (benchmarks/sim_validation/lookup_probe.py): the sectors ncu's L2 did not look up (requested minus lookups
-# less fabric lookups) equal lrc__request_sectors_op_read_coalescing_achieved_type_hardware within 0.025 of the
-# requested sectors, 1-30% of them in matmul by order. 0 = off (AMD has no such unit in the model).
+# H100 (git 305b79c:benchmarks/sim_validation/lookup_probe.py): the sectors ncu's L2 did not look up (requested
+# minus lookups less fabric lookups) equal lrc__request_sectors_op_read_coalescing_achieved_type_hardware within
+# 0.025 of the requested sectors, 1-30% of them in matmul by order. 0 = off (AMD has no such unit in the model).
 # Fitted on the H100's measured schedules replayed (simulate(schedule=), sim_replay_h100.json): 0.1, the default
 # since the saturating progress model keeps sharing programs together as the hardware does; on the random walk's
 # schedules with step_cv 0.3 (sim_validation_lrc.json) it took 0.3, standing in for drift.
@@ -113,9 +113,9 @@ START_JITTER = 2.0
 # (benchmarks/sim_validation/launches, partner_sync.py): programs streaming B's 256-byte rows start further from the
 # program that shares their panel than those streaming A's 128-byte rows (35% against 43% within 12 steps).
 DRAM_PAGE_BYTES = 1024
-# A program's own pace (contention model; an experiment, 0 = off): one draw per program scales the L2-bound part of
-# its steps. On the H100 a matmul's program durations spread 3-10% of their median, the model's 1.6-4.8% (stamped
-# launches, benchmarks/sim_validation/program_pace.py): independent step draws average away over a program's 64-128
+# A program's own pace (contention model; an experiment, 0 = off): one draw per program scales the L2-bound part of its
+# steps. On the H100 a matmul's program durations spread 3-10% of their median, the model's 1.6-4.8% (stamped launches,
+# git 305b79c:benchmarks/sim_validation/program_pace.py): independent step draws average away over a program's 64-128
 # steps. 0.01, the fit rows' choice, lowered the error on a fresh set but ranked one more case against ncu, so the
 # registered rule kept 0 (benchmarks/sim_validation/README.md, "A program's own pace").
 PROGRAM_CV = 0.0
@@ -322,7 +322,7 @@ class Engine:
 @dataclass(frozen=True)
 class L2Geometry:
     """One L2 domain as the engines simulate it: `n_partitions` partitions of `capacity` lines, each in `n_sets`
-    sets of `ways` lines (`assoc` None: one fully associative set), the set map (kernels._set_and_home) and
+    sets of `ways` lines (`assoc` None: one fully associative set), the set map (kernels.setmap._set_and_home) and
     whether a read miss fetches the aligned pair of 32-byte sectors (`pair`)."""
 
     n_partitions: int
@@ -385,7 +385,7 @@ def fetch_pair(model: HardwareModel) -> int:
 
 
 def set_map_of(model: HardwareModel) -> int:
-    """The set map code the kernels take (kernels._set_and_home): 0 hashed, 1 interleaved, 2 permuted."""
+    """The set map code the kernels take (kernels.setmap._set_and_home): 0 hashed, 1 interleaved, 2 permuted."""
     return SET_MAPS.index(model.l2_set_map)
 
 

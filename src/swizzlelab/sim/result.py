@@ -18,8 +18,9 @@ TCC_COUNTER = "rocprof TCC_HIT/(TCC_HIT+TCC_MISS) (line requests; a store hits o
 @dataclass(frozen=True)
 class Schedule:
     """The steps of a trace in the order one L2 domain ran them, each with its program's near partition and its
-    start time (any unit): a measured timeline (benchmarks/sim_validation/timeline_probe.py) replayed through the
-    cache model in place of the progress model, which tells the cache model's error from the progress model's."""
+    start time (any unit): a measured timeline (git 305b79c:benchmarks/sim_validation/timeline_probe.py) replayed
+    through the cache model in place of the progress model, which tells the cache model's error from the progress
+    model's."""
 
     steps: np.ndarray  # int64 trace step ids, each exactly once, in the order they ran
     near: np.ndarray  # int8 near L2 partition of the program that ran each step

@@ -151,7 +151,7 @@ def line_range(lines: np.ndarray) -> tuple[int, int]:
 def set_index_array(lines: np.ndarray, n_sets: int, n_partitions: int, n_workers: int,
                     set_map: int = 0) -> np.ndarray:
     """L2 set index << partition bits | home partition of every access (`set_map`: 0 hashed, 1 interleaved,
-    2 permuted; kernels._set_and_home), cached per trace array: a search simulates many orders of one trace, and
+    2 permuted; kernels.setmap._set_and_home), cached per trace array: a search simulates many orders of one trace, and
     both depend only on the line."""
     key = (id(lines), int(lines.size), int(n_sets), int(n_partitions), int(set_map))
     return _built_once(_SET_INDEX_CACHE, key, lines,

@@ -1,5 +1,5 @@
 """Loop-direction transforms of an access trace: some tiles walk their loop steps backwards (writes stay last).
-Models a kernel whose programs of odd waves walk K backwards (benchmarks/matmul_kdir_h100/), for the simulator.
+Models a kernel whose programs of odd waves walk K backwards (tests/kdir_probe.py), for the simulator.
 """
 
 from __future__ import annotations

@@ -40,7 +40,7 @@ GPU_CONFIG = HistogramConfig(rows_per_prog=8192, block_r=2048, block_c=32, num_w
 CPU_CONFIG = HistogramConfig(rows_per_prog=32, block_r=16, block_c=4, num_warps=1)
 
 # Programs resident per SM for GPU_CONFIG on an H100, as ncu measured it (the smallest launch__occupancy_limit_*;
-# benchmarks/eval_h100/histogram-profile.json): the simulator's occupancy for NVIDIA targets.
+# git 43bd3ac:benchmarks/eval_h100/histogram-profile.json): the simulator's occupancy for NVIDIA targets.
 H100_OCCUPANCY = 2
 
 

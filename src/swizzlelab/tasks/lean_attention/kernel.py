@@ -38,7 +38,7 @@ GPU_CONFIG = LeanConfig(block_n=64, num_warps=4, num_stages=3)
 CPU_CONFIG = LeanConfig(block_n=16, num_warps=4, num_stages=1)
 
 # Programs resident per SM for GPU_CONFIG on an H100, as ncu measured it (the smallest launch__occupancy_limit_*;
-# benchmarks/eval_h100/lean_attention-profile.json): the simulator's occupancy for NVIDIA targets.
+# git 43bd3ac:benchmarks/eval_h100/lean_attention-profile.json): the simulator's occupancy for NVIDIA targets.
 H100_OCCUPANCY = 3
 
 

@@ -49,7 +49,7 @@ GPU_CONFIG = MatmulConfig(block_m=128, block_n=128, block_k=64, num_warps=8, num
 CPU_CONFIG = MatmulConfig(block_m=16, block_n=16, block_k=16, num_warps=4, num_stages=1)
 
 # Programs resident per SM for GPU_CONFIG on an H100, as ncu measured it (the smallest launch__occupancy_limit_*;
-# benchmarks/eval_h100/matmul-profile.json): the simulator's occupancy for NVIDIA targets.
+# git 43bd3ac:benchmarks/eval_h100/matmul-profile.json): the simulator's occupancy for NVIDIA targets.
 H100_OCCUPANCY = 2
 SYNC_SPIN_LIMIT = tl.constexpr(1 << 22)  # polls of the previous wave's counter: far beyond any wave's spread
 
@@ -143,7 +143,7 @@ def matmul_kernel(
     # does): the duplicated rows are computed but never stored, and the K loop stays unmasked along M/N.
     # Odd waves of K_WAVE launches walk the k-blocks last to first (the launch index, not the swizzled tile, decides:
     # the next wave then starts on what the previous one read last). Computed here, before the tile's offsets, as
-    # benchmarks/matmul_kdir_h100/run.py's probe does: with the barrier, the same loop placed after them compiled to
+    # the K-direction probe does (tests/kdir_probe.py): with the barrier, the same loop placed after them compiled to
     # 116 registers instead of 103 and ran 10% slower on an H100 (sync_variants_repeat_h100.json).
     n_k = tl.cdiv(K, BLOCK_K)
     backwards = (tl.program_id(0) // (K_WAVE if K_WAVE > 0 else 1)) % 2 == 1

@@ -34,7 +34,7 @@ GPU_CONFIG = SpmvConfig(block=32, num_warps=1)
 CPU_CONFIG = SpmvConfig(block=16, num_warps=1)
 
 # Programs resident per SM for GPU_CONFIG on an H100, as ncu measured it (the smallest launch__occupancy_limit_*;
-# benchmarks/eval_h100/spmv-profile.json): the simulator's occupancy for NVIDIA targets.
+# git 43bd3ac:benchmarks/eval_h100/spmv-profile.json): the simulator's occupancy for NVIDIA targets.
 H100_OCCUPANCY = 32
 
 

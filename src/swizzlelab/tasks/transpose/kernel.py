@@ -37,7 +37,7 @@ GPU_CONFIG = TransposeConfig(block_m=64, block_n=64, num_warps=4)
 CPU_CONFIG = TransposeConfig(block_m=16, block_n=16, num_warps=1)
 
 # Programs resident per SM for GPU_CONFIG on an H100, as ncu measured it (the smallest launch__occupancy_limit_*;
-# benchmarks/eval_h100/transpose-profile.json): the simulator's occupancy for NVIDIA targets.
+# git 43bd3ac:benchmarks/eval_h100/transpose-profile.json): the simulator's occupancy for NVIDIA targets.
 H100_OCCUPANCY = 12
 
 

@@ -1,1 +1,0 @@
-"""Study: Attention tasks' block orders on an H100 (README.md here)."""

@@ -1,1 +1,0 @@
-"""Study: Start-up time of the swizzlelab command (CPU) (README.md here)."""

@@ -1,1 +1,0 @@
-"""Study: Leaderboard service throughput (CPU) (README.md here)."""

@@ -1,1 +1,0 @@
-"""Study: swizzlelab optimize on an H100: four tasks (README.md here)."""

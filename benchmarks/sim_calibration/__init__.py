@@ -1,1 +1,0 @@
-"""Study: Simulator calibration against the first ncu measurements (CPU) (README.md here)."""

@@ -1,1 +1,0 @@
-"""Study: Simulator vs Nsight Compute: the first check (H100) (README.md here)."""

@@ -1,1 +1,0 @@
-"""Study: Leader-speed kernels on the H100 (issue 14) (README.md here)."""

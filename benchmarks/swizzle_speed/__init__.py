@@ -1,1 +1,0 @@
-"""Study: Swizzle formulas on a million programs (CPU) (README.md here)."""

@@ -1,1 +1,0 @@
-"""Study: Transpose, matmul, histogram and spmv block orders on an H100 (README.md here)."""

@@ -1,1 +1,0 @@
-"""Study: Trace building speed (CPU) (README.md here)."""

@@ -131,21 +131,6 @@ def wild_gpu() -> list[str]:
     return problems
 
 
-def optimize_gpu() -> list[str]:
-    """The optimizer as typed on a GPU (optimize_gpu/*.json): every run ended by itself (rc 0, not timed out) on the
-    GPU its file names, measured no regression outside noise, and the summary's counts are its runs'."""
-    problems = []
-    for name in ("optimize_gpu_h100.json", "optimize_gpu_h200.json"):
-        doc = runs_of("optimize_gpu", name)
-        runs = doc["runs"]
-        if any(r["rc"] or r["timed_out"] or r["device"] != doc["device"] or r["regressions_outside_noise"]
-               for r in runs):
-            problems.append(f"{name}: a run failed, timed out, ran elsewhere or kept a regression")
-        if doc["summary"]["measured_candidates"] != sum(r["measured"] for r in runs):
-            problems.append(f"{name}: summary counts {doc['summary']['measured_candidates']} measured candidates")
-    return problems
-
-
 def spearman(a: list[float], b: list[float]) -> float:
     """Spearman's rank correlation (ties: mean ranks), as scipy.stats.spearmanr gives it."""
     def ranks(v: list[float]) -> list[float]:
@@ -618,7 +603,7 @@ def optimize_recall() -> list[str]:
 CLAIMS: dict[str, tuple[Callable[[], list[str]], ...]] = {
     "sim_validation": (sim_validation, placement_probe, page_noise, program_pace, ncu_replicate, ncu_floor),
     "sim_speed": (sim_speed,), "time_model": (time_model,), "trace_derive": (trace_derive,),
-    "gpu_swizzle_check": (gpu_swizzle_check,), "wild_gpu": (wild_gpu,), "optimize_gpu": (optimize_gpu,),
+    "gpu_swizzle_check": (gpu_swizzle_check,), "wild_gpu": (wild_gpu,),
     "exploits_h100": (evaluator_h100,), "eval_overhead_h100": (evaluator_h100,),
     "leaderboard_h100": (service_on_gpu,), "chaos": (service_on_gpu, chaos), "suggest": (service_on_gpu,),
     "seed_orders": (seed_orders,), "llm_proposer": (llm_proposer,), "optimize_recall": (optimize_recall,),

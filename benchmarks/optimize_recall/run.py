@@ -19,90 +19,77 @@ from pathlib import Path
 
 from benchmarks.lab.commands import run_command, swizzlelab_command
 
-FIXTURES = Path("tests") / "fixtures" / "suggest"
-MATMUL = ["matmul"]
+FIXTURES = "tests/fixtures/suggest/"
+T09 = "tests/wild/triton_09_persistent_matmul.py:matmul_kernel_persistent"
+TM = "time_model H100: "
+
+
+def sizes(**named: object) -> list[str]:
+    return [arg for name, value in named.items() for arg in ("--size", f"{name}={value}")]
+
+
 # name -> (arguments after `swizzlelab optimize`, best known measured speedup, where it was measured)
 CASES: dict[str, tuple[list[str], float, str]] = {
-    "matmul_4096": (MATMUL, 1.036, "time_model H100: column_major"),
-    "matmul_8192": (MATMUL + ["--size", "m=8192", "--size", "n=8192", "--size", "k=8192"], 1.0,
-                    "time_model H100: no order faster (best 0.996)"),
-    "matmul_16384x16384x64": (MATMUL + ["--size", "m=16384", "--size", "n=16384", "--size", "k=64"], 1.202,
-                              "time_model H100: column_major"),
-    "matmul_4096x16384x4096": (MATMUL + ["--size", "m=4096", "--size", "n=16384", "--size", "k=4096"], 1.013,
-                               "time_model H100: column_major"),
-    "matmul_16384x4096x2048": (MATMUL + ["--size", "m=16384", "--size", "n=4096", "--size", "k=2048"], 1.033,
-                               "time_model H100: identity"),
-    "spmv": (["spmv"], 1.493, "time_model H100: stride:STRIDE=256"),
-    "transpose_fp16": (["transpose"], 1.021, "time_model H100: column_major"),
-    "transpose_fp32": (["transpose", "--size", "dtype=float32"], 1.0, "time_model H100: none faster (0.999)"),
-    "lean_attention_gqa": (["lean_attention"], 1.015, "time_model H100: stride:STRIDE=8"),
-    "lean_attention_mha": (["lean_attention", "--size", "batch=8", "--size", "heads=32", "--size", "kv_heads=32",
-                            "--size", "min_ctx=1024", "--size", "max_ctx=16384"], 1.012,
-                           "time_model H100: stride:STRIDE=2"),
-    "flash_attention": (["flash_attention"], 1.011, "time_model H100: grouped:GROUP_M=32"),
-    "histogram": (["histogram"], 1.0, "time_model H100: none faster (0.991)"),
-    "matmul_diagonal": (["matmul", "--kernel", str(FIXTURES / "matmul_diagonal.py"), "--launch", "custom_kernel"],
-                        1.33, "leaderboard suggestion, H100 (1.247x on an H200)"),
-    "attention_mblock": (["flash_attention", "--kernel", str(FIXTURES / "attention_mblock.py"), "--launch",
+    "matmul_4096": (["matmul"], 1.036, TM + "column_major"),
+    "matmul_8192": (["matmul", *sizes(m=8192, n=8192, k=8192)], 1.0, TM + "no order faster (best 0.996)"),
+    "matmul_16384x16384x64": (["matmul", *sizes(m=16384, n=16384, k=64)], 1.202, TM + "column_major"),
+    "matmul_4096x16384x4096": (["matmul", *sizes(m=4096, n=16384, k=4096)], 1.013, TM + "column_major"),
+    "matmul_16384x4096x2048": (["matmul", *sizes(m=16384, n=4096, k=2048)], 1.033, TM + "identity"),
+    "spmv": (["spmv"], 1.493, TM + "stride:STRIDE=256"),
+    "transpose_fp16": (["transpose"], 1.021, TM + "column_major"),
+    "transpose_fp32": (["transpose", *sizes(dtype="float32")], 1.0, TM + "none faster (0.999)"),
+    "lean_attention_gqa": (["lean_attention"], 1.015, TM + "stride:STRIDE=8"),
+    "lean_attention_mha": (["lean_attention", *sizes(batch=8, heads=32, kv_heads=32, min_ctx=1024, max_ctx=16384)],
+                           1.012, TM + "stride:STRIDE=2"),
+    "flash_attention": (["flash_attention"], 1.011, TM + "grouped:GROUP_M=32"),
+    "histogram": (["histogram"], 1.0, TM + "none faster (0.991)"),
+    "matmul_diagonal": (["matmul", "--kernel", FIXTURES + "matmul_diagonal.py", "--launch", "custom_kernel"], 1.33,
+                        "leaderboard suggestion, H100 (1.247x on an H200)"),
+    "attention_mblock": (["flash_attention", "--kernel", FIXTURES + "attention_mblock.py", "--launch",
                           "custom_kernel"], 1.208, "leaderboard suggestion, H200: serpentine"),
-    "spmv_rows": (["spmv", "--kernel", str(FIXTURES / "spmv_rows.py"), "--launch", "custom_kernel"], 1.173,
+    "spmv_rows": (["spmv", "--kernel", FIXTURES + "spmv_rows.py", "--launch", "custom_kernel"], 1.173,
                   "leaderboard suggestion, H200: stride:STRIDE=128"),
-    "t09_8192": (["matmul", "--kernel", "tests/wild/triton_09_persistent_matmul.py:matmul_kernel_persistent",
-                  "--launch", "matmul_persistent", "--size", "m=8192", "--size", "n=8192", "--size", "k=8192"], 1.014,
+    "t09_8192": (["matmul", "--kernel", T09, *sizes(m=8192, n=8192, k=8192)], 1.014,
                  "wild_gpu H200: hilbert:SIDE=8>column_major@11x12"),
 }
-NO_GAIN = 1.02  # a case whose best known order gains less than this must stop within NO_GAIN_S
-NO_GAIN_S = 90.0
-FIND_S = 180.0
-RECALL = 0.95
+# A case whose best known order gains less than NO_GAIN must stop within NO_GAIN_S; others reach RECALL of it in FIND_S.
+NO_GAIN, NO_GAIN_S, FIND_S, RECALL = 1.02, 90.0, 180.0, 0.95
 
 
 def read_report(folder: Path) -> dict:
     """The run's confirmed best, every timed order, and when the best was confirmed (seconds into the run)."""
-    paths = list(folder.glob("swizzlelab-out/*/report.json"))
+    paths = list(folder.glob("out/*/report.json"))
     if not paths:
         return {"report": None}
     report = json.loads(paths[0].read_text())
-    best_it = report["best"]["iteration"]
-    timed, best = [], None
+    best_it, timed, best, clock, found_at = report["best"]["iteration"], [], None, 0.0, None
     for it in report["iterations"][1:]:
-        m = it.get("measurement") or {}
-        figure = m.get("comparison") or m.get("raced")
-        if figure is None:
-            continue
-        row = {"order": it["label"], "predicted": (it.get("time") or {}).get("speedup"),
-               "measured": figure["speedup"], "ci95": figure["ci95"], "stage": figure.get("stage", "pair")}
-        timed.append(row)
-        if it["iteration"] == best_it:
-            best = row
-    clock, found_at = 0.0, None
+        figure = (it.get("measurement") or {}).get("comparison") or (it.get("measurement") or {}).get("raced")
+        if figure is not None:
+            timed.append({"order": it["label"], "predicted": (it.get("time") or {}).get("speedup"),
+                          "measured": figure["speedup"], "ci95": figure["ci95"], "stage": figure.get("stage", "pair")})
+            best = timed[-1] if it["iteration"] == best_it else best
     for span in report.get("timeline_s", []):
         clock += span["s"]
-        if best is not None and f"iteration {best_it}: confirmed" in span["what"]:
-            found_at = clock
+        found_at = clock if best is not None and f"iteration {best_it}: confirmed" in span["what"] else found_at
     return {"report": True, "device": report.get("device"), "best": best, "timed": timed,
             "run_s": clock, "found_in_run_s": found_at, "notes": report.get("notes", [])[-3:]}
 
 
 def one_case(name: str, out_dir: Path, timeout_s: float) -> dict:
-    args, known, source = CASES[name]
-    folder = out_dir / name
+    (args, known, source), folder = CASES[name], out_dir / name
     folder.mkdir(parents=True, exist_ok=True)
-    argv = [*swizzlelab_command(), "optimize", *args, "--target", "auto", "--out",
-            str(folder.resolve() / "swizzlelab-out" / "run")]
+    argv = [*swizzlelab_command(), "optimize", *args, "--target", "auto", "--out", str(folder.resolve() / "out" / "run")]
     code, wall, _, _ = run_command(argv, folder / "cli.log", timeout_s)
     found = read_report(folder)
-    best = found.get("best")
-    speedup = best["measured"] if best is not None and best["stage"] == "pair" else 1.0
+    best = found.get("best") if (found.get("best") or {}).get("stage") == "pair" else None
     # The process start (imports, CUDA) comes before the run's own clock: add it to when the best was confirmed.
-    startup = wall - (found.get("run_s") or wall)
-    found_s = startup + found["found_in_run_s"] if found.get("found_in_run_s") is not None else None
-    kept_regression = bool(best is not None and best["stage"] == "pair" and best["ci95"][1] < 1.0)
+    found_s = wall - found["run_s"] + found["found_in_run_s"] if found.get("found_in_run_s") is not None else None
+    speedup, kept_regression = (best["measured"], best["ci95"][1] < 1.0) if best else (1.0, False)
     return {"name": name, "command": "swizzlelab optimize " + " ".join(args) + " --target auto", "rc": code,
             "wall_s": round(wall, 1), "best_known": known, "best_known_source": source, "best_found": speedup,
-            "best": best, "found_s": found_s, "orders_timed": len(found.get("timed", [])),
-            "regressions_kept": int(kept_regression), "device": found.get("device"), "notes": found.get("notes"),
-            "timed": found.get("timed")}
+            "best": best, "found_s": found_s, "orders_timed": len(found.get("timed", [])), "timed": found.get("timed"),
+            "regressions_kept": int(kept_regression), "device": found.get("device"), "notes": found.get("notes")}
 
 
 def judged(row: dict) -> dict:
@@ -117,8 +104,7 @@ def judged(row: dict) -> dict:
 
 def summarize(rows: list[dict], command: str) -> dict:
     rows = [judged(r) for r in rows]
-    devices = {r["device"] for r in rows if r["device"]}
-    if len(devices) > 1:
+    if len(devices := {r["device"] for r in rows if r["device"]}) > 1:
         sys.exit(f"rows from several devices ({', '.join(sorted(devices))}): merge one device's runs")
     return {"script": "benchmarks/optimize_recall/run.py", "command": command, "device": next(iter(devices), None),
             "summary": {"cases": len(rows), "meet": sum(r["meets"] for r in rows),
@@ -140,16 +126,14 @@ def main() -> None:
         rows = {r["name"]: r for path in args.merge for r in json.loads(path.read_text())["cases"]}
         args.out.write_text(json.dumps(summarize(list(rows.values()), command), indent=1) + "\n")
         return
-    names = args.only or list(CASES)
-    rows = []
+    names, rows = args.only or list(CASES), []
+    out = args.out_dir / f"optimize_recall_{'_'.join(names) if args.only else 'all'}.json"
     for name in names:
         rows.append(one_case(name, args.out_dir, args.timeout_s))
         r = judged(rows[-1])
         print(f"{name}: rc {r['rc']} {r['wall_s']} s, best {r['best_found']:.3f}x (known {r['best_known']}), found at "
               f"{r['found_s']} s, {r['orders_timed']} timed, meets {r['meets']}", flush=True)
-        result = summarize(rows, command)
-        (args.out_dir / f"optimize_recall_{'_'.join(names) if args.only else 'all'}.json").write_text(
-            json.dumps(result, indent=1) + "\n")
+        out.write_text(json.dumps(summarize(rows, command), indent=1) + "\n")
 
 
 if __name__ == "__main__":

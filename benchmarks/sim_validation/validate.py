@@ -33,6 +33,15 @@ from swizzlelab.sim.params import (
 from swizzlelab.tasks import load_task
 
 
+def _grid(text: str, option: str = "", model: float | None = None) -> list[float]:
+    """A comma-separated grid of numbers ('model' standing for `model` where given); one line on a bad one."""
+    try:
+        return [model if model is not None and v.strip() == "model" else float(v) for v in text.split(",")]
+    except ValueError:
+        raise SystemExit(f"{option or 'a grid'} {text}: give numbers in 0..1"
+                         + (" or 'model'" if model is not None else "")) from None
+
+
 def main(argv: list[str]) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("out")
@@ -86,30 +95,14 @@ def main(argv: list[str]) -> int:
         sources.append({k: measured.get(k) for k in ("device", "script", "command", "l2_cache_bytes", "sm_count",
                                                        "nvidia_smi", "ncu_version", "failures")} | {"file": path})
         rows += [r for r in measured["rows"] if r.get("measured_l2_hit_pct") is not None]
-    cvs = [float(v) for v in args.cv_grid.split(",")]
-    hits = [float(v) for v in args.hit_grid.split(",")]
-    decays = [float(v) for v in args.decay_grid.split(",")]
-    lrcs = [float(v) for v in args.lrc_grid.split(",")]
-    try:
-        gpcs = [MODEL_GPC if v.strip() == "model" else float(v) for v in args.gpc_grid.split(",")]
-    except ValueError:
-        raise SystemExit(f"--gpc-grid {args.gpc_grid}: give numbers in 0..1 or 'model'") from None
+    cvs, hits, decays, lrcs = (_grid(g) for g in (args.cv_grid, args.hit_grid, args.decay_grid, args.lrc_grid))
+    gpcs = _grid(args.gpc_grid, "--gpc-grid", MODEL_GPC)
     if any(not (0.0 <= v < 1.0 or v == MODEL_GPC) for v in gpcs):
         raise SystemExit(f"--gpc-grid {args.gpc_grid}: give numbers in 0..1 (1 excluded) or 'model'")
-    sats = [float(v) for v in args.saturation_grid.split(",")]
-    gains = [float(v) for v in args.gain_grid.split(",")]
-    scales = [float(v) for v in args.capacity_grid.split(",")]
-    ages = [float(v) for v in args.age_grid.split(",")]
-    hots = [float(v) for v in args.hot_grid.split(",")]
-    jitters = [float(v) for v in args.jitter_grid.split(",")]
-    try:
-        pages = [MODEL_PAGE if v.strip() == "model" else float(v) for v in args.page_grid.split(",")]
-    except ValueError:
-        raise SystemExit(f"--page-grid {args.page_grid}: give numbers in 0..1 or 'model'") from None
-    try:
-        owns = [float(v) for v in args.program_grid.split(",")]
-    except ValueError:
-        raise SystemExit(f"--program-grid {args.program_grid}: give numbers in 0..1") from None
+    sats, gains, scales, ages, hots, jitters = (_grid(g) for g in (
+        args.saturation_grid, args.gain_grid, args.capacity_grid, args.age_grid, args.hot_grid, args.jitter_grid))
+    pages = _grid(args.page_grid, "--page-grid", MODEL_PAGE)
+    owns = _grid(args.program_grid, "--program-grid")
     points = sorted({(cv, hit, decay, lrc, gpc if sat else 0.0, sat, gain if sat else 0.0, scale,
                       *((age, hot, jitter, page, own) if sat and hot else (0.0, 0.0, 0.0, 0.0, 0.0)))
                      for cv in cvs for hit in hits for decay in decays for lrc in lrcs for gpc in gpcs for sat in sats

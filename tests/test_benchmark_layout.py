@@ -66,3 +66,9 @@ def test_the_layout_check_can_fail(tmp_path, monkeypatch):
 @pytest.mark.parametrize("module", sorted(f"benchmarks.lab.{p.stem}" for p in (BENCHMARKS / "lab").glob("[!_]*.py")))
 def test_every_lab_module_imports(module):
     assert importlib.import_module(module).__doc__
+
+
+def test_the_lab_stays_small():
+    """Issue 59: the lab keeps what it proves; its Python stays within 6,000 lines."""
+    lines = sum(len(path.read_text().splitlines()) for path in SCRIPTS)
+    assert lines <= 6000, f"benchmarks/ holds {lines} lines of Python"

@@ -78,6 +78,7 @@ def evaluate_isolated(task: str | Path, code: str, mode: str, options: IsolatedO
             reason, profile_files = _public_part(ev, report, submission, opts)
         except ChildFailed as failure:
             reason = failure.reason
+        reason = reason or ev.child.disk_breach()
         if opts.secret_phase is not None:
             secret_part = secret_phase(ev, opts.secret_phase, reason)
     finally:

@@ -386,6 +386,11 @@ class ChildProcess:
                             f"fork bomb?) held {gib:.2f} GiB, over the host memory limit of {cap:.2f} GiB")
                 return (f"exceeded the host memory limit: {gib:.2f} GiB in use, the limit is {cap:.2f} GiB (this "
                         "host's share for one evaluation)")
+        return self.disk_breach()
+
+    def disk_breach(self) -> str | None:
+        """The verdict's words when the run's folder filled its quota, else None. Also asked once as the run ends:
+        a run that fills its folder and finishes between two of the watcher's looks is still caught."""
         quota = disk.quota_of(self.workdir)
         if quota is not None and quota.kind and disk.is_full(self.workdir):
             used, _ = disk.used_bytes(self.workdir)

@@ -121,15 +121,21 @@ def test_the_gpu_study_checks_can_fail(checker, tmp_path):
 
     edit("wild_gpu", "wild_gpu_nvidia-h200.json", lambda doc: doc["runs"]["t09"]["best_speedup"].update(value=0.9))
     assert any("t09" in p for p in checker.wild_gpu())
+    edit("wild_gpu", "wild_gpu_nvidia-h100-80gb-hbm3.json",
+         lambda doc: doc["runs"]["vllm"]["best_speedup"].update(kind="predicted (model H100-SXM)"))
+    assert any("vllm" in p and "not a measured gain" in p for p in checker.wild_gpu())
     recall = tmp_path / "optimize_recall"
+    for committed in recall.glob("optimize_recall_*.json"):
+        committed.unlink()
     (recall / "README.md").write_text("Result: pending\n")
     assert any("does not say it is not measured yet" in p for p in checker.optimize_recall())
-    (recall / "optimize_recall_x.json").write_text(json.dumps({"device": "GPU", "summary": {"cases": 1, "meet": 1},
-        "cases": [{"name": "spmv", "device": "GPU", "meets": False, "regressions_kept": 0, "best_found": 1.2,
-                   "bar": 1.49, "wall_s": 100}]}))
+    (recall / "optimize_recall_x.json").write_text(json.dumps({"device": "GPU", "summary": {
+        "cases": 2, "meet": 1, "regressions_kept": 1}, "cases": [{"name": "spmv", "device": "GPU", "meets": False,
+                                                                  "regressions_kept": 1}]}))
     problems = checker.optimize_recall()
-    assert any("spmv: best 1.2 against the bar 1.49" in p for p in problems)
+    assert any("spmv: a regression kept" in p for p in problems)
     assert any("does not count its cases" in p for p in problems)
+    assert any("the README does not say '1 meet the bars, 1 regressions kept'" in p for p in problems)
     edit("time_model", "time_model_h100.json",
          lambda doc: next(r for r in doc["rows"] if r["set"] == "held_out").update(measured_speedup=9.0))
     assert any("from the rows" in p for p in checker.time_model())

@@ -114,3 +114,15 @@ def test_eval_names_the_submission_argument_for_a_task_kernel_module(tmp_path: P
     result = CliRunner().invoke(app, ["eval", "matmul", "--kernel", str(mine)])
     assert result.exit_code != 0 and isinstance(result.exception, UserError)
     assert "evaluate it as the SUBMISSION argument" in str(result.exception) and "\n" not in str(result.exception)
+
+
+def test_a_wrapper_given_a_sparse_csr_tensor_is_evaluated(tmp_path: Path) -> None:
+    """The spmv task's inputs hold a torch.sparse_csr tensor beside its dense parts: telling which inputs the
+    kernel writes compared it as a dense one and crashed (seen on an H100 as `optimize spmv --kernel`)."""
+    from swizzlelab.cli.main import app
+
+    args = ["eval", "spmv", "--kernel", str(Path(__file__).parent / "fixtures" / "suggest" / "spmv_rows.py"),
+            "--launch", "custom_kernel", "--size", "rows=256", "--size", "communities=4", "--mode", "test"]
+    result = CliRunner().invoke(app, args)
+    assert result.exit_code == 0, result.output
+    assert "passed" in result.output and "csr=256x33554432" in result.output

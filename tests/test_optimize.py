@@ -490,6 +490,7 @@ def test_a_gain_without_a_locality_change_says_so() -> None:
     assert "Successfully improved L2 cache hit rate by 67.90" in locality_line(better, base)
 
 
+@pytest.mark.slow  # over 15 s on CI's 2 cores: run with -m slow
 def test_ctrl_c_on_the_command_then_the_same_command_resumes(tmp_path: Path) -> None:
     import os
     import signal

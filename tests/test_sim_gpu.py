@@ -106,6 +106,7 @@ print(json.dumps(out))
 """
 
 
+@pytest.mark.slow  # over 15 s on CI's 2 cores: run with -m slow
 def test_gpu_backend_equals_the_cpu_engines_under_the_cuda_simulator():
     rows = under_cuda_simulator(CHILD)
     assert len(rows) == 8
@@ -199,6 +200,7 @@ print(json.dumps({"rows": out, "many_same": [same(a, b) for a, b in zip(many, al
 """
 
 
+@pytest.mark.slow  # over 15 s on CI's 2 cores: run with -m slow
 def test_gpu_coalescer_count_equals_the_cpu_count_and_falls_back_when_its_table_runs_out():
     got = under_cuda_simulator(COALESCE_CHILD)
     rows = got["rows"]

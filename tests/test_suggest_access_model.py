@@ -46,6 +46,7 @@ def _opened(path: Path):
                             inputs=Inputs(sizes=dict(SPMV), seed=3, task=task), interpret=True)
 
 
+@pytest.mark.slow  # over 15 s on CI's 2 cores: run with -m slow
 def test_the_spmv_submission_is_suggested_from_the_task_model_checked_on_its_programs():
     code = (FIXTURES / "spmv_rows.py").read_text()
     made = suggest(_ask("spmv", dict(SPMV), 3, 4.0), code, "spmv_rows.py", Limits(compile_s=300, run_s=300), 300,

@@ -11,6 +11,7 @@ import sys
 from pathlib import Path
 
 import numpy as np
+import pytest
 
 from swizzlelab.hw import get_model
 from swizzlelab.sim.timemodel import TimeModel, Traffic, calibration_for
@@ -70,6 +71,7 @@ def run_fit(*args: str) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, str(FIT), *args], capture_output=True, text=True, cwd=ROOT, timeout=600)
 
 
+@pytest.mark.slow  # over 15 s on CI's 2 cores: run with -m slow
 def test_fit_keeps_a_variant_by_the_fit_rows_and_refits_the_same_from_its_summary(tmp_path: Path):
     plan, measured = synthetic(tmp_path)
     first = tmp_path / "first.json"

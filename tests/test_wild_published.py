@@ -270,3 +270,22 @@ def test_a_broken_file_taken_home_is_caught(name: str, tmp_path: Path) -> None:
     path.write_text(user_kernel.file_source(one_tile))
     with pytest.raises(AssertionError, match="elements differ"):
         _best_kernel_runs(row.options, row.target, path, *([row.task] if row.task else []))
+
+
+@pytest.mark.parametrize("name", ["batch_invariant", "persistent"])
+def test_the_file_taken_home_opens_again_as_a_kernel(name: str, tmp_path: Path) -> None:
+    """best_kernel.py given back to swizzlelab (`eval --kernel best_kernel.py`): its site between the markers reads
+    the persistent loop's variable through `swz_launch = tile_id` just above them; that line was taken for a
+    name the site needs before the loop variable was bound (seen on an H100 with batch_invariant_ops)."""
+    from swizzlelab.scenario import scenario_from_user_kernel
+
+    row = PUBLISHED[name]
+    user_kernel = _open(row.options, row.target, task=row.task)
+    formula = scenario_from_user_kernel(user_kernel, row.target, occupancy=1).parse_order(row.order)
+    path = tmp_path / "best_kernel.py"
+    path.write_text(user_kernel.file_source(formula))
+    kernel = row.options[0].split(":", 1)[1:]
+    evaluated = _invoke(["eval", *([row.task] if row.task else []), "--kernel", ":".join([str(path), *kernel]),
+                         *row.options[1:]])
+    assert "inside the loop over tile_id" in evaluated.output
+    assert "passed: identical to the kernel's own order" in evaluated.output

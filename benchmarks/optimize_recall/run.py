@@ -1,13 +1,6 @@
 """Does `swizzlelab optimize --target auto`, typed with its defaults on a GPU, find the fastest order known for each
-case, quickly, and never keep a slower one? Each command runs in a fresh folder; its report.json gives the best order
-it confirmed (timed alone against the kernel's own), every order it timed, and where its time went.
-
-    python -m benchmarks.optimize_recall.run OUT_DIR [--only NAME ...] [--timeout-s 240]
-    python -m benchmarks.optimize_recall.run --merge A.json B.json ... --out optimize_recall_<device>.json
-
-Best known speedups (H100 unless said): benchmarks/time_model/time_model_h100.json (87 rows, the 12 time-model cases),
-benchmarks/suggest/suggest_h200.json and the leaderboard H100 runs (the three suggestion fixtures), wild_gpu (t09);
-a run that measures more raises its case's bar (the merge keeps the higher).
+case, quickly, and never keep a slower one? README.md gives the commands; CASES each case's bar and its source
+(a run that measures more raises its case's bar: the merge keeps the higher).
 """
 
 from __future__ import annotations

@@ -1,22 +1,10 @@
-"""Published kernel files optimized on a GPU exactly as a user types it: `swizzlelab optimize ... --kernel FILE
---target auto` with no environment variable set (kernels compile and run on the GPU; the trace is recorded
-under the interpreter by swizzlelab itself), at their real sizes.
+"""Published kernel files optimized on a GPU exactly as a user types it (`swizzlelab optimize ... --kernel FILE
+--target auto`, no environment variable set) at their real sizes, then their best_kernel.py opened again by
+`swizzlelab eval`; per kernel the command, exit code, seconds, trace method, timeline, the orders it raced and the
+best order's measured speedup with its 95% CI. README.md gives the commands; RUNS each kernel's size.
 
-For each of Triton's tutorial 03 matmul, tutorial 09 persistent matmul (8192^3 fp16) and tutorial 06 attention
-forward (Z=4, H=32, N_CTX=4096, D=64 fp16), and (issue 55) vLLM's scaled matmul, torchao's int8 matmul, a
-torch.compile output made on the GPU first, a batch-invariant persistent matmul, Liger's int8 x int2 matmul and
-tritonbench's stream-K, unedited under tests/wild/ (RUNS says each size): the command, its exit code, wall
-seconds, the `trace method:` line it printed, when each of its lines appeared (where the time went), whether the
-predictions told orders apart, and the best order's measured speedup with its 95% CI from the run's report.json.
-Every command runs in its own process group under a timeout (killed with its children past it: rc 124), so
-one call of this script lasts at most about the sum of its kernels' timeouts.
-
-Usage: python -m benchmarks.wild_gpu.run OUT_DIR [--only t03|t09|t06|vllm|torchao|inductor|batch_invariant|liger|streamk ...]
-                                      [--timeout-s 540] [--budget 4] [--small]
-  writes OUT_DIR/wild_gpu_<device>_<names>.json (one per call) and per kernel OUT_DIR/<name>/ (the optimizer's
-  files and cli.log);
-       python -m benchmarks.wild_gpu.run --merge A.json B.json ... --out wild_gpu_<device>.json
-  joins the calls' JSONs (one device) into one.
+Usage: python -m benchmarks.wild_gpu.run OUT_DIR [--only NAME ...] [--timeout-s 540] [--budget 4] [--time-budget T]
+       [--small];  python -m benchmarks.wild_gpu.run --merge A.json B.json ... --out wild_gpu_<device>.json
 """
 
 from __future__ import annotations
@@ -153,6 +141,21 @@ def summary(out_dir: Path) -> dict:
     }
 
 
+def run_best_kernel(rest: list[str], folder: Path, timeout_s: float) -> dict | None:
+    """The written best_kernel.py checked against the reference as the user would run it: `swizzlelab eval
+    --kernel best_kernel.py[:KERNEL] ... --mode test` with the run's own inputs (exit code and its verdict line)."""
+    best = folder / "best_kernel.py"
+    if not best.is_file():
+        return None
+    at = rest.index("--kernel") + 1
+    kernel = rest[at].split(":")[1:]
+    argv = [*swizzlelab_command(), "eval", *rest[:at], ":".join([str(best), *kernel]), *rest[at + 1:], "--mode", "test"]
+    code, wall, output, _ = run_command(argv, folder / "best_kernel_eval.log", timeout_s)
+    verdict = [line for line in output.splitlines() if re.search(r"\b(pass|fail|error)", line, re.IGNORECASE)]
+    return {"command": " ".join(["swizzlelab", *argv[len(swizzlelab_command()):]]), "rc": code,
+            "wall_s": round(wall, 1), "verdict": verdict[-3:]}
+
+
 def device_name() -> str:
     try:
         import torch
@@ -162,23 +165,21 @@ def device_name() -> str:
         return "unknown"
 
 
-# an optimize run's line for each measured order:
-# "iteration N (ORDER): ...; 1.012x [1.010, 1.013] measured (GPU): VERDICT"
-ITERATION = re.compile(r"^iteration (\d+) \((.+?)\): .*; ([\d.]+)x \[([\d.]+), ([\d.]+)\] measured \((.+?)\): "
-                       r"(\w[\w ]*)$")
+# an optimize run's lines: each raced order ("iteration N (ORDER): ...; raced 1.09x [1.05, 1.12] over 8 rounds
+# (WHY), measured (GPU)"), confirmed alone ("; confirmed alone: 1.01x [1.01, 1.02] (VERDICT)"), how the search ended
+RACED = re.compile(r"^iteration (\d+) \((.+?)\): .*; raced ([\d.]+)x \[([\d.]+), ([\d.]+)\] over (\d+) rounds.*?, "
+                   r"measured \((.+?)\)(?:; confirmed alone: ([\d.]+)x \[([\d.]+), ([\d.]+)\] \((.+)\))?$")
 
 
 def told(lines: list[str]) -> dict:
-    """What the run's own lines said (whole, not the timeline's cut ones): how the trace was obtained (derived
-    from a sample of programs or fully interpreted), where it stopped, the one-line reason, and each order it
-    measured with its interval."""
+    """What the run's own lines said: how the trace was obtained, how the measured search ended, and each order
+    it raced (with its figure confirmed alone against the kernel's own, where it was)."""
     how = next((m.group(1) for m in map(re.compile(r"^  trace (.*)$").search, lines) if m), None)
-    stop = next((line for line in lines if re.search(r": nothing measurable to gain, stopping$", line)), None)
-    # every order measured against the kernel's own, as its iteration line said it (also where none beat it)
-    measured = [{"iteration": int(m.group(1)), "order": m.group(2), "speedup": float(m.group(3)),
-                 "ci95": [float(m.group(4)), float(m.group(5))], "kind": f"measured ({m.group(6)})",
-                 "verdict": m.group(7)}
-                for m in map(ITERATION.search, lines) if m]
+    stop = next((line for line in lines if line.startswith(("measured search: ", "nothing measurable to gain"))), None)
+    measured = [{"iteration": int(m[1]), "order": m[2], "raced": float(m[3]), "raced_ci95": [float(m[4]), float(m[5])],
+                 "rounds": int(m[6]), "kind": f"measured ({m[7]})",
+                 **({"alone": float(m[8]), "alone_ci95": [float(m[9]), float(m[10])], "verdict": m[11]} if m[8] else {})}
+                for m in map(RACED.search, lines) if m]
     return {"trace_how": how, "stop_reason": stop, "measured_orders": measured}
 
 
@@ -217,6 +218,7 @@ def main(argv: list[str]) -> int:
                         help="per kernel's command, then its process group is killed (rc 124)")
     parser.add_argument("--only", action="append", choices=sorted(RUNS), help="run only these (repeatable)")
     parser.add_argument("--budget", type=int, default=4)
+    parser.add_argument("--time-budget", help="passed to optimize (e.g. 60s); default: optimize's own")
     parser.add_argument("--small", action="store_true", help="CPU-sized inputs (a smoke test of this script)")
     parser.add_argument("--merge", nargs="+", type=Path, help="join these JSONs of single calls (with --out FILE)")
     parser.add_argument("--out", dest="merged", type=Path, help="the merged JSON (with --merge)")
@@ -244,7 +246,7 @@ def main(argv: list[str]) -> int:
             code, wall, _, _ = run_command(argv_prepare, folder / "prepare.log", args.timeout_s)
             prepared = {"command": " ".join(argv_prepare), "rc": code, "wall_s": round(wall, 1)}
         typed = ["swizzlelab", "optimize", *rest, "--target", "auto", "--budget", str(args.budget),
-                 "--out", str(folder)]
+                 *(["--time-budget", args.time_budget] if args.time_budget else []), "--out", str(folder)]
         code, wall, output, timeline = run_command(swizzlelab_command() + typed[1:], folder / "cli.log",
                                                    args.timeout_s)
         method = re.search(r"^trace method: (.*)$", output, re.MULTILINE)
@@ -258,14 +260,16 @@ def main(argv: list[str]) -> int:
                       "error": error.group(1) if error else None, **told(output.splitlines()), "phases": phases(timeline),
                       "timeline": timeline, **({"prepare": prepared} if prepared else {}),
                       **summary(folder)}
-        print(json.dumps({name: {k: rows[name][k] for k in ("rc", "wall_s", "config", "trace_method", "phases")}}),
-              flush=True)
-    slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
-    result = {"study": "wild_gpu: published kernel files optimized on a GPU as typed (no environment variable)",
-              "device": device, "script": "python -m benchmarks.wild_gpu.run " + " ".join(argv),
-              "kind": f"measured ({device}) where a row says so; predictions are the simulator's", "runs": rows}
-    path = args.out / f"wild_gpu_{slug}_{'-'.join(names)}{'_small' if args.small else ''}.json"
-    path.write_text(json.dumps(result, indent=1, default=float))
+        rows[name]["best_kernel_run"] = run_best_kernel(rest, folder, args.timeout_s)
+        print(json.dumps({name: {k: rows[name][k] for k in ("rc", "wall_s", "config", "trace_method", "phases",
+                                                            "best_kernel_run")}}), flush=True)
+        # written after each kernel: a call cut short keeps the kernels it finished
+        slug = re.sub(r"[^a-z0-9]+", "-", device.lower()).strip("-")
+        result = {"study": "wild_gpu: published kernel files optimized on a GPU as typed (no environment variable)",
+                  "device": device, "script": "python -m benchmarks.wild_gpu.run " + " ".join(argv),
+                  "kind": f"measured ({device}) where a row says so; predictions are the simulator's", "runs": rows}
+        path = args.out / f"wild_gpu_{slug}_{'-'.join(names)}{'_small' if args.small else ''}.json"
+        path.write_text(json.dumps(result, indent=1, default=float))
     print(path)
     return 0 if all(r["rc"] == 0 for r in rows.values()) else 1
 

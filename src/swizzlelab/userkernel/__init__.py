@@ -217,10 +217,34 @@ def site_of(kernel: FoundKernel, analysed: Analysed | None = None) -> SiteSpan:
     found = find_site(source, kernel.name, line_offset=kernel.first_line - 1)
     # swizzle.site.Site names a persistent loop's variable `index_name` with kind "loop"
     kind = getattr(found, "kind", "")
-    loop_var = getattr(found, "index_name", None) if kind == "loop" else None
+    loop_var = getattr(found, "index_name", None) if kind == "loop" else _marked_loop_var(source, found)
     how = "between the swizzle markers" if kind == "markers" else "found automatically"
     span, index = promoted(source, SiteSpan(found.start, found.stop, tuple(found.outputs), loop_var, how), kernel.name)
     return replace(span, index=index)
+
+
+def _marked_loop_var(source: str, found: Any) -> str | None:
+    """The persistent loop's variable a marked block reads through the plain assignments before it (the
+    best_kernel.py swizzlelab writes says `swz_launch = tile_id` just above its markers), else None."""
+    if getattr(found, "kind", "") != "markers":
+        return None
+    lines = source.splitlines()
+    try:
+        tree, block = ast.parse(textwrap.dedent("\n".join(lines))), ast.parse(textwrap.dedent("\n".join(lines[found.start:found.stop])))
+    except SyntaxError:
+        return None
+    loops = [n for n in ast.walk(tree) if isinstance(n, ast.For) and isinstance(n.target, ast.Name)
+             and n.lineno <= found.start and (n.end_lineno or 0) >= found.stop]
+    if not loops:
+        return None
+    reads = {n.id for n in ast.walk(block) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
+    loop = max(loops, key=lambda n: n.lineno)  # the innermost loop holding the block
+    before = [n for n in ast.walk(loop) if isinstance(n, ast.Assign) and n.lineno <= found.start
+              and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)]
+    for node in sorted(before, key=lambda n: -n.lineno):
+        if node.targets[0].id in reads:
+            reads |= {n.id for n in ast.walk(node.value) if isinstance(n, ast.Name)}
+    return loop.target.id if loop.target.id in reads else None
 
 
 def site_from_lines(kernel: FoundKernel, spec: str, analysed: Analysed | None = None) -> SiteSpan:

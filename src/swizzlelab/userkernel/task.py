@@ -149,6 +149,20 @@ def _copied(data: dict[str, Any]) -> dict[str, Any]:
     return {name: copy(value) for name, value in data.items()}
 
 
+def _stored(t: Any) -> list[Any]:
+    """The dense tensors that hold `t`'s data: itself, or a sparse tensor's indices and values (a wrapper hands
+    a kernel those, never the sparse tensor: its storage has no one pointer)."""
+    import torch
+
+    if t.layout == torch.strided:
+        return [t]
+    if t.layout == torch.sparse_coo:
+        return [t._indices(), t._values()]
+    compressed = (t.crow_indices(), t.col_indices()) if t.layout in (torch.sparse_csr, torch.sparse_bsr) else \
+        (t.ccol_indices(), t.row_indices())
+    return [*compressed, t.values()]
+
+
 def _same_bytes(a: Any, b: Any) -> bool:
     """Bit for bit (garbage NaNs of a torch.empty output compare as what they are)."""
     import torch
@@ -156,12 +170,15 @@ def _same_bytes(a: Any, b: Any) -> bool:
     def raw(t: Any) -> Any:
         return t.detach().reshape(-1).contiguous().view(torch.uint8) if t.numel() else t.reshape(-1)
 
-    return a.shape == b.shape and bool(torch.equal(raw(a), raw(b)))
+    return a.shape == b.shape and a.layout == b.layout and all(
+        x.shape == y.shape and bool(torch.equal(raw(x), raw(y))) for x, y in zip(_stored(a), _stored(b)))
 
 
 def _poison(tensor: Any) -> None:
     import torch
 
+    if tensor.layout != torch.strided:
+        tensor = _stored(tensor)[-1]
     if tensor.is_floating_point():
         tensor.fill_(float("nan"))
     elif tensor.dtype != torch.bool:

@@ -179,10 +179,13 @@ def own_order(source: str, site: SiteSpan, launch_grid: tuple[int, int, int], ar
                 f"the persistent loop over {site.loop_var} does not visit 0..N-1 once each across programs: "
                 "swizzlelab cannot map its iterations to tiles"
             )
-        site_text = f"{site.loop_var} = tl.program_id(0)\n" + site_text
         launch = (n_virtual,)
         n_programs = n_virtual
-    text = _with_prelude(func, site_text, site.start + 1, known, site.outputs)
+    # the loop variable is the launch index: lines before the site that read it (best_kernel.py's
+    # `swz_launch = tile_id`) come after it
+    text = _with_prelude(func, site_text, site.start + 1, known | {site.loop_var} - {None}, site.outputs)
+    if site.loop_var is not None:
+        text = f"{site.loop_var} = tl.program_id(0)\n" + text
     formula = parse_formula(text, site.outputs)
     if formula.launch_rank > 1:
         # a 2-D launch (axis 0 fastest, as dispatched) read through one launch index: the launch grid need not

@@ -165,21 +165,23 @@ def device_name() -> str:
         return "unknown"
 
 
-# an optimize run's lines: each raced order ("iteration N (ORDER): ...; raced 1.09x [1.05, 1.12] over 8 rounds
-# (WHY), measured (GPU)"), confirmed alone ("; confirmed alone: 1.01x [1.01, 1.02] (VERDICT)"), how the search ended
+# an order's line: raced ("iteration N (ORDER): ...; raced 1.09x [1.05, 1.12] over 8 rounds (WHY), measured (GPU)",
+# then maybe "; confirmed alone: 1.01x [..] (VERDICT)"), or timed alone ("...; 1.01x [..] measured (GPU): VERDICT")
 RACED = re.compile(r"^iteration (\d+) \((.+?)\): .*; raced ([\d.]+)x \[([\d.]+), ([\d.]+)\] over (\d+) rounds.*?, "
                    r"measured \((.+?)\)(?:; confirmed alone: ([\d.]+)x \[([\d.]+), ([\d.]+)\] \((.+)\))?$")
+ALONE = re.compile(r"^iteration (\d+) \((.+?)\): .*; ([\d.]+)x \[([\d.]+), ([\d.]+)\] measured \((.+?)\): (\w[\w ]*)$")
 
 
 def told(lines: list[str]) -> dict:
-    """What the run's own lines said: how the trace was obtained, how the measured search ended, and each order
-    it raced (with its figure confirmed alone against the kernel's own, where it was)."""
+    """What the run's lines said: how it traced, how its measured search ended, each order it timed."""
     how = next((m.group(1) for m in map(re.compile(r"^  trace (.*)$").search, lines) if m), None)
     stop = next((line for line in lines if line.startswith(("measured search: ", "nothing measurable to gain"))), None)
     measured = [{"iteration": int(m[1]), "order": m[2], "raced": float(m[3]), "raced_ci95": [float(m[4]), float(m[5])],
                  "rounds": int(m[6]), "kind": f"measured ({m[7]})",
                  **({"alone": float(m[8]), "alone_ci95": [float(m[9]), float(m[10])], "verdict": m[11]} if m[8] else {})}
                 for m in map(RACED.search, lines) if m]
+    measured += [{"iteration": int(m[1]), "order": m[2], "speedup": float(m[3]), "ci95": [float(m[4]), float(m[5])],
+                  "kind": f"measured ({m[6]})", "verdict": m[7]} for m in map(ALONE.search, lines) if m]
     return {"trace_how": how, "stop_reason": stop, "measured_orders": measured}
 
 

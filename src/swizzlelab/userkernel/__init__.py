@@ -230,7 +230,8 @@ def _marked_loop_var(source: str, found: Any) -> str | None:
         return None
     lines = source.splitlines()
     try:
-        tree, block = ast.parse(textwrap.dedent("\n".join(lines))), ast.parse(textwrap.dedent("\n".join(lines[found.start:found.stop])))
+        tree = ast.parse(textwrap.dedent("\n".join(lines)))
+        block = ast.parse(textwrap.dedent("\n".join(lines[found.start:found.stop])))
     except SyntaxError:
         return None
     loops = [n for n in ast.walk(tree) if isinstance(n, ast.For) and isinstance(n.target, ast.Name)

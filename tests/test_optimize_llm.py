@@ -276,6 +276,19 @@ def test_replies_as_models_write_them() -> None:
     assert "never assigns pid" in read_reply("```python\nx = 1\n```").problem
 
 
+def test_a_kernel_reply_with_its_parameters_on_lines_of_their_own() -> None:
+    """Qwen2.5-Coder-1.5B's reply on transpose (the README's command, 2-core CPU): the whole kernel back, its
+    signature one parameter a line. Those lines (`input_ptr,`) were taken for the kernel's body and its header for
+    the formula ("syntax error: unexpected indent"); the swizzle site is taken instead."""
+    reply = ("New order: rows first.\n\n```python\n@triton.jit\ndef transpose_kernel(\n    input_ptr,\n    output_ptr,\n"
+             "    M,\n    BLOCK_SIZE_M: tl.constexpr,\n):\n    pid_m = tl.program_id(1)\n    pid_n = tl.program_id(0)\n"
+             "    offs_m = pid_m * BLOCK_SIZE_M + tl.arange(0, BLOCK_SIZE_M)\n"
+             "    block = tl.load(input_ptr + offs_m, mask=offs_m < M)\n    tl.store(output_ptr + offs_m, block)\n```\n")
+    read = read_reply(reply)
+    assert read.where == "code block 1/1 (its kernel's swizzle site)" and not read.problem, read
+    assert read.formula == "pid_m = tl.program_id(1)\npid_n = tl.program_id(0)\n"
+
+
 def test_accept_picks_the_block_that_checks(problem) -> None:
     bad_then_good = ("```python\npid = tl.program_id(0)\npid_m = pid // num_pid_n\npid_n = pid % 2\n```\n"
                      "Wait, fixed:\n```python\npid = tl.program_id(0)\npid_m = pid % num_pid_m\n"

@@ -149,13 +149,25 @@ def assigned_outputs(code: str, outputs: tuple[str, ...]) -> set[str]:
     return found & set(outputs)
 
 
+def _signature_lines(lines: list[str]) -> set[int]:
+    """Indices of the lines of each `def ...(...):` header, parameters on lines of their own included."""
+    out: set[int] = set()
+    for start, line in enumerate(lines):
+        if DEF.match(line):
+            stop = next((i for i in range(start, len(lines)) if re.search(r"\)\s*(->[^:]*)?:\s*(#.*)?$", lines[i])),
+                        start)
+            out.update(range(start, stop + 1))
+    return out
+
+
 def from_kernel(code: str) -> tuple[str, str]:
     """(formula text, note) from code that holds a kernel or its body: the swizzle site as `find_site` takes it
     from a kernel, else the code unchanged with decorator, import and return lines dropped."""
     text = textwrap.dedent(code)
     lines = text.splitlines()
-    body_at = next((i for i, line in enumerate(lines) if KERNEL_BODY.search(line) and not DEF.match(line)),
-                   len(lines))
+    header = _signature_lines(lines)
+    # a pointer parameter on its own line of a signature is not a kernel body line
+    body_at = next((i for i, line in enumerate(lines) if KERNEL_BODY.search(line) and i not in header), len(lines))
     last_output = max((i for i, line in enumerate(lines) if assigned_outputs(line, OUTPUT_NAMES)), default=-1)
     # Kernel lines after the remap (offsets, loads) mark a kernel body; a tl.arange before the last tile id is
     # part of the formula, left for the check to name.
@@ -168,8 +180,8 @@ def from_kernel(code: str) -> tuple[str, str]:
             return site.formula_text(), "its kernel's swizzle site"
         except (KernelSiteError, SyntaxError, ValueError):
             pass
-    kept = [line for line in text.splitlines() if not DROPPED.match(line)]
-    body = textwrap.dedent("\n".join(line for line in kept if not re.match(r"^\s*def \w+", line))).strip("\n")
+    kept = [line for i, line in enumerate(lines) if not DROPPED.match(line) and i not in header]
+    body = textwrap.dedent("\n".join(kept)).strip("\n")
     helper = re.search(r"^\s*def \w+\(([^)]*)\)", text, re.MULTILINE)
     params = [p.split(":")[0].split("=")[0].strip() for p in helper.group(1).split(",")] if helper else []
     if "pid" in params and not re.match(r"^\s*pid\s*=", body):

@@ -9,7 +9,7 @@ import pytest
 from typer.testing import CliRunner
 
 from swizzlelab.errors import UserError
-from swizzlelab.sim import analyze, index_periods
+from swizzlelab.sim import analyze, index_periods, periods_by_traffic
 from swizzlelab.scenario import apply_sizes
 from swizzlelab.tasks import load_task
 from swizzlelab.trace import TraceBuilder
@@ -120,6 +120,21 @@ def test_sharing_period_of_a_round_robin_clustered_matrix():
     result = analyze(trace, "h100")
     assert result.periods == periods and periods[0].statement() in result.statements
     assert "multiple of 12 indices apart" in result.text()
+
+
+def test_periods_by_traffic_puts_the_most_requested_tensor_first():
+    # two gathered tensors of a 1-D grid: "light" shared every 4 programs, "heavy" (8 lines a program) every 8
+    builder = TraceBuilder((256,))
+    light = builder.tensor("light", (4 * 32,), 4)
+    heavy = builder.tensor("heavy", (8 * 8 * 32,), 4)
+    tile = np.arange(256, dtype=np.int64)
+    builder.span(light, tile, 0, 32 * (tile % 4), 32 * (tile % 4) + 32)
+    builder.span(heavy, tile, 0, 256 * (tile % 8), 256 * (tile % 8) + 256)
+    trace = builder.build()
+    assert sorted((p.tensor, p.period) for p in index_periods(trace)) == [("heavy", 8), ("light", 4)]
+    ranked = periods_by_traffic(trace)
+    requested = {t.name: t.requested_bytes for t in analyze(trace, "h100").tensors}
+    assert [p.tensor for p in ranked] == ["heavy", "light"] and requested["heavy"] > requested["light"]
 
 
 def test_no_sharing_period_without_one(matmul_trace):

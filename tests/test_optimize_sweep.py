@@ -15,7 +15,7 @@ from swizzlelab.harness.race import Arm, RacePlan, RaceResult, judge, round_sche
 from swizzlelab.harness.timing import compare_samples
 from swizzlelab.optimize import Options, run
 from swizzlelab.optimize.records import BaselineTiming, Measurement, Speedup
-from swizzlelab.optimize.sweep import SWEEP_SIZE, default_time_budget
+from swizzlelab.optimize.sweep import MEASURED_BUDGET, SWEEP_SIZE, default_time_budget
 from swizzlelab.scenario import load_scenario
 
 SMALL_MATMUL = {"seed": 11, "m": 1024, "n": 1024, "k": 512}  # 8 x 8 tiles of 128 on the GPU config
@@ -206,6 +206,48 @@ def test_sweep_keeps_the_iteration_budget(tmp_path: Path) -> None:
     gpu = HiddenGainGpu(problem)
     result = run(problem, Options(out_dir=tmp_path, budget=5, screen_s=60), measurer=gpu)
     assert len(result.state.attempts) == 6 and gpu.races == [5]
+
+
+def test_a_budget_not_given_lets_the_time_budget_end_a_measured_run(tmp_path: Path) -> None:
+    # matmul at 2048^2 holds more distinct orders than the CPU default budget of 20: a GPU run sweeps all 24 (and
+    # refines where a neighbour is left), where a given --budget 20 stops at 20.
+    problem = load_scenario("matmul", {"seed": 11, "m": 2048, "n": 2048, "k": 256}, target="h100", gpu_name="")
+    free = run(problem, Options(out_dir=tmp_path / "free", budget=20, budget_given=False, screen_s=60),
+               measurer=HiddenGainGpu(problem))
+    given = run(problem, Options(out_dir=tmp_path / "given", budget=20, screen_s=60), measurer=HiddenGainGpu(problem))
+    assert len(given.state.attempts) - 1 == 20
+    assert SWEEP_SIZE <= len(free.state.attempts) - 1 <= MEASURED_BUDGET
+    assert "iteration budget spent" in given.stop_reason and "iteration budget" not in free.stop_reason
+
+
+class SwappingGpu(HiddenGainGpu):
+    """Two orders that swap places alone: serpentine races at 1.30x but times 1.10x alone, grouped:GROUP_M=4 races
+    at 1.25x and times 1.20x alone (as a compute-bound kernel's raced figures ran above its A/B ones on an H100)."""
+
+    def __init__(self, problem) -> None:
+        super().__init__(problem, hidden=1.10)
+        self.special[self._perm_id("grouped:GROUP_M=4")] = 1.20
+        self.raced_as = {self._perm_id("serpentine"): 1.30, self._perm_id("grouped:GROUP_M=4"): 1.25}
+
+    def race(self, formulas: dict, budget_s: float) -> dict[str, Measurement]:
+        self.races.append(len(formulas))
+        out = {}
+        for key, formula in formulas.items():
+            truth = self.raced_as.get(self.problem.check(formula).permutation_id, self.truth(formula))
+            ref, arm = self._samples(float(truth))
+            out[key] = Measurement(device=self.device, passed=True,
+                                   raced=Speedup.of(compare_samples(ref, arm, "resolved", device=self.device),
+                                                    stage="race"))
+        return out
+
+
+def test_the_race_runner_up_is_confirmed_when_it_may_be_faster_alone(tmp_path: Path) -> None:
+    problem = _problem()
+    gpu = SwappingGpu(problem)
+    result = run(problem, Options(out_dir=tmp_path, budget=40, screen_s=60), measurer=gpu)
+    best = result.state.best()
+    assert gpu.truth(problem.formula(best.formula)) == pytest.approx(1.20), best.label
+    assert best.comparison.ci95[0] > 1.15 and gpu.confirmed == 2
 
 
 def test_a_failed_race_is_recorded_and_the_run_ends_cleanly(tmp_path: Path) -> None:

@@ -26,6 +26,7 @@ from swizzlelab.hw import targets_help
 from swizzlelab.optimize.llm import config_from_env
 from swizzlelab.optimize.loop import JSONL, Options, describe_best, read_jsonl, run
 from swizzlelab.optimize.report import separation
+from swizzlelab.optimize.sweep import MEASURED_BUDGET
 from swizzlelab.scenario import load_scenario
 
 DEFAULT_OUT = Path("swizzlelab-out")
@@ -39,7 +40,9 @@ def register(app: typer.Typer) -> None:
         task: str | None = typer.Argument(None, help="task name (see `swizzlelab tasks`) or a task folder (default matmul); with --kernel, the task whose generate_input makes the wrapper's inputs"),
         kernel: str | None = typer.Option(None, "--kernel", help="your kernel file: a @triton.jit function with a swizzle site"),
         target: str = typer.Option("auto", "--target", help=f"{targets_help()} | auto (the local GPU, else h100)"),
-        budget: int = typer.Option(20, "--budget", help="iterations after the baseline (orders evaluated)"),
+        budget: int | None = typer.Option(None, "--budget", help="iterations after the baseline (orders evaluated; "
+                                          "default 20, and with a local GPU as many as the time budget allows, "
+                                          f"at most {MEASURED_BUDGET})"),
         time_budget: str | None = typer.Option(None, "--time-budget", help="with a local GPU: wall time the run may "
                                                "take from its start, e.g. 3m or 90s (default: sized to the kernel's "
                                                "measured time, 75-150 s); no new race of orders starts after it"),
@@ -87,12 +90,14 @@ def register(app: typer.Typer) -> None:
         run_name = scenario.task.name.replace(":", "-")
         out_dir = Path(out) if out else DEFAULT_OUT / f"{run_name}-{scenario.target.short_name}"
         options = Options(
-            out_dir=out_dir, budget=budget, proposer=proposer, remeasure=remeasure, screen_s=screen_s,
+            out_dir=out_dir, budget=budget if budget is not None else 20, budget_given=budget is not None,
+            proposer=proposer, remeasure=remeasure, screen_s=screen_s,
             measure_s=measure_s, use_ncu=ncu, workers=workers, sim_engine=sim_engine, stop_without_gain=not keep_going,
             time_budget_s=time_budget_s,
             llm=config_from_env(log_prompts=True) if log_prompts else None,
             command="swizzlelab " + shlex.join(sys.argv[1:]),
         )
+        budget = options.budget
         with progress_bar(out_console, transient=False, label="[bold]optimize[/]") as progress:
             bar = progress.add_task("baseline", total=budget + 1)
 

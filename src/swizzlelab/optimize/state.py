@@ -18,7 +18,7 @@ from swizzlelab.optimize.reasons import memory_summary
 from swizzlelab.optimize.learn import Correction
 from swizzlelab.optimize.records import EVALUATED, Attempt, Prediction, TimeFigures, Wave
 from swizzlelab.scenario import Scenario
-from swizzlelab.sim import Analysis, SimParams, analyze, footprint_of
+from swizzlelab.sim import Analysis, SimParams, analyze, footprint_of, periods_by_traffic
 from swizzlelab.sim.agreement import RESOLUTION_TEXT, within_resolution
 from swizzlelab.sim.gpu import ENGINES, choose_engine
 from swizzlelab.sim.timemodel import TimeModel, Traffic, calibration_for
@@ -48,6 +48,9 @@ class Options:
 
     out_dir: Path
     budget: int = 20
+    # False when --budget was not given: a measuring run (optimize.sweep) then takes as many orders as its sweep
+    # and refinements use (MEASURED_BUDGET), and its time budget ends it; 20 is the budget without a GPU.
+    budget_given: bool = True
     proposer: str = "search"
     remeasure: bool = False
     screen_s: float = 90.0
@@ -135,9 +138,7 @@ class RunState:
 
     def sharing_periods(self) -> tuple[int, ...]:
         """Sharing periods of a 1-D trace, the tensor with the most requested bytes first."""
-        requested = {t.name: t.requested_bytes for t in self.analysis().tensors}
-        periods = sorted(self.analysis().periods, key=lambda p: -requested.get(p.tensor, 0))
-        return tuple(p.period for p in periods)
+        return tuple(p.period for p in periods_by_traffic(self.scenario.trace))
 
     @property
     def baseline(self) -> Attempt:

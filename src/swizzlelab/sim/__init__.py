@@ -6,7 +6,7 @@ sharing.
 
 from swizzlelab.hw import domain_programs
 from swizzlelab.sim.analyze import (Analysis, FirstWave, Period, Sharing, TensorStats, analyze, first_wave,
-                                    index_periods)
+                                    index_periods, periods_by_traffic)
 from swizzlelab.sim.params import CacheGeometry, Engine, SimParams
 from swizzlelab.sim.result import DomainStats, Schedule, SimResult
 from swizzlelab.sim.schedule import clear_schedule_cache, own_schedule
@@ -33,6 +33,7 @@ __all__ = [
     "footprint_of",
     "index_periods",
     "own_schedule",
+    "periods_by_traffic",
     "side_by_side",
     "simulate",
     "simulate_many",

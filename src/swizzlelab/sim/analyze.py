@@ -363,6 +363,24 @@ def index_periods(trace: Any, seed: int = 0, n_lines: int = 2048, min_fraction: 
     return tuple(out)
 
 
+def periods_by_traffic(trace: Any, seed: int = 0) -> tuple[Period, ...]:
+    """index_periods, the tensor with the most requested sectors first: what the search's 1-D candidates need,
+    without analyze()'s simulation of the identity order and footprint (25 s of spmv's 67 M-line trace on a CPU)."""
+    periods = index_periods(trace, seed=seed)
+    if len(periods) < 2:
+        return periods
+    lines, masks = np.asarray(trace.lines), np.asarray(trace.sector_mask)
+    popcount = kernels.popcount_table()
+    infos = {str(info.name): info for info in list(getattr(trace, "tensors", []) or [])}
+
+    def requested(name: str) -> int:
+        lo = int(infos[name].base_line)
+        inside = (lines >= lo) & (lines < lo + int(infos[name].n_lines))
+        return int(popcount[masks[inside]].sum())
+
+    return tuple(sorted(periods, key=lambda p: -requested(p.tensor)))
+
+
 def _partner_pairs(grid: tuple[int, ...], rng: np.random.Generator) -> dict[str, list[tuple[int, int]]]:
     """Sampled (program, partner) tile pairs for each relation of the grid's coordinates."""
     n_tiles = int(np.prod(grid))

@@ -224,23 +224,27 @@ def site_of(kernel: FoundKernel, analysed: Analysed | None = None) -> SiteSpan:
 
 
 def _marked_loop_var(source: str, found: Any) -> str | None:
-    """The persistent loop's variable a marked block reads through the plain assignments before it (the
-    best_kernel.py swizzlelab writes says `swz_launch = tile_id` just above its markers), else None."""
-    if getattr(found, "kind", "") != "markers":
-        return None
+    """The persistent loop's variable a marked block reads (the best_kernel.py swizzlelab writes says
+    `swz_launch = tile_id` just above its markers), else None."""
+    return _block_loop_var(source, found.start, found.stop) if getattr(found, "kind", "") == "markers" else None
+
+
+def _block_loop_var(source: str, start: int, stop: int) -> str | None:
+    """The variable of the innermost `for` loop around lines [start, stop) of `source` that the block reads,
+    directly or through the plain assignments before it in the loop; None when it reads none."""
     lines = source.splitlines()
     try:
         tree = ast.parse(textwrap.dedent("\n".join(lines)))
-        block = ast.parse(textwrap.dedent("\n".join(lines[found.start:found.stop])))
+        block = ast.parse(textwrap.dedent("\n".join(lines[start:stop])))
     except SyntaxError:
         return None
     loops = [n for n in ast.walk(tree) if isinstance(n, ast.For) and isinstance(n.target, ast.Name)
-             and n.lineno <= found.start and (n.end_lineno or 0) >= found.stop]
+             and n.lineno <= start and (n.end_lineno or 0) >= stop]
     if not loops:
         return None
     reads = {n.id for n in ast.walk(block) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
     loop = max(loops, key=lambda n: n.lineno)  # the innermost loop holding the block
-    before = [n for n in ast.walk(loop) if isinstance(n, ast.Assign) and n.lineno <= found.start
+    before = [n for n in ast.walk(loop) if isinstance(n, ast.Assign) and n.lineno <= start
               and len(n.targets) == 1 and isinstance(n.targets[0], ast.Name)]
     for node in sorted(before, key=lambda n: -n.lineno):
         if node.targets[0].id in reads:
@@ -278,13 +282,7 @@ def site_from_lines(kernel: FoundKernel, spec: str, analysed: Analysed | None = 
                 f"--site {spec}: the kernel reads {len(outputs)} names the block assigns ({', '.join(outputs) or 'none'}); "
                 "take the lines that compute the tile's one or two coordinates"
             )
-    reads = {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)}
-    loop_var = None
-    for node in ast.walk(ast.parse(source)):
-        if isinstance(node, ast.For) and isinstance(node.target, ast.Name) and node.target.id in reads \
-                and node.lineno <= start and (node.end_lineno or 0) >= stop:
-            loop_var = node.target.id
-    return SiteSpan(start, stop, outputs, loop_var, "given with --site")
+    return SiteSpan(start, stop, outputs, _block_loop_var(source, start, stop), "given with --site")
 
 
 def pick_kernel(kfile: KernelFile, name: str | None, site: str | None = None,

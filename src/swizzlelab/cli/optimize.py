@@ -26,7 +26,7 @@ from swizzlelab.hw import targets_help
 from swizzlelab.optimize.llm import config_from_env
 from swizzlelab.optimize.loop import JSONL, Options, describe_best, read_jsonl, run
 from swizzlelab.optimize.report import separation
-from swizzlelab.optimize.sweep import MEASURED_BUDGET
+from swizzlelab.optimize.sweep import MEASURED_BUDGET, REFINE_SIZE
 from swizzlelab.scenario import load_scenario
 
 DEFAULT_OUT = Path("swizzlelab-out")
@@ -97,12 +97,15 @@ def register(app: typer.Typer) -> None:
             llm=config_from_env(log_prompts=True) if log_prompts else None,
             command="swizzlelab " + shlex.join(sys.argv[1:]),
         )
-        budget = options.budget
+        # Without --budget a measuring run may time up to MEASURED_BUDGET orders: the bar grows when it does.
+        totals = [options.budget + 1]
         with progress_bar(out_console, transient=False, label="[bold]optimize[/]") as progress:
-            bar = progress.add_task("baseline", total=budget + 1)
+            bar = progress.add_task("baseline", total=totals[0])
 
             def on_iteration(attempt) -> None:
-                progress.update(bar, completed=min(attempt.iteration + 1, budget + 1),
+                if attempt.iteration + 1 > totals[0]:  # never with a given --budget
+                    totals[0] = min(attempt.iteration + 1 + REFINE_SIZE, MEASURED_BUDGET + 1)
+                progress.update(bar, completed=min(attempt.iteration + 1, totals[0]), total=totals[0],
                                 description=f"{attempt.name()}: {attempt.status} {attempt.label}")
                 progress.console.print(f"{attempt.name()} ({attempt.label}): {attempt.status}: {attempt.message}",
                                        highlight=False)
@@ -123,7 +126,7 @@ def register(app: typer.Typer) -> None:
                 progress.stop()
                 _say_interrupted(out_console, out_dir)
                 raise typer.Exit(130) from None
-            progress.update(bar, completed=min(len(result.state.attempts), budget + 1))
+            progress.update(bar, completed=min(len(result.state.attempts), totals[0]))
         out_console.print(describe_best(result.state), highlight=False)
         out_console.print(separation(result.state)[1], highlight=False)
         for name, path in result.files.items():

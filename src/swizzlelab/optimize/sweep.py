@@ -200,4 +200,4 @@ def _raced_text(measurement: Measurement) -> str:
     return f"raced {figure.ci_text()} over {figure.n_pairs} rounds{left}, measured ({measurement.device})"
 
 
-__all__ = ["MEASURED_BUDGET", "SWEEP_SIZE", "Sweep", "default_time_budget"]
+__all__ = ["MEASURED_BUDGET", "REFINE_SIZE", "SWEEP_SIZE", "Sweep", "default_time_budget"]

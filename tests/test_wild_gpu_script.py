@@ -43,11 +43,15 @@ def test_wild_gpu_script_one_kernel_per_call_then_merged(tmp_path: Path) -> None
     merged = json.loads(merged_file.read_text())
     assert list(merged["runs"]) == ["t03", "t06"] and merged["device"] == "no-gpu"
     assert merged["runs"]["t03"] == row and len(merged["script"]) == 2
-    # a merge refuses files of two devices, or a kernel twice, in one line
+    # a merge refuses files of two devices in one line; a kernel's later call replaces its earlier one
     other = json.loads(t06_file.read_text())
     other["device"] = "NVIDIA H200"
     (tmp_path / "other.json").write_text(json.dumps(other))
     refused = _run("--merge", str(t03_file), str(tmp_path / "other.json"), "--out", str(tmp_path / "x.json"))
     assert refused.returncode == 2 and "2 devices" in refused.stderr and not (tmp_path / "x.json").exists()
-    twice = _run("--merge", str(t03_file), str(t03_file), "--out", str(tmp_path / "x.json"))
-    assert twice.returncode == 2 and "repeats run(s) t03" in twice.stderr
+    later = json.loads(t03_file.read_text())
+    later["runs"]["t03"]["wall_s"] = -1.0
+    (tmp_path / "later.json").write_text(json.dumps(later))
+    twice = _run("--merge", str(t03_file), str(t06_file), str(tmp_path / "later.json"), "--out", str(tmp_path / "x.json"))
+    assert twice.returncode == 0 and "later.json: its t03 replaces the earlier call's" in twice.stdout
+    assert json.loads((tmp_path / "x.json").read_text())["runs"]["t03"]["wall_s"] == -1.0

@@ -16,6 +16,11 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[2]
 
 
+def sizes(**named: object) -> list[str]:
+    """`--size NAME=VALUE` arguments, as a user types them."""
+    return [arg for name, value in named.items() for arg in ("--size", f"{name}={value}")]
+
+
 def swizzlelab_command() -> list[str]:
     """The console script a user runs; `python -m swizzlelab.cli` where it is not on PATH (same program)."""
     found = shutil.which("swizzlelab")

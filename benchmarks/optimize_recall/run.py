@@ -10,15 +10,11 @@ import json
 import sys
 from pathlib import Path
 
-from benchmarks.lab.commands import run_command, swizzlelab_command
+from benchmarks.lab.commands import run_command, sizes, swizzlelab_command
 
 FIXTURES = "tests/fixtures/suggest/"
 T09 = "tests/wild/triton_09_persistent_matmul.py:matmul_kernel_persistent"
 TM = "time_model H100: "
-
-
-def sizes(**named: object) -> list[str]:
-    return [arg for name, value in named.items() for arg in ("--size", f"{name}={value}")]
 
 
 # name -> (arguments after `swizzlelab optimize`, best known measured speedup, where it was measured)
@@ -78,7 +74,7 @@ def one_case(name: str, out_dir: Path, timeout_s: float) -> dict:
     (args, known, source), folder = CASES[name], out_dir / name
     folder.mkdir(parents=True, exist_ok=True)
     argv = [*swizzlelab_command(), "optimize", *args, "--target", "auto", "--out", str(folder.resolve() / "out" / "run")]
-    code, wall, _, _ = run_command(argv, folder / "cli.log", timeout_s)
+    code, wall, _, timeline = run_command(argv, folder / "cli.log", timeout_s)
     found = read_report(folder)
     best = found.get("best") if (found.get("best") or {}).get("stage") == "pair" else None
     # The process start (imports, CUDA) comes before the run's own clock: add it to when the best was confirmed.
@@ -88,8 +84,8 @@ def one_case(name: str, out_dir: Path, timeout_s: float) -> dict:
     return {"name": name, "command": "swizzlelab optimize " + " ".join(args) + " --target auto", "rc": code,
             "wall_s": round(wall, 1), "best_known": known, "best_known_source": source, "best_found": speedup,
             "best": best, "found_s": found_s, "stopped_s": stopped_s, "orders_timed": len(found.get("timed", [])),
-            "timed": found.get("timed"),
-            "regressions_kept": int(kept_regression), "device": found.get("device"), "notes": found.get("notes")}
+            "timed": found.get("timed"), "regressions_kept": int(kept_regression), "device": found.get("device"),
+            "notes": found.get("notes"), "last_lines": [[t, line[:300]] for t, line in timeline[-6:]]}
 
 
 def judged(row: dict) -> dict:

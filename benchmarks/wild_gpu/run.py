@@ -15,13 +15,12 @@ import re
 import sys
 from pathlib import Path
 
-from benchmarks.lab.commands import ROOT, run_command, swizzlelab_command
+from benchmarks.lab.commands import ROOT, run_command, sizes, swizzlelab_command
 
 WILD = Path("tests") / "wild"  # relative to ROOT, where the commands run: as a user in the checkout types them
-MATMUL_SIZES = ["--size", "m=8192", "--size", "n=8192", "--size", "k=8192"]
+MATMUL_SIZES = sizes(m=8192, n=8192, k=8192)
 ATTENTION = ["--tensor", "q=float16[Z,H,S,D]", "--tensor", "k=float16[Z,H,S,D]", "--tensor", "v=float16[Z,H,S,D]",
-             "--arg", "causal=False", "--arg", "sm_scale=0.5",
-             "--size", "Z=4", "--size", "H=32", "--size", "S=4096", "--size", "D=64"]
+             "--arg", "causal=False", "--arg", "sm_scale=0.5", *sizes(Z=4, H=32, S=4096, D=64)]
 GEMM_TENSORS = ["--tensor", "a=float16[M,K]", "--tensor", "b=float16[K,N]"]
 # name -> (what it is, the arguments after `swizzlelab optimize`); "{out}" is the run's folder
 RUNS = {
@@ -36,25 +35,24 @@ RUNS = {
     "vllm": ("vLLM triton_scaled_mm (its launcher's heuristic tiles), 8192^3 fp16, per-row and per-column scales",
              ["--kernel", str(WILD / "vllm_triton_scaled_mm.py"), "--tensor", "input=float16[M,K]",
               "--tensor", "weight=float16[K,N]", "--tensor", "scale_a=float32[M,1]", "--tensor", "scale_b=float32[N,1]",
-              "--arg", "out_dtype=torch.float16", "--size", "M=8192", "--size", "N=8192", "--size", "K=8192"]),
+              "--arg", "out_dtype=torch.float16", *sizes(M=8192, N=8192, K=8192)]),
     "torchao": ("torchao int8 matmul (GROUP_M reassigned at its site), 8192^3, 128x128x64 blocks, 3 stages, 8 warps",
                 ["--kernel", f"{WILD / 'torchao_intmm_triton.py'}:matmul_kernel_with_block_pointers",
-                 "--inputs", f"{WILD / 'torchao_inputs.py'}:intmm_inputs", "--size", "M=8192", "--size", "N=8192",
-                 "--size", "K=8192", "--size", "block_m=128", "--size", "block_n=128", "--size", "block_k=64",
-                 "--size", "num_stages=3", "--size", "num_warps=8"]),
+                 "--inputs", f"{WILD / 'torchao_inputs.py'}:intmm_inputs",
+                 *sizes(M=8192, N=8192, K=8192, block_m=128, block_n=128, block_k=64, num_stages=3, num_warps=8)]),
     "inductor": ("torch.compile(mode=max-autotune) output_code.py of relu(x @ w1) @ w2, 8192^3 fp16, made on this GPU "
                  "first (tests/wild/make_inductor_output.py)",
                  ["--kernel", "{out}/output_code.py"]),
     "batch_invariant": ("batch_invariant_ops persistent matmul (SM count from torch.accelerator), 8192^3 fp16",
                         ["--kernel", f"{WILD / 'batch_invariant_ops.py'}:matmul_kernel_persistent", *GEMM_TENSORS,
-                         "--size", "M=8192", "--size", "N=8192", "--size", "K=8192"]),
+                         *sizes(M=8192, N=8192, K=8192)]),
     "liger": ("Liger-Kernel int8 x packed int2 matmul (its own @triton.autotune), 8192^3",
               ["--kernel", str(WILD / "liger_mm_int8int2.py"), "--tensor", "a=int8[M,K]", "--tensor", "b=uint8[K4,N]",
-               "--size", "M=8192", "--size", "N=8192", "--size", "K=8192", "--size", "K4=2048"]),
+               *sizes(M=8192, N=8192, K=8192, K4=2048)]),
     "streamk": ("tritonbench stream-K (CUDA, TMA descriptors; both remaps take the order), 8448x8448x8192 fp16: "
                 "66x66 tiles of 128 are 33 full waves of 132 SMs, every tile in the data-parallel phase",
                 ["--kernel", f"{WILD / 'tritonbench_stream_k.py'}:streamk_cuda_gemm", "--tensor", "a=float16[M,K]",
-                 "--tensor", "b=float16[N,K]", "--size", "M=8448", "--size", "N=8448", "--size", "K=8192",
+                 "--tensor", "b=float16[N,K]", *sizes(M=8448, N=8448, K=8192),
                  "--config", "BLOCK_M=128,BLOCK_N=128,BLOCK_K=64,SK_BLOCK_K=64"]),
 }
 # commands run before a kernel's own (the Inductor output is made by torch.compile on the GPU that optimizes it)
@@ -186,7 +184,8 @@ def told(lines: list[str]) -> dict:
 
 
 def merge(files: list[Path], out: Path) -> int:
-    """One JSON of several calls' (the same device): their runs joined, each call's script line kept."""
+    """One JSON of several calls' (the same device): their runs joined (the last call's row of a kernel run twice),
+    each call's script line kept."""
     loaded = [json.loads(Path(f).read_text()) for f in files]
     devices = sorted({d["device"] for d in loaded})
     if len(devices) != 1:
@@ -195,10 +194,8 @@ def merge(files: list[Path], out: Path) -> int:
         return 2
     runs: dict = {}
     for data, name in zip(loaded, files):
-        twice = sorted(set(runs) & set(data["runs"]))
-        if twice:
-            print(f"error: {name} repeats run(s) {', '.join(twice)}: merge each kernel's call once", file=sys.stderr)
-            return 2
+        for run in sorted(set(runs) & set(data["runs"])):  # a later call's run of a kernel replaces the earlier's
+            print(f"{name}: its {run} replaces the earlier call's")
         # what told() reads, from the run's whole output where its folder is beside the JSON (OUT/<name>/cli.log),
         # else from the timeline (older calls cut lines at 240 characters, losing the measured intervals at their end)
         for run, row in data["runs"].items():

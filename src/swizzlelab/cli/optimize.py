@@ -41,8 +41,8 @@ def register(app: typer.Typer) -> None:
         kernel: str | None = typer.Option(None, "--kernel", help="your kernel file: a @triton.jit function with a swizzle site"),
         target: str = typer.Option("auto", "--target", help=f"{targets_help()} | auto (the local GPU, else h100)"),
         budget: int | None = typer.Option(None, "--budget", help="iterations after the baseline (orders evaluated; "
-                                          "default 20, and with a local GPU as many as the time budget allows, "
-                                          f"at most {MEASURED_BUDGET})"),
+                                          f"default {Options.budget}, and with a local GPU as many as the time "
+                                          f"budget allows, at most {MEASURED_BUDGET})"),
         time_budget: str | None = typer.Option(None, "--time-budget", help="with a local GPU: wall time the run may "
                                                "take from its start, e.g. 3m or 90s (default: sized to the kernel's "
                                                "measured time, 75-150 s); no new race of orders starts after it"),
@@ -90,7 +90,7 @@ def register(app: typer.Typer) -> None:
         run_name = scenario.task.name.replace(":", "-")
         out_dir = Path(out) if out else DEFAULT_OUT / f"{run_name}-{scenario.target.short_name}"
         options = Options(
-            out_dir=out_dir, budget=budget if budget is not None else 20, budget_given=budget is not None,
+            out_dir=out_dir, budget=budget if budget is not None else Options.budget, budget_given=budget is not None,
             proposer=proposer, remeasure=remeasure, screen_s=screen_s,
             measure_s=measure_s, use_ncu=ncu, workers=workers, sim_engine=sim_engine, stop_without_gain=not keep_going,
             time_budget_s=time_budget_s,
@@ -98,14 +98,15 @@ def register(app: typer.Typer) -> None:
             command="swizzlelab " + shlex.join(sys.argv[1:]),
         )
         # Without --budget a measuring run may time up to MEASURED_BUDGET orders: the bar grows when it does.
-        totals = [options.budget + 1]
+        total = options.budget + 1
         with progress_bar(out_console, transient=False, label="[bold]optimize[/]") as progress:
-            bar = progress.add_task("baseline", total=totals[0])
+            bar = progress.add_task("baseline", total=total)
 
             def on_iteration(attempt) -> None:
-                if attempt.iteration + 1 > totals[0]:  # never with a given --budget
-                    totals[0] = min(attempt.iteration + 1 + REFINE_SIZE, MEASURED_BUDGET + 1)
-                progress.update(bar, completed=min(attempt.iteration + 1, totals[0]), total=totals[0],
+                nonlocal total
+                if attempt.iteration + 1 > total:  # never with a given --budget
+                    total = min(attempt.iteration + 1 + REFINE_SIZE, MEASURED_BUDGET + 1)
+                progress.update(bar, completed=min(attempt.iteration + 1, total), total=total,
                                 description=f"{attempt.name()}: {attempt.status} {attempt.label}")
                 progress.console.print(f"{attempt.name()} ({attempt.label}): {attempt.status}: {attempt.message}",
                                        highlight=False)
@@ -126,7 +127,7 @@ def register(app: typer.Typer) -> None:
                 progress.stop()
                 _say_interrupted(out_console, out_dir)
                 raise typer.Exit(130) from None
-            progress.update(bar, completed=min(len(result.state.attempts), totals[0]))
+            progress.update(bar, completed=min(len(result.state.attempts), total))
         out_console.print(describe_best(result.state), highlight=False)
         out_console.print(separation(result.state)[1], highlight=False)
         for name, path in result.files.items():

@@ -217,16 +217,13 @@ def site_of(kernel: FoundKernel, analysed: Analysed | None = None) -> SiteSpan:
     found = find_site(source, kernel.name, line_offset=kernel.first_line - 1)
     # swizzle.site.Site names a persistent loop's variable `index_name` with kind "loop"
     kind = getattr(found, "kind", "")
-    loop_var = getattr(found, "index_name", None) if kind == "loop" else _marked_loop_var(source, found)
+    # a marked block reads the persistent loop's variable through the lines above it (best_kernel.py says
+    # `swz_launch = tile_id` just above its markers)
+    loop_var = (getattr(found, "index_name", None) if kind == "loop" else
+                _block_loop_var(source, found.start, found.stop) if kind == "markers" else None)
     how = "between the swizzle markers" if kind == "markers" else "found automatically"
     span, index = promoted(source, SiteSpan(found.start, found.stop, tuple(found.outputs), loop_var, how), kernel.name)
     return replace(span, index=index)
-
-
-def _marked_loop_var(source: str, found: Any) -> str | None:
-    """The persistent loop's variable a marked block reads (the best_kernel.py swizzlelab writes says
-    `swz_launch = tile_id` just above its markers), else None."""
-    return _block_loop_var(source, found.start, found.stop) if getattr(found, "kind", "") == "markers" else None
 
 
 def _block_loop_var(source: str, start: int, stop: int) -> str | None:
